@@ -1,0 +1,1 @@
+//! pyrun-mcp server library.
