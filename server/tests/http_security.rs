@@ -30,7 +30,13 @@ async fn health_answers_without_a_token_and_tells_no_secrets() {
 async fn knock(server: &Server, session_url: &str, token: Option<&str>) -> [reqwest::Response; 3] {
     let client = http();
     let headers = token.map(bearer).unwrap_or_default();
-    let mcp = mcp_post(&client, &server.url("/mcp"), &headers, &initialize_request(0)).await;
+    let mcp = mcp_post(
+        &client,
+        &server.url("/mcp"),
+        &headers,
+        &initialize_request(0),
+    )
+    .await;
     let sse = client
         .get(server.url("/sse"))
         .headers(headers.clone())
@@ -93,7 +99,10 @@ async fn wrong_token_never_reaches_the_session() {
         .status();
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     // The rightful client's own initialize gets the first (and only) answer.
-    assert_eq!(session.post(&initialize_request(8)).await, StatusCode::ACCEPTED);
+    assert_eq!(
+        session.post(&initialize_request(8)).await,
+        StatusCode::ACCEPTED
+    );
     let first = session.events.next_message().await.unwrap();
     assert_eq!(first["id"], 8);
 }
@@ -143,7 +152,12 @@ async fn allowed_tunnel_host_is_accepted() {
     let projects = projects();
     let server = Server::start(
         projects.path(),
-        &["--auth-token", TOKEN, "--allowed-host", "abc.tunnel.example"],
+        &[
+            "--auth-token",
+            TOKEN,
+            "--allowed-host",
+            "abc.tunnel.example",
+        ],
     );
     for path in ["/mcp", "/sse", "/health"] {
         let host = with_header(&server, path, "host", "abc.tunnel.example").await;
@@ -185,7 +199,10 @@ async fn message_endpoint_answers_404_400_202() {
     );
     // Both spellings of the query parameter reach the session.
     let snake = url.replace("sessionId=", "session_id=");
-    assert_eq!(session.post_raw(&snake, message).await, StatusCode::ACCEPTED);
+    assert_eq!(
+        session.post_raw(&snake, message).await,
+        StatusCode::ACCEPTED
+    );
 }
 
 #[tokio::test]
@@ -233,13 +250,21 @@ async fn sessions_past_the_limit_get_503() {
     drop(held);
     let freed = eventually_async(|| async {
         let client = http();
-        mcp_post(&client, &server.url("/mcp"), &Default::default(), &initialize_request(0))
-            .await
-            .status()
+        mcp_post(
+            &client,
+            &server.url("/mcp"),
+            &Default::default(),
+            &initialize_request(0),
+        )
+        .await
+        .status()
             == StatusCode::OK
     })
     .await;
-    assert!(freed, "the session slot was not freed after the SSE client left");
+    assert!(
+        freed,
+        "the session slot was not freed after the SSE client left"
+    );
 }
 
 async fn eventually_async<F, Fut>(mut check: F) -> bool
@@ -273,7 +298,10 @@ fn public_bind_without_token_refuses_to_start_and_says_how_to_fix_it() {
 #[test]
 fn public_bind_starts_with_a_token_or_explicit_opt_out() {
     let projects = projects();
-    for extra in [&["--auth-token", TOKEN][..], &["--allow-unauthenticated"][..]] {
+    for extra in [
+        &["--auth-token", TOKEN][..],
+        &["--allow-unauthenticated"][..],
+    ] {
         let mut child = spawn(projects.path(), "0.0.0.0:0", extra);
         let stderr = child.stderr.take().unwrap();
         let started = std::io::BufRead::lines(std::io::BufReader::new(stderr))

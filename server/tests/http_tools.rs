@@ -40,7 +40,10 @@ async fn streamable_http_lists_runs_and_refuses_escapes() {
     let session = McpSession::open(&server, Some(TOKEN)).await;
 
     let tools = session.call(&request(1, "tools/list", json!({}))).await;
-    assert!(tool_names(&tools).contains(&"run_python".to_owned()), "{tools}");
+    assert!(
+        tool_names(&tools).contains(&"run_python".to_owned()),
+        "{tools}"
+    );
 
     assert_hello(&session.call(&run_python(2, "hello_world.py", None)).await);
     assert_escape_refused(&session.call(&run_python(3, "../outside.py", None)).await);
@@ -53,7 +56,10 @@ async fn legacy_sse_lists_runs_and_refuses_escapes() {
     let mut session = SseSession::open(&server, Some(TOKEN)).await;
 
     let (tools, _) = session.call(&request(1, "tools/list", json!({}))).await;
-    assert!(tool_names(&tools).contains(&"run_python".to_owned()), "{tools}");
+    assert!(
+        tool_names(&tools).contains(&"run_python".to_owned()),
+        "{tools}"
+    );
 
     assert_hello(&session.call(&run_python(2, "hello_world.py", None)).await.0);
     assert_escape_refused(&session.call(&run_python(3, "../outside.py", None)).await.0);
@@ -86,7 +92,9 @@ async fn progress_arrives_while_the_run_is_going_over_sse() {
     let server = Server::start(projects.path(), &[]);
     let mut session = SseSession::open(&server, None).await;
     assert_eq!(
-        session.post(&run_python(1, "wait_for_go.py", Some("p1"))).await,
+        session
+            .post(&run_python(1, "wait_for_go.py", Some("p1")))
+            .await,
         StatusCode::ACCEPTED
     );
     let first = session.events.next_message().await.expect("a message");
@@ -100,9 +108,10 @@ async fn progress_arrives_while_the_run_is_going_over_sse() {
 mod kills {
     use super::*;
 
-    /// Starts sleeper.py and waits until its process is visible.
+    /// Waits until sleeper.py's process is visible (the server's own command line names only
+    /// the folder, not the script).
     async fn sleeper_is_running(projects: &std::path::Path) {
-        let needle = projects.canonicalize().unwrap();
+        let needle = projects.canonicalize().unwrap().join("sleeper.py");
         assert!(
             eventually(|| !processes_mentioning(&needle).is_empty()).await,
             "sleeper.py never started"
@@ -110,7 +119,7 @@ mod kills {
     }
 
     async fn sleeper_is_gone(projects: &std::path::Path) -> bool {
-        let needle = projects.canonicalize().unwrap();
+        let needle = projects.canonicalize().unwrap().join("sleeper.py");
         eventually(|| processes_mentioning(&needle).is_empty()).await
     }
 
@@ -128,8 +137,15 @@ mod kills {
         let session = McpSession::open(&server, None).await;
         let _stream = session.stream(&run_python(1, "sleeper.py", None)).await;
         sleeper_is_running(projects.path()).await;
-        assert_eq!(session.send(&cancel(1)).await.status(), StatusCode::ACCEPTED);
-        assert!(sleeper_is_gone(projects.path()).await, "run survived cancellation");
+        assert_eq!(
+            session.send(&cancel(1)).await.status(),
+            StatusCode::ACCEPTED
+        );
+        assert!(
+            sleeper_is_gone(projects.path()).await,
+            "run survived cancellation; server log:\n{}",
+            server.stderr_so_far()
+        );
     }
 
     #[tokio::test]
@@ -143,7 +159,11 @@ mod kills {
         );
         sleeper_is_running(projects.path()).await;
         assert_eq!(session.post(&cancel(1)).await, StatusCode::ACCEPTED);
-        assert!(sleeper_is_gone(projects.path()).await, "run survived cancellation");
+        assert!(
+            sleeper_is_gone(projects.path()).await,
+            "run survived cancellation; server log:\n{}",
+            server.stderr_so_far()
+        );
     }
 
     #[tokio::test]
@@ -158,7 +178,11 @@ mod kills {
         );
         sleeper_is_running(projects.path()).await;
         drop(session);
-        assert!(sleeper_is_gone(projects.path()).await, "run survived the disconnect");
+        assert!(
+            sleeper_is_gone(projects.path()).await,
+            "run survived the disconnect; server log:\n{}",
+            server.stderr_so_far()
+        );
         let status = http()
             .post(&message_url)
             .body(request(2, "tools/list", json!({})).to_string())
@@ -184,9 +208,15 @@ mod kills {
             .status()
             .unwrap();
         assert!(status.success());
-        assert!(sleeper_is_gone(projects.path()).await, "run survived shutdown");
+        assert!(
+            sleeper_is_gone(projects.path()).await,
+            "run survived shutdown"
+        );
         // The stream ends (perhaps after the cancelled call's answer) instead of hanging.
         while sse.events.next_message().await.is_some() {}
-        assert!(server.wait_exit(DEADLINE), "server did not exit after SIGTERM");
+        assert!(
+            server.wait_exit(DEADLINE),
+            "server did not exit after SIGTERM"
+        );
     }
 }

@@ -39,7 +39,9 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Binds the configured address (port 0 picks a free port).
 pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr).await.with_context(|| {
-        format!("cannot listen on {addr}\nhint: pick another address with --bind HOST:PORT or MCP_BIND")
+        format!(
+            "cannot listen on {addr}\nhint: pick another address with --bind HOST:PORT or MCP_BIND"
+        )
     })
 }
 
@@ -50,6 +52,13 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr().context("reading the bound address")?;
+    if app.config.http.unauthenticated_public {
+        tracing::warn!(
+            %addr,
+            "SERVING WITHOUT AUTHENTICATION on a non-loopback address (--allow-unauthenticated): \
+             anyone who can reach it can run the scripts in the projects folder"
+        );
+    }
     // A plain line on stderr, stable for scripts and tests that bind port 0.
     eprintln!("pyrun-mcp listening on http://{addr}");
     let server = axum::serve(listener, router(app, shutdown.clone()))
@@ -66,7 +75,7 @@ pub async fn serve(
 
 /// The whole HTTP surface. `shutdown` ends every session and stream when it fires.
 pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
-    let settings = &app.config.http;
+    let settings = app.config.http.clone();
     let hosts = HostPolicy::new(&settings.allowed_hosts);
     let token = RequiredToken::new(settings.auth_token.as_deref());
 

@@ -84,7 +84,10 @@ impl Server {
                 }
                 Err(_) => {
                     let _ = child.kill();
-                    panic!("server did not report its address; stderr:\n{}", seen.join("\n"));
+                    panic!(
+                        "server did not report its address; stderr:\n{}",
+                        seen.join("\n")
+                    );
                 }
             }
         };
@@ -448,7 +451,13 @@ pub fn processes_mentioning(needle: &Path) -> Vec<u32> {
         .filter(|pid| {
             // Zombies have exited; only their parent's bookkeeping remains.
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+                .map(|s| {
+                    !s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
                 .unwrap_or(false)
         })
         .collect()

@@ -146,7 +146,11 @@ pub async fn check_host_and_origin(
     let host_ok = host.as_deref().is_some_and(|host| policy.allows_host(host));
     if !host_ok {
         tracing::warn!(host = ?host, "rejected a request for a foreign Host (DNS rebinding?)");
-        return (StatusCode::FORBIDDEN, "Forbidden: Host header is not allowed").into_response();
+        return (
+            StatusCode::FORBIDDEN,
+            "Forbidden: Host header is not allowed",
+        )
+            .into_response();
     }
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         let origin_ok = origin

@@ -87,7 +87,8 @@ pub async fn limit_mcp_sessions(
     if is_initialize(&bytes) && limit.is_full().await {
         return limit.refuse();
     }
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
 fn is_initialize(body: &[u8]) -> bool {
