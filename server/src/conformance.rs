@@ -13,14 +13,14 @@ use std::time::Duration;
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    AudioContent, CallToolResult, CompleteRequestParams, CompleteResult,
-    CompletionInfo, ContentBlock, CreateMessageRequestParams, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, GetPromptRequestParams, GetPromptResult, JsonObject,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, LoggingLevel,
+    AudioContent, CallToolResult, CompleteRequestParams, CompleteResult, CompletionInfo,
+    ContentBlock, CreateMessageRequestParams, ElicitRequestParams, ElicitationAction,
+    ElicitationSchema, GetPromptRequestParams, GetPromptResult, JsonObject, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, LoggingLevel,
     LoggingMessageNotificationParam, ProgressNotificationParam, Prompt, PromptArgument,
-    PromptMessage, PromptsCapability, Resource, ResourceTemplate, Role,
-    ReadResourceRequestParams, ReadResourceResult, ResourceContents, ResourcesCapability,
-    SamplingMessage, ServerConfig, Tool,
+    PromptMessage, PromptsCapability, ReadResourceRequestParams, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, ResourcesCapability, Role, SamplingMessage, ServerConfig,
+    Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -30,7 +30,8 @@ use serde_json::{json, Value};
 const PNG: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
 /// Eight samples of 16-bit mono silence as a WAV file.
-const WAV: &str = "UklGRjQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YRAAAAAAAAAAAAAAAAAAAAAAAAAA";
+const WAV: &str =
+    "UklGRjQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YRAAAAAAAAAAAAAAAAAAAAAAAAAA";
 /// The pause the scenarios ask for between notifications.
 const STEP: Duration = Duration::from_millis(50);
 
@@ -74,12 +75,27 @@ fn tools() -> Vec<Tool> {
         ("test_image_content", "Returns an image"),
         ("test_audio_content", "Returns audio"),
         ("test_embedded_resource", "Returns an embedded resource"),
-        ("test_multiple_content_types", "Returns text, an image and a resource"),
-        ("test_tool_with_logging", "Sends three log messages while it runs"),
+        (
+            "test_multiple_content_types",
+            "Returns text, an image and a resource",
+        ),
+        (
+            "test_tool_with_logging",
+            "Sends three log messages while it runs",
+        ),
         ("test_error_handling", "Always fails"),
-        ("test_tool_with_progress", "Reports progress 0, 50, 100 of 100"),
-        ("test_elicitation_sep1034_defaults", "Elicits values that all have defaults"),
-        ("test_elicitation_sep1330_enums", "Elicits the five enum shapes"),
+        (
+            "test_tool_with_progress",
+            "Reports progress 0, 50, 100 of 100",
+        ),
+        (
+            "test_elicitation_sep1034_defaults",
+            "Elicits values that all have defaults",
+        ),
+        (
+            "test_elicitation_sep1330_enums",
+            "Elicits the five enum shapes",
+        ),
         ("test_reconnection", "Answers after a short pause"),
     ];
     let mut tools: Vec<Tool> = plain
@@ -161,7 +177,8 @@ async fn call_tool(
                 if i > 0 {
                     tokio::time::sleep(STEP).await;
                 }
-                let param = LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(message));
+                let param =
+                    LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(message));
                 let _ = ctx.peer.notify_logging_message(param).await;
             }
             text("Logging test completed")
@@ -312,7 +329,11 @@ pub fn list_prompts() -> ListPromptsResult {
             .with_required(true)
     };
     let prompts = vec![
-        Prompt::new("test_simple_prompt", Some("A prompt without arguments"), None),
+        Prompt::new(
+            "test_simple_prompt",
+            Some("A prompt without arguments"),
+            None,
+        ),
         Prompt::new(
             "test_prompt_with_arguments",
             Some("A prompt with two arguments"),
@@ -326,7 +347,11 @@ pub fn list_prompts() -> ListPromptsResult {
             Some("A prompt embedding a resource"),
             Some(vec![arg("resourceUri", "URI of the resource to embed")]),
         ),
-        Prompt::new("test_prompt_with_image", Some("A prompt with an image"), None),
+        Prompt::new(
+            "test_prompt_with_image",
+            Some("A prompt with an image"),
+            None,
+        ),
     ];
     ListPromptsResult::with_all_items(prompts)
 }
