@@ -1,0 +1,190 @@
+//! Settings: the only module that reads flags, the environment and `.env`. Parsing happens in two
+//! stages: clap validates the text (no I/O), then [`Cli::resolve`] checks the world (the folder
+//! exists, the interpreter runs) and produces the plain [`Config`] the rest of the server receives.
+//! Precedence: flag > environment > `.env` > default.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+/// Upper bound for `--timeout`: a day. Anything longer is almost surely a typo.
+const MAX_TIMEOUT_SECS: u64 = 86_400;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Transport {
+    /// JSON-RPC over standard input/output (Claude Desktop, Claude Code, Cursor...).
+    Stdio,
+    /// Streamable HTTP on /mcp and legacy HTTP+SSE on /sse.
+    Http,
+}
+
+/// Run the Python files of one projects folder for MCP clients, safely.
+#[derive(Debug, Parser)]
+#[command(name = "pyrun-mcp-server", version, about, long_about = None)]
+pub struct Cli {
+    /// How clients connect.
+    #[arg(long, env = "MCP_TRANSPORT", value_enum, default_value_t = Transport::Http)]
+    pub transport: Transport,
+
+    /// The folder whose .py files may run; nothing outside it can.
+    #[arg(long, env = "PYTHON_PROJECTS_DIR", default_value = "./python_projects")]
+    pub projects_dir: PathBuf,
+
+    /// Longest a run may take, in seconds (1 to 86400); a tool call may ask for less, never more.
+    #[arg(long, env = "PYTHON_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
+    pub timeout: u64,
+
+    /// Python interpreter [default: `python3` on PATH (`python` on Windows), resolved once at start-up].
+    #[arg(long, env = "PYTHON_BIN")]
+    pub python: Option<PathBuf>,
+
+    /// Output kept per stream (stdout, stderr), in bytes; the rest is counted and dropped.
+    #[arg(long, env = "PYRUN_MAX_OUTPUT_BYTES", default_value_t = 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
+    pub max_output_bytes: u64,
+
+    /// Runs at once; further calls wait their turn [default: 2 x CPUs].
+    #[arg(long, env = "PYRUN_MAX_CONCURRENT", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_concurrent: Option<u64>,
+
+    /// Also pass this environment variable to scripts (repeatable; comma-separated in the variable).
+    #[arg(
+        long = "pass-env",
+        env = "PYRUN_PASS_ENV",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub pass_env: Vec<String>,
+}
+
+/// Everything the server needs, validated and resolved.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub transport: Transport,
+    /// As given (for messages); the canonical folder lives in `paths::ProjectRoot`.
+    pub projects_dir: PathBuf,
+    pub timeout: Duration,
+    pub python: PathBuf,
+    pub max_output_bytes: usize,
+    pub max_concurrent: usize,
+    pub pass_env: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("projects folder '{0}' does not exist or is not a directory\nhint: pass --projects-dir DIR or set PYTHON_PROJECTS_DIR")]
+    ProjectsDir(String),
+    #[error("no Python interpreter found: {0}\nhint: install Python 3, or pass --python PATH / set PYTHON_BIN")]
+    NoPython(String),
+    #[error("--pass-env '{0}' is not a valid variable name")]
+    BadEnvName(String),
+}
+
+impl Cli {
+    /// Loads `.env` from the current directory (the real environment wins), then parses the flags.
+    pub fn load() -> Self {
+        // A missing .env is normal; a malformed one is reported by clap's view of the environment.
+        let _ = dotenvy::dotenv();
+        Self::parse()
+    }
+
+    /// Second stage: checks the folder and the interpreter and resolves defaults.
+    pub fn resolve(self) -> Result<Config, ConfigError> {
+        if !self.projects_dir.is_dir() {
+            return Err(ConfigError::ProjectsDir(
+                self.projects_dir.display().to_string(),
+            ));
+        }
+        for name in &self.pass_env {
+            let valid = !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !name.starts_with(|c: char| c.is_ascii_digit());
+            if !valid {
+                return Err(ConfigError::BadEnvName(name.clone()));
+            }
+        }
+        let python = resolve_python(self.python.as_deref())?;
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Ok(Config {
+            transport: self.transport,
+            projects_dir: self.projects_dir,
+            timeout: Duration::from_secs(self.timeout),
+            python,
+            max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
+            max_concurrent: self
+                .max_concurrent
+                .map_or(2 * cpus, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            pass_env: self.pass_env,
+        })
+    }
+}
+
+/// Asks the interpreter for its real path once, so a version-manager shim (pyenv, asdf: a shell
+/// script costing ~100 ms) is not paid on every run.
+pub fn resolve_python(given: Option<&Path>) -> Result<PathBuf, ConfigError> {
+    let default = if cfg!(windows) { "python" } else { "python3" };
+    let candidate = given.unwrap_or(Path::new(default));
+    let output = Command::new(candidate)
+        .args(["-c", "import sys; print(sys.executable)"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| ConfigError::NoPython(format!("'{}': {e}", candidate.display())))?;
+    if !output.status.success() {
+        return Err(ConfigError::NoPython(format!(
+            "'{}' exited with {}",
+            candidate.display(),
+            output.status
+        )));
+    }
+    let reported = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    let path = PathBuf::from(&reported);
+    if reported.is_empty() || !path.is_file() {
+        // Embedded or unusual interpreters may not know their path: keep what worked.
+        return Ok(candidate.to_path_buf());
+    }
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("pyrun-mcp-server").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn rejects_zero_and_absurd_timeouts() {
+        assert!(parse(&["--timeout", "0"]).is_err());
+        assert!(parse(&["--timeout", "86401"]).is_err());
+        assert!(parse(&["--timeout", "-3"]).is_err());
+        assert_eq!(parse(&["--timeout", "5"]).unwrap().timeout, 5);
+    }
+
+    #[test]
+    fn missing_projects_dir_names_flag_and_variable() {
+        let cli = parse(&["--projects-dir", "/definitely/not/here"]).unwrap();
+        let msg = cli.resolve().unwrap_err().to_string();
+        assert!(msg.contains("--projects-dir") && msg.contains("PYTHON_PROJECTS_DIR"));
+    }
+
+    #[test]
+    fn bad_python_is_a_clear_error() {
+        let err = resolve_python(Some(Path::new("/no/such/python"))).unwrap_err();
+        assert!(err.to_string().contains("--python"));
+    }
+
+    #[test]
+    fn bad_pass_env_name_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let cli = parse(&[
+            "--projects-dir",
+            dir.path().to_str().unwrap(),
+            "--pass-env",
+            "A=B",
+        ])
+        .unwrap();
+        assert!(matches!(cli.resolve(), Err(ConfigError::BadEnvName(_))));
+    }
+}

@@ -1,0 +1,3 @@
+//! Transports: adapters between a wire and the MCP handler in `tools`. They hold no logic.
+
+pub mod stdio;
