@@ -16,7 +16,13 @@ use crate::error::EXIT_CODES_HELP;
 #[command(name = "pyrun-mcp-client", version, after_help = EXIT_CODES_HELP)]
 pub struct Cli {
     /// Server URL or stdio server command line.
-    #[arg(long, short = 's', env = "MCP_SERVER_URL", value_name = "TARGET", global = true)]
+    #[arg(
+        long,
+        short = 's',
+        env = "MCP_SERVER_URL",
+        value_name = "TARGET",
+        global = true
+    )]
     pub server: Option<String>,
 
     /// How to talk to TARGET; `auto` picks by the URL path (/sse → sse, other URLs → http,
@@ -29,7 +35,12 @@ pub struct Cli {
     pub token: Option<String>,
 
     /// Extra HTTP header, `Name: value`; repeatable (e.g. 'ngrok-skip-browser-warning: 1').
-    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", global = true)]
+    #[arg(
+        long = "header",
+        short = 'H',
+        value_name = "NAME: VALUE",
+        global = true
+    )]
     pub headers: Vec<String>,
 
     /// Machine-readable JSON on stdout instead of text.

@@ -26,9 +26,15 @@ pub type McpSession = RunningService<RoleClient, Notifier>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// A program to spawn; talk JSON-RPC over its stdin/stdout.
-    Stdio { argv: Vec<String> },
-    StreamableHttp { url: Url },
-    Sse { url: Url },
+    Stdio {
+        argv: Vec<String>,
+    },
+    StreamableHttp {
+        url: Url,
+    },
+    Sse {
+        url: Url,
+    },
 }
 
 impl Target {
@@ -59,7 +65,9 @@ impl Target {
     fn command(line: &str) -> Result<Self, ClientError> {
         match shlex::split(line) {
             Some(argv) if !argv.is_empty() => Ok(Self::Stdio { argv }),
-            Some(_) => Err(ClientError::Usage("the server command line is empty".into())),
+            Some(_) => Err(ClientError::Usage(
+                "the server command line is empty".into(),
+            )),
             None => Err(ClientError::Usage(format!(
                 "cannot split the server command line `{line}` (unbalanced quotes?)"
             ))),
@@ -112,8 +120,9 @@ impl HttpOptions {
     fn all_headers(&self) -> Result<HeaderMap, ClientError> {
         let mut headers = self.headers.clone();
         if let Some(token) = &self.token {
-            let value = HeaderValue::from_str(&format!("Bearer {token}"))
-                .map_err(|_| ClientError::Usage("the token contains characters not allowed in a header".into()))?;
+            let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                ClientError::Usage("the token contains characters not allowed in a header".into())
+            })?;
             headers.insert(http::header::AUTHORIZATION, value);
         }
         Ok(headers)
@@ -131,7 +140,8 @@ pub async fn connect(
         Target::StreamableHttp { url } => connect_streamable(url, http, handler).await,
         Target::Sse { url } => {
             let client = http_client()?;
-            let transport = sse::SseTransport::open(client, url.clone(), http.all_headers()?).await?;
+            let transport =
+                sse::SseTransport::open(client, url.clone(), http.all_headers()?).await?;
             handler
                 .serve(transport)
                 .await
@@ -161,12 +171,14 @@ async fn connect_stdio(argv: &[String], handler: Notifier) -> Result<McpSession,
             reason: format!("cannot start `{program}`: {e}"),
         })?;
     handler.serve(transport).await.map_err(|e| match e {
-        ClientInitializeError::ConnectionClosed(_) | ClientInitializeError::TransportError { .. } => {
-            ClientError::Connect {
-                target,
-                reason: format!("the server process exited before initializing ({})", diagnose::chain(&e)),
-            }
-        }
+        ClientInitializeError::ConnectionClosed(_)
+        | ClientInitializeError::TransportError { .. } => ClientError::Connect {
+            target,
+            reason: format!(
+                "the server process exited before initializing ({})",
+                diagnose::chain(&e)
+            ),
+        },
         other => ClientError::Protocol(diagnose::chain(&other)),
     })
 }
@@ -177,8 +189,12 @@ async fn connect_streamable(
     handler: Notifier,
 ) -> Result<McpSession, ClientError> {
     let client = http_client()?;
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-        .custom_headers(http.headers.iter().map(|(n, v)| (n.clone(), v.clone())).collect());
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(
+        http.headers
+            .iter()
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect(),
+    );
     if let Some(token) = &http.token {
         config = config.auth_header(token.clone());
     }
@@ -189,7 +205,13 @@ async fn connect_streamable(
             // rmcp's errors say what failed but not always why: one plain request tells
             // "refused" from "401" from "an HTML page".
             let probed = diagnose::probe_streamable(&client, url, &http.all_headers()?).await;
-            Err(probed.unwrap_or_else(|| init_error(&Target::StreamableHttp { url: url.clone() }, e, http.token.is_some())))
+            Err(probed.unwrap_or_else(|| {
+                init_error(
+                    &Target::StreamableHttp { url: url.clone() },
+                    e,
+                    http.token.is_some(),
+                )
+            }))
         }
     }
 }
@@ -204,7 +226,10 @@ fn http_client() -> Result<reqwest::Client, ClientError> {
         .connect_timeout(Duration::from_secs(10))
         .user_agent(concat!("pyrun-mcp-client/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| ClientError::Tls { url: String::new(), reason: diagnose::chain(&e) })
+        .map_err(|e| ClientError::Tls {
+            url: String::new(),
+            reason: diagnose::chain(&e),
+        })
 }
 
 #[cfg(test)]
@@ -220,11 +245,26 @@ mod tests {
 
     #[test]
     fn url_path_picks_the_transport() {
-        assert!(matches!(detect("http://127.0.0.1:8000/mcp"), Target::StreamableHttp { .. }));
-        assert!(matches!(detect("https://x.ngrok.app/mcp/"), Target::StreamableHttp { .. }));
-        assert!(matches!(detect("http://127.0.0.1:8000/sse"), Target::Sse { .. }));
-        assert!(matches!(detect("https://x.example/api/sse/"), Target::Sse { .. }));
-        assert!(matches!(detect("http://127.0.0.1:8000/"), Target::StreamableHttp { .. }));
+        assert!(matches!(
+            detect("http://127.0.0.1:8000/mcp"),
+            Target::StreamableHttp { .. }
+        ));
+        assert!(matches!(
+            detect("https://x.ngrok.app/mcp/"),
+            Target::StreamableHttp { .. }
+        ));
+        assert!(matches!(
+            detect("http://127.0.0.1:8000/sse"),
+            Target::Sse { .. }
+        ));
+        assert!(matches!(
+            detect("https://x.example/api/sse/"),
+            Target::Sse { .. }
+        ));
+        assert!(matches!(
+            detect("http://127.0.0.1:8000/"),
+            Target::StreamableHttp { .. }
+        ));
     }
 
     #[test]
@@ -243,9 +283,12 @@ mod tests {
             }
         );
         // Shell syntax is not interpreted: `;` stays an argument.
-        assert_eq!(detect("echo a; rm -rf x"), Target::Stdio {
-            argv: ["echo", "a;", "rm", "-rf", "x"].map(String::from).to_vec()
-        });
+        assert_eq!(
+            detect("echo a; rm -rf x"),
+            Target::Stdio {
+                argv: ["echo", "a;", "rm", "-rf", "x"].map(String::from).to_vec()
+            }
+        );
     }
 
     #[test]
@@ -256,16 +299,33 @@ mod tests {
             Target::detect("not a url", TransportChoice::Http),
             Err(ClientError::Usage(_))
         ));
-        assert!(matches!(Target::detect("a 'b", TransportChoice::Auto), Err(ClientError::Usage(_))));
+        assert!(matches!(
+            Target::detect("a 'b", TransportChoice::Auto),
+            Err(ClientError::Usage(_))
+        ));
     }
 
     #[test]
     fn headers_are_validated() {
         let ok = HttpOptions::new(Some("t".into()), &["ngrok-skip-browser-warning: 1".into()]);
         let headers = ok.and_then(|o| o.all_headers()).unwrap_or_default();
-        assert_eq!(headers.get("ngrok-skip-browser-warning").map(|v| v.as_bytes()), Some(&b"1"[..]));
-        assert_eq!(headers.get("authorization").map(|v| v.as_bytes()), Some(&b"Bearer t"[..]));
-        assert!(matches!(HttpOptions::new(None, &["no-colon".into()]), Err(ClientError::Usage(_))));
-        assert!(matches!(HttpOptions::new(None, &["bad name: x".into()]), Err(ClientError::Usage(_))));
+        assert_eq!(
+            headers
+                .get("ngrok-skip-browser-warning")
+                .map(|v| v.as_bytes()),
+            Some(&b"1"[..])
+        );
+        assert_eq!(
+            headers.get("authorization").map(|v| v.as_bytes()),
+            Some(&b"Bearer t"[..])
+        );
+        assert!(matches!(
+            HttpOptions::new(None, &["no-colon".into()]),
+            Err(ClientError::Usage(_))
+        ));
+        assert!(matches!(
+            HttpOptions::new(None, &["bad name: x".into()]),
+            Err(ClientError::Usage(_))
+        ));
     }
 }

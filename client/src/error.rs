@@ -74,7 +74,10 @@ pub enum ClientError {
     Protocol(String),
 
     #[error("the server has no tool named `{name}`")]
-    UnknownTool { name: String, available: Vec<String> },
+    UnknownTool {
+        name: String,
+        available: Vec<String>,
+    },
 
     #[error("bad arguments for tool `{tool}`: {reason}")]
     BadArguments { tool: String, reason: String },
@@ -99,9 +102,16 @@ pub enum ClientError {
 impl ClientError {
     /// A result with `isError`, carrying its text content as the message.
     pub fn tool_failed(tool: &str, result: &rmcp::model::CallToolResult) -> Self {
-        let message: Vec<&str> =
-            result.content.iter().filter_map(|c| c.as_text()).map(|t| t.text.trim()).collect();
-        Self::ToolFailed { tool: tool.into(), message: message.join("\n") }
+        let message: Vec<&str> = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text())
+            .map(|t| t.text.trim())
+            .collect();
+        Self::ToolFailed {
+            tool: tool.into(),
+            message: message.join("\n"),
+        }
     }
 
     pub fn exit_code(&self) -> u8 {
@@ -134,10 +144,12 @@ impl ClientError {
                  a URL must start with http:// or https://"
                     .into(),
             ),
-            Self::Unauthorized { token_sent: false, .. } => {
-                Some("the server wants a bearer token: pass --token or set MCP_AUTH_TOKEN".into())
-            }
-            Self::Unauthorized { token_sent: true, .. } => Some(
+            Self::Unauthorized {
+                token_sent: false, ..
+            } => Some("the server wants a bearer token: pass --token or set MCP_AUTH_TOKEN".into()),
+            Self::Unauthorized {
+                token_sent: true, ..
+            } => Some(
                 "the server rejected the token: check --token / MCP_AUTH_TOKEN against the \
                  server's MCP_AUTH_TOKEN"
                     .into(),
@@ -166,9 +178,9 @@ impl ClientError {
             Self::UnknownTool { available, .. } if !available.is_empty() => {
                 Some(format!("available tools: {}", available.join(", ")))
             }
-            Self::BadArguments { .. } => Some(
-                "see the tool's input schema with `pyrun-mcp-client tools --verbose`".into(),
-            ),
+            Self::BadArguments { .. } => {
+                Some("see the tool's input schema with `pyrun-mcp-client tools --verbose`".into())
+            }
             Self::Timeout(_) => Some("raise --timeout, or leave it out for no limit".into()),
             _ => None,
         }
@@ -190,15 +202,39 @@ mod tests {
     fn every_documented_code_is_distinct() {
         let errors = [
             ClientError::Usage(String::new()),
-            ClientError::Connect { target: String::new(), reason: String::new() },
-            ClientError::Unauthorized { url: String::new(), token_sent: false },
-            ClientError::Forbidden { url: String::new(), status: 403 },
-            ClientError::Tls { url: String::new(), reason: String::new() },
-            ClientError::NotMcp { url: String::new(), what: String::new() },
+            ClientError::Connect {
+                target: String::new(),
+                reason: String::new(),
+            },
+            ClientError::Unauthorized {
+                url: String::new(),
+                token_sent: false,
+            },
+            ClientError::Forbidden {
+                url: String::new(),
+                status: 403,
+            },
+            ClientError::Tls {
+                url: String::new(),
+                reason: String::new(),
+            },
+            ClientError::NotMcp {
+                url: String::new(),
+                what: String::new(),
+            },
             ClientError::Protocol(String::new()),
-            ClientError::UnknownTool { name: String::new(), available: vec![] },
-            ClientError::BadArguments { tool: String::new(), reason: String::new() },
-            ClientError::ToolFailed { tool: String::new(), message: String::new() },
+            ClientError::UnknownTool {
+                name: String::new(),
+                available: vec![],
+            },
+            ClientError::BadArguments {
+                tool: String::new(),
+                reason: String::new(),
+            },
+            ClientError::ToolFailed {
+                tool: String::new(),
+                message: String::new(),
+            },
             ClientError::Timeout(Duration::from_secs(1)),
             ClientError::Interrupted,
         ];
@@ -214,7 +250,13 @@ mod tests {
 
     #[test]
     fn forbidden_hint_names_the_host_to_allow() {
-        let err = ClientError::Forbidden { url: "https://abc.ngrok.app/mcp".into(), status: 403 };
-        assert!(err.hint().unwrap_or_default().contains("--allowed-host abc.ngrok.app"));
+        let err = ClientError::Forbidden {
+            url: "https://abc.ngrok.app/mcp".into(),
+            status: 403,
+        };
+        assert!(err
+            .hint()
+            .unwrap_or_default()
+            .contains("--allowed-host abc.ngrok.app"));
     }
 }

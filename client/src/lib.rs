@@ -27,7 +27,10 @@ pub fn run(cli: Cli) -> Result<u8, ClientError> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|source| ClientError::Io { context: "cannot start the async runtime".into(), source })?;
+        .map_err(|source| ClientError::Io {
+            context: "cannot start the async runtime".into(),
+            source,
+        })?;
     let result = runtime.block_on(run_async(cli));
     // A blocking stdin read (interactive mode) must not hold the process open.
     runtime.shutdown_timeout(Duration::from_millis(200));
@@ -41,12 +44,15 @@ async fn run_async(cli: Cli) -> Result<u8, ClientError> {
         None if std::io::stdin().is_terminal() => Command::Interactive,
         None => {
             return Err(ClientError::Usage(
-                "no subcommand given (tools, call, run, files, ping, interactive); see --help".into(),
+                "no subcommand given (tools, call, run, files, ping, interactive); see --help"
+                    .into(),
             ))
         }
     };
     let server = cli.server.ok_or_else(|| {
-        ClientError::Usage("no server given: pass --server URL-or-command or set MCP_SERVER_URL".into())
+        ClientError::Usage(
+            "no server given: pass --server URL-or-command or set MCP_SERVER_URL".into(),
+        )
     })?;
     let target = Target::detect(&server, cli.transport)?;
     let http = HttpOptions::new(cli.token, &cli.headers)?;
@@ -56,14 +62,27 @@ async fn run_async(cli: Cli) -> Result<u8, ClientError> {
             let limit = Duration::from_secs_f64(s);
             Some((tokio::time::Instant::now() + limit, limit))
         }
-        Some(s) => return Err(ClientError::Usage(format!("--timeout must be a positive number of seconds, not {s}"))),
+        Some(s) => {
+            return Err(ClientError::Usage(format!(
+                "--timeout must be a positive number of seconds, not {s}"
+            )))
+        }
     };
 
     // Stage 2: connect and run.
-    let limits = Limits { interrupt: watch_ctrl_c(), deadline };
+    let limits = Limits {
+        interrupt: watch_ctrl_c(),
+        deadline,
+    };
     let output = Output::new(cli.json);
     let reporter = Reporter::for_terminal(cli.json);
-    let service = limits.guard(connect::connect(&target, &http, Notifier::new(reporter.clone()))).await?;
+    let service = limits
+        .guard(connect::connect(
+            &target,
+            &http,
+            Notifier::new(reporter.clone()),
+        ))
+        .await?;
     let session = Session::new(service, limits, reporter);
     let result = execute(&session, command, &output).await;
     session.close().await;

@@ -23,7 +23,10 @@ pub struct Output {
 impl Output {
     pub fn new(json: bool) -> Self {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        Self { json, color: !no_color && std::io::stderr().is_terminal() }
+        Self {
+            json,
+            color: !no_color && std::io::stderr().is_terminal(),
+        }
     }
 
     pub fn json(&self) -> bool {
@@ -55,7 +58,11 @@ impl Output {
         let width = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
         let mut text = String::new();
         for tool in tools {
-            let summary = tool.description.as_deref().and_then(|d| d.lines().next()).unwrap_or("");
+            let summary = tool
+                .description
+                .as_deref()
+                .and_then(|d| d.lines().next())
+                .unwrap_or("");
             text.push_str(&format!("{:width$}  {summary}\n", tool.name));
             if verbose {
                 let schema = serde_json::to_string_pretty(&*tool.input_schema).unwrap_or_default();
@@ -81,12 +88,18 @@ impl Output {
                         text.push('\n');
                     }
                 }
-                other => write_stderr(&format!("[{} content not shown; use --json]\n", kind(other))),
+                other => write_stderr(&format!(
+                    "[{} content not shown; use --json]\n",
+                    kind(other)
+                )),
             }
         }
         if text.is_empty() {
             if let Some(structured) = &result.structured_content {
-                text = format!("{}\n", serde_json::to_string_pretty(structured).unwrap_or_default());
+                text = format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(structured).unwrap_or_default()
+                );
             }
         }
         write_stdout(&text);
@@ -105,12 +118,12 @@ impl Output {
             RunOutcome::Unstructured => self.call_result(&report.result),
         }
         match &report.outcome {
-            RunOutcome::Finished { timed_out: true, .. } => {
-                self.hint("the script hit its time limit and was stopped (exit 124)")
-            }
-            RunOutcome::Finished { exit_code: None, .. } => {
-                self.hint("the script was killed before it exited")
-            }
+            RunOutcome::Finished {
+                timed_out: true, ..
+            } => self.hint("the script hit its time limit and was stopped (exit 124)"),
+            RunOutcome::Finished {
+                exit_code: None, ..
+            } => self.hint("the script was killed before it exited"),
             _ => {}
         }
         for stream in &report.truncated {
@@ -127,7 +140,11 @@ impl Output {
     }
 
     pub fn ping(&self, report: &PingReport) {
-        let ms: Vec<f64> = report.rtts.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+        let ms: Vec<f64> = report
+            .rtts
+            .iter()
+            .map(|d| d.as_secs_f64() * 1000.0)
+            .collect();
         if self.json {
             return print_json(&json!({
                 "rtt_ms": ms,
@@ -170,7 +187,10 @@ fn kind(block: &ContentBlock) -> &'static str {
 }
 
 fn print_json(value: &Value) {
-    write_stdout(&format!("{}\n", serde_json::to_string_pretty(value).unwrap_or_default()));
+    write_stdout(&format!(
+        "{}\n",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    ));
 }
 
 /// A closed pipe (`| head`) is not an error worth reporting.
@@ -251,13 +271,18 @@ impl Reporter {
 }
 
 fn lock(state: &Mutex<SpinState>) -> MutexGuard<'_, SpinState> {
-    state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn draw(state: &mut SpinState) {
     if let Some((label, started)) = &state.activity {
         let frame = FRAMES[state.frame % FRAMES.len()];
-        write_stderr(&format!("\r\x1b[2K{frame} {label}  {:.1} s", started.elapsed().as_secs_f64()));
+        write_stderr(&format!(
+            "\r\x1b[2K{frame} {label}  {:.1} s",
+            started.elapsed().as_secs_f64()
+        ));
         state.drawn = true;
     }
 }

@@ -5,7 +5,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientRequest, JsonObject, PingRequest, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, ClientRequest, JsonObject, PingRequest, ServerResult,
+    Tool,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use tokio::time::Instant;
@@ -24,7 +25,10 @@ pub struct Limits {
 
 impl Limits {
     /// Runs `fut` unless Ctrl-C or the deadline comes first (dropping `fut` then).
-    pub async fn guard<T>(&self, fut: impl Future<Output = Result<T, ClientError>>) -> Result<T, ClientError> {
+    pub async fn guard<T>(
+        &self,
+        fut: impl Future<Output = Result<T, ClientError>>,
+    ) -> Result<T, ClientError> {
         tokio::select! {
             result = fut => result,
             () = self.interrupt.cancelled() => Err(ClientError::Interrupted),
@@ -51,7 +55,11 @@ pub struct Session {
 
 impl Session {
     pub fn new(service: McpSession, limits: Limits, reporter: Reporter) -> Self {
-        Self { service, limits, reporter }
+        Self {
+            service,
+            limits,
+            reporter,
+        }
     }
 
     pub fn limits(&self) -> &Limits {
@@ -67,7 +75,14 @@ impl Session {
     }
 
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
-        self.limits.guard(async { self.service.list_all_tools().await.map_err(|e| service_error(e, "tools/list")) }).await
+        self.limits
+            .guard(async {
+                self.service
+                    .list_all_tools()
+                    .await
+                    .map_err(|e| service_error(e, "tools/list"))
+            })
+            .await
     }
 
     /// One `ping` round trip.
@@ -81,7 +96,11 @@ impl Session {
 
     /// `tools/call`; errors the server returns come back as `ClientError`, a result with
     /// `isError` comes back as `Ok`.
-    pub async fn call_tool(&self, name: &str, arguments: JsonObject) -> Result<rmcp::model::CallToolResult, ClientError> {
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+    ) -> Result<rmcp::model::CallToolResult, ClientError> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
         ));
@@ -100,7 +119,11 @@ impl Session {
     }
 
     /// Sends a request with a spinner running; on Ctrl-C or timeout, cancels it on the server.
-    async fn request(&self, request: ClientRequest, label: &str) -> Result<ServerResult, ClientError> {
+    async fn request(
+        &self,
+        request: ClientRequest,
+        label: &str,
+    ) -> Result<ServerResult, ClientError> {
         let peer = self.service.peer();
         let mut handle = self
             .limits
@@ -111,7 +134,10 @@ impl Session {
             })
             .await?;
         self.reporter.begin(label);
-        let outcome = self.limits.guard(async { Ok((&mut handle.rx).await) }).await;
+        let outcome = self
+            .limits
+            .guard(async { Ok((&mut handle.rx).await) })
+            .await;
         self.reporter.end();
         match outcome {
             Ok(Ok(Ok(result))) => Ok(result),
@@ -125,7 +151,11 @@ impl Session {
                     _ => "client timeout",
                 };
                 // Bounded: a dead transport must not keep a Ctrl-C from exiting.
-                let _ = tokio::time::timeout(Duration::from_secs(3), handle.cancel(Some(reason.into()))).await;
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(3),
+                    handle.cancel(Some(reason.into())),
+                )
+                .await;
                 Err(stop)
             }
         }
@@ -138,13 +168,19 @@ impl Session {
                 name: name.into(),
                 available: tools.iter().map(|t| t.name.to_string()).collect(),
             },
-            _ => ClientError::BadArguments { tool: name.into(), reason },
+            _ => ClientError::BadArguments {
+                tool: name.into(),
+                reason,
+            },
         }
     }
 
     /// Closes the connection (for stdio: closes the server's stdin and waits for it to exit).
     pub async fn close(mut self) {
-        let _ = self.service.close_with_timeout(Duration::from_secs(5)).await;
+        let _ = self
+            .service
+            .close_with_timeout(Duration::from_secs(5))
+            .await;
     }
 }
 
@@ -152,9 +188,15 @@ impl Session {
 fn service_error(err: ServiceError, label: &str) -> ClientError {
     match err {
         ServiceError::McpError(e) if e.code == rmcp::model::ErrorCode::INVALID_PARAMS => {
-            ClientError::BadArguments { tool: label.into(), reason: e.message.into_owned() }
+            ClientError::BadArguments {
+                tool: label.into(),
+                reason: e.message.into_owned(),
+            }
         }
-        ServiceError::McpError(e) => ClientError::Protocol(format!("the server answered error {}: {}", e.code.0, e.message)),
+        ServiceError::McpError(e) => ClientError::Protocol(format!(
+            "the server answered error {}: {}",
+            e.code.0, e.message
+        )),
         ServiceError::TransportClosed => {
             ClientError::Protocol("the connection to the server closed".into())
         }

@@ -15,8 +15,12 @@ pub async fn execute(session: &Session, args: &CallArgs) -> Result<CallToolResul
             available: tools.iter().map(|t| t.name.to_string()).collect(),
         });
     };
-    let arguments =
-        build_arguments(&args.tool, &tool.input_schema, args.args_json.as_deref(), &args.args)?;
+    let arguments = build_arguments(
+        &args.tool,
+        &tool.input_schema,
+        args.args_json.as_deref(),
+        &args.args,
+    )?;
     session.call_tool(&args.tool, arguments).await
 }
 
@@ -28,7 +32,10 @@ pub fn build_arguments(
     args_json: Option<&str>,
     pairs: &[String],
 ) -> Result<JsonObject, ClientError> {
-    let bad = |reason: String| ClientError::BadArguments { tool: tool.into(), reason };
+    let bad = |reason: String| ClientError::BadArguments {
+        tool: tool.into(),
+        reason,
+    };
     let mut arguments = match args_json {
         None => JsonObject::new(),
         Some(text) => match serde_json::from_str::<Value>(text) {
@@ -63,7 +70,9 @@ fn accepts_string(schema: &JsonObject, key: &str) -> bool {
             _ => {}
         }
         ["anyOf", "oneOf"].iter().any(|k| {
-            s.get(*k).and_then(Value::as_array).is_some_and(|alts| alts.iter().any(has_string))
+            s.get(*k)
+                .and_then(Value::as_array)
+                .is_some_and(|alts| alts.iter().any(has_string))
         })
     }
     has_string(property)
@@ -88,24 +97,44 @@ mod tests {
 
     #[test]
     fn values_follow_the_schema() {
-        let pairs = ["file_name=123".to_owned(), "timeout_seconds=5".into(), "stdin=true".into(), r#"args=["a","b"]"#.into()];
+        let pairs = [
+            "file_name=123".to_owned(),
+            "timeout_seconds=5".into(),
+            "stdin=true".into(),
+            r#"args=["a","b"]"#.into(),
+        ];
         let args = build_arguments("run_python", &schema(), None, &pairs).unwrap_or_default();
-        assert_eq!(Value::Object(args), json!({
-            "file_name": "123", "timeout_seconds": 5, "stdin": "true", "args": ["a", "b"]
-        }));
+        assert_eq!(
+            Value::Object(args),
+            json!({
+                "file_name": "123", "timeout_seconds": 5, "stdin": "true", "args": ["a", "b"]
+            })
+        );
     }
 
     #[test]
     fn arg_overrides_args_json_and_unknown_keys_guess_json() {
         let pairs = ["file_name=b.py".to_owned(), "extra=x y".into()];
-        let args = build_arguments("t", &schema(), Some(r#"{"file_name": "a.py", "n": 1}"#), &pairs)
-            .unwrap_or_default();
-        assert_eq!(Value::Object(args), json!({"file_name": "b.py", "n": 1, "extra": "x y"}));
+        let args = build_arguments(
+            "t",
+            &schema(),
+            Some(r#"{"file_name": "a.py", "n": 1}"#),
+            &pairs,
+        )
+        .unwrap_or_default();
+        assert_eq!(
+            Value::Object(args),
+            json!({"file_name": "b.py", "n": 1, "extra": "x y"})
+        );
     }
 
     #[test]
     fn malformed_arguments_are_bad_arguments() {
-        for (json, pairs) in [(Some("[1]"), vec![]), (Some("{"), vec![]), (None, vec!["novalue".to_owned()])] {
+        for (json, pairs) in [
+            (Some("[1]"), vec![]),
+            (Some("{"), vec![]),
+            (None, vec!["novalue".to_owned()]),
+        ] {
             assert!(matches!(
                 build_arguments("t", &schema(), json, &pairs),
                 Err(ClientError::BadArguments { .. })

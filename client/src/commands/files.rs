@@ -47,7 +47,14 @@ fn file_list(result: &CallToolResult) -> FileList {
             .content
             .iter()
             .filter_map(|c| c.as_text())
-            .flat_map(|t| t.text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect::<Vec<_>>())
+            .flat_map(|t| {
+                t.text
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
             .collect(),
     };
     FileList { files }

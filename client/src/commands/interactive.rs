@@ -28,8 +28,12 @@ pub async fn execute(session: &Session, output: &Output) -> Result<u8, ClientErr
                     eprintln!("[exit code {code}]");
                 }
             }),
-            "2" | "f" | "files" => files::execute(session, None).await.map(|list| output.files(&list)),
-            "3" | "t" | "tools" => tools::execute(session).await.map(|t| output.tools(&t, false)),
+            "2" | "f" | "files" => files::execute(session, None)
+                .await
+                .map(|list| output.files(&list)),
+            "3" | "t" | "tools" => tools::execute(session)
+                .await
+                .map(|t| output.tools(&t, false)),
             "q" | "quit" | "exit" => return Ok(last_code),
             "" => Ok(()),
             other => {
@@ -50,16 +54,26 @@ async fn run_one(
     input: &mut Lines<BufReader<Stdin>>,
     output: &Output,
 ) -> Result<Option<u8>, ClientError> {
-    let Some(file) = prompt(session, input, "file: ").await? else { return Ok(None) };
+    let Some(file) = prompt(session, input, "file: ").await? else {
+        return Ok(None);
+    };
     if file.is_empty() {
         return Ok(None);
     }
-    let Some(line) = prompt(session, input, "arguments (shell-style, empty for none): ").await? else {
+    let Some(line) = prompt(session, input, "arguments (shell-style, empty for none): ").await?
+    else {
         return Ok(None);
     };
-    let args = shlex::split(&line)
-        .ok_or_else(|| ClientError::BadArguments { tool: run::TOOL.into(), reason: "unbalanced quotes".into() })?;
-    let run_args = RunArgs { file, args, stdin_file: None, script_timeout: None };
+    let args = shlex::split(&line).ok_or_else(|| ClientError::BadArguments {
+        tool: run::TOOL.into(),
+        reason: "unbalanced quotes".into(),
+    })?;
+    let run_args = RunArgs {
+        file,
+        args,
+        stdin_file: None,
+        script_timeout: None,
+    };
     let report = run::execute(session, &run_args).await?;
     output.run_report(&report);
     Ok(Some(report.exit_code()))
@@ -77,7 +91,10 @@ async fn prompt(
     let line = session
         .limits()
         .guard(async {
-            input.next_line().await.map_err(|source| ClientError::Io { context: "cannot read stdin".into(), source })
+            input.next_line().await.map_err(|source| ClientError::Io {
+                context: "cannot read stdin".into(),
+                source,
+            })
         })
         .await?;
     Ok(line.map(|l| l.trim().to_owned()))

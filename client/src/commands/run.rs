@@ -24,7 +24,12 @@ pub struct RunReport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunOutcome {
     /// pyrun-mcp's structured result.
-    Finished { stdout: String, stderr: String, exit_code: Option<i32>, timed_out: bool },
+    Finished {
+        stdout: String,
+        stderr: String,
+        exit_code: Option<i32>,
+        timed_out: bool,
+    },
     /// A server without `structuredContent`: only text to show.
     Unstructured,
 }
@@ -52,29 +57,45 @@ impl RunReport {
             .clone()
             .and_then(|v| serde_json::from_value::<Structured>(v).ok());
         let Some(s) = structured else {
-            return Self { result, outcome: RunOutcome::Unstructured, truncated: vec![] };
+            return Self {
+                result,
+                outcome: RunOutcome::Unstructured,
+                truncated: vec![],
+            };
         };
-        let truncated = [("stdout", s.stdout_truncated), ("stderr", s.stderr_truncated)]
-            .into_iter()
-            .filter_map(|(name, cut)| cut.then_some(name))
-            .collect();
+        let truncated = [
+            ("stdout", s.stdout_truncated),
+            ("stderr", s.stderr_truncated),
+        ]
+        .into_iter()
+        .filter_map(|(name, cut)| cut.then_some(name))
+        .collect();
         let outcome = RunOutcome::Finished {
             stdout: s.stdout,
             stderr: s.stderr,
             exit_code: s.exit_code,
             timed_out: s.timed_out,
         };
-        Self { result, outcome, truncated }
+        Self {
+            result,
+            outcome,
+            truncated,
+        }
     }
 
     /// The script's exit code as ours: 124 on timeout, 1 if it was killed or the tool failed.
     pub fn exit_code(&self) -> u8 {
         match &self.outcome {
-            RunOutcome::Finished { timed_out: true, .. } => exit_code::TIMEOUT,
-            RunOutcome::Finished { exit_code: Some(code), .. } => {
-                u8::try_from(*code).unwrap_or(exit_code::FAILURE)
-            }
-            RunOutcome::Finished { exit_code: None, .. } => exit_code::FAILURE,
+            RunOutcome::Finished {
+                timed_out: true, ..
+            } => exit_code::TIMEOUT,
+            RunOutcome::Finished {
+                exit_code: Some(code),
+                ..
+            } => u8::try_from(*code).unwrap_or(exit_code::FAILURE),
+            RunOutcome::Finished {
+                exit_code: None, ..
+            } => exit_code::FAILURE,
             RunOutcome::Unstructured if self.result.is_error == Some(true) => exit_code::FAILURE,
             RunOutcome::Unstructured => 0,
         }
@@ -98,7 +119,10 @@ pub async fn execute(session: &Session, args: &RunArgs) -> Result<RunReport, Cli
 }
 
 fn read_stdin_file(path: &std::path::Path) -> Result<String, ClientError> {
-    let io_error = |source| ClientError::Io { context: format!("cannot read {}", path.display()), source };
+    let io_error = |source| ClientError::Io {
+        context: format!("cannot read {}", path.display()),
+        source,
+    };
     let mut bytes = Vec::new();
     if path.as_os_str() == "-" {
         std::io::stdin().read_to_end(&mut bytes).map_err(io_error)?;
@@ -124,16 +148,34 @@ mod tests {
 
     #[test]
     fn exit_code_follows_the_script() {
-        assert_eq!(report(json!({"stdout": "hi\n", "stderr": "", "exit_code": 0, "timed_out": false})).exit_code(), 0);
-        assert_eq!(report(json!({"stdout": "", "stderr": "boom", "exit_code": 3, "timed_out": false})).exit_code(), 3);
-        assert_eq!(report(json!({"exit_code": null, "timed_out": true})).exit_code(), 124);
-        assert_eq!(report(json!({"exit_code": null, "timed_out": false})).exit_code(), 1);
-        assert_eq!(report(json!({"exit_code": -9, "timed_out": false})).exit_code(), 1);
+        assert_eq!(
+            report(json!({"stdout": "hi\n", "stderr": "", "exit_code": 0, "timed_out": false}))
+                .exit_code(),
+            0
+        );
+        assert_eq!(
+            report(json!({"stdout": "", "stderr": "boom", "exit_code": 3, "timed_out": false}))
+                .exit_code(),
+            3
+        );
+        assert_eq!(
+            report(json!({"exit_code": null, "timed_out": true})).exit_code(),
+            124
+        );
+        assert_eq!(
+            report(json!({"exit_code": null, "timed_out": false})).exit_code(),
+            1
+        );
+        assert_eq!(
+            report(json!({"exit_code": -9, "timed_out": false})).exit_code(),
+            1
+        );
     }
 
     #[test]
     fn truncation_is_reported() {
-        let r = report(json!({"exit_code": 0, "stdout_truncated": true, "stderr_truncated": false}));
+        let r =
+            report(json!({"exit_code": 0, "stdout_truncated": true, "stderr_truncated": false}));
         assert_eq!(r.truncated, vec!["stdout"]);
     }
 

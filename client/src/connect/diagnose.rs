@@ -35,15 +35,26 @@ pub(crate) fn from_error_chain(
         if let Some(e) = e.downcast_ref::<reqwest::Error>() {
             return Some(from_reqwest(target, e));
         }
-        if let Some(SseTransportError::Status { status, content_type, .. }) = e.downcast_ref() {
+        if let Some(SseTransportError::Status {
+            status,
+            content_type,
+            ..
+        }) = e.downcast_ref()
+        {
             let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY);
             return from_status(target, status, content_type.as_deref(), token_sent);
         }
         if e.downcast_ref::<AuthRequiredError>().is_some() {
-            return Some(ClientError::Unauthorized { url: target.into(), token_sent });
+            return Some(ClientError::Unauthorized {
+                url: target.into(),
+                token_sent,
+            });
         }
         if e.downcast_ref::<InsufficientScopeError>().is_some() {
-            return Some(ClientError::Forbidden { url: target.into(), status: 403 });
+            return Some(ClientError::Forbidden {
+                url: target.into(),
+                status: 403,
+            });
         }
         current = e.source();
     }
@@ -57,18 +68,37 @@ pub(crate) fn from_reqwest(target: &str, err: &reqwest::Error) -> ClientError {
     let refused = io_kind(err) == Some(std::io::ErrorKind::ConnectionRefused)
         || lower.contains("connection refused");
     if refused {
-        return ClientError::Connect { target: target.into(), reason: "connection refused".into() };
+        return ClientError::Connect {
+            target: target.into(),
+            reason: "connection refused".into(),
+        };
     }
-    const TLS_MARKERS: [&str; 7] =
-        ["certificate", "tls", "ssl", "handshake", "corrupt message", "peer misbehaved", "unknownissuer"];
+    const TLS_MARKERS: [&str; 7] = [
+        "certificate",
+        "tls",
+        "ssl",
+        "handshake",
+        "corrupt message",
+        "peer misbehaved",
+        "unknownissuer",
+    ];
     if target.starts_with("https") && TLS_MARKERS.iter().any(|m| lower.contains(m)) {
-        return ClientError::Tls { url: target.into(), reason: text };
+        return ClientError::Tls {
+            url: target.into(),
+            reason: text,
+        };
     }
     if err.is_timeout() {
-        return ClientError::Connect { target: target.into(), reason: format!("timed out: {text}") };
+        return ClientError::Connect {
+            target: target.into(),
+            reason: format!("timed out: {text}"),
+        };
     }
     if err.is_connect() || err.is_request() {
-        return ClientError::Connect { target: target.into(), reason: text };
+        return ClientError::Connect {
+            target: target.into(),
+            reason: text,
+        };
     }
     ClientError::Protocol(text)
 }
@@ -95,21 +125,33 @@ pub(crate) fn from_status(
     let is_html = content_type.is_some_and(|ct| ct.to_ascii_lowercase().starts_with("text/html"));
     match status {
         StatusCode::UNAUTHORIZED => Some(ClientError::Unauthorized { url, token_sent }),
-        StatusCode::FORBIDDEN | StatusCode::MISDIRECTED_REQUEST => {
-            Some(ClientError::Forbidden { url, status: status.as_u16() })
-        }
+        StatusCode::FORBIDDEN | StatusCode::MISDIRECTED_REQUEST => Some(ClientError::Forbidden {
+            url,
+            status: status.as_u16(),
+        }),
         _ if is_html => Some(ClientError::NotMcp {
             url,
             what: format!("an HTML page (HTTP {status}) instead of JSON"),
         }),
-        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
-            Some(ClientError::NotMcp { url, what: format!("HTTP {status}") })
-        }
+        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => Some(ClientError::NotMcp {
+            url,
+            what: format!("HTTP {status}"),
+        }),
         s if !s.is_success() => Some(ClientError::Protocol(format!("{url} answered HTTP {s}"))),
         _ => match content_type {
-            Some(ct) if ct.starts_with("application/json") || ct.starts_with("text/event-stream") => None,
-            Some(ct) => Some(ClientError::NotMcp { url, what: format!("content type `{ct}`") }),
-            None => Some(ClientError::NotMcp { url, what: "no content type".into() }),
+            Some(ct)
+                if ct.starts_with("application/json") || ct.starts_with("text/event-stream") =>
+            {
+                None
+            }
+            Some(ct) => Some(ClientError::NotMcp {
+                url,
+                what: format!("content type `{ct}`"),
+            }),
+            None => Some(ClientError::NotMcp {
+                url,
+                what: "no content type".into(),
+            }),
         },
     }
 }
@@ -144,7 +186,12 @@ pub(crate) async fn probe_streamable(
     let token_sent = headers.contains_key(http::header::AUTHORIZATION);
     match response {
         Err(e) => Some(from_reqwest(url.as_str(), &e)),
-        Ok(r) => from_status(url.as_str(), r.status(), content_type(r.headers()).as_deref(), token_sent),
+        Ok(r) => from_status(
+            url.as_str(),
+            r.status(),
+            content_type(r.headers()).as_deref(),
+            token_sent,
+        ),
     }
 }
 
@@ -159,16 +206,28 @@ mod tests {
         let html = Some("text/html; charset=utf-8");
         assert!(matches!(
             from_status(URL, StatusCode::UNAUTHORIZED, None, false),
-            Some(ClientError::Unauthorized { token_sent: false, .. })
+            Some(ClientError::Unauthorized {
+                token_sent: false,
+                ..
+            })
         ));
         assert!(matches!(
             from_status(URL, StatusCode::MISDIRECTED_REQUEST, None, false),
             Some(ClientError::Forbidden { status: 421, .. })
         ));
         // A tunnel's interstitial page answers 200 with HTML.
-        assert!(matches!(from_status(URL, StatusCode::OK, html, false), Some(ClientError::NotMcp { .. })));
-        assert!(matches!(from_status(URL, StatusCode::BAD_GATEWAY, html, false), Some(ClientError::NotMcp { .. })));
-        assert!(matches!(from_status(URL, StatusCode::NOT_FOUND, None, false), Some(ClientError::NotMcp { .. })));
+        assert!(matches!(
+            from_status(URL, StatusCode::OK, html, false),
+            Some(ClientError::NotMcp { .. })
+        ));
+        assert!(matches!(
+            from_status(URL, StatusCode::BAD_GATEWAY, html, false),
+            Some(ClientError::NotMcp { .. })
+        ));
+        assert!(matches!(
+            from_status(URL, StatusCode::NOT_FOUND, None, false),
+            Some(ClientError::NotMcp { .. })
+        ));
         assert!(from_status(URL, StatusCode::OK, Some("application/json"), false).is_none());
         assert!(from_status(URL, StatusCode::OK, Some("text/event-stream"), false).is_none());
     }

@@ -26,7 +26,11 @@ pub(crate) enum SseTransportError {
         source: reqwest::Error,
     },
     #[error("POST {endpoint} answered HTTP {status}")]
-    Status { endpoint: String, status: u16, content_type: Option<String> },
+    Status {
+        endpoint: String,
+        status: u16,
+        content_type: Option<String>,
+    },
 }
 
 pub(crate) struct SseTransport {
@@ -53,15 +57,24 @@ impl SseTransport {
             .await
             .map_err(|e| diagnose::from_reqwest(target, &e))?;
         let content_type = diagnose::content_type(response.headers());
-        if let Some(err) =
-            diagnose::from_status(target, response.status(), content_type.as_deref(), token_sent)
-        {
+        if let Some(err) = diagnose::from_status(
+            target,
+            response.status(),
+            content_type.as_deref(),
+            token_sent,
+        ) {
             return Err(err);
         }
-        if !content_type.as_deref().is_some_and(|ct| ct.starts_with("text/event-stream")) {
+        if !content_type
+            .as_deref()
+            .is_some_and(|ct| ct.starts_with("text/event-stream"))
+        {
             return Err(ClientError::NotMcp {
                 url: target.into(),
-                what: format!("content type `{}` instead of an event stream", content_type.unwrap_or_default()),
+                what: format!(
+                    "content type `{}` instead of an event stream",
+                    content_type.unwrap_or_default()
+                ),
             });
         }
         let mut events: EventStream = SseStream::from_bytes_stream(response.bytes_stream()).boxed();
@@ -72,7 +85,9 @@ impl SseTransport {
                 }
                 Some(Ok(_)) => continue,
                 Some(Err(e)) => {
-                    return Err(ClientError::Protocol(format!("bad event stream from {url}: {e}")))
+                    return Err(ClientError::Protocol(format!(
+                        "bad event stream from {url}: {e}"
+                    )))
                 }
                 None => {
                     return Err(ClientError::Protocol(format!(
@@ -81,7 +96,12 @@ impl SseTransport {
                 }
             }
         };
-        Ok(Self { client, endpoint, headers, events })
+        Ok(Self {
+            client,
+            endpoint,
+            headers,
+            events,
+        })
     }
 }
 
@@ -106,13 +126,20 @@ impl Transport<RoleClient> for SseTransport {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let request = self.client.post(self.endpoint.clone()).headers(self.headers.clone()).json(&item);
+        let request = self
+            .client
+            .post(self.endpoint.clone())
+            .headers(self.headers.clone())
+            .json(&item);
         let endpoint = self.endpoint.to_string();
         async move {
             let response = request
                 .send()
                 .await
-                .map_err(|source| SseTransportError::Http { endpoint: endpoint.clone(), source })?;
+                .map_err(|source| SseTransportError::Http {
+                    endpoint: endpoint.clone(),
+                    source,
+                })?;
             let status = response.status();
             if status.is_success() {
                 return Ok(());
@@ -125,22 +152,22 @@ impl Transport<RoleClient> for SseTransport {
         }
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        async move {
-            loop {
-                match self.events.next().await? {
-                    Ok(event) if matches!(event.event.as_deref(), None | Some("message")) => {
-                        let Some(data) = event.data else { continue };
-                        match serde_json::from_str(&data) {
-                            Ok(message) => return Some(message),
-                            Err(e) => tracing::warn!("ignoring an SSE message that is not JSON-RPC: {e}"),
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            match self.events.next().await? {
+                Ok(event) if matches!(event.event.as_deref(), None | Some("message")) => {
+                    let Some(data) = event.data else { continue };
+                    match serde_json::from_str(&data) {
+                        Ok(message) => return Some(message),
+                        Err(e) => {
+                            tracing::warn!("ignoring an SSE message that is not JSON-RPC: {e}")
                         }
                     }
-                    Ok(_) => continue,
-                    Err(e) => {
-                        tracing::warn!("event stream broken: {e}");
-                        return None;
-                    }
+                }
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!("event stream broken: {e}");
+                    return None;
                 }
             }
         }
@@ -161,9 +188,15 @@ mod tests {
     fn relative_endpoints_resolve_against_the_sse_url() {
         let base = Url::parse("https://abc.example/prefix/sse").unwrap_or_else(|e| panic!("{e}"));
         let endpoint = endpoint_url(&base, "/prefix/messages?sessionId=42").map(|u| u.to_string());
-        assert_eq!(endpoint.ok().as_deref(), Some("https://abc.example/prefix/messages?sessionId=42"));
+        assert_eq!(
+            endpoint.ok().as_deref(),
+            Some("https://abc.example/prefix/messages?sessionId=42")
+        );
         let endpoint = endpoint_url(&base, "messages?sessionId=1").map(|u| u.to_string());
-        assert_eq!(endpoint.ok().as_deref(), Some("https://abc.example/prefix/messages?sessionId=1"));
+        assert_eq!(
+            endpoint.ok().as_deref(),
+            Some("https://abc.example/prefix/messages?sessionId=1")
+        );
     }
 
     #[test]
