@@ -157,6 +157,11 @@ async fn connect_stdio(argv: &[String], handler: Notifier) -> Result<McpSession,
         .ok_or_else(|| ClientError::Usage("the server command line is empty".into()))?;
     let mut command = tokio::process::Command::new(program);
     command.args(args);
+    // pyrun-mcp-server logs at info by default; keep the user's terminal for the script's output
+    // unless they asked for server logs. Other servers ignore the variable.
+    if std::env::var_os("PYRUN_LOG").is_none() {
+        command.env("PYRUN_LOG", "warn");
+    }
     // Own process group: a terminal's Ctrl-C reaches only us, and we cancel the call cleanly
     // before closing the server's stdin.
     #[cfg(unix)]

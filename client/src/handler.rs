@@ -31,7 +31,7 @@ impl ClientHandler for Notifier {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        self.reporter.message(&progress_line(&params));
+        self.reporter.progress(&progress_line(&params));
     }
 
     async fn on_logging_message(
@@ -68,7 +68,7 @@ fn progress_line(params: &ProgressNotificationParam) -> String {
         None => format!("{}", params.progress),
     };
     match &params.message {
-        Some(message) => format!("[progress {amount}] {message}"),
-        None => format!("[progress {amount}]"),
+        Some(message) => format!("{message} ({amount})"),
+        None => format!("progress {amount}"),
     }
 }

@@ -97,7 +97,10 @@ async fn execute(session: &Session, command: Command, output: &Output) -> Result
         }
         Command::Call(args) => {
             let result = commands::call::execute(session, &args).await?;
-            output.call_result(&result);
+            // A failed call's text becomes the error message (stderr); --json keeps the whole result.
+            if result.is_error != Some(true) || output.json() {
+                output.call_result(&result);
+            }
             if result.is_error == Some(true) {
                 return Err(ClientError::tool_failed(&args.tool, &result));
             }

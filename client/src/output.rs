@@ -216,6 +216,8 @@ pub struct Reporter {
 #[derive(Debug, Default)]
 struct SpinState {
     activity: Option<(String, Instant)>,
+    /// The latest progress report, shown after the label.
+    detail: String,
     frame: usize,
     drawn: bool,
 }
@@ -247,6 +249,7 @@ impl Reporter {
         if let Some(state) = &self.state {
             let mut state = lock(state);
             state.activity = Some((label.into(), Instant::now()));
+            state.detail.clear();
             draw(&mut state);
         }
     }
@@ -259,7 +262,16 @@ impl Reporter {
         }
     }
 
-    /// A server progress or log line, printed above the spinner.
+    /// A server progress report: replaces the text after the spinner (progress comes often).
+    pub fn progress(&self, text: &str) {
+        if let Some(state) = &self.state {
+            let mut state = lock(state);
+            state.detail = text.to_owned();
+            draw(&mut state);
+        }
+    }
+
+    /// A server log line, printed above the spinner.
     pub fn message(&self, text: &str) {
         if let Some(state) = &self.state {
             let mut state = lock(state);
@@ -280,8 +292,9 @@ fn draw(state: &mut SpinState) {
     if let Some((label, started)) = &state.activity {
         let frame = FRAMES[state.frame % FRAMES.len()];
         write_stderr(&format!(
-            "\r\x1b[2K{frame} {label}  {:.1} s",
-            started.elapsed().as_secs_f64()
+            "\r\x1b[2K{frame} {label}  {:.1} s  {}",
+            started.elapsed().as_secs_f64(),
+            state.detail
         ));
         state.drawn = true;
     }

@@ -58,6 +58,91 @@ pub fn build_arguments(
     Ok(arguments)
 }
 
+/// Catches what every server would reject, before sending: missing required keys, values of the
+/// wrong JSON type, and unknown keys where the schema forbids them.
+pub fn check_arguments(
+    tool: &str,
+    schema: &JsonObject,
+    arguments: &JsonObject,
+) -> Result<(), ClientError> {
+    let bad = |reason: String| {
+        Err(ClientError::BadArguments {
+            tool: tool.into(),
+            reason,
+        })
+    };
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let required = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    for key in required.filter_map(Value::as_str) {
+        if !arguments.contains_key(key) {
+            return bad(format!("missing required argument `{key}`"));
+        }
+    }
+    for (key, value) in arguments {
+        match properties.and_then(|p| p.get(key)) {
+            Some(property) if !type_matches(property, value) => {
+                return bad(format!(
+                    "`{key}` must be {}, not {value}",
+                    describe_type(property)
+                ));
+            }
+            Some(_) => {}
+            None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
+                return bad(format!("unknown argument `{key}`"));
+            }
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+/// JSON-Schema type names a property allows (from `type` and anyOf/oneOf); empty = anything.
+fn allowed_types(property: &Value) -> Vec<&str> {
+    let mut types: Vec<&str> = match property.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => vec![],
+    };
+    for key in ["anyOf", "oneOf"] {
+        for alternative in property
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let more = allowed_types(alternative);
+            if more.is_empty() {
+                return vec![]; // an alternative without a type accepts anything
+            }
+            types.extend(more);
+        }
+    }
+    types
+}
+
+fn type_matches(property: &Value, value: &Value) -> bool {
+    let types = allowed_types(property);
+    types.is_empty()
+        || types.iter().any(|t| match *t {
+            "string" => value.is_string(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "number" => value.is_number(),
+            "boolean" => value.is_boolean(),
+            "array" => value.is_array(),
+            "object" => value.is_object(),
+            "null" => value.is_null(),
+            _ => true,
+        })
+}
+
+fn describe_type(property: &Value) -> String {
+    allowed_types(property).join(" or ")
+}
+
 /// Whether the schema of property `key` lists `string` among its types (also inside anyOf/oneOf).
 fn accepts_string(schema: &JsonObject, key: &str) -> bool {
     let Some(property) = schema.get("properties").and_then(|p| p.get(key)) else {
@@ -126,6 +211,34 @@ mod tests {
             Value::Object(args),
             json!({"file_name": "b.py", "n": 1, "extra": "x y"})
         );
+    }
+
+    #[test]
+    fn arguments_are_checked_against_the_schema() {
+        let mut schema = schema();
+        schema.insert("required".into(), json!(["file_name"]));
+        fn check_with(schema: &JsonObject, v: Value) -> Result<(), ClientError> {
+            match v {
+                Value::Object(args) => check_arguments("t", schema, &args),
+                _ => Ok(()),
+            }
+        }
+        let check = |v: Value| check_with(&schema, v);
+        assert!(check(json!({"file_name": "a.py", "timeout_seconds": null, "stdin": "x"})).is_ok());
+        assert!(check(json!({"file_name": "a.py", "timeout_seconds": 3, "extra": 1})).is_ok());
+        for bad in [
+            json!({}),
+            json!({"file_name": 1}),
+            json!({"file_name": "a.py", "timeout_seconds": "soon"}),
+            json!({"file_name": "a.py", "args": "a b"}),
+        ] {
+            assert!(
+                matches!(check(bad.clone()), Err(ClientError::BadArguments { .. })),
+                "{bad} passed"
+            );
+        }
+        schema.insert("additionalProperties".into(), json!(false));
+        assert!(check_with(&schema, json!({"file_name": "a.py", "extra": 1})).is_err());
     }
 
     #[test]

@@ -115,7 +115,12 @@ pub async fn execute(session: &Session, args: &RunArgs) -> Result<RunReport, Cli
         arguments.insert("timeout_seconds".into(), json!(seconds));
     }
     let result = session.call_tool(TOOL, arguments).await?;
-    Ok(RunReport::from_result(result))
+    let report = RunReport::from_result(result);
+    // A refused call (missing file, path outside the folder) is the tool's error, not the script's.
+    if report.outcome == RunOutcome::Unstructured && report.result.is_error == Some(true) {
+        return Err(ClientError::tool_failed(TOOL, &report.result));
+    }
+    Ok(report)
 }
 
 fn read_stdin_file(path: &std::path::Path) -> Result<String, ClientError> {
