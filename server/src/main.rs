@@ -43,9 +43,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         tokio::spawn(cancel_on_signal(shutdown.clone()));
         match app.config.transport {
             Transport::Stdio => transport::stdio::serve(app, shutdown).await,
-            Transport::Http => anyhow::bail!(
-                "the HTTP transport is not built yet\nhint: pass --transport stdio (or set MCP_TRANSPORT=stdio)"
-            ),
+            Transport::Http => {
+                let listener = transport::http::bind(app.config.http.bind).await?;
+                transport::http::serve(app, listener, shutdown).await
+            }
         }
     })
 }
