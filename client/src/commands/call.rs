@@ -21,6 +21,7 @@ pub async fn execute(session: &Session, args: &CallArgs) -> Result<CallToolResul
         args.args_json.as_deref(),
         &args.args,
     )?;
+    check_arguments(&args.tool, &tool.input_schema, &arguments)?;
     session.call_tool(&args.tool, arguments).await
 }
 
