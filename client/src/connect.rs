@@ -63,7 +63,12 @@ impl Target {
     }
 
     fn command(line: &str) -> Result<Self, ClientError> {
-        match shlex::split(line) {
+        let words = if cfg!(windows) {
+            split_windows(line)
+        } else {
+            shlex::split(line)
+        };
+        match words {
             Some(argv) if !argv.is_empty() => Ok(Self::Stdio { argv }),
             Some(_) => Err(ClientError::Usage(
                 "the server command line is empty".into(),
@@ -89,6 +94,31 @@ impl Target {
             Self::StreamableHttp { url } | Self::Sse { url } => url.to_string(),
         }
     }
+}
+
+/// Windows paths are full of backslashes, so there they stay literal: only whitespace separates
+/// words and only matching `"` or `'` group them. `None` on an unclosed quote.
+fn split_windows(line: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quote: Option<char> = None;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.get_or_insert_with(String::new).push(c),
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                word.get_or_insert_with(String::new);
+            }
+            (None, c) if c.is_whitespace() => words.extend(word.take()),
+            (None, c) => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    if quote.is_some() {
+        return None;
+    }
+    words.extend(word);
+    Some(words)
 }
 
 /// HTTP credentials and extra headers, validated up front.
@@ -294,6 +324,21 @@ mod tests {
                 argv: ["echo", "a;", "rm", "-rf", "x"].map(String::from).to_vec()
             }
         );
+    }
+
+    #[test]
+    fn windows_command_lines_keep_backslashes() {
+        let words = split_windows(r#"C:\bin\server.exe --dir 'C:\My Projects' --x "a b" """#);
+        let expected = [
+            r"C:\bin\server.exe",
+            "--dir",
+            r"C:\My Projects",
+            "--x",
+            "a b",
+            "",
+        ];
+        assert_eq!(words, Some(expected.map(String::from).to_vec()));
+        assert_eq!(split_windows("a 'b"), None);
     }
 
     #[test]
