@@ -1,1 +1,2 @@
 //! pyrun-mcp server library.
+pub mod sandbox;
