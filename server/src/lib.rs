@@ -1,2 +1,12 @@
-//! pyrun-mcp server library.
+//! pyrun-mcp server: runs the Python files of one projects folder for MCP clients, safely.
+//!
+//! Data walks one way: `transport` → `tools` → `paths` (a proven [`paths::ProjectPath`]) →
+//! `runner` (spawn, limits, kill, caps) → `sandbox` (kernel policy) → python.
+
+pub mod app;
+pub mod config;
+pub mod paths;
+pub mod runner;
 pub mod sandbox;
+pub mod tools;
+pub mod transport;

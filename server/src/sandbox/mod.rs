@@ -35,14 +35,12 @@ mod linux;
 #[cfg(all(unix, not(target_os = "linux")))]
 mod other_unix;
 mod python;
-mod settings;
 #[cfg(unix)]
 mod unix_limits;
 #[cfg(windows)]
 mod windows;
 
 pub use python::python_read_paths;
-pub use settings::SandboxSettings;
 #[cfg(windows)]
 pub use windows::RunJob;
 

@@ -1,0 +1,1 @@
+"""A tiny package: main.py imports its sibling module geometry.py."""

@@ -1,0 +1,5 @@
+import math
+
+
+def circle_area(radius):
+    return math.pi * radius * radius

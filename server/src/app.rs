@@ -1,0 +1,59 @@
+//! The server's shared state, built once from the [`Config`] and handed to every transport.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::paths::{PathError, ProjectRoot};
+use crate::runner::{Runner, RunnerSettings};
+use crate::sandbox::{python_read_paths, Sandbox, SandboxError, SandboxMode, SandboxPolicy};
+
+#[derive(Debug)]
+pub struct App {
+    pub config: Config,
+    pub root: ProjectRoot,
+    pub runner: Runner,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Root(#[from] PathError),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+}
+
+impl App {
+    /// `shutdown` kills every run in flight when it fires.
+    pub fn build(config: Config, shutdown: CancellationToken) -> Result<Arc<Self>, AppError> {
+        let root = ProjectRoot::open(&config.projects_dir)?;
+        let settings = &config.sandbox;
+        let mut read_paths = vec![root.path().to_path_buf()];
+        if settings.mode != SandboxMode::Off {
+            read_paths.extend(python_read_paths(&config.python)?);
+        }
+        let sandbox = Sandbox::new(SandboxPolicy {
+            mode: settings.mode,
+            read_paths,
+            write_paths: vec![root.path().to_path_buf()],
+            allow_network: settings.allow_network,
+            limits: settings.limits.clone(),
+        })?;
+        let runner = Runner::new(
+            RunnerSettings {
+                python: config.python.clone(),
+                max_output_bytes: config.max_output_bytes,
+                max_concurrent: config.max_concurrent,
+                pass_env: config.pass_env.clone(),
+            },
+            sandbox,
+            shutdown,
+        );
+        Ok(Arc::new(Self {
+            config,
+            root,
+            runner,
+        }))
+    }
+}

@@ -1,0 +1,569 @@
+//! Settings: the only module that reads flags, the environment and `.env`. Parsing happens in two
+//! stages: clap validates the text (no I/O), then [`Cli::resolve`] checks the world (the folder
+//! exists, the interpreter runs) and produces the plain [`Config`] the rest of the server receives.
+//! Precedence: flag > environment > `.env` > default.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+use crate::sandbox::{ResourceLimits, SandboxMode};
+
+/// Upper bound for `--timeout`: a day. Anything longer is almost surely a typo.
+const MAX_TIMEOUT_SECS: u64 = 86_400;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Transport {
+    /// JSON-RPC over standard input/output (Claude Desktop, Claude Code, Cursor...).
+    Stdio,
+    /// Streamable HTTP on /mcp and legacy HTTP+SSE on /sse.
+    Http,
+}
+
+/// Run the Python files of one projects folder for MCP clients, safely.
+#[derive(Debug, Parser)]
+#[command(name = "pyrun-mcp-server", version, about, long_about = None)]
+pub struct Cli {
+    /// How clients connect.
+    #[arg(long, env = "MCP_TRANSPORT", value_enum, default_value_t = Transport::Http)]
+    pub transport: Transport,
+
+    /// The folder whose .py files may run; nothing outside it can.
+    #[arg(long, env = "PYTHON_PROJECTS_DIR", default_value = "./python_projects")]
+    pub projects_dir: PathBuf,
+
+    /// Longest a run may take, in seconds (1 to 86400); a tool call may ask for less, never more.
+    #[arg(long, env = "PYTHON_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
+    pub timeout: u64,
+
+    /// Python interpreter [default: `python3` on PATH (`python` on Windows), resolved once at start-up].
+    #[arg(long, env = "PYTHON_BIN")]
+    pub python: Option<PathBuf>,
+
+    /// Output kept per stream (stdout, stderr), in bytes; the rest is counted and dropped.
+    #[arg(long, env = "PYRUN_MAX_OUTPUT_BYTES", default_value_t = 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
+    pub max_output_bytes: u64,
+
+    /// Runs at once; further calls wait their turn [default: 2 x CPUs].
+    #[arg(long, env = "PYRUN_MAX_CONCURRENT", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_concurrent: Option<u64>,
+
+    /// Also pass this environment variable to scripts (repeatable; comma-separated in the variable).
+    #[arg(
+        long = "pass-env",
+        env = "PYRUN_PASS_ENV",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub pass_env: Vec<String>,
+
+    #[command(flatten)]
+    pub http: HttpCli,
+
+    #[command(flatten)]
+    pub sandbox: SandboxCli,
+}
+
+/// How every run is confined (see README, "Security model").
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Sandbox")]
+pub struct SandboxCli {
+    /// Isolation of runs: `standard` applies every layer the machine supports, `strict` refuses to
+    /// start unless all are available, `off` gives scripts all the rights of the server.
+    #[arg(long = "sandbox", env = "PYRUN_SANDBOX", value_enum, default_value_t = SandboxMode::Standard)]
+    pub mode: SandboxMode,
+
+    /// Let scripts open TCP/UDP sockets (UNIX sockets stay closed).
+    #[arg(long, env = "PYRUN_ALLOW_NETWORK")]
+    pub allow_network: bool,
+
+    /// Memory of a run in MiB (address space per process; the whole run where a memory cgroup
+    /// exists). 0 = unlimited.
+    #[arg(long, env = "PYRUN_MAX_MEMORY_MB", default_value_t = 2048)]
+    pub max_memory_mb: u64,
+
+    /// CPU seconds per process of a run; never less than --timeout. 0 = unlimited.
+    #[arg(long, env = "PYRUN_MAX_CPU_SECS", default_value_t = 300)]
+    pub max_cpu_secs: u64,
+
+    /// Largest file a run may write, in MiB. 0 = unlimited.
+    #[arg(long, env = "PYRUN_MAX_FILE_SIZE_MB", default_value_t = 1024)]
+    pub max_file_size_mb: u64,
+
+    /// Open files per process of a run. 0 = unlimited.
+    #[arg(long, env = "PYRUN_MAX_OPEN_FILES", default_value_t = 1024)]
+    pub max_open_files: u64,
+
+    /// Processes and threads of a run (a fork bomb stops here). 0 = unlimited.
+    #[arg(long, env = "PYRUN_MAX_PROCESSES", default_value_t = 64)]
+    pub max_processes: u64,
+}
+
+/// Settings of `--transport http`.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "HTTP transport")]
+pub struct HttpCli {
+    /// Address to listen on; port 0 picks a free port (the actual address is printed on stderr).
+    #[arg(
+        long,
+        env = "MCP_BIND",
+        default_value = "127.0.0.1:8000",
+        value_name = "ADDR:PORT"
+    )]
+    pub bind: SocketAddr,
+
+    /// Require `Authorization: Bearer TOKEN` on every route but /health.
+    #[arg(
+        long,
+        env = "MCP_AUTH_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub auth_token: Option<String>,
+
+    /// Also accept this Host (and Origin), e.g. a tunnel's hostname; loopback names are always
+    /// accepted (repeatable; comma-separated in the variable).
+    #[arg(
+        long = "allowed-host",
+        env = "MCP_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        value_name = "HOST[:PORT]"
+    )]
+    pub allowed_hosts: Vec<String>,
+
+    /// Serve a non-loopback address without a token (only behind something else that authenticates).
+    #[arg(long, env = "MCP_ALLOW_UNAUTHENTICATED")]
+    pub allow_unauthenticated: bool,
+
+    /// Live sessions at once (Streamable HTTP and SSE together); more get 503.
+    #[arg(long, env = "MCP_MAX_SESSIONS", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_sessions: u64,
+
+    /// Seconds after which a session without any message is closed.
+    #[arg(long, env = "MCP_SESSION_IDLE_TIMEOUT", default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS * 7))]
+    pub session_idle_timeout: u64,
+
+    /// Largest request body, in bytes.
+    #[arg(long, env = "MCP_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..=(1 << 30)))]
+    pub max_body_bytes: u64,
+}
+
+/// Everything the server needs, validated and resolved.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub transport: Transport,
+    /// As given (for messages); the canonical folder lives in `paths::ProjectRoot`.
+    pub projects_dir: PathBuf,
+    pub timeout: Duration,
+    pub python: PathBuf,
+    pub max_output_bytes: usize,
+    pub max_concurrent: usize,
+    pub pass_env: Vec<String>,
+    pub http: HttpConfig,
+    pub sandbox: SandboxConfig,
+}
+
+/// How runs are confined, validated.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    pub mode: SandboxMode,
+    pub allow_network: bool,
+    pub limits: ResourceLimits,
+}
+
+/// How `--transport http` serves, validated.
+#[derive(Clone)]
+pub struct HttpConfig {
+    pub bind: SocketAddr,
+    pub auth_token: Option<String>,
+    /// Hosts accepted besides the loopback names, as `host` or `host:port`.
+    pub allowed_hosts: Vec<String>,
+    /// True when a non-loopback address is served without a token on purpose.
+    pub unauthenticated_public: bool,
+    pub max_sessions: usize,
+    pub session_idle_timeout: Duration,
+    pub max_body_bytes: usize,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("bind", &self.bind)
+            .field("auth_token", &self.auth_token.as_ref().map(|_| "<set>"))
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("unauthenticated_public", &self.unauthenticated_public)
+            .field("max_sessions", &self.max_sessions)
+            .field("session_idle_timeout", &self.session_idle_timeout)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .finish()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("projects folder '{0}' does not exist or is not a directory\nhint: pass --projects-dir DIR or set PYTHON_PROJECTS_DIR")]
+    ProjectsDir(String),
+    #[error("no Python interpreter found: {0}\nhint: install Python 3, or pass --python PATH / set PYTHON_BIN")]
+    NoPython(String),
+    #[error("--pass-env '{0}' is not a valid variable name")]
+    BadEnvName(String),
+    #[error("refusing to serve {0} without authentication: anyone who reaches it could run your scripts\nhint: set a token with --auth-token TOKEN or MCP_AUTH_TOKEN (e.g. MCP_AUTH_TOKEN=$(openssl rand -hex 32)), or bind 127.0.0.1; pass --allow-unauthenticated only if something in front of the server authenticates")]
+    UnauthenticatedPublicBind(SocketAddr),
+    #[error("the auth token must be 1 to 1024 visible ASCII characters without spaces\nhint: MCP_AUTH_TOKEN=$(openssl rand -hex 32)")]
+    BadAuthToken,
+    #[error("--allowed-host '{0}' is not a host name\nhint: give a bare host or host:port such as abc.trycloudflare.com (no scheme, no path)")]
+    BadAllowedHost(String),
+}
+
+impl Cli {
+    /// Loads `.env` from the current directory (the real environment wins), then parses the flags.
+    pub fn load() -> Self {
+        // A missing .env is normal; a malformed one is reported by clap's view of the environment.
+        let _ = dotenvy::dotenv();
+        Self::parse()
+    }
+
+    /// Second stage: checks the folder and the interpreter and resolves defaults.
+    pub fn resolve(self) -> Result<Config, ConfigError> {
+        if !self.projects_dir.is_dir() {
+            return Err(ConfigError::ProjectsDir(
+                self.projects_dir.display().to_string(),
+            ));
+        }
+        for name in &self.pass_env {
+            let valid = !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !name.starts_with(|c: char| c.is_ascii_digit());
+            if !valid {
+                return Err(ConfigError::BadEnvName(name.clone()));
+            }
+        }
+        let http = self.http.resolve(self.transport)?;
+        let python = resolve_python(self.python.as_deref())?;
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let sandbox = self.sandbox.resolve(self.timeout);
+        Ok(Config {
+            transport: self.transport,
+            projects_dir: self.projects_dir,
+            timeout: Duration::from_secs(self.timeout),
+            python,
+            max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
+            max_concurrent: self
+                .max_concurrent
+                .map_or(2 * cpus, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            pass_env: self.pass_env,
+            http,
+            sandbox,
+        })
+    }
+}
+
+impl SandboxCli {
+    fn resolve(self, timeout_secs: u64) -> SandboxConfig {
+        const MIB: u64 = 1 << 20;
+        let cpu_secs = match self.max_cpu_secs {
+            0 => 0,
+            n => n.max(timeout_secs),
+        };
+        SandboxConfig {
+            mode: self.mode,
+            allow_network: self.allow_network,
+            limits: ResourceLimits {
+                memory_bytes: self.max_memory_mb.saturating_mul(MIB),
+                cpu_secs,
+                file_size_bytes: self.max_file_size_mb.saturating_mul(MIB),
+                open_files: self.max_open_files,
+                processes: self.max_processes,
+            },
+        }
+    }
+}
+
+impl HttpCli {
+    /// Validates the HTTP settings; a public address needs a token unless opted out explicitly.
+    fn resolve(self, transport: Transport) -> Result<HttpConfig, ConfigError> {
+        if let Some(token) = &self.auth_token {
+            let visible = token.bytes().all(|b| b.is_ascii_graphic());
+            if token.is_empty() || token.len() > 1024 || !visible {
+                return Err(ConfigError::BadAuthToken);
+            }
+        }
+        let mut allowed_hosts = Vec::with_capacity(self.allowed_hosts.len() + 1);
+        for host in self
+            .allowed_hosts
+            .iter()
+            .map(|h| h.trim())
+            .filter(|h| !h.is_empty())
+        {
+            if !is_host_and_port(host) {
+                return Err(ConfigError::BadAllowedHost(host.to_owned()));
+            }
+            allowed_hosts.push(host.to_owned());
+        }
+        let ip = self.bind.ip();
+        let public = !ip.is_loopback();
+        if public && !ip.is_unspecified() {
+            // Clients that reach a specific address name it in their Host header.
+            allowed_hosts.push(ip.to_string());
+        }
+        if transport == Transport::Http
+            && public
+            && self.auth_token.is_none()
+            && !self.allow_unauthenticated
+        {
+            return Err(ConfigError::UnauthenticatedPublicBind(self.bind));
+        }
+        Ok(HttpConfig {
+            bind: self.bind,
+            unauthenticated_public: public && self.auth_token.is_none(),
+            auth_token: self.auth_token,
+            allowed_hosts,
+            max_sessions: usize::try_from(self.max_sessions).unwrap_or(usize::MAX),
+            session_idle_timeout: Duration::from_secs(self.session_idle_timeout),
+            max_body_bytes: usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX),
+        })
+    }
+}
+
+/// `host`, `host:port`, `[v6]`, `[v6]:port` or a bare IPv6 address; no scheme, path or user.
+fn is_host_and_port(entry: &str) -> bool {
+    if entry.parse::<std::net::Ipv6Addr>().is_ok() {
+        return true;
+    }
+    let (host_ok, port) = match entry.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((v6, after)) => (v6.parse::<std::net::Ipv6Addr>().is_ok(), after),
+            None => return false,
+        },
+        None => {
+            let (host, after) = entry.find(':').map_or((entry, ""), |i| entry.split_at(i));
+            let name_ok = !host.is_empty()
+                && host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+            (name_ok, after)
+        }
+    };
+    let port_ok = port.is_empty()
+        || port
+            .strip_prefix(':')
+            .is_some_and(|p| p.parse::<u16>().is_ok());
+    host_ok && port_ok
+}
+
+/// Resolves the interpreter once, so a version-manager shim (pyenv, asdf: a shell script costing
+/// ~100 ms) is not paid on every run. A native executable found directly is the interpreter itself
+/// and is used as found (a venv's `bin/python` must keep its path); anything else (a shim script, a
+/// Windows app alias) is asked for `sys.executable`.
+pub fn resolve_python(given: Option<&Path>) -> Result<PathBuf, ConfigError> {
+    let default = if cfg!(windows) { "python" } else { "python3" };
+    let candidate = given.unwrap_or(Path::new(default));
+    match locate(candidate) {
+        Some(found) if is_native_executable(&found) => {
+            Ok(std::path::absolute(&found).unwrap_or(found))
+        }
+        _ => ask_interpreter(candidate),
+    }
+}
+
+/// The file a command name or path refers to, searching PATH for a bare name.
+fn locate(candidate: &Path) -> Option<PathBuf> {
+    if candidate.components().count() > 1 || candidate.is_absolute() {
+        return candidate.is_file().then(|| candidate.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(candidate))
+        .find(|p| p.is_file())
+}
+
+/// ELF (Linux) or Mach-O (macOS) magic: a real program, not a script. Windows always asks.
+fn is_native_executable(path: &Path) -> bool {
+    use std::io::Read;
+    if cfg!(windows) {
+        return false;
+    }
+    let mut magic = [0u8; 4];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic));
+    read.is_ok()
+        && matches!(
+            magic,
+            [0x7f, b'E', b'L', b'F']
+                | [0xcf, 0xfa, 0xed, 0xfe]
+                | [0xce, 0xfa, 0xed, 0xfe]
+                | [0xca, 0xfe, 0xba, 0xbe]
+        )
+}
+
+/// Starts the interpreter once to learn its real path.
+fn ask_interpreter(candidate: &Path) -> Result<PathBuf, ConfigError> {
+    let output = Command::new(candidate)
+        .args(["-c", "import sys; print(sys.executable)"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| ConfigError::NoPython(format!("'{}': {e}", candidate.display())))?;
+    if !output.status.success() {
+        return Err(ConfigError::NoPython(format!(
+            "'{}' exited with {}",
+            candidate.display(),
+            output.status
+        )));
+    }
+    let reported = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    let path = PathBuf::from(&reported);
+    if reported.is_empty() || !path.is_file() {
+        // Embedded or unusual interpreters may not know their path: keep what worked.
+        return Ok(candidate.to_path_buf());
+    }
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("pyrun-mcp-server").chain(args.iter().copied()))
+    }
+
+    fn resolve_http(args: &[&str]) -> Result<HttpConfig, ConfigError> {
+        parse(args).unwrap().http.resolve(Transport::Http)
+    }
+
+    #[test]
+    fn public_bind_needs_a_token_or_an_explicit_opt_out() {
+        let err = resolve_http(&["--bind", "0.0.0.0:8000"]).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("--auth-token") && msg.contains("MCP_AUTH_TOKEN"),
+            "{msg}"
+        );
+        assert!(resolve_http(&["--bind", "0.0.0.0:8000", "--auth-token", "t0k"]).is_ok());
+        let open = resolve_http(&["--bind", "0.0.0.0:8000", "--allow-unauthenticated"]).unwrap();
+        assert!(open.unauthenticated_public);
+        assert!(
+            !resolve_http(&["--bind", "127.0.0.1:0"])
+                .unwrap()
+                .unauthenticated_public
+        );
+        assert!(resolve_http(&["--bind", "[::1]:0"]).is_ok());
+        // stdio never listens, so the HTTP address does not matter there.
+        let stdio = parse(&["--bind", "0.0.0.0:8000"]).unwrap().http;
+        assert!(stdio.resolve(Transport::Stdio).is_ok());
+    }
+
+    #[test]
+    fn bad_tokens_and_hosts_are_refused_with_a_hint() {
+        for token in ["", "has space", "tab\there"] {
+            let err = resolve_http(&["--auth-token", token]).unwrap_err();
+            assert!(matches!(err, ConfigError::BadAuthToken), "{token:?}");
+        }
+        for host in [
+            "https://x.example",
+            "x.example/path",
+            "user@x.example",
+            "x:port",
+            "[zz]",
+        ] {
+            let err = resolve_http(&["--allowed-host", host]).unwrap_err();
+            assert!(err.to_string().contains("--allowed-host"), "{host:?}");
+        }
+        let ok = resolve_http(&[
+            "--allowed-host",
+            "abc.trycloudflare.com,tunnel.example:8443,[fe80::1]:80,fe80::2",
+        ])
+        .unwrap();
+        assert_eq!(ok.allowed_hosts.len(), 4);
+    }
+
+    #[test]
+    fn a_specific_public_address_is_an_allowed_host() {
+        let config = resolve_http(&["--bind", "192.0.2.7:8000", "--auth-token", "t"]).unwrap();
+        assert_eq!(config.allowed_hosts, ["192.0.2.7"]);
+    }
+
+    #[test]
+    fn rejects_zero_and_absurd_timeouts() {
+        assert!(parse(&["--timeout", "0"]).is_err());
+        assert!(parse(&["--timeout", "86401"]).is_err());
+        assert!(parse(&["--timeout", "-3"]).is_err());
+        assert_eq!(parse(&["--timeout", "5"]).unwrap().timeout, 5);
+    }
+
+    #[test]
+    fn missing_projects_dir_names_flag_and_variable() {
+        let cli = parse(&["--projects-dir", "/definitely/not/here"]).unwrap();
+        let msg = cli.resolve().unwrap_err().to_string();
+        assert!(msg.contains("--projects-dir") && msg.contains("PYTHON_PROJECTS_DIR"));
+    }
+
+    #[test]
+    fn bad_python_is_a_clear_error() {
+        let err = resolve_python(Some(Path::new("/no/such/python"))).unwrap_err();
+        assert!(err.to_string().contains("--python"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_shim_script_is_resolved_to_the_real_interpreter() {
+        use std::os::unix::fs::PermissionsExt;
+        let real = resolve_python(None).expect("python3 installed");
+        assert!(is_native_executable(&real), "{}", real.display());
+        let dir = tempfile::tempdir().unwrap();
+        let shim = dir.path().join("python3");
+        std::fs::write(
+            &shim,
+            format!("#!/bin/sh\nexec '{}' \"$@\"\n", real.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let resolved = resolve_python(Some(&shim)).unwrap();
+        assert_ne!(resolved, shim);
+        assert!(is_native_executable(&resolved));
+    }
+
+    #[test]
+    fn bad_pass_env_name_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let cli = parse(&[
+            "--projects-dir",
+            dir.path().to_str().unwrap(),
+            "--pass-env",
+            "A=B",
+        ])
+        .unwrap();
+        assert!(matches!(cli.resolve(), Err(ConfigError::BadEnvName(_))));
+    }
+
+    #[test]
+    fn sandbox_defaults_to_standard_without_network() {
+        let cli = parse(&[]).unwrap();
+        let sandbox = cli.sandbox.resolve(30);
+        assert_eq!(sandbox.mode, SandboxMode::Standard);
+        assert!(!sandbox.allow_network);
+        assert_eq!(sandbox.limits, ResourceLimits::default());
+    }
+
+    #[test]
+    fn sandbox_flags_are_read_and_cpu_covers_the_timeout() {
+        let cli = parse(&[
+            "--sandbox",
+            "strict",
+            "--allow-network",
+            "--max-memory-mb",
+            "512",
+            "--max-cpu-secs",
+            "10",
+        ])
+        .unwrap();
+        let sandbox = cli.sandbox.resolve(60);
+        assert_eq!(sandbox.mode, SandboxMode::Strict);
+        assert!(sandbox.allow_network);
+        assert_eq!(sandbox.limits.memory_bytes, 512 << 20);
+        assert_eq!(sandbox.limits.cpu_secs, 60);
+        assert!(parse(&["--sandbox", "loose"]).is_err());
+    }
+}

@@ -1,0 +1,405 @@
+//! The only module that spawns processes: one Python run with a scrubbed environment, its own
+//! process group, a timeout, cancellation, capped output and a bounded number of runs at once.
+//!
+//! Steps of a run, in order: wait for a permit; make a scratch dir (HOME/TMPDIR); build the argv
+//! (never a shell); let the sandbox confine it; spawn; feed stdin; read both pipes with a cap; wait
+//! for exit, timeout or cancellation; kill the whole process group whatever happened; drain the
+//! pipes for a bounded time; report a plain [`RunOutcome`].
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::paths::ProjectPath;
+use crate::sandbox::{Sandbox, SandboxError};
+
+/// How long pipes are read after the process group is gone. Data the script wrote before dying is
+/// already in the pipe; only a process that escaped the group can keep a pipe open this long.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+/// How long to wait for the kernel to reap a process after SIGKILL.
+const REAP_GRACE: Duration = Duration::from_secs(5);
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Variables a script sees from the server's environment; everything else (tokens, API keys) is
+/// dropped unless the user passes it with `--pass-env`.
+const ALLOWED_ENV: &[&str] = &[
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "SYSTEMROOT",
+    "SYSTEMDRIVE",
+    "WINDIR",
+    "PATHEXT",
+    "COMSPEC",
+    "NUMBER_OF_PROCESSORS",
+    "PROCESSOR_ARCHITECTURE",
+];
+
+/// What the runner needs from the configuration.
+#[derive(Debug, Clone)]
+pub struct RunnerSettings {
+    pub python: PathBuf,
+    pub max_output_bytes: usize,
+    pub max_concurrent: usize,
+    pub pass_env: Vec<String>,
+}
+
+/// One run to do.
+#[derive(Debug)]
+pub struct RunRequest<'a> {
+    pub script: &'a ProjectPath,
+    pub args: &'a [String],
+    pub stdin: Option<&'a str>,
+    pub timeout: Duration,
+}
+
+/// What happened, in plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOutcome {
+    pub stdout: String,
+    pub stderr: String,
+    /// None when the process was killed (timeout, cancellation) or died of a signal.
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub duration: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the Python interpreter could not be started: {0}")]
+    Spawn(io::Error),
+    #[error("a scratch directory for the run could not be created: {0}")]
+    Scratch(io::Error),
+    #[error("the run was refused because the sandbox could not be applied: {0}")]
+    Sandbox(#[from] SandboxError),
+    #[error("the run was cancelled before it started")]
+    CancelledWhileQueued,
+}
+
+pub struct Runner {
+    python: PathBuf,
+    env: Vec<(OsString, OsString)>,
+    max_output: usize,
+    permits: Arc<Semaphore>,
+    running: AtomicUsize,
+    sandbox: Sandbox,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("python", &self.python)
+            .field("running", &self.running())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runner {
+    /// `shutdown` kills every run in flight when it fires.
+    pub fn new(settings: RunnerSettings, sandbox: Sandbox, shutdown: CancellationToken) -> Self {
+        let env = scrubbed_env(std::env::vars_os(), &settings.pass_env);
+        Self {
+            python: settings.python,
+            env,
+            max_output: settings.max_output_bytes,
+            permits: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
+            running: AtomicUsize::new(0),
+            sandbox,
+            shutdown,
+        }
+    }
+
+    /// Runs in flight (not counting those waiting for a permit).
+    pub fn running(&self) -> usize {
+        self.running.load(Ordering::Relaxed)
+    }
+
+    /// The sandbox's active layers, for reports.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// Runs one script to completion, timeout or cancellation. Dropping the returned future kills
+    /// the run too.
+    pub async fn run(
+        &self,
+        req: RunRequest<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, RunError> {
+        let _permit = tokio::select! {
+            permit = self.permits.clone().acquire_owned() => permit.map_err(|_| RunError::CancelledWhileQueued)?,
+            _ = cancel.cancelled() => return Err(RunError::CancelledWhileQueued),
+            _ = self.shutdown.cancelled() => return Err(RunError::CancelledWhileQueued),
+        };
+        self.running.fetch_add(1, Ordering::Relaxed);
+        let _running = DecrementOnDrop(&self.running);
+
+        let scratch = tempfile::Builder::new()
+            .prefix("pyrun-")
+            .tempdir()
+            .map_err(RunError::Scratch)?;
+        let mut cmd = self.command(&req, scratch.path());
+        self.sandbox.confine(&mut cmd, scratch.path())?;
+        let mut cmd = tokio::process::Command::from(cmd);
+        cmd.kill_on_drop(true);
+
+        let started = Instant::now();
+        let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+        // Windows: a kill-on-close Job Object holds the whole tree (on error, kill_on_drop).
+        #[cfg(windows)]
+        let _job = match child.raw_handle() {
+            Some(handle) => self.sandbox.assign_job(handle)?,
+            None => None,
+        };
+        let tree = ProcessTree::of(&child);
+
+        if let (Some(mut pipe), Some(text)) = (child.stdin.take(), req.stdin) {
+            let bytes = text.as_bytes().to_vec();
+            // A script that does not read its stdin closes the pipe: that is not an error.
+            tokio::spawn(async move {
+                let _ = pipe.write_all(&bytes).await;
+            });
+        }
+        let stop_reading = CancellationToken::new();
+        let out = tokio::spawn(read_capped(
+            child.stdout.take(),
+            self.max_output,
+            stop_reading.clone(),
+        ));
+        let err = tokio::spawn(read_capped(
+            child.stderr.take(),
+            self.max_output,
+            stop_reading.clone(),
+        ));
+
+        let ending = tokio::select! {
+            status = child.wait() => Ending::Exited(status.ok()),
+            _ = tokio::time::sleep(req.timeout) => Ending::TimedOut,
+            _ = cancel.cancelled() => Ending::Cancelled,
+            _ = self.shutdown.cancelled() => Ending::Cancelled,
+        };
+        // Whatever happened, nothing of the run may outlive it.
+        tree.kill();
+        let status = match ending {
+            Ending::Exited(status) => status,
+            _ => {
+                let _ = child.start_kill();
+                tokio::time::timeout(REAP_GRACE, child.wait())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+            }
+        };
+        let duration = started.elapsed();
+
+        // Reading ends at EOF, or DRAIN_GRACE from now for a pipe held by an escaped process.
+        let deadline = {
+            let stop = stop_reading.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(DRAIN_GRACE).await;
+                stop.cancel();
+            })
+        };
+        let out = out.await.unwrap_or_default();
+        let err = err.await.unwrap_or_default();
+        deadline.abort();
+
+        Ok(RunOutcome {
+            stdout: String::from_utf8_lossy(&out.bytes).into_owned(),
+            stderr: String::from_utf8_lossy(&err.bytes).into_owned(),
+            exit_code: match ending {
+                Ending::Exited(_) => status.and_then(exit_code),
+                _ => None,
+            },
+            timed_out: matches!(ending, Ending::TimedOut),
+            cancelled: matches!(ending, Ending::Cancelled),
+            stdout_truncated: out.truncated,
+            stderr_truncated: err.truncated,
+            duration,
+        })
+    }
+
+    fn command(&self, req: &RunRequest<'_>, scratch: &Path) -> std::process::Command {
+        let mut cmd = std::process::Command::new(&self.python);
+        cmd.arg(req.script.absolute())
+            .args(req.args)
+            .current_dir(req.script.directory())
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env("HOME", scratch)
+            .env("TMPDIR", scratch)
+            .env("TEMP", scratch)
+            .env("TMP", scratch)
+            .env("PYTHONUNBUFFERED", "1")
+            .env("PYTHONIOENCODING", "utf-8")
+            .stdin(if req.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        #[cfg(windows)]
+        cmd.env("USERPROFILE", scratch);
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::CommandExt;
+            // Its own group, so that one signal reaches every descendant that stays in it.
+            cmd.process_group(0);
+        }
+        cmd
+    }
+}
+
+/// The allowlisted part of an environment, plus the names the user passes explicitly.
+fn scrubbed_env(
+    vars: impl Iterator<Item = (OsString, OsString)>,
+    pass: &[String],
+) -> Vec<(OsString, OsString)> {
+    vars.filter(|(name, _)| {
+        let name = name.to_string_lossy();
+        let upper = name.to_ascii_uppercase();
+        ALLOWED_ENV.contains(&upper.as_str())
+            || upper.starts_with("LC_")
+            || pass.iter().any(|p| p == name.as_ref())
+    })
+    .collect()
+}
+
+enum Ending {
+    Exited(Option<ExitStatus>),
+    TimedOut,
+    Cancelled,
+}
+
+fn exit_code(status: ExitStatus) -> Option<i32> {
+    status.code()
+}
+
+struct DecrementOnDrop<'a>(&'a AtomicUsize);
+
+impl Drop for DecrementOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The run's process group: killed explicitly at the end of a run, and on drop when the run's
+/// future is abandoned (client gone, server shutting down).
+struct ProcessTree {
+    #[cfg(unix)]
+    group: Option<rustix::process::Pid>,
+}
+
+impl ProcessTree {
+    fn of(child: &tokio::process::Child) -> Self {
+        #[cfg(unix)]
+        {
+            let group = child
+                .id()
+                .and_then(|id| i32::try_from(id).ok())
+                .and_then(rustix::process::Pid::from_raw);
+            Self { group }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = child;
+            Self {}
+        }
+    }
+
+    fn kill(&self) {
+        #[cfg(unix)]
+        if let Some(group) = self.group {
+            // ESRCH just means the group is already gone.
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+impl Drop for ProcessTree {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[derive(Debug, Default)]
+struct Captured {
+    bytes: Vec<u8>,
+    truncated: bool,
+}
+
+/// Reads a pipe to its end (or until told to stop), keeping at most `cap` bytes: memory stays flat
+/// however much the script writes, and the script never blocks on a full pipe.
+async fn read_capped<R: AsyncRead + Unpin>(
+    pipe: Option<R>,
+    cap: usize,
+    stop: CancellationToken,
+) -> Captured {
+    let mut captured = Captured::default();
+    let Some(mut pipe) = pipe else {
+        return captured;
+    };
+    let mut chunk = vec![0u8; READ_CHUNK];
+    loop {
+        let n = tokio::select! {
+            read = pipe.read(&mut chunk) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            },
+            _ = stop.cancelled() => break,
+        };
+        let room = cap.saturating_sub(captured.bytes.len());
+        let keep = n.min(room);
+        captured.bytes.extend_from_slice(&chunk[..keep]);
+        if keep < n {
+            captured.truncated = true;
+        }
+    }
+    captured
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_keeps_only_the_allowlist_and_passed_names() {
+        let vars = [
+            ("PATH", "/bin"),
+            ("LC_ALL", "C"),
+            ("MCP_AUTH_TOKEN", "secret"),
+            ("OPENAI_API_KEY", "sk"),
+            ("MY_SETTING", "1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let kept = scrubbed_env(vars, &["MY_SETTING".to_owned()]);
+        let names: Vec<_> = kept.iter().map(|(k, _)| k.to_string_lossy()).collect();
+        assert_eq!(names, ["PATH", "LC_ALL", "MY_SETTING"]);
+    }
+
+    #[tokio::test]
+    async fn read_capped_keeps_the_cap_and_reads_to_the_end() {
+        let data = vec![b'x'; 300_000];
+        let got = read_capped(Some(&data[..]), 1000, CancellationToken::new()).await;
+        assert_eq!(got.bytes.len(), 1000);
+        assert!(got.truncated);
+        let got = read_capped(Some(&data[..10]), 1000, CancellationToken::new()).await;
+        assert_eq!(got.bytes.len(), 10);
+        assert!(!got.truncated);
+    }
+}

@@ -1,0 +1,377 @@
+//! The MCP handler: tool arguments in, a [`ProjectPath`] and a runner call, an MCP result out. The
+//! only module that builds MCP result types.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::common::schema_for_output;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::app::App;
+use crate::paths::ProjectPath;
+use crate::runner::{RunOutcome, RunRequest};
+
+/// How often a run that the caller follows with a progress token reports that it is still going.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+/// A notification that cannot be sent in this time is dropped, so a slow client cannot stall a run.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunPythonArgs {
+    /// Path of the .py file, relative to the projects folder (e.g. `hello_world.py` or
+    /// `mathpkg/main.py`).
+    pub file_name: String,
+    /// Command-line arguments for the script (its `sys.argv[1:]`).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Text given to the script on standard input; it sees end-of-file at once when omitted.
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// Seconds before the run is killed; may lower the server's limit, never raise it.
+    #[serde(default)]
+    pub timeout_seconds: Option<f64>,
+}
+
+/// The structured result of a run.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunReport {
+    /// The script's standard output (lossy UTF-8, capped).
+    pub stdout: String,
+    /// The script's standard error (lossy UTF-8, capped).
+    pub stderr: String,
+    /// The exit code; null when the process was killed (timeout, cancellation, signal).
+    pub exit_code: Option<i32>,
+    /// Whether the run was killed for taking too long.
+    pub timed_out: bool,
+    /// Whether stdout was cut at the server's output limit.
+    pub stdout_truncated: bool,
+    /// Whether stderr was cut at the server's output limit.
+    pub stderr_truncated: bool,
+    /// Wall time of the run in milliseconds.
+    pub duration_ms: u64,
+    /// The isolation layers that protected this run.
+    pub sandbox: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListFilesArgs {
+    /// A subfolder of the projects folder to list; the whole folder when omitted.
+    #[serde(default)]
+    pub directory: Option<String>,
+}
+
+/// The runnable files.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FileList {
+    /// Paths relative to the projects folder, with `/` separators, sorted.
+    pub files: Vec<String>,
+}
+
+/// The MCP server: one per session, cheap to clone.
+#[derive(Debug, Clone)]
+pub struct PyRunServer {
+    app: Arc<App>,
+    tool_router: ToolRouter<Self>,
+}
+
+#[tool_router]
+impl PyRunServer {
+    pub fn new(app: Arc<App>) -> Self {
+        Self {
+            app,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// Run a Python file from the projects folder and return its output and exit code.
+    #[tool(
+        annotations(title = "Run a Python file", open_world_hint = false),
+        output_schema = schema_for_output::<RunReport>()
+    )]
+    async fn run_python(
+        &self,
+        Parameters(args): Parameters<RunPythonArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let script = match self.app.root.resolve_script(&args.file_name) {
+            Ok(script) => script,
+            Err(e) => return Ok(refusal(e.to_string())),
+        };
+        let timeout = match effective_timeout(args.timeout_seconds, self.app.config.timeout) {
+            Ok(t) => t,
+            Err(msg) => return Ok(refusal(msg)),
+        };
+        let request = RunRequest {
+            script: &script,
+            args: &args.args,
+            stdin: args.stdin.as_deref(),
+            timeout,
+        };
+        let run = self.app.runner.run(request, &ctx.ct);
+        let outcome = match ctx.meta.get_progress_token() {
+            None => run.await,
+            Some(token) => with_progress(run, &ctx, token, &script).await,
+        };
+        match outcome {
+            Ok(outcome) => Ok(self.report(&outcome, timeout)),
+            Err(e) => {
+                tracing::warn!(script = script.relative(), error = %e, "run failed to start");
+                Ok(refusal(e.to_string()))
+            }
+        }
+    }
+
+    /// List the Python files that run_python accepts, relative to the projects folder.
+    #[tool(
+        annotations(title = "List Python files", read_only_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<FileList>()
+    )]
+    async fn list_python_files(
+        &self,
+        Parameters(args): Parameters<ListFilesArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let root = &self.app.root;
+        let dir = match root.resolve_dir(args.directory.as_deref()) {
+            Ok(dir) => dir,
+            Err(e) => return Ok(refusal(e.to_string())),
+        };
+        let app = self.app.clone();
+        let files = tokio::task::spawn_blocking(move || app.root.list_scripts(&dir))
+            .await
+            .unwrap_or_default();
+        let text = if files.is_empty() {
+            "(no Python files)".to_owned()
+        } else {
+            files.join("\n")
+        };
+        Ok(structured(text, &FileList { files }))
+    }
+
+    /// Tracebacks name files by absolute path; show them relative to the projects folder instead,
+    /// so results never reveal where the folder lives on the host.
+    fn without_host_folder(&self, text: &str) -> String {
+        let mut prefix = self.app.root.path().to_string_lossy().into_owned();
+        prefix.push(std::path::MAIN_SEPARATOR);
+        text.replace(&prefix, "")
+    }
+
+    fn report(&self, outcome: &RunOutcome, timeout: Duration) -> CallToolResult {
+        let shown = RunOutcome {
+            stderr: self.without_host_folder(&outcome.stderr),
+            ..outcome.clone()
+        };
+        let text = render_text(&shown, timeout);
+        let report = RunReport {
+            stdout: outcome.stdout.clone(),
+            stderr: self.without_host_folder(&outcome.stderr),
+            exit_code: outcome.exit_code,
+            timed_out: outcome.timed_out,
+            stdout_truncated: outcome.stdout_truncated,
+            stderr_truncated: outcome.stderr_truncated,
+            duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            sandbox: self
+                .app
+                .runner
+                .sandbox()
+                .layers()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+        };
+        structured(text, &report)
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for PyRunServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("pyrun-mcp", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Runs the Python files of one projects folder. Call list_python_files to see \
+                 them, then run_python with a file_name relative to that folder.",
+            )
+    }
+}
+
+/// Awaits a run while telling the caller, every [`PROGRESS_EVERY`], that it is still going.
+async fn with_progress<F, T>(
+    run: F,
+    ctx: &RequestContext<RoleServer>,
+    token: rmcp::model::ProgressToken,
+    script: &ProjectPath,
+) -> T
+where
+    F: std::future::Future<Output = T>,
+{
+    tokio::pin!(run);
+    let mut ticks = tokio::time::interval(PROGRESS_EVERY);
+    ticks.tick().await; // the first tick is immediate
+    let started = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            result = &mut run => return result,
+            _ = ticks.tick() => {
+                let secs = started.elapsed().as_secs_f64();
+                let param = ProgressNotificationParam::new(token.clone(), secs.floor())
+                    .with_message(format!("running {} ({secs:.0} s)", script.relative()));
+                let _ = tokio::time::timeout(NOTIFY_TIMEOUT, ctx.peer.notify_progress(param)).await;
+            }
+        }
+    }
+}
+
+/// The caller's timeout, which may lower the server's limit but never raise it.
+fn effective_timeout(requested: Option<f64>, limit: Duration) -> Result<Duration, String> {
+    match requested {
+        None => Ok(limit),
+        Some(secs) if secs.is_finite() && secs > 0.0 => {
+            Ok(Duration::try_from_secs_f64(secs).map_or(limit, |d| d.min(limit)))
+        }
+        Some(secs) => Err(format!(
+            "timeout_seconds must be a positive number of seconds, got {secs}"
+        )),
+    }
+}
+
+/// The text shown to people and models, in the seed's familiar shape.
+fn render_text(outcome: &RunOutcome, timeout: Duration) -> String {
+    let mut text = outcome.stdout.clone();
+    let section = |text: &mut String, line: &str| {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(line);
+    };
+    if !outcome.stderr.is_empty() {
+        section(&mut text, "--- stderr ---\n");
+        text.push_str(&outcome.stderr);
+    }
+    if let Some(code) = outcome.exit_code.filter(|c| *c != 0) {
+        section(&mut text, &format!("[Process exited with code {code}]"));
+    }
+    if outcome.timed_out {
+        section(
+            &mut text,
+            &format!("[Timed out after {} s]", fmt_secs(timeout)),
+        );
+    }
+    if outcome.cancelled {
+        section(&mut text, "[Cancelled]");
+    }
+    if outcome.exit_code.is_none() && !outcome.timed_out && !outcome.cancelled {
+        section(&mut text, "[Process was killed by a signal]");
+    }
+    let mut cut = Vec::new();
+    if outcome.stdout_truncated {
+        cut.push("stdout");
+    }
+    if outcome.stderr_truncated {
+        cut.push("stderr");
+    }
+    if !cut.is_empty() {
+        let mut line = String::new();
+        let _ = write!(
+            line,
+            "[Output truncated: {} over the limit]",
+            cut.join(" and ")
+        );
+        section(&mut text, &line);
+    }
+    if text.is_empty() {
+        text.push_str("(no output)");
+    }
+    text
+}
+
+fn fmt_secs(d: Duration) -> String {
+    let secs = d.as_secs_f64();
+    if secs.fract() == 0.0 {
+        format!("{secs:.0}")
+    } else {
+        format!("{secs:.1}")
+    }
+}
+
+fn structured<T: Serialize>(text: String, value: &T) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = serde_json::to_value(value).ok();
+    result
+}
+
+/// A refused call: a tool error the model can read and correct, never a protocol error.
+fn refusal(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome() -> RunOutcome {
+        RunOutcome {
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: Some(0),
+            timed_out: false,
+            cancelled: false,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            duration: Duration::from_millis(5),
+        }
+    }
+
+    #[test]
+    fn text_has_the_familiar_shape() {
+        let o = RunOutcome {
+            stdout: "a\nb".into(),
+            stderr: "boom\n".into(),
+            exit_code: Some(1),
+            ..outcome()
+        };
+        assert_eq!(
+            render_text(&o, Duration::from_secs(30)),
+            "a\nb\n--- stderr ---\nboom\n[Process exited with code 1]"
+        );
+        let o = RunOutcome {
+            stdout: "partial\n".into(),
+            exit_code: None,
+            timed_out: true,
+            stdout_truncated: true,
+            ..outcome()
+        };
+        assert_eq!(
+            render_text(&o, Duration::from_secs(2)),
+            "partial\n[Timed out after 2 s]\n[Output truncated: stdout over the limit]"
+        );
+        assert_eq!(
+            render_text(&outcome(), Duration::from_secs(1)),
+            "(no output)"
+        );
+    }
+
+    #[test]
+    fn timeout_may_lower_never_raise() {
+        let limit = Duration::from_secs(30);
+        assert_eq!(effective_timeout(None, limit), Ok(limit));
+        assert_eq!(
+            effective_timeout(Some(2.5), limit),
+            Ok(Duration::from_millis(2500))
+        );
+        assert_eq!(effective_timeout(Some(999.0), limit), Ok(limit));
+        assert_eq!(effective_timeout(Some(1e300), limit), Ok(limit));
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(effective_timeout(Some(bad), limit).is_err());
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! stdio transport: JSON-RPC on stdin/stdout, nothing else on stdout (logs go to stderr).
+
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::App;
+use crate::tools::PyRunServer;
+
+/// Serves one client on stdin/stdout until it closes stdin or `shutdown` fires.
+pub async fn serve(app: Arc<App>, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let service = PyRunServer::new(app)
+        .serve(rmcp::transport::stdio())
+        .await?;
+    let ct = service.cancellation_token();
+    tokio::select! {
+        result = service.waiting() => { result?; }
+        _ = shutdown.cancelled() => ct.cancel(),
+    }
+    Ok(())
+}

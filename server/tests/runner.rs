@@ -1,0 +1,215 @@
+//! The runner's guarantees, tried for real on the real interpreter: the process tree dies with the
+//! run, output is capped, secrets stay out, stdin never hangs, bytes that are not UTF-8 survive.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{gone_within, project, read_pid, runner};
+use pyrun_mcp_server::runner::RunRequest;
+use tokio_util::sync::CancellationToken;
+
+fn request<'a>(
+    script: &'a pyrun_mcp_server::paths::ProjectPath,
+    args: &'a [String],
+    stdin: Option<&'a str>,
+    secs: u64,
+) -> RunRequest<'a> {
+    RunRequest {
+        script,
+        args,
+        stdin,
+        timeout: Duration::from_secs(secs),
+    }
+}
+
+const SPAWN_GRANDCHILD: &str = r#"
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c",
+    "import os, time; open('grandchild.pid', 'w').write(str(os.getpid())); time.sleep(120)"])
+print("started", flush=True)
+time.sleep(120)
+"#;
+
+#[cfg(unix)]
+#[tokio::test]
+async fn timeout_kills_the_grandchild_and_keeps_partial_output() {
+    let (dir, root) = project(&[("spawner.py", SPAWN_GRANDCHILD)]);
+    let script = root.resolve_script("spawner.py").unwrap();
+    let outcome = runner(1 << 20, 4, &[])
+        .run(request(&script, &[], None, 2), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(outcome.timed_out);
+    assert_eq!(outcome.exit_code, None);
+    assert_eq!(outcome.stdout, "started\n");
+    let pid = read_pid(&dir.path().join("grandchild.pid"));
+    assert!(
+        gone_within(pid, Duration::from_secs(5)),
+        "grandchild {pid} outlived the run"
+    );
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_grandchild_holding_the_pipe_does_not_stall_a_finished_run() {
+    let script_text = r#"
+import os, subprocess, sys, time
+subprocess.Popen([sys.executable, "-c",
+    "import os, time; open('daemon.pid', 'w').write(str(os.getpid())); time.sleep(120)"])
+while not os.path.exists("daemon.pid"):
+    time.sleep(0.01)
+print("parent done")
+"#;
+    let (dir, root) = project(&[("leaver.py", script_text)]);
+    let script = root.resolve_script("leaver.py").unwrap();
+    let outcome = runner(1 << 20, 4, &[])
+        .run(request(&script, &[], None, 60), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(!outcome.timed_out, "the run waited for the grandchild");
+    assert_eq!(outcome.exit_code, Some(0));
+    assert_eq!(outcome.stdout, "parent done\n");
+    let pid = read_pid(&dir.path().join("daemon.pid"));
+    assert!(
+        gone_within(pid, Duration::from_secs(5)),
+        "left-behind child {pid} survived"
+    );
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn cancellation_kills_the_run() {
+    let (dir, root) = project(&[("spawner.py", SPAWN_GRANDCHILD)]);
+    let script = root.resolve_script("spawner.py").unwrap();
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    let pidfile = dir.path().join("grandchild.pid");
+    tokio::spawn(async move {
+        tokio::task::spawn_blocking(move || read_pid(&pidfile))
+            .await
+            .unwrap();
+        trigger.cancel();
+    });
+    let outcome = runner(1 << 20, 4, &[])
+        .run(request(&script, &[], None, 60), &cancel)
+        .await
+        .unwrap();
+    assert!(outcome.cancelled);
+    assert!(!outcome.timed_out);
+    let pid = read_pid(&dir.path().join("grandchild.pid"));
+    assert!(gone_within(pid, Duration::from_secs(5)));
+}
+
+#[tokio::test]
+async fn output_is_capped_per_stream() {
+    let text = "import sys\nsys.stdout.write('o' * 5_000_000)\nsys.stderr.write('e' * 5_000_000)\n";
+    let (_dir, root) = project(&[("loud.py", text)]);
+    let script = root.resolve_script("loud.py").unwrap();
+    let outcome = runner(1000, 4, &[])
+        .run(request(&script, &[], None, 60), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code, Some(0));
+    assert_eq!(outcome.stdout.len(), 1000);
+    assert_eq!(outcome.stderr.len(), 1000);
+    assert!(outcome.stdout_truncated && outcome.stderr_truncated);
+}
+
+#[tokio::test]
+async fn secrets_in_the_server_environment_are_invisible() {
+    std::env::set_var("MCP_AUTH_TOKEN", "tok-should-not-leak");
+    std::env::set_var("SOME_API_KEY", "key-should-not-leak");
+    std::env::set_var("PYRUN_TEST_PASSED", "visible");
+    let text = "import os\nfor k, v in sorted(os.environ.items()):\n    print(f'{k}={v}')\n";
+    let (_dir, root) = project(&[("env.py", text)]);
+    let script = root.resolve_script("env.py").unwrap();
+    let outcome = runner(1 << 20, 4, &["PYRUN_TEST_PASSED"])
+        .run(request(&script, &[], None, 30), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(
+        !outcome.stdout.contains("should-not-leak"),
+        "{}",
+        outcome.stdout
+    );
+    assert!(outcome.stdout.contains("PYRUN_TEST_PASSED=visible"));
+    assert!(outcome.stdout.contains("PYTHONUNBUFFERED=1"));
+}
+
+#[tokio::test]
+async fn stdin_is_empty_unless_given() {
+    let text = "import sys\ndata = sys.stdin.read()\nprint(f'got {len(data)}: {data!r}')\n";
+    let (_dir, root) = project(&[("reader.py", text)]);
+    let script = root.resolve_script("reader.py").unwrap();
+    let r = runner(1 << 20, 4, &[]);
+    let outcome = r
+        .run(request(&script, &[], None, 30), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.stdout, "got 0: ''\n");
+    assert!(!outcome.timed_out);
+    let outcome = r
+        .run(
+            request(&script, &[], Some("héllo\n"), 30),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.stdout, "got 6: 'héllo\\n'\n");
+}
+
+#[tokio::test]
+async fn bytes_that_are_not_utf8_are_replaced_not_fatal() {
+    let text = "import sys\nsys.stdout.buffer.write(b'ok \\xff\\xfe end\\n')\n";
+    let (_dir, root) = project(&[("bytes.py", text)]);
+    let script = root.resolve_script("bytes.py").unwrap();
+    let outcome = runner(1 << 20, 4, &[])
+        .run(request(&script, &[], None, 30), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.stdout, "ok \u{fffd}\u{fffd} end\n");
+}
+
+#[tokio::test]
+async fn runs_in_the_script_folder_with_args_and_sibling_imports() {
+    let (_dir, root) = project(&[
+        ("pkg/helper.py", "VALUE = 42\n"),
+        (
+            "pkg/main.py",
+            "import os, sys\nfrom helper import VALUE\nopen('out.txt', 'w').write('x')\nprint(VALUE, sys.argv[1:], os.path.basename(os.getcwd()))\n",
+        ),
+    ]);
+    let script = root.resolve_script("pkg/main.py").unwrap();
+    let args = vec!["a b".to_owned(), "$(echo no shell)".to_owned()];
+    let outcome = runner(1 << 20, 4, &[])
+        .run(request(&script, &args, None, 30), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.stdout, "42 ['a b', '$(echo no shell)'] pkg\n");
+    assert!(root.path().join("pkg/out.txt").exists());
+}
+
+#[tokio::test]
+async fn calls_beyond_the_limit_queue_instead_of_failing() {
+    let (_dir, root) = project(&[("nap.py", "import time\ntime.sleep(0.3)\nprint('done')\n")]);
+    let script = root.resolve_script("nap.py").unwrap();
+    let r = runner(1 << 20, 1, &[]);
+    let cancel = CancellationToken::new();
+    let runs = (0..3).map(|_| r.run(request(&script, &[], None, 30), &cancel));
+    let outcomes = futures::future::join_all(runs).await;
+    for outcome in outcomes {
+        assert_eq!(outcome.unwrap().stdout, "done\n");
+    }
+}
+
+#[tokio::test]
+async fn exit_codes_are_reported() {
+    let (_dir, root) = project(&[("fail.py", "import sys\nsys.exit(7)\n")]);
+    let script = root.resolve_script("fail.py").unwrap();
+    let outcome = runner(1 << 20, 4, &[])
+        .run(request(&script, &[], None, 30), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code, Some(7));
+}

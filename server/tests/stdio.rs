@@ -1,0 +1,249 @@
+//! End to end over stdio with the real binary: the samples, refusals, progress, cancellation and
+//! a clean exit, as Claude Desktop and other stdio clients drive it.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use common::stdio::{text, StdioServer};
+use serde_json::{json, Value};
+
+fn samples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../python_projects")
+}
+
+#[test]
+fn lists_both_tools_with_schemas() {
+    let mut server = StdioServer::start(&samples(), &[]);
+    let reply = server.request("tools/list", json!({}));
+    let tools = reply["result"]["tools"].as_array().unwrap();
+    let names: Vec<_> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"run_python") && names.contains(&"list_python_files"));
+    let run = tools.iter().find(|t| t["name"] == "run_python").unwrap();
+    assert_eq!(run["inputSchema"]["required"], json!(["file_name"]));
+    let out = &run["outputSchema"]["properties"];
+    for field in ["stdout", "stderr", "exit_code", "timed_out", "duration_ms"] {
+        assert!(out.get(field).is_some(), "outputSchema lacks {field}");
+    }
+}
+
+#[test]
+fn runs_the_three_samples() {
+    let mut server = StdioServer::start(&samples(), &[]);
+    let hello = server.call("run_python", json!({"file_name": "hello_world.py"}));
+    assert_eq!(text(&hello), "Hello, World!\n");
+    assert_eq!(hello["structuredContent"]["exit_code"], 0);
+    assert_eq!(hello["isError"], false);
+
+    let calc = server.call("run_python", json!({"file_name": "calculator.py"}));
+    assert!(text(&calc).trim_end().ends_with("All tests passed!"));
+
+    let err = server.call("run_python", json!({"file_name": "error_test.py"}));
+    let shown = text(&err);
+    assert!(shown.starts_with("This line prints fine.\nSo does this one.\n--- stderr ---\n"));
+    assert!(shown.contains("NameError"));
+    assert!(shown.ends_with("[Process exited with code 1]"));
+    assert_eq!(err["structuredContent"]["exit_code"], 1);
+    // The traceback names the file relative to the projects folder, not by host path.
+    let host = std::fs::canonicalize(samples()).unwrap();
+    assert!(!shown.contains(host.to_str().unwrap()), "{shown}");
+
+    let pkg = server.call(
+        "run_python",
+        json!({"file_name": "mathpkg/main.py", "args": ["1"]}),
+    );
+    assert_eq!(text(&pkg), "Area of a circle of radius 1.0: 3.14\n");
+}
+
+#[test]
+fn refusals_are_tool_errors_that_name_no_host_path() {
+    let mut server = StdioServer::start(&samples(), &[]);
+    let host = std::fs::canonicalize(samples()).unwrap();
+    for (file, expect) in [
+        ("../Cargo.toml", "outside the projects folder"),
+        ("/etc/passwd", "outside the projects folder"),
+        ("nope.py", "not found"),
+        ("mathpkg", "directory"),
+        ("x\u{0}.py", "NUL"),
+    ] {
+        let result = server.call("run_python", json!({"file_name": file}));
+        assert_eq!(result["isError"], true, "{file}: {result}");
+        assert!(text(&result).contains(expect), "{file}: {}", text(&result));
+        assert!(!text(&result).contains(host.to_str().unwrap()));
+    }
+    let bad_timeout = server.call(
+        "run_python",
+        json!({"file_name": "hello_world.py", "timeout_seconds": -1}),
+    );
+    assert_eq!(bad_timeout["isError"], true);
+    // Wrong argument types get a clear tool error, not a crash.
+    let reply = server.call("run_python", json!({"file_name": 42}));
+    assert_eq!(reply["isError"], true, "{reply}");
+    assert!(text(&reply).contains("expected a string"), "{reply}");
+    // An unknown tool is an error too.
+    let reply = server.request("tools/call", json!({"name": "rm_rf", "arguments": {}}));
+    assert!(
+        reply.get("error").is_some() || reply["result"]["isError"] == true,
+        "{reply}"
+    );
+    // The server is still serving afterwards.
+    let hello = server.call("run_python", json!({"file_name": "hello_world.py"}));
+    assert_eq!(text(&hello), "Hello, World!\n");
+}
+
+#[test]
+fn lists_files_and_subfolders() {
+    let mut server = StdioServer::start(&samples(), &[]);
+    let all = server.call("list_python_files", json!({}));
+    let files = all["structuredContent"]["files"].as_array().unwrap();
+    for expected in [
+        "hello_world.py",
+        "calculator.py",
+        "error_test.py",
+        "mathpkg/main.py",
+    ] {
+        assert!(
+            files.contains(&json!(expected)),
+            "{expected} missing: {files:?}"
+        );
+    }
+    let sub = server.call("list_python_files", json!({"directory": "mathpkg"}));
+    assert!(sub["structuredContent"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f.as_str().unwrap().starts_with("mathpkg/")));
+    let out = server.call("list_python_files", json!({"directory": ".."}));
+    assert_eq!(out["isError"], true);
+}
+
+fn slow_project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("slow.py"),
+        "import os, time\nopen('slow.pid', 'w').write(str(os.getpid()))\nprint('working', flush=True)\ntime.sleep(3)\nprint('finished')\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("forever.py"),
+        "import os, time\nopen('forever.pid', 'w').write(str(os.getpid()))\ntime.sleep(600)\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn progress_notifications_arrive_while_a_run_lasts() {
+    let dir = slow_project();
+    let mut server = StdioServer::start(dir.path(), &[]);
+    let id = server.start_request(
+        "tools/call",
+        json!({"name": "run_python", "arguments": {"file_name": "slow.py"},
+               "_meta": {"progressToken": "p1"}}),
+    );
+    let reply = server.response(id);
+    assert_eq!(text(&reply["result"]), "working\nfinished\n");
+    let progress: Vec<&Value> = server
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .collect();
+    assert!(progress.len() >= 2, "progress: {progress:?}");
+    assert!(progress
+        .iter()
+        .all(|n| n["params"]["progressToken"] == "p1"));
+}
+
+#[cfg(unix)]
+#[test]
+fn notifications_cancelled_kills_the_run() {
+    let dir = slow_project();
+    let mut server = StdioServer::start(dir.path(), &[]);
+    let id = server.start_request(
+        "tools/call",
+        json!({"name": "run_python", "arguments": {"file_name": "forever.py"}}),
+    );
+    let pid = common::read_pid(&dir.path().join("forever.pid"));
+    assert!(common::alive(pid));
+    server.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "test"}),
+    );
+    assert!(
+        common::gone_within(pid, Duration::from_secs(10)),
+        "cancelled run {pid} still alive"
+    );
+    // The server keeps serving.
+    let list = server.request("tools/list", json!({}));
+    assert!(list.get("result").is_some());
+}
+
+#[test]
+fn timeout_seconds_lowers_the_limit() {
+    let dir = slow_project();
+    let mut server = StdioServer::start(dir.path(), &[]);
+    let result = server.call(
+        "run_python",
+        json!({"file_name": "forever.py", "timeout_seconds": 1}),
+    );
+    assert_eq!(result["structuredContent"]["timed_out"], true);
+    assert_eq!(result["structuredContent"]["exit_code"], Value::Null);
+    assert!(text(&result).contains("[Timed out after 1 s]"));
+}
+
+#[test]
+fn batch_over_stdin_with_assert_cmd_and_clean_exit() {
+    let input = [
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"batch","version":"1"}}}),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python","arguments":{"file_name":"hello_world.py"}}}),
+    ]
+    .iter()
+    .map(|m| format!("{m}\n"))
+    .collect::<String>();
+    let output = Command::cargo_bin("pyrun-mcp-server")
+        .unwrap()
+        .args(["--transport", "stdio", "--projects-dir"])
+        .arg(samples())
+        .write_stdin(input)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    // Only JSON-RPC on stdout.
+    let messages: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("stdout line is JSON"))
+        .collect();
+    let call = messages
+        .iter()
+        .find(|m| m["id"] == 2)
+        .expect("reply to the call");
+    assert_eq!(call["result"]["content"][0]["text"], "Hello, World!\n");
+}
+
+#[test]
+fn bad_settings_fail_fast_with_a_hint() {
+    let out = Command::cargo_bin("pyrun-mcp-server")
+        .unwrap()
+        .args(["--transport", "stdio", "--projects-dir", "/no/such/folder"])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("PYTHON_PROJECTS_DIR"), "{err}");
+    let out = Command::cargo_bin("pyrun-mcp-server")
+        .unwrap()
+        .args(["--transport", "stdio", "--python", "/no/python"])
+        .arg("--projects-dir")
+        .arg(samples())
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("PYTHON_BIN"));
+}
