@@ -364,3 +364,22 @@ fn usage_errors_exit_2() {
         .assert()
         .code(2);
 }
+
+#[test]
+fn interactive_menu_runs_a_file() {
+    let server = Server::stdio();
+    server
+        .client()
+        .arg("interactive")
+        .write_stdin("2\n1\nerror_test.py\n\n3\nq\n")
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("mathpkg/main.py")
+                .and(predicate::str::contains("This line prints fine."))
+                .and(predicate::str::contains("run_python")),
+        )
+        .stderr(
+            predicate::str::contains("[exit code 1]").and(predicate::str::contains("NameError")),
+        );
+}
