@@ -120,11 +120,52 @@ impl Cli {
     }
 }
 
-/// Asks the interpreter for its real path once, so a version-manager shim (pyenv, asdf: a shell
-/// script costing ~100 ms) is not paid on every run.
+/// Resolves the interpreter once, so a version-manager shim (pyenv, asdf: a shell script costing
+/// ~100 ms) is not paid on every run. A native executable found directly is the interpreter itself
+/// and is used as found (a venv's `bin/python` must keep its path); anything else (a shim script, a
+/// Windows app alias) is asked for `sys.executable`.
 pub fn resolve_python(given: Option<&Path>) -> Result<PathBuf, ConfigError> {
     let default = if cfg!(windows) { "python" } else { "python3" };
     let candidate = given.unwrap_or(Path::new(default));
+    match locate(candidate) {
+        Some(found) if is_native_executable(&found) => {
+            Ok(std::path::absolute(&found).unwrap_or(found))
+        }
+        _ => ask_interpreter(candidate),
+    }
+}
+
+/// The file a command name or path refers to, searching PATH for a bare name.
+fn locate(candidate: &Path) -> Option<PathBuf> {
+    if candidate.components().count() > 1 || candidate.is_absolute() {
+        return candidate.is_file().then(|| candidate.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(candidate))
+        .find(|p| p.is_file())
+}
+
+/// ELF (Linux) or Mach-O (macOS) magic: a real program, not a script. Windows always asks.
+fn is_native_executable(path: &Path) -> bool {
+    use std::io::Read;
+    if cfg!(windows) {
+        return false;
+    }
+    let mut magic = [0u8; 4];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic));
+    read.is_ok()
+        && matches!(
+            magic,
+            [0x7f, b'E', b'L', b'F']
+                | [0xcf, 0xfa, 0xed, 0xfe]
+                | [0xce, 0xfa, 0xed, 0xfe]
+                | [0xca, 0xfe, 0xba, 0xbe]
+        )
+}
+
+/// Starts the interpreter once to learn its real path.
+fn ask_interpreter(candidate: &Path) -> Result<PathBuf, ConfigError> {
     let output = Command::new(candidate)
         .args(["-c", "import sys; print(sys.executable)"])
         .stdin(std::process::Stdio::null())
@@ -173,6 +214,25 @@ mod tests {
     fn bad_python_is_a_clear_error() {
         let err = resolve_python(Some(Path::new("/no/such/python"))).unwrap_err();
         assert!(err.to_string().contains("--python"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_shim_script_is_resolved_to_the_real_interpreter() {
+        use std::os::unix::fs::PermissionsExt;
+        let real = resolve_python(None).expect("python3 installed");
+        assert!(is_native_executable(&real), "{}", real.display());
+        let dir = tempfile::tempdir().unwrap();
+        let shim = dir.path().join("python3");
+        std::fs::write(
+            &shim,
+            format!("#!/bin/sh\nexec '{}' \"$@\"\n", real.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let resolved = resolve_python(Some(&shim)).unwrap();
+        assert_ne!(resolved, shim);
+        assert!(is_native_executable(&resolved));
     }
 
     #[test]

@@ -1,0 +1,498 @@
+//! pyrun-mcp-bench: one run, one interpreter, one script; prints a markdown table of start-up,
+//! raw spawn, run_python over every transport, load, memory and sandbox cost, side by side with a
+//! FastMCP baseline. Driven by `scripts/bench.sh`; never part of the test suite's pass/fail.
+
+mod drivers;
+mod procs;
+mod stats;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use drivers::{Session, SseSession, StdioSession, StreamableHttpSession};
+use procs::{mib, rss_kib, Server};
+use serde_json::json;
+use stats::{ms, Samples};
+
+#[derive(Debug, Parser)]
+#[command(about = "Benchmarks pyrun-mcp-server (see scripts/bench.sh)")]
+struct Args {
+    /// The pyrun-mcp-server binary (a release build).
+    #[arg(long)]
+    server_bin: PathBuf,
+    /// The projects folder (copied to a temp folder; a flood script is added to the copy).
+    #[arg(long, default_value = "python_projects")]
+    projects: PathBuf,
+    /// Interpreter for the raw spawn and for the servers [default: python3, resolved].
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// A Python that has fastmcp installed, for the baseline; omitted: no baseline.
+    #[arg(long)]
+    fastmcp_python: Option<PathBuf>,
+    /// Sequential calls per transport.
+    #[arg(long, default_value_t = 200)]
+    calls: usize,
+    /// Start-ups measured.
+    #[arg(long, default_value_t = 30)]
+    startups: usize,
+    /// Concurrent clients under load.
+    #[arg(long, default_value_t = 16)]
+    clients: usize,
+    /// Seconds of load.
+    #[arg(long, default_value_t = 10)]
+    load_secs: u64,
+    /// Idle SSE sessions held open for the memory figure.
+    #[arg(long, default_value_t = 1000)]
+    idle_sessions: usize,
+}
+
+const SCRIPT: &str = "hello_world.py";
+
+struct Report {
+    rows: Vec<[String; 4]>,
+}
+
+impl Report {
+    fn row(&mut self, what: &str, pyrun: String, baseline: String, note: String) {
+        eprintln!("  {what}: {pyrun} | {baseline} {note}");
+        self.rows.push([what.to_owned(), pyrun, baseline, note]);
+    }
+
+    fn print(&self, header: &str) {
+        println!("{header}\n");
+        println!("| measure | pyrun-mcp | FastMCP baseline | note |");
+        println!("|---|---|---|---|");
+        for [a, b, c, d] in &self.rows {
+            println!("| {a} | {b} | {c} | {d} |");
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let python = procs::resolve_python(args.python.clone())?;
+    let work = tempfile::tempdir()?;
+    let projects = work.path().join("projects");
+    copy_dir(&args.projects, &projects)?;
+    std::fs::write(
+        projects.join("flood.py"),
+        "import sys\nchunk = 'x' * 1_000_000\nfor _ in range(100):\n    sys.stdout.write(chunk)\n",
+    )?;
+    let baseline_script = work.path().join("fastmcp_baseline.py");
+    std::fs::write(&baseline_script, FASTMCP_BASELINE)?;
+    let python_arg = ["--python", python.to_str().context("python path")?];
+    let bin = &args.server_bin;
+    let mut report = Report { rows: Vec::new() };
+    let machine = machine_line(&python);
+    eprintln!("{machine}");
+
+    // 1. Start-up to the first tools/list reply over stdio.
+    let mut startup = Samples::default();
+    for _ in 0..args.startups {
+        let t = Instant::now();
+        let mut s = StdioSession::start(bin, &projects, &python_arg).await?;
+        s.request(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .await?;
+        startup.push(t.elapsed());
+    }
+    report.row(
+        &format!(
+            "start-up → first tools/list (stdio, median of {})",
+            args.startups
+        ),
+        ms(startup.median()),
+        "—".into(),
+        format!("p99 {}", ms(startup.p99())),
+    );
+
+    // 2. The physical limit: python itself.
+    let raw = raw_spawns(&python, &projects, args.calls).await?;
+    report.row(
+        &format!("raw `python3 {SCRIPT}` (median / p99 of {})", args.calls),
+        format!("{} / {}", ms(raw.median()), ms(raw.p99())),
+        "—".into(),
+        "the floor".into(),
+    );
+
+    // 3. run_python, sequential, per transport.
+    let mut stdio = StdioSession::start(bin, &projects, &python_arg).await?;
+    let stdio_s = sequential(&mut stdio, args.calls).await?;
+    let http = procs::start_pyrun_http(
+        bin,
+        &projects,
+        &[
+            &python_arg[..],
+            &["--max-sessions", "5000", "--max-concurrent", "64"],
+        ]
+        .concat(),
+    )
+    .await?;
+    let mut mcp = StreamableHttpSession::start(&format!("{}/mcp", http.base_url), &[]).await?;
+    let mcp_s = sequential(&mut mcp, args.calls).await?;
+    let mut sse = SseSession::start(&http.base_url, "/sse").await?;
+    let sse_s = sequential(&mut sse, args.calls).await?;
+
+    let base = match &args.fastmcp_python {
+        Some(py) => Some(Baseline::measure(py, &baseline_script, &projects, &python, &args).await?),
+        None => None,
+    };
+    let cell = |f: &dyn Fn(&Baseline) -> String| base.as_ref().map_or("not run".to_owned(), f);
+    for (name, s, b) in [
+        ("stdio", &stdio_s, None),
+        ("/mcp", &mcp_s, base.as_ref().map(|b| &b.mcp)),
+        ("/sse", &sse_s, base.as_ref().map(|b| &b.sse)),
+    ] {
+        report.row(
+            &format!("run_python {name}: median / p99 (ratio to raw)"),
+            latency_cell(s, &raw),
+            b.map_or(
+                if name == "stdio" {
+                    "—".into()
+                } else {
+                    "not run".into()
+                },
+                |b| latency_cell(b, &raw),
+            ),
+            format!("overhead {}", ms(s.median().saturating_sub(raw.median()))),
+        );
+    }
+
+    // 4. Load: N clients over /mcp, and the raw spawn ceiling with N workers.
+    procs::reset_peak(http.pid());
+    let load = load_mcp(&http.base_url, args.clients, args.load_secs).await?;
+    let load_peak = rss_kib(http.pid()).map(|(_, hwm)| hwm).unwrap_or(0);
+    let ceiling = raw_ceiling(&python, &projects, args.clients, args.load_secs).await?;
+    report.row(
+        &format!(
+            "{} clients × {} s over /mcp: calls/s (p50 / p99)",
+            args.clients, args.load_secs
+        ),
+        format!(
+            "{:.0} ({} / {})",
+            load.rate,
+            ms(load.samples.median()),
+            ms(load.samples.p99())
+        ),
+        cell(&|b| {
+            format!(
+                "{:.0} ({} / {})",
+                b.load.rate,
+                ms(b.load.samples.median()),
+                ms(b.load.samples.p99())
+            )
+        }),
+        format!(
+            "raw ceiling {:.0}/s; pyrun at {:.0} %",
+            ceiling,
+            100.0 * load.rate / ceiling.max(1e-9)
+        ),
+    );
+
+    // 5. Memory: idle, under load, with idle SSE sessions.
+    let idle = idle_rss(bin, &projects, &python_arg).await?;
+    let sessions = idle_sse_rss(&http, args.idle_sessions).await;
+    report.row(
+        "server RSS idle",
+        mib(idle),
+        cell(&|b| mib(b.idle_rss)),
+        String::new(),
+    );
+    report.row(
+        "server peak RSS under load",
+        mib(load_peak),
+        cell(&|b| mib(b.load_peak)),
+        String::new(),
+    );
+    report.row(
+        &format!("server RSS with {} idle SSE sessions", args.idle_sessions),
+        sessions.map_or_else(|e| format!("failed: {e}"), mib),
+        cell(&|b| b.sessions.clone()),
+        String::new(),
+    );
+
+    // 6. 100 MB of output: peak RSS growth.
+    let growth = output_growth(&mut stdio).await?;
+    report.row(
+        "100 MB of script output: peak RSS growth",
+        mib(growth),
+        "—".into(),
+        "stdio server".into(),
+    );
+
+    // 7. Sandbox cost.
+    report.row(
+        "sandbox cost per run (stdio, median standard − off)",
+        sandbox_cost(bin, &projects, &python_arg, args.calls).await,
+        "—".into(),
+        String::new(),
+    );
+
+    drop(http);
+    report.print(&format!(
+        "{machine}\n\nScript: `{SCRIPT}`, same interpreter everywhere."
+    ));
+    Ok(())
+}
+
+fn latency_cell(s: &Samples, raw: &Samples) -> String {
+    let ratio = s.median().as_secs_f64() / raw.median().as_secs_f64().max(1e-9);
+    format!("{} / {} ({ratio:.2}×)", ms(s.median()), ms(s.p99()))
+}
+
+async fn sequential(session: &mut impl Session, calls: usize) -> anyhow::Result<Samples> {
+    for id in 0..10 {
+        session.run(1000 + id, SCRIPT).await?;
+    }
+    let mut samples = Samples::default();
+    for id in 0..calls as u64 {
+        let t = Instant::now();
+        session.run(2000 + id, SCRIPT).await?;
+        samples.push(t.elapsed());
+    }
+    Ok(samples)
+}
+
+async fn spawn_once(python: &Path, projects: &Path) -> anyhow::Result<()> {
+    let out = tokio::process::Command::new(python)
+        .arg(projects.join(SCRIPT))
+        .current_dir(projects)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await?;
+    anyhow::ensure!(out.status.success(), "raw python failed");
+    Ok(())
+}
+
+async fn raw_spawns(python: &Path, projects: &Path, n: usize) -> anyhow::Result<Samples> {
+    for _ in 0..10 {
+        spawn_once(python, projects).await?;
+    }
+    let mut samples = Samples::default();
+    for _ in 0..n {
+        let t = Instant::now();
+        spawn_once(python, projects).await?;
+        samples.push(t.elapsed());
+    }
+    Ok(samples)
+}
+
+async fn raw_ceiling(
+    python: &Path,
+    projects: &Path,
+    workers: usize,
+    secs: u64,
+) -> anyhow::Result<f64> {
+    let end = Instant::now() + Duration::from_secs(secs);
+    let tasks = (0..workers).map(|_| {
+        let (python, projects) = (python.to_path_buf(), projects.to_path_buf());
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while Instant::now() < end {
+                spawn_once(&python, &projects).await?;
+                n += 1;
+            }
+            Ok::<_, anyhow::Error>(n)
+        })
+    });
+    let mut total = 0;
+    for r in futures::future::join_all(tasks).await {
+        total += r??;
+    }
+    Ok(total as f64 / secs as f64)
+}
+
+struct Load {
+    rate: f64,
+    samples: Samples,
+}
+
+async fn load_mcp(base: &str, clients: usize, secs: u64) -> anyhow::Result<Load> {
+    let url = format!("{base}/mcp");
+    let end = Instant::now() + Duration::from_secs(secs);
+    let tasks = (0..clients).map(|c| {
+        let url = url.clone();
+        tokio::spawn(async move {
+            let mut session = StreamableHttpSession::start(&url, &[]).await?;
+            let mut samples = Samples::default();
+            let mut id = (c as u64) << 32;
+            while Instant::now() < end {
+                id += 1;
+                let t = Instant::now();
+                session.run(id, SCRIPT).await?;
+                samples.push(t.elapsed());
+            }
+            Ok::<_, anyhow::Error>(samples)
+        })
+    });
+    let mut all = Samples::default();
+    for r in futures::future::join_all(tasks).await {
+        all.extend(r??);
+    }
+    Ok(Load {
+        rate: all.len() as f64 / secs as f64,
+        samples: all,
+    })
+}
+
+async fn idle_rss(bin: &Path, projects: &Path, python_arg: &[&str]) -> anyhow::Result<u64> {
+    let server = procs::start_pyrun_http(bin, projects, python_arg).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    Ok(rss_kib(server.pid()).map(|(rss, _)| rss).unwrap_or(0))
+}
+
+async fn idle_sse_rss(server: &Server, n: usize) -> anyhow::Result<u64> {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()?;
+    let url = format!("{}/sse", server.base_url);
+    let mut open = Vec::with_capacity(n);
+    for _ in 0..n {
+        open.push(drivers::open_idle_sse(&client, &url).await?);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss = rss_kib(server.pid()).map(|(rss, _)| rss).unwrap_or(0);
+    drop(open);
+    Ok(rss)
+}
+
+async fn output_growth(stdio: &mut StdioSession) -> anyhow::Result<u64> {
+    let pid = stdio.pid();
+    procs::reset_peak(pid);
+    let (before, _) = rss_kib(pid).context("reading server memory")?;
+    stdio.run(9_000_000, "flood.py").await?;
+    let (_, peak) = rss_kib(pid).context("reading server memory")?;
+    Ok(peak.saturating_sub(before))
+}
+
+async fn sandbox_cost(bin: &Path, projects: &Path, python_arg: &[&str], calls: usize) -> String {
+    let measure = |mode: &'static str| async move {
+        let extra = [python_arg, &["--sandbox", mode]].concat();
+        let mut s = StdioSession::start(bin, projects, &extra).await?;
+        sequential(&mut s, calls).await
+    };
+    match (measure("off").await, measure("standard").await) {
+        (Ok(off), Ok(on)) => {
+            let diff = on.median().as_secs_f64() - off.median().as_secs_f64();
+            format!(
+                "{:+.2} ms (off {}, standard {})",
+                diff * 1000.0,
+                ms(off.median()),
+                ms(on.median())
+            )
+        }
+        (Err(e), _) | (_, Err(e)) => format!("n/a ({e})"),
+    }
+}
+
+struct Baseline {
+    mcp: Samples,
+    sse: Samples,
+    load: Load,
+    idle_rss: u64,
+    load_peak: u64,
+    sessions: String,
+}
+
+impl Baseline {
+    async fn measure(
+        py: &Path,
+        script: &Path,
+        projects: &Path,
+        python: &Path,
+        args: &Args,
+    ) -> anyhow::Result<Self> {
+        let _ = python;
+        eprintln!("FastMCP baseline…");
+        let http = procs::start_fastmcp(py, script, projects, "http").await?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let idle_rss = rss_kib(http.pid()).map(|(r, _)| r).unwrap_or(0);
+        let mut mcp = StreamableHttpSession::start(&format!("{}/mcp", http.base_url), &[]).await?;
+        let mcp_s = sequential(&mut mcp, args.calls).await?;
+        procs::reset_peak(http.pid());
+        let load = load_mcp(&http.base_url, args.clients, args.load_secs).await?;
+        let load_peak = rss_kib(http.pid()).map(|(_, h)| h).unwrap_or(0);
+        drop(http);
+        let sse_server = procs::start_fastmcp(py, script, projects, "sse").await?;
+        let mut sse = SseSession::start(&sse_server.base_url, "/sse").await?;
+        let sse_s = sequential(&mut sse, args.calls).await?;
+        let sessions = idle_sse_rss(&sse_server, args.idle_sessions)
+            .await
+            .map_or_else(|e| format!("failed: {e}"), mib);
+        Ok(Self {
+            mcp: mcp_s,
+            sse: sse_s,
+            load,
+            idle_rss,
+            load_peak,
+            sessions,
+        })
+    }
+}
+
+/// The baseline a user would pick instead: a minimal FastMCP server with the same tool, running the
+/// same interpreter (`sys.argv[4]`) on the same folder.
+const FASTMCP_BASELINE: &str = r#"
+import os, subprocess, sys
+from fastmcp import FastMCP
+
+transport, port, projects = sys.argv[1], int(sys.argv[2]), os.path.realpath(sys.argv[3])
+interpreter = sys.argv[4] if len(sys.argv) > 4 else sys.executable
+mcp = FastMCP("baseline")
+
+
+@mcp.tool()
+def run_python(file_name: str) -> str:
+    """Run a Python file of the projects folder."""
+    path = os.path.realpath(os.path.join(projects, file_name))
+    if not path.startswith(projects + os.sep):
+        raise ValueError("outside the projects folder")
+    p = subprocess.run([interpreter, path], capture_output=True, text=True, timeout=30,
+                       cwd=os.path.dirname(path), stdin=subprocess.DEVNULL)
+    out = p.stdout
+    if p.stderr:
+        out += "\n--- stderr ---\n" + p.stderr
+    return out
+
+
+mcp.run(transport=transport, host="127.0.0.1", port=port, show_banner=False)
+"#;
+
+fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+fn machine_line(python: &Path) -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let version = std::process::Command::new(python)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    format!(
+        "Machine: {cpus} CPUs ({model}), {} {}, {version} at `{}`",
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+        python.display()
+    )
+}

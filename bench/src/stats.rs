@@ -1,0 +1,58 @@
+//! Latency samples and their summary (median, p99, mean).
+
+use std::time::Duration;
+
+#[derive(Debug, Default, Clone)]
+pub struct Samples(Vec<Duration>);
+
+impl Samples {
+    pub fn push(&mut self, d: Duration) {
+        self.0.push(d);
+    }
+
+    pub fn extend(&mut self, other: Samples) {
+        self.0.extend(other.0);
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn quantile(&self, q: f64) -> Duration {
+        if self.0.is_empty() {
+            return Duration::ZERO;
+        }
+        let mut sorted = self.0.clone();
+        sorted.sort();
+        let rank = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+        sorted[rank.min(sorted.len() - 1)]
+    }
+
+    pub fn median(&self) -> Duration {
+        self.quantile(0.5)
+    }
+
+    pub fn p99(&self) -> Duration {
+        self.quantile(0.99)
+    }
+}
+
+/// Milliseconds with two decimals.
+pub fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_of_a_known_series() {
+        let mut s = Samples::default();
+        for i in 1..=100u64 {
+            s.push(Duration::from_millis(i));
+        }
+        assert_eq!(s.median(), Duration::from_millis(51));
+        assert_eq!(s.p99(), Duration::from_millis(99));
+    }
+}

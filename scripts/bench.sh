@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Benchmarks pyrun-mcp (release build) against raw python and a FastMCP baseline, in one run, and
+# prints a markdown table. Not part of the test suite.
+#
+#   bash scripts/bench.sh [--quick] [--no-baseline] [--write docs/benchmarks.md]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0 baseline=1 write=""
+while (($#)); do
+  case "$1" in
+    --quick) quick=1 ;;
+    --no-baseline) baseline=0 ;;
+    --write) write="$2"; shift ;;
+    *) echo "usage: $0 [--quick] [--no-baseline] [--write FILE]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+cargo build --release -p pyrun-mcp-server -p pyrun-mcp-bench >&2
+
+args=(--server-bin target/release/pyrun-mcp-server --projects python_projects)
+if ((quick)); then
+  args+=(--calls 50 --startups 10 --load-secs 3 --idle-sessions 200)
+fi
+if ((baseline)); then
+  venv=target/bench-venv
+  if [[ ! -x $venv/bin/python ]]; then
+    echo "creating $venv with fastmcp for the baseline…" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check fastmcp >&2
+  fi
+  args+=(--fastmcp-python "$venv/bin/python")
+fi
+
+if [[ -n $write ]]; then
+  target/release/pyrun-mcp-bench "${args[@]}" | tee "$write"
+else
+  target/release/pyrun-mcp-bench "${args[@]}"
+fi
