@@ -36,7 +36,10 @@ pub enum Target {
         python: Option<PathBuf>,
     },
     /// A running server at a URL (`…/mcp` or `…/sse`).
-    Remote { url: RemoteUrl, token: Option<String> },
+    Remote {
+        url: RemoteUrl,
+        token: Option<String>,
+    },
 }
 
 /// A checked `http(s)://…/mcp` or `…/sse` URL.
@@ -153,7 +156,11 @@ fn remote(assistant: Assistant, url: &RemoteUrl, bearer: &str, hints: &mut Vec<S
                  bridge (npm, needs Node.js) carries the header to the URL"
                     .to_owned(),
             );
-            let mode = if url.is_sse() { "sse-only" } else { "http-only" };
+            let mode = if url.is_sse() {
+                "sse-only"
+            } else {
+                "http-only"
+            };
             // The header goes through an env variable: a space inside args breaks on Windows.
             servers(json!({
                 "command": "npx",
@@ -295,7 +302,10 @@ mod tests {
                 let entry = entry(&snippet.text);
                 let args = entry["args"].as_array().unwrap();
                 let args = args.iter().map(|a| a.as_str().unwrap().to_owned());
-                (entry["command"].as_str().unwrap().to_owned(), args.collect())
+                (
+                    entry["command"].as_str().unwrap().to_owned(),
+                    args.collect(),
+                )
             };
             assert!(std::path::Path::new(&command).is_file(), "{command}");
             let at = args.iter().position(|a| a == "--projects-dir").unwrap();

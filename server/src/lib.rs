@@ -5,8 +5,10 @@
 
 pub mod app;
 pub mod config;
+pub mod integrations;
 pub mod paths;
 pub mod runner;
 pub mod sandbox;
 pub mod tools;
 pub mod transport;
+pub mod tunnel;

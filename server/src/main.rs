@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use pyrun_mcp_server::app::App;
-use pyrun_mcp_server::config::{Cli, Transport};
+use pyrun_mcp_server::config::{Cli, Subcommand, Transport};
+use pyrun_mcp_server::integrations::{self, Assistant};
 use pyrun_mcp_server::transport;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -30,6 +31,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Some(Subcommand::Config { assistant, url }) = &cli.command {
+        return print_config(&cli, *assistant, url.as_deref());
+    }
     let config = cli.resolve()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
@@ -48,6 +52,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             ),
         }
     })
+}
+
+/// `config ASSISTANT`: the snippet on stdout (it may be piped into a file), hints on stderr.
+fn print_config(cli: &Cli, assistant: Assistant, url: Option<&str>) -> anyhow::Result<()> {
+    let snippet = integrations::snippet(assistant, &cli.integration_target(url)?);
+    println!("{}", snippet.text);
+    for hint in &snippet.hints {
+        eprintln!("{hint}");
+    }
+    Ok(())
 }
 
 /// Ctrl-C or SIGTERM: cancel the shutdown token (running scripts are killed).

@@ -71,12 +71,15 @@ pub struct OpenTunnel {
 
 impl std::fmt::Debug for OpenTunnel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenTunnel").field("url", &self.url).finish()
+        f.debug_struct("OpenTunnel")
+            .field("url", &self.url)
+            .finish()
     }
 }
 
 impl OpenTunnel {
     /// `url` is the public base, e.g. `https://abc.ngrok-free.app`.
+    #[cfg_attr(not(any(feature = "tunnel", test)), allow(dead_code))]
     fn new(url: &str, incoming: Incoming) -> Self {
         Self {
             url: url.trim_end_matches('/').to_owned(),
@@ -189,9 +192,11 @@ pub async fn open(config: &TunnelConfig) -> Result<OpenTunnel, TunnelError> {
     use ngrok::Error as _;
 
     let mut builder = ngrok::Session::builder();
-    builder
-        .authtoken(config.authtoken.clone())
-        .client_info("pyrun-mcp", env!("CARGO_PKG_VERSION"), None::<String>);
+    builder.authtoken(config.authtoken.clone()).client_info(
+        "pyrun-mcp",
+        env!("CARGO_PKG_VERSION"),
+        None::<String>,
+    );
     if let Some(addr) = &config.server_addr {
         builder
             .server_addr(addr.clone())
@@ -254,6 +259,7 @@ mod tests {
     use super::*;
     use axum::routing::get;
     use axum::Router;
+    use std::future::IntoFuture;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A tunnel whose connections are in-memory pipes handed over by the test.
@@ -314,7 +320,10 @@ mod tests {
         tx.unbounded_send(served).unwrap();
         let response = get_over(&mut client, "abc.ngrok-free.app").await;
         assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-        assert!(response.contains("host=Some(\"abc.ngrok-free.app\")"), "{response}");
+        assert!(
+            response.contains("host=Some(\"abc.ngrok-free.app\")"),
+            "{response}"
+        );
         assert!(!lost.is_cancelled());
 
         drop(tx); // the tunnel ends
