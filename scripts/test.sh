@@ -1,7 +1,73 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, then every test of the workspace.
+# The one test command (README and .ci/run call exactly `bash scripts/test.sh`): formatting, lints,
+# a compile check for Windows and macOS, then every test of the workspace, and a closing summary.
+# Real-client tests install what they need (Python venv, Node tools) under target/test-deps/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
-cargo test --workspace
+
+started=$SECONDS
+summary=()
+log_dir=$(mktemp -d)
+trap 'rm -rf "$log_dir"' EXIT
+
+# Runs one named step; records its outcome and time, and stops the run on the first failure.
+step() {
+    local name=$1
+    shift
+    local t0=$SECONDS
+    echo "==> $name: $*"
+    if "$@"; then
+        summary+=("ok      $name ($((SECONDS - t0)) s)")
+    else
+        summary+=("FAILED  $name ($((SECONDS - t0)) s)")
+        print_summary
+        exit 1
+    fi
+}
+
+print_summary() {
+    echo
+    echo "==> summary"
+    printf '    %s\n' "${summary[@]}"
+    echo "    wall time: $((SECONDS - started)) s"
+}
+
+# Cross-target compile check: only when the target's standard library can be had.
+cross_check() {
+    local target=$1
+    if ! rustup target add "$target" >"$log_dir/rustup.log" 2>&1; then
+        echo "skipped: rustup target add $target failed: $(tail -n 1 "$log_dir/rustup.log")"
+        summary+=("skipped cargo check --target $target (rustup target add failed)")
+        return 0
+    fi
+    step "cargo check --target $target" cargo check --workspace --all-targets --target "$target"
+}
+
+# cargo test, with its output kept to count the results for the summary.
+run_tests() {
+    cargo test --workspace 2>&1 | tee "$log_dir/test.log"
+    return "${PIPESTATUS[0]}"
+}
+
+# The ngrok tunnel is a non-default feature (scripts/setup builds it): lint and test it too.
+run_tunnel_tests() {
+    cargo test -p pyrun-mcp-server --features tunnel --lib --test tunnel_cli 2>&1 | tee -a "$log_dir/test.log"
+    return "${PIPESTATUS[0]}"
+}
+
+step "cargo fmt --check" cargo fmt --all -- --check
+step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
+step "cargo clippy --features tunnel" cargo clippy -p pyrun-mcp-server --all-targets --features tunnel -- -D warnings
+if command -v rustup >/dev/null 2>&1; then
+    cross_check x86_64-pc-windows-gnu
+    cross_check x86_64-apple-darwin
+else
+    summary+=("skipped cross-target checks (no rustup)")
+fi
+step "cargo test --workspace" run_tests
+step "cargo test --features tunnel" run_tunnel_tests
+
+passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log_dir/test.log" | awk '{s += $4} END {print s + 0}')
+failed=$(grep -Eo '[0-9]+ failed;' "$log_dir/test.log" | awk '{s += $1} END {print s + 0}')
+print_summary
+echo "tests: $passed passed, $failed failed"

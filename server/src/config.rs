@@ -3,6 +3,7 @@
 //! exists, the interpreter runs) and produces the plain [`Config`] the rest of the server receives.
 //! Precedence: flag > environment > `.env` > default.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -60,10 +61,62 @@ pub struct Cli {
     pub pass_env: Vec<String>,
 
     #[command(flatten)]
+    pub http: HttpCli,
+
+    #[command(flatten)]
     pub tunnel: TunnelCli,
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
+}
+
+/// Settings of `--transport http`.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "HTTP transport")]
+pub struct HttpCli {
+    /// Address to listen on; port 0 picks a free port (the actual address is printed on stderr).
+    #[arg(
+        long,
+        env = "MCP_BIND",
+        default_value = "127.0.0.1:8000",
+        value_name = "ADDR:PORT"
+    )]
+    pub bind: SocketAddr,
+
+    /// Require `Authorization: Bearer TOKEN` on every route but /health.
+    #[arg(
+        long,
+        env = "MCP_AUTH_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub auth_token: Option<String>,
+
+    /// Also accept this Host (and Origin), e.g. a tunnel's hostname; loopback names are always
+    /// accepted (repeatable; comma-separated in the variable).
+    #[arg(
+        long = "allowed-host",
+        env = "MCP_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        value_name = "HOST[:PORT]"
+    )]
+    pub allowed_hosts: Vec<String>,
+
+    /// Serve a non-loopback address without a token (only behind something else that authenticates).
+    #[arg(long, env = "MCP_ALLOW_UNAUTHENTICATED")]
+    pub allow_unauthenticated: bool,
+
+    /// Live sessions at once (Streamable HTTP and SSE together); more get 503.
+    #[arg(long, env = "MCP_MAX_SESSIONS", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_sessions: u64,
+
+    /// Seconds after which a session without any message is closed.
+    #[arg(long, env = "MCP_SESSION_IDLE_TIMEOUT", default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS * 7))]
+    pub session_idle_timeout: u64,
+
+    /// Largest request body, in bytes.
+    #[arg(long, env = "MCP_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..=(1 << 30)))]
+    pub max_body_bytes: u64,
 }
 
 /// What to do instead of serving.
@@ -130,8 +183,37 @@ pub struct Config {
     pub max_output_bytes: usize,
     pub max_concurrent: usize,
     pub pass_env: Vec<String>,
+    pub http: HttpConfig,
     /// The public URL to open, if any (`--tunnel`).
     pub tunnel: Option<TunnelConfig>,
+}
+
+/// How `--transport http` serves, validated.
+#[derive(Clone)]
+pub struct HttpConfig {
+    pub bind: SocketAddr,
+    pub auth_token: Option<String>,
+    /// Hosts accepted besides the loopback names, as `host` or `host:port`.
+    pub allowed_hosts: Vec<String>,
+    /// True when a non-loopback address is served without a token on purpose.
+    pub unauthenticated_public: bool,
+    pub max_sessions: usize,
+    pub session_idle_timeout: Duration,
+    pub max_body_bytes: usize,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("bind", &self.bind)
+            .field("auth_token", &self.auth_token.as_ref().map(|_| "<set>"))
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("unauthenticated_public", &self.unauthenticated_public)
+            .field("max_sessions", &self.max_sessions)
+            .field("session_idle_timeout", &self.session_idle_timeout)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .finish()
+    }
 }
 
 /// How to open the tunnel, validated: an auth token is set for the server.
@@ -164,6 +246,12 @@ pub enum ConfigError {
     NoPython(String),
     #[error("--pass-env '{0}' is not a valid variable name")]
     BadEnvName(String),
+    #[error("refusing to serve {0} without authentication: anyone who reaches it could run your scripts\nhint: set a token with --auth-token TOKEN or MCP_AUTH_TOKEN (e.g. MCP_AUTH_TOKEN=$(openssl rand -hex 32)), or bind 127.0.0.1; pass --allow-unauthenticated only if something in front of the server authenticates")]
+    UnauthenticatedPublicBind(SocketAddr),
+    #[error("the auth token must be 1 to 1024 visible ASCII characters without spaces\nhint: MCP_AUTH_TOKEN=$(openssl rand -hex 32)")]
+    BadAuthToken,
+    #[error("--allowed-host '{0}' is not a host name\nhint: give a bare host or host:port such as abc.trycloudflare.com (no scheme, no path)")]
+    BadAllowedHost(String),
     #[error(
         "--tunnel needs the HTTP transport\nhint: drop --transport stdio (or MCP_TRANSPORT=stdio)"
     )]
@@ -204,10 +292,10 @@ impl Cli {
             }
         }
         let tunnel = self.resolve_tunnel()?;
+        let http = self.http.resolve(self.transport)?;
         let python = resolve_python(self.python.as_deref())?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         Ok(Config {
-            tunnel,
             transport: self.transport,
             projects_dir: self.projects_dir,
             timeout: Duration::from_secs(self.timeout),
@@ -217,6 +305,8 @@ impl Cli {
                 .max_concurrent
                 .map_or(2 * cpus, |n| usize::try_from(n).unwrap_or(usize::MAX)),
             pass_env: self.pass_env,
+            http,
+            tunnel,
         })
     }
 
@@ -253,8 +343,9 @@ impl Cli {
 
     /// The token HTTP clients must send, if one is configured.
     fn auth_token(&self) -> Option<String> {
-        std::env::var("MCP_AUTH_TOKEN")
-            .ok()
+        self.http
+            .auth_token
+            .clone()
             .filter(|t| !t.trim().is_empty())
     }
 
@@ -290,6 +381,78 @@ fn is_domain(name: &str) -> bool {
                 && label.len() <= 63
                 && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         })
+}
+
+impl HttpCli {
+    /// Validates the HTTP settings; a public address needs a token unless opted out explicitly.
+    fn resolve(self, transport: Transport) -> Result<HttpConfig, ConfigError> {
+        if let Some(token) = &self.auth_token {
+            let visible = token.bytes().all(|b| b.is_ascii_graphic());
+            if token.is_empty() || token.len() > 1024 || !visible {
+                return Err(ConfigError::BadAuthToken);
+            }
+        }
+        let mut allowed_hosts = Vec::with_capacity(self.allowed_hosts.len() + 1);
+        for host in self
+            .allowed_hosts
+            .iter()
+            .map(|h| h.trim())
+            .filter(|h| !h.is_empty())
+        {
+            if !is_host_and_port(host) {
+                return Err(ConfigError::BadAllowedHost(host.to_owned()));
+            }
+            allowed_hosts.push(host.to_owned());
+        }
+        let ip = self.bind.ip();
+        let public = !ip.is_loopback();
+        if public && !ip.is_unspecified() {
+            // Clients that reach a specific address name it in their Host header.
+            allowed_hosts.push(ip.to_string());
+        }
+        if transport == Transport::Http
+            && public
+            && self.auth_token.is_none()
+            && !self.allow_unauthenticated
+        {
+            return Err(ConfigError::UnauthenticatedPublicBind(self.bind));
+        }
+        Ok(HttpConfig {
+            bind: self.bind,
+            unauthenticated_public: public && self.auth_token.is_none(),
+            auth_token: self.auth_token,
+            allowed_hosts,
+            max_sessions: usize::try_from(self.max_sessions).unwrap_or(usize::MAX),
+            session_idle_timeout: Duration::from_secs(self.session_idle_timeout),
+            max_body_bytes: usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX),
+        })
+    }
+}
+
+/// `host`, `host:port`, `[v6]`, `[v6]:port` or a bare IPv6 address; no scheme, path or user.
+fn is_host_and_port(entry: &str) -> bool {
+    if entry.parse::<std::net::Ipv6Addr>().is_ok() {
+        return true;
+    }
+    let (host_ok, port) = match entry.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((v6, after)) => (v6.parse::<std::net::Ipv6Addr>().is_ok(), after),
+            None => return false,
+        },
+        None => {
+            let (host, after) = entry.find(':').map_or((entry, ""), |i| entry.split_at(i));
+            let name_ok = !host.is_empty()
+                && host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+            (name_ok, after)
+        }
+    };
+    let port_ok = port.is_empty()
+        || port
+            .strip_prefix(':')
+            .is_some_and(|p| p.parse::<u16>().is_ok());
+    host_ok && port_ok
 }
 
 /// Resolves the interpreter once, so a version-manager shim (pyenv, asdf: a shell script costing
@@ -365,6 +528,62 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("pyrun-mcp-server").chain(args.iter().copied()))
+    }
+
+    fn resolve_http(args: &[&str]) -> Result<HttpConfig, ConfigError> {
+        parse(args).unwrap().http.resolve(Transport::Http)
+    }
+
+    #[test]
+    fn public_bind_needs_a_token_or_an_explicit_opt_out() {
+        let err = resolve_http(&["--bind", "0.0.0.0:8000"]).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("--auth-token") && msg.contains("MCP_AUTH_TOKEN"),
+            "{msg}"
+        );
+        assert!(resolve_http(&["--bind", "0.0.0.0:8000", "--auth-token", "t0k"]).is_ok());
+        let open = resolve_http(&["--bind", "0.0.0.0:8000", "--allow-unauthenticated"]).unwrap();
+        assert!(open.unauthenticated_public);
+        assert!(
+            !resolve_http(&["--bind", "127.0.0.1:0"])
+                .unwrap()
+                .unauthenticated_public
+        );
+        assert!(resolve_http(&["--bind", "[::1]:0"]).is_ok());
+        // stdio never listens, so the HTTP address does not matter there.
+        let stdio = parse(&["--bind", "0.0.0.0:8000"]).unwrap().http;
+        assert!(stdio.resolve(Transport::Stdio).is_ok());
+    }
+
+    #[test]
+    fn bad_tokens_and_hosts_are_refused_with_a_hint() {
+        for token in ["", "has space", "tab\there"] {
+            let err = resolve_http(&["--auth-token", token]).unwrap_err();
+            assert!(matches!(err, ConfigError::BadAuthToken), "{token:?}");
+        }
+        for host in [
+            "https://x.example",
+            "x.example/path",
+            "user@x.example",
+            "x:port",
+            "[zz]",
+        ] {
+            let err = resolve_http(&["--allowed-host", host]).unwrap_err();
+            assert!(err.to_string().contains("--allowed-host"), "{host:?}");
+        }
+        let ok = resolve_http(&[
+            "--allowed-host",
+            "abc.trycloudflare.com,tunnel.example:8443,[fe80::1]:80,fe80::2",
+        ])
+        .unwrap();
+        assert_eq!(ok.allowed_hosts.len(), 4);
+    }
+
+    #[test]
+    fn a_specific_public_address_is_an_allowed_host() {
+        let config = resolve_http(&["--bind", "192.0.2.7:8000", "--auth-token", "t"]).unwrap();
+        assert_eq!(config.allowed_hosts, ["192.0.2.7"]);
     }
 
     #[test]

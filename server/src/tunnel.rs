@@ -25,7 +25,7 @@ const NGROK_STEP_TIMEOUT: Duration = Duration::from_secs(20);
 pub enum TunnelError {
     #[error(
         "this pyrun-mcp-server was built without tunnel support\nhint: rebuild with \
-         `cargo build --release --features tunnel` (scripts/setup does), or run the ngrok agent \
+         `cargo build --release -p pyrun-mcp-server --features tunnel` (scripts/setup does), or run the ngrok agent \
          next to the server instead: scripts/start-tunnel.sh (Windows: scripts\\start-tunnel.ps1)"
     )]
     NotBuilt,

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, OnceLock};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -26,13 +26,23 @@ impl Drop for Running {
     }
 }
 
-/// Debian's nginx: found, or installed with apt-get when this test runs as root.
+/// Debian's nginx: found, or installed with apt-get when this test runs as root (once per test
+/// binary; apt waits for another apt's lock).
 fn nginx() -> PathBuf {
+    static NGINX: OnceLock<PathBuf> = OnceLock::new();
+    NGINX.get_or_init(find_or_install_nginx).clone()
+}
+
+fn find_or_install_nginx() -> PathBuf {
     let found = || {
-        ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/bin/nginx"]
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| p.is_file())
+        [
+            "/usr/sbin/nginx",
+            "/usr/local/sbin/nginx",
+            "/usr/local/bin/nginx",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
     };
     if let Some(path) = found() {
         return path;
@@ -44,7 +54,8 @@ fn nginx() -> PathBuf {
     );
     let install = || {
         Command::new("apt-get")
-            .args(["install", "-y", "--no-install-recommends", "nginx"])
+            .args(["-o", "DPkg::Lock::Timeout=300", "install", "-y"])
+            .args(["--no-install-recommends", "nginx"])
             .env("DEBIAN_FRONTEND", "noninteractive")
             .stdin(Stdio::null())
             .output()
@@ -55,7 +66,7 @@ fn nginx() -> PathBuf {
     let mut out = install();
     if !ok(&out) {
         let _ = Command::new("apt-get")
-            .arg("update")
+            .args(["-o", "DPkg::Lock::Timeout=300", "update"])
             .stdin(Stdio::null())
             .output();
         out = install();
@@ -188,7 +199,14 @@ impl Response {
 }
 
 /// One request on a fresh connection to nginx.
-fn request(port: u16, method: &str, path: &str, host: &str, extra: &[(&str, &str)], body: &str) -> Response {
+fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    host: &str,
+    extra: &[(&str, &str)],
+    body: &str,
+) -> Response {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
@@ -233,11 +251,19 @@ fn request(port: u16, method: &str, path: &str, host: &str, extra: &[(&str, &str
         .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
         .and_then(|(_, v)| v.parse::<u64>().ok());
     let body: Box<dyn BufRead> = match (chunked, length) {
-        (true, _) => Box::new(BufReader::new(Chunked { inner: reader, left: 0, done: false })),
+        (true, _) => Box::new(BufReader::new(Chunked {
+            inner: reader,
+            left: 0,
+            done: false,
+        })),
         (false, Some(n)) => Box::new(BufReader::new(reader.take(n))),
         (false, None) => Box::new(reader),
     };
-    Response { status, headers, body }
+    Response {
+        status,
+        headers,
+        body,
+    }
 }
 
 /// Decodes `Transfer-Encoding: chunked` as the chunks arrive.
@@ -263,7 +289,8 @@ impl<R: BufRead> Read for Chunked<R> {
                 return Ok(0);
             }
         }
-        let n = self.inner.read(&mut buf[..buf.len().min(self.left)])?;
+        let want = buf.len().min(self.left);
+        let n = self.inner.read(&mut buf[..want])?;
         self.left -= n;
         if self.left == 0 {
             let mut crlf = String::new();
@@ -384,14 +411,28 @@ fn the_allowed_public_host_works_and_another_is_refused() {
     // Without the token, through the proxy: 401, not a run.
     let ping = json!({"jsonrpc": "2.0", "id": 3, "method": "ping"});
     let accept = [("Accept", "application/json, text/event-stream")];
-    let anonymous = request(p.port, "POST", "/mcp", PUBLIC_HOST, &accept, &ping.to_string());
+    let anonymous = request(
+        p.port,
+        "POST",
+        "/mcp",
+        PUBLIC_HOST,
+        &accept,
+        &ping.to_string(),
+    );
     assert_eq!(anonymous.status, 401);
 
     // Another name pointing at the same proxy (DNS rebinding, a stranger's tunnel): refused
     // before MCP, even with the right token.
     for path in ["/health", "/sse"] {
         let auth = auth();
-        let refused = request(p.port, "GET", path, "evil.example", &[("Authorization", &auth)], "");
+        let refused = request(
+            p.port,
+            "GET",
+            path,
+            "evil.example",
+            &[("Authorization", &auth)],
+            "",
+        );
         assert!(
             matches!(refused.status, 403 | 421),
             "{path} under Host evil.example gave {}",
@@ -399,7 +440,11 @@ fn the_allowed_public_host_works_and_another_is_refused() {
         );
     }
     let refused = post_mcp(&p, "evil.example", None, &ping);
-    assert!(matches!(refused.status, 403 | 421), "/mcp gave {}", refused.status);
+    assert!(
+        matches!(refused.status, 403 | 421),
+        "/mcp gave {}",
+        refused.status
+    );
 }
 
 #[test]
@@ -412,7 +457,9 @@ fn progress_reaches_the_client_through_the_proxy_while_the_run_goes_on() {
     let mut stream = post_mcp(&p, PUBLIC_HOST, Some(&session), &call);
     assert_eq!(stream.status, 200);
     assert_eq!(
-        stream.header("content-type").map(|v| v.starts_with("text/event-stream")),
+        stream
+            .header("content-type")
+            .map(|v| v.starts_with("text/event-stream")),
         Some(true)
     );
     let mut progress_seen = 0;
@@ -434,10 +481,18 @@ fn progress_reaches_the_client_through_the_proxy_while_the_run_goes_on() {
             break message;
         }
     };
-    let text = result["result"]["content"][0]["text"].as_str().unwrap_or("");
-    assert!(progress_seen >= 1, "no progress before the result: {result}");
+    let text = result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        progress_seen >= 1,
+        "no progress before the result: {result}"
+    );
     assert!(text.contains("released by the client"), "{result}");
-    assert!(text.contains("exited with code 0"), "{result}");
+    assert_eq!(
+        result["result"]["structuredContent"]["exit_code"], 0,
+        "{result}"
+    );
 }
 
 #[test]
@@ -458,6 +513,11 @@ fn sse_streams_get_keep_alives_through_the_proxy() {
     assert!(endpoint.contains("/messages"), "{endpoint}");
     // Nothing else happens on this session: the next thing on the wire must be a keep-alive
     // comment (every 15 s), which arrives within the read timeout or the read fails.
-    let (data, comment) = sse.next_event().expect("a keep-alive before the read timeout");
-    assert!(comment && data.is_empty(), "expected a keep-alive comment, got {data:?}");
+    let (data, comment) = sse
+        .next_event()
+        .expect("a keep-alive before the read timeout");
+    assert!(
+        comment && data.is_empty(),
+        "expected a keep-alive comment, got {data:?}"
+    );
 }

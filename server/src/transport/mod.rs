@@ -1,3 +1,5 @@
 //! Transports: adapters between a wire and the MCP handler in `tools`. They hold no logic.
 
+pub mod http;
+pub mod sse;
 pub mod stdio;

@@ -1,0 +1,152 @@
+//! HTTP transport: one axum router with Streamable HTTP on `/mcp`, legacy HTTP+SSE on `/sse` and
+//! `/messages`, and `/health`; auth, Host/Origin checks, session limits and the access log are layers.
+
+mod access_log;
+mod auth;
+mod host_check;
+mod session_limit;
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::middleware::{from_fn, from_fn_with_state};
+use axum::routing::get;
+use axum::{Json, Router};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceBuilder;
+
+use crate::app::App;
+use crate::tools::PyRunServer;
+use crate::transport::sse::{self, SseSessions, SseState, SseTimings};
+
+pub use auth::RequiredToken;
+pub use host_check::HostPolicy;
+use session_limit::SessionLimit;
+
+/// Keep-alive comments on every SSE stream: tunnels and proxies drop streams idle for longer.
+const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// After shutdown fires, how long open connections get to finish before the server stops anyway.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Binds the configured address (port 0 picks a free port).
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.with_context(|| {
+        format!(
+            "cannot listen on {addr}\nhint: pick another address with --bind HOST:PORT or MCP_BIND"
+        )
+    })
+}
+
+/// Serves until `shutdown` fires, then closes every stream and session (their runs are killed).
+/// `listener` is the bound TCP listener, or one that also yields a tunnel's connections.
+pub async fn serve(
+    app: Arc<App>,
+    listener: impl axum::serve::Listener<Addr = SocketAddr>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let addr = listener.local_addr().context("reading the bound address")?;
+    if app.config.http.unauthenticated_public {
+        tracing::warn!(
+            %addr,
+            "SERVING WITHOUT AUTHENTICATION on a non-loopback address (--allow-unauthenticated): \
+             anyone who can reach it can run the scripts in the projects folder"
+        );
+    }
+    // A plain line on stderr, stable for scripts and tests that bind port 0.
+    eprintln!("pyrun-mcp listening on http://{addr}");
+    let server = axum::serve(listener, router(app, shutdown.clone()))
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .into_future();
+    tokio::select! {
+        result = server => result.context("serving HTTP")?,
+        () = async { shutdown.cancelled().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
+            tracing::warn!("connections still open after the shutdown grace period; stopping anyway");
+        }
+    }
+    Ok(())
+}
+
+/// The whole HTTP surface. `shutdown` ends every session and stream when it fires.
+pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
+    let settings = app.config.http.clone();
+    let hosts = HostPolicy::new(&settings.allowed_hosts);
+    let token = RequiredToken::new(settings.auth_token.as_deref());
+
+    let mut mcp_sessions = LocalSessionManager::default();
+    mcp_sessions.session_config.keep_alive = Some(settings.session_idle_timeout);
+    let mcp_sessions = Arc::new(mcp_sessions);
+    let sse_sessions = Arc::new(SseSessions::default());
+    let limit = SessionLimit::new(
+        settings.max_sessions,
+        settings.max_body_bytes,
+        mcp_sessions.clone(),
+        sse_sessions.clone(),
+    );
+
+    let mcp_app = app.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(PyRunServer::new(mcp_app.clone())),
+        mcp_sessions,
+        StreamableHttpServerConfig::default()
+            .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
+            .with_cancellation_token(shutdown.child_token())
+            .with_allowed_hosts(hosts.rmcp_allowed_hosts())
+            .with_allowed_origins(hosts.rmcp_allowed_origins())
+            .with_max_request_body_bytes(settings.max_body_bytes),
+    );
+    let mcp = ServiceBuilder::new()
+        .layer(from_fn_with_state(
+            limit.clone(),
+            session_limit::limit_mcp_sessions,
+        ))
+        .service(mcp);
+
+    let sse_app = app.clone();
+    let sse_routes = sse::routes(SseState::new(
+        sse_sessions,
+        Arc::new(move || PyRunServer::new(sse_app.clone())),
+        SseTimings {
+            keep_alive: SSE_KEEP_ALIVE,
+            idle_timeout: settings.session_idle_timeout,
+        },
+        shutdown,
+    ))
+    .route_layer(from_fn_with_state(limit, session_limit::limit_sse_sessions));
+
+    Router::new()
+        .nest_service("/mcp", mcp)
+        .merge(sse_routes)
+        .route_layer(from_fn_with_state(token, auth::require_token))
+        .route("/health", get(health).with_state(app))
+        .layer(DefaultBodyLimit::max(settings.max_body_bytes))
+        .layer(from_fn_with_state(hosts, host_check::check_host_and_origin))
+        .layer(from_fn(access_log::log_request))
+}
+
+/// What `/health` reports: nothing secret, enough for a load balancer or a curious user.
+#[derive(Serialize)]
+struct Health {
+    status: &'static str,
+    version: &'static str,
+    transports: [&'static str; 2],
+    running: usize,
+    sandbox: Vec<&'static str>,
+}
+
+async fn health(State(app): State<Arc<App>>) -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+        transports: ["streamable-http", "sse"],
+        running: app.runner.running(),
+        sandbox: app.runner.sandbox().layers(),
+    })
+}

@@ -1,0 +1,308 @@
+//! Legacy HTTP+SSE transport (MCP 2024-11-05): `GET /sse` opens a session stream, `POST /messages` feeds it.
+//!
+//! rmcp dropped its own SSE server, so each session is an rmcp service served over a pair of channels:
+//! POSTed messages go into one, the service's messages come out of the other as `message` events.
+//! The session lives exactly as long as its stream: a client that disconnects drops the stream, which
+//! cancels the session and with it every run the session started. Idle sessions expire the same way.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use futures::channel::mpsc;
+use futures::{SinkExt, Stream, StreamExt};
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::{ServerHandler, ServiceExt};
+use serde::Deserialize;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// Path of the stream route.
+pub const SSE_PATH: &str = "/sse";
+/// Path of the message route announced in the `endpoint` event.
+pub const MESSAGES_PATH: &str = "/messages";
+
+/// Messages a session buffers in each direction before the sender waits.
+const CHANNEL_CAPACITY: usize = 64;
+
+/// Builds one fresh MCP handler per session.
+pub type HandlerFactory<S> = Arc<dyn Fn() -> S + Send + Sync>;
+
+/// Timing of SSE sessions.
+#[derive(Clone, Copy, Debug)]
+pub struct SseTimings {
+    /// Interval of the keep-alive comments that stop tunnels and proxies from dropping idle streams.
+    pub keep_alive: Duration,
+    /// A session without any message in either direction for this long is closed.
+    pub idle_timeout: Duration,
+}
+
+/// The live SSE sessions, by id: where to deliver the messages POSTed for each.
+#[derive(Default)]
+pub struct SseSessions {
+    by_id: Mutex<HashMap<String, SessionInbox>>,
+}
+
+#[derive(Clone)]
+struct SessionInbox {
+    to_handler: mpsc::Sender<ClientJsonRpcMessage>,
+    activity: Arc<Activity>,
+}
+
+impl SseSessions {
+    /// Number of live SSE sessions.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when no SSE session is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, SessionInbox>> {
+        // A panic while holding this lock cannot leave the map inconsistent (single inserts/removes).
+        self.by_id
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn get(&self, id: &str) -> Option<SessionInbox> {
+        self.lock().get(id).cloned()
+    }
+}
+
+/// Everything the two SSE routes share.
+pub struct SseState<S> {
+    sessions: Arc<SseSessions>,
+    factory: HandlerFactory<S>,
+    timings: SseTimings,
+    shutdown: CancellationToken,
+}
+
+impl<S> Clone for SseState<S> {
+    fn clone(&self) -> Self {
+        Self {
+            sessions: self.sessions.clone(),
+            factory: self.factory.clone(),
+            timings: self.timings,
+            shutdown: self.shutdown.clone(),
+        }
+    }
+}
+
+impl<S> SseState<S> {
+    /// `shutdown` closes every stream and cancels every session when it fires.
+    pub fn new(
+        sessions: Arc<SseSessions>,
+        factory: HandlerFactory<S>,
+        timings: SseTimings,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self {
+            sessions,
+            factory,
+            timings,
+            shutdown,
+        }
+    }
+}
+
+/// The `/sse` and `/messages` routes.
+pub fn routes<S>(state: SseState<S>) -> Router
+where
+    S: ServerHandler + Send + 'static,
+{
+    Router::new()
+        .route(SSE_PATH, get(open_stream::<S>))
+        .route(MESSAGES_PATH, post(post_message::<S>))
+        .with_state(state)
+}
+
+/// `GET /sse`: start a session and stream its messages.
+async fn open_stream<S>(State(state): State<SseState<S>>) -> Response
+where
+    S: ServerHandler + Send + 'static,
+{
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let (to_handler, from_client) = mpsc::channel::<ClientJsonRpcMessage>(CHANNEL_CAPACITY);
+    let (to_client, from_handler) = mpsc::channel::<ServerJsonRpcMessage>(CHANNEL_CAPACITY);
+    let activity = Arc::new(Activity::new());
+    let session_ct = state.shutdown.child_token();
+
+    state.sessions.lock().insert(
+        id.clone(),
+        SessionInbox {
+            to_handler,
+            activity: activity.clone(),
+        },
+    );
+    tracing::info!(session = %id, "sse session opened");
+    tokio::spawn(run_session(
+        state.clone(),
+        id.clone(),
+        (to_client, from_client),
+        activity.clone(),
+        session_ct.clone(),
+    ));
+
+    let endpoint = Event::default()
+        .event("endpoint")
+        .data(format!("{MESSAGES_PATH}?sessionId={id}"));
+    let messages = from_handler.map(move |message| {
+        activity.touch();
+        Ok::<_, Infallible>(message_event(&message))
+    });
+    let events = futures::stream::once(async { Ok(endpoint) })
+        .chain(messages)
+        .take_until(session_ct.clone().cancelled_owned());
+    let stream = EndsSessionOnDrop {
+        inner: Box::pin(events),
+        _session: session_ct.drop_guard(),
+    };
+    let mut response = Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(state.timings.keep_alive))
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+fn message_event(message: &ServerJsonRpcMessage) -> Event {
+    match serde_json::to_string(message) {
+        Ok(json) => Event::default().event("message").data(json),
+        Err(error) => {
+            tracing::error!(%error, "cannot serialize a server message");
+            Event::default().comment("unserializable message dropped")
+        }
+    }
+}
+
+/// Serve one session until the client leaves, it idles out, or the server shuts down.
+async fn run_session<S>(
+    state: SseState<S>,
+    id: String,
+    transport: (
+        mpsc::Sender<ServerJsonRpcMessage>,
+        mpsc::Receiver<ClientJsonRpcMessage>,
+    ),
+    activity: Arc<Activity>,
+    session_ct: CancellationToken,
+) where
+    S: ServerHandler + Send + 'static,
+{
+    let handler = (state.factory)();
+    let serve = async {
+        match handler.serve_with_ct(transport, session_ct.clone()).await {
+            Ok(running) => {
+                let _ = running.waiting().await;
+            }
+            Err(error) => tracing::debug!(session = %id, %error, "sse session did not initialize"),
+        }
+    };
+    tokio::select! {
+        () = serve => {}
+        () = session_ct.cancelled() => {}
+        () = activity.idle_for(state.timings.idle_timeout) => {
+            tracing::info!(session = %id, "sse session idle, closing");
+        }
+    }
+    // Cancelling ends the handler's in-flight requests (and so their runs) and closes the stream.
+    session_ct.cancel();
+    state.sessions.lock().remove(&id);
+    tracing::info!(session = %id, "sse session closed");
+}
+
+#[derive(Deserialize)]
+struct SessionQuery {
+    #[serde(rename = "sessionId")]
+    camel: Option<String>,
+    session_id: Option<String>,
+}
+
+/// `POST /messages?sessionId=…`: hand one JSON-RPC message to its session.
+async fn post_message<S>(
+    State(state): State<SseState<S>>,
+    Query(query): Query<SessionQuery>,
+    body: Bytes,
+) -> Response {
+    let Some(id) = query.camel.or(query.session_id) else {
+        return (StatusCode::BAD_REQUEST, "missing sessionId").into_response();
+    };
+    let Some(inbox) = state.sessions.get(&id) else {
+        return (StatusCode::NOT_FOUND, "unknown session").into_response();
+    };
+    let message = match serde_json::from_slice::<ClientJsonRpcMessage>(&body) {
+        Ok(message) => message,
+        Err(error) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("not a JSON-RPC message: {error}"),
+            )
+                .into_response();
+        }
+    };
+    inbox.activity.touch();
+    let mut to_handler = inbox.to_handler;
+    if to_handler.send(message).await.is_err() {
+        return (StatusCode::NOT_FOUND, "session closed").into_response();
+    }
+    (StatusCode::ACCEPTED, "Accepted").into_response()
+}
+
+/// The SSE body; dropping it (the client went away) cancels the session.
+struct EndsSessionOnDrop {
+    inner: Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>>,
+    _session: DropGuard,
+}
+
+impl Stream for EndsSessionOnDrop {
+    type Item = Result<Event, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+/// When a session last carried a message, in either direction.
+struct Activity {
+    start: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// Resolves once no message has passed for `limit`.
+    async fn idle_for(&self, limit: Duration) {
+        loop {
+            let last = self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+            let deadline = last + limit;
+            if Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep_until(deadline.into()).await;
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! Tool calls end to end over both HTTP transports against the real binary: list, run, a path
+//! escape refused, progress that arrives while the run is still going, and runs that die when the
+//! client cancels, disconnects, or the server shuts down.
+
+mod http_support;
+
+use http_support::*;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+fn tool_names(response: &Value) -> Vec<String> {
+    response["result"]["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn assert_hello(response: &Value) {
+    assert_eq!(response["result"]["isError"], json!(false), "{response}");
+    assert!(
+        result_text(response).contains("Hello, World!"),
+        "{response}"
+    );
+}
+
+fn assert_escape_refused(response: &Value) {
+    assert_eq!(response["result"]["isError"], json!(true), "{response}");
+    assert!(!result_text(response).contains("ESCAPED"), "{response}");
+}
+
+#[tokio::test]
+async fn streamable_http_lists_runs_and_refuses_escapes() {
+    let projects = projects();
+    let server = Server::start(projects.path(), &["--auth-token", TOKEN]);
+    let session = McpSession::open(&server, Some(TOKEN)).await;
+
+    let tools = session.call(&request(1, "tools/list", json!({}))).await;
+    assert!(
+        tool_names(&tools).contains(&"run_python".to_owned()),
+        "{tools}"
+    );
+
+    assert_hello(&session.call(&run_python(2, "hello_world.py", None)).await);
+    assert_escape_refused(&session.call(&run_python(3, "../outside.py", None)).await);
+}
+
+#[tokio::test]
+async fn legacy_sse_lists_runs_and_refuses_escapes() {
+    let projects = projects();
+    let server = Server::start(projects.path(), &["--auth-token", TOKEN]);
+    let mut session = SseSession::open(&server, Some(TOKEN)).await;
+
+    let (tools, _) = session.call(&request(1, "tools/list", json!({}))).await;
+    assert!(
+        tool_names(&tools).contains(&"run_python".to_owned()),
+        "{tools}"
+    );
+
+    assert_hello(&session.call(&run_python(2, "hello_world.py", None)).await.0);
+    assert_escape_refused(&session.call(&run_python(3, "../outside.py", None)).await.0);
+}
+
+fn is_progress(message: &Value) -> bool {
+    message["method"] == "notifications/progress" && message["params"]["progressToken"] == "p1"
+}
+
+/// The script waits for a `go` file that the test writes only after it has seen a progress
+/// notification: if progress were held back until the run ends, this would never finish.
+#[tokio::test]
+async fn progress_arrives_while_the_run_is_going_over_mcp() {
+    let projects = projects();
+    let server = Server::start(projects.path(), &[]);
+    let session = McpSession::open(&server, None).await;
+    let mut stream = session
+        .stream(&run_python(1, "wait_for_go.py", Some("p1")))
+        .await;
+    let first = stream.next_message().await.expect("a message");
+    assert!(is_progress(&first), "expected progress first, got {first}");
+    std::fs::write(projects.path().join("go"), "").unwrap();
+    let (done, _) = stream.response_to(1).await;
+    assert!(result_text(&done).contains("went"), "{done}");
+}
+
+#[tokio::test]
+async fn progress_arrives_while_the_run_is_going_over_sse() {
+    let projects = projects();
+    let server = Server::start(projects.path(), &[]);
+    let mut session = SseSession::open(&server, None).await;
+    assert_eq!(
+        session
+            .post(&run_python(1, "wait_for_go.py", Some("p1")))
+            .await,
+        StatusCode::ACCEPTED
+    );
+    let first = session.events.next_message().await.expect("a message");
+    assert!(is_progress(&first), "expected progress first, got {first}");
+    std::fs::write(projects.path().join("go"), "").unwrap();
+    let (done, _) = session.events.response_to(1).await;
+    assert!(result_text(&done).contains("went"), "{done}");
+}
+
+#[cfg(target_os = "linux")]
+mod kills {
+    use super::*;
+
+    /// Waits until sleeper.py's process is visible (the server's own command line names only
+    /// the folder, not the script).
+    async fn sleeper_is_running(projects: &std::path::Path) {
+        let needle = projects.canonicalize().unwrap().join("sleeper.py");
+        assert!(
+            eventually(|| !processes_mentioning(&needle).is_empty()).await,
+            "sleeper.py never started"
+        );
+    }
+
+    async fn sleeper_is_gone(projects: &std::path::Path) -> bool {
+        let needle = projects.canonicalize().unwrap().join("sleeper.py");
+        eventually(|| processes_mentioning(&needle).is_empty()).await
+    }
+
+    fn cancel(id: u64) -> Value {
+        notification(
+            "notifications/cancelled",
+            json!({"requestId": id, "reason": "test"}),
+        )
+    }
+
+    #[tokio::test]
+    async fn cancelling_over_mcp_kills_the_run() {
+        let projects = projects();
+        let server = Server::start(projects.path(), &[]);
+        let session = McpSession::open(&server, None).await;
+        let _stream = session.stream(&run_python(1, "sleeper.py", None)).await;
+        sleeper_is_running(projects.path()).await;
+        assert_eq!(
+            session.send(&cancel(1)).await.status(),
+            StatusCode::ACCEPTED
+        );
+        assert!(
+            sleeper_is_gone(projects.path()).await,
+            "run survived cancellation; server log:\n{}",
+            server.stderr_so_far()
+        );
+    }
+
+    #[tokio::test]
+    async fn cancelling_over_sse_kills_the_run() {
+        let projects = projects();
+        let server = Server::start(projects.path(), &[]);
+        let session = SseSession::open(&server, None).await;
+        assert_eq!(
+            session.post(&run_python(1, "sleeper.py", None)).await,
+            StatusCode::ACCEPTED
+        );
+        sleeper_is_running(projects.path()).await;
+        assert_eq!(session.post(&cancel(1)).await, StatusCode::ACCEPTED);
+        assert!(
+            sleeper_is_gone(projects.path()).await,
+            "run survived cancellation; server log:\n{}",
+            server.stderr_so_far()
+        );
+    }
+
+    #[tokio::test]
+    async fn sse_client_that_disconnects_loses_its_session_and_runs() {
+        let projects = projects();
+        let server = Server::start(projects.path(), &[]);
+        let session = SseSession::open(&server, None).await;
+        let message_url = session.message_url.clone();
+        assert_eq!(
+            session.post(&run_python(1, "sleeper.py", None)).await,
+            StatusCode::ACCEPTED
+        );
+        sleeper_is_running(projects.path()).await;
+        drop(session);
+        assert!(
+            sleeper_is_gone(projects.path()).await,
+            "run survived the disconnect; server log:\n{}",
+            server.stderr_so_far()
+        );
+        let status = http()
+            .post(&message_url)
+            .body(request(2, "tools/list", json!({})).to_string())
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, StatusCode::NOT_FOUND, "session outlived its stream");
+    }
+
+    #[tokio::test]
+    async fn sigterm_kills_runs_closes_streams_and_exits() {
+        let projects = projects();
+        let mut server = Server::start(projects.path(), &[]);
+        let mut sse = SseSession::open(&server, None).await;
+        assert_eq!(
+            sse.post(&run_python(1, "sleeper.py", None)).await,
+            StatusCode::ACCEPTED
+        );
+        sleeper_is_running(projects.path()).await;
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &server.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert!(
+            sleeper_is_gone(projects.path()).await,
+            "run survived shutdown"
+        );
+        // The stream ends (perhaps after the cancelled call's answer) instead of hanging.
+        while sse.events.next_message().await.is_some() {}
+        assert!(
+            server.wait_exit(DEADLINE),
+            "server did not exit after SIGTERM"
+        );
+    }
+}

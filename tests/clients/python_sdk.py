@@ -1,0 +1,55 @@
+"""Drive pyrun-mcp with the official Python MCP SDK (`mcp`) and print what it saw as JSON.
+
+Usage:
+  python_sdk.py --mode legacy|auto --stdio PROGRAM [ARG ...]
+  python_sdk.py --mode legacy|auto --http URL [--token T] [--expect-failure]
+  python_sdk.py --mode legacy|auto --sse URL [--token T] [--expect-failure]
+
+The Rust test asserts on the report; this script only talks to the server.
+"""
+
+import argparse
+import asyncio
+import json
+import sys
+
+from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from common import error_text, run_session
+
+
+def transport(opts):
+    headers = {"Authorization": f"Bearer {opts.token}"} if opts.token else None
+    if opts.stdio:
+        program, *args = opts.stdio
+        return StdioServerParameters(command=program, args=args)
+    if opts.http:
+        return streamable_http_client(opts.http, http_client=create_mcp_http_client(headers=headers))
+    return sse_client(opts.sse, headers=headers)
+
+
+async def main(opts):
+    try:
+        async with Client(transport(opts), mode=opts.mode, read_timeout_seconds=60) as client:
+            report = await run_session(client, opts.mode)
+    except BaseException as exc:  # noqa: BLE001 - the report carries it to the Rust test
+        if not opts.expect_failure:
+            raise
+        report = {"error": error_text(exc)}
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=["legacy", "auto"], required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--stdio", nargs=argparse.REMAINDER)
+    where.add_argument("--http")
+    where.add_argument("--sse")
+    parser.add_argument("--token")
+    parser.add_argument("--expect-failure", action="store_true")
+    asyncio.run(main(parser.parse_args()))
+    sys.exit(0)
