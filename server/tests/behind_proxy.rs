@@ -1,6 +1,8 @@
 //! The server behind a real reverse proxy (nginx, started here on loopback), reached under a
 //! public Host name the way a tunnel presents it: the allowed host works, another is refused,
 //! progress of a slow run arrives while it runs (nothing buffers it), and SSE keep-alives flow.
+//! Linux only: it runs Debian's nginx.
+#![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
