@@ -107,6 +107,32 @@ async fn wrong_token_never_reaches_the_session() {
     assert_eq!(first["id"], 8);
 }
 
+#[tokio::test]
+async fn the_token_never_reaches_the_logs() {
+    let projects = projects();
+    let server = Server::start_logging(projects.path(), &["--auth-token", TOKEN], "trace");
+    let mcp = McpSession::open(&server, Some(TOKEN)).await;
+    mcp.call(&request(1, "tools/list", json!({}))).await;
+    let mut sse = SseSession::open(&server, Some(TOKEN)).await;
+    sse.call(&request(1, "tools/list", json!({}))).await;
+    let _ = knock(&server, &sse.message_url, Some("wrong-token")).await;
+    // Let the log lines of the last requests arrive.
+    let mut log = String::new();
+    for _ in 0..20 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        log.push_str(&server.stderr_so_far());
+    }
+    assert!(
+        log.contains("path=/messages"),
+        "no access log lines:\n{log}"
+    );
+    assert!(!log.contains(TOKEN), "the token leaked into the log");
+    assert!(
+        !log.contains("wrong-token"),
+        "a presented token leaked into the log"
+    );
+}
+
 async fn with_header(server: &Server, path: &str, name: &str, value: &str) -> StatusCode {
     let client = http();
     let url = server.url(path);

@@ -306,3 +306,100 @@ impl Activity {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    #[derive(Clone)]
+    struct Idle;
+    impl ServerHandler for Idle {}
+
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    async fn open(
+        keep_alive: Duration,
+        idle_timeout: Duration,
+    ) -> (
+        Arc<SseSessions>,
+        CancellationToken,
+        impl Stream<Item = Result<Bytes, axum::Error>>,
+    ) {
+        let sessions = Arc::new(SseSessions::default());
+        let shutdown = CancellationToken::new();
+        let timings = SseTimings {
+            keep_alive,
+            idle_timeout,
+        };
+        let router = routes(SseState::new(
+            sessions.clone(),
+            Arc::new(|| Idle),
+            timings,
+            shutdown.clone(),
+        ));
+        let request = Request::get(SSE_PATH).body(Body::empty()).unwrap();
+        let response = router.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let mut body = response.into_body().into_data_stream();
+        let first = tokio::time::timeout(DEADLINE, body.next()).await.unwrap();
+        let first = String::from_utf8(first.unwrap().unwrap().to_vec()).unwrap();
+        assert!(first.starts_with("event: endpoint\n"), "{first}");
+        assert_eq!(sessions.len(), 1);
+        (sessions, shutdown, body)
+    }
+
+    async fn ends(mut body: impl Stream<Item = Result<Bytes, axum::Error>> + Unpin) -> bool {
+        tokio::time::timeout(DEADLINE, async {
+            while let Some(Ok(_)) = body.next().await {}
+        })
+        .await
+        .is_ok()
+    }
+
+    async fn forgotten(sessions: &SseSessions) -> bool {
+        tokio::time::timeout(DEADLINE, async {
+            while !sessions.is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+
+    #[tokio::test]
+    async fn an_idle_stream_carries_keep_alive_comments() {
+        let (_sessions, _shutdown, mut body) =
+            open(Duration::from_millis(20), Duration::from_secs(60)).await;
+        let next = tokio::time::timeout(DEADLINE, body.next()).await.unwrap();
+        let next = String::from_utf8(next.unwrap().unwrap().to_vec()).unwrap();
+        assert!(next.starts_with(':'), "expected a comment, got {next:?}");
+    }
+
+    #[tokio::test]
+    async fn an_idle_session_is_closed_and_forgotten() {
+        let (sessions, _shutdown, body) =
+            open(Duration::from_secs(60), Duration::from_millis(100)).await;
+        assert!(ends(Box::pin(body)).await, "idle stream stayed open");
+        assert!(forgotten(&sessions).await);
+    }
+
+    #[tokio::test]
+    async fn shutdown_closes_every_stream() {
+        let (sessions, shutdown, body) =
+            open(Duration::from_secs(60), Duration::from_secs(60)).await;
+        shutdown.cancel();
+        assert!(ends(Box::pin(body)).await, "stream outlived shutdown");
+        assert!(forgotten(&sessions).await);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_stream_ends_the_session() {
+        let (sessions, _shutdown, body) =
+            open(Duration::from_secs(60), Duration::from_secs(60)).await;
+        drop(body);
+        assert!(forgotten(&sessions).await, "session outlived its client");
+    }
+}

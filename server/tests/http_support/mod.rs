@@ -63,7 +63,12 @@ pub struct Server {
 impl Server {
     /// Starts `--transport http --bind 127.0.0.1:0` plus `extra` flags on `projects`.
     pub fn start(projects: &Path, extra: &[&str]) -> Self {
-        let mut child = spawn(projects, "127.0.0.1:0", extra);
+        Self::start_logging(projects, extra, "info")
+    }
+
+    /// Like [`Server::start`], with the given `PYRUN_LOG` filter.
+    pub fn start_logging(projects: &Path, extra: &[&str], log: &str) -> Self {
+        let mut child = spawn_logging(projects, "127.0.0.1:0", extra, log);
         let (tx, rx) = mpsc::channel();
         let stderr = child.stderr.take().expect("piped stderr");
         std::thread::spawn(move || {
@@ -133,6 +138,10 @@ impl Drop for Server {
 
 /// Spawns the binary without waiting for it; settings come only from flags (no MCP_* leaks in).
 pub fn spawn(projects: &Path, bind: &str, extra: &[&str]) -> Child {
+    spawn_logging(projects, bind, extra, "info")
+}
+
+fn spawn_logging(projects: &Path, bind: &str, extra: &[&str], log: &str) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"));
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy().into_owned();
@@ -144,7 +153,7 @@ pub fn spawn(projects: &Path, bind: &str, extra: &[&str]) -> Child {
         .args(["--transport", "http", "--bind", bind, "--projects-dir"])
         .arg(projects)
         .args(extra)
-        .env("PYRUN_LOG", "info")
+        .env("PYRUN_LOG", log)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -17,7 +17,7 @@ pub async fn log_request(request: Request, next: Next) -> Response {
         %method,
         %path,
         status = response.status().as_u16(),
-        ms = start.elapsed().as_secs_f64() * 1000.0,
+        ms = format_args!("{:.1}", start.elapsed().as_secs_f64() * 1000.0),
         "request"
     );
     response
