@@ -15,6 +15,7 @@ use anyhow::Context;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -61,6 +62,13 @@ pub async fn serve(
     }
     // A plain line on stderr, stable for scripts and tests that bind port 0.
     eprintln!("pyrun-mcp listening on http://{addr}");
+    // Without TCP_NODELAY, a response's second small write (the JSON-RPC answer after the SSE
+    // priming event) waits for the client's delayed ACK: ~40 ms on every call.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+    });
     let server = axum::serve(listener, router(app, shutdown.clone()))
         .with_graceful_shutdown(shutdown.clone().cancelled_owned())
         .into_future();
