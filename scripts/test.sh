@@ -51,6 +51,10 @@ run_tests() {
 
 step "cargo fmt --check" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
+# The test-only conformance fixtures compile only with their feature: lint them too (check only,
+# so no binary with fixtures lands in target/debug/).
+step "cargo clippy (conformance fixtures)" \
+    cargo clippy -p pyrun-mcp-server --features conformance --all-targets -- -D warnings
 if command -v rustup >/dev/null 2>&1; then
     cross_check x86_64-pc-windows-gnu
     cross_check x86_64-apple-darwin

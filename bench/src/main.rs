@@ -156,7 +156,10 @@ async fn main() -> anyhow::Result<()> {
                 },
                 |b| latency_cell(b, &raw),
             ),
-            format!("overhead {}", ms(s.median().saturating_sub(raw.median()))),
+            format!(
+                "overhead {:+.2} ms",
+                (s.median().as_secs_f64() - raw.median().as_secs_f64()) * 1000.0
+            ),
         );
     }
 

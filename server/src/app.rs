@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::paths::{PathError, ProjectRoot};
 use crate::runner::{Runner, RunnerSettings};
-use crate::sandbox::{ResourceLimits, Sandbox, SandboxError, SandboxMode, SandboxPolicy};
+use crate::sandbox::{python_read_paths, Sandbox, SandboxError, SandboxMode, SandboxPolicy};
 
 #[derive(Debug)]
 pub struct App {
@@ -28,12 +28,17 @@ impl App {
     /// `shutdown` kills every run in flight when it fires.
     pub fn build(config: Config, shutdown: CancellationToken) -> Result<Arc<Self>, AppError> {
         let root = ProjectRoot::open(&config.projects_dir)?;
+        let settings = &config.sandbox;
+        let mut read_paths = vec![root.path().to_path_buf()];
+        if settings.mode != SandboxMode::Off {
+            read_paths.extend(python_read_paths(&config.python)?);
+        }
         let sandbox = Sandbox::new(SandboxPolicy {
-            mode: SandboxMode::Standard,
-            read_paths: vec![root.path().to_path_buf()],
+            mode: settings.mode,
+            read_paths,
             write_paths: vec![root.path().to_path_buf()],
-            allow_network: true,
-            limits: ResourceLimits::default(),
+            allow_network: settings.allow_network,
+            limits: settings.limits.clone(),
         })?;
         let runner = Runner::new(
             RunnerSettings {

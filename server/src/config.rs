@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+use crate::sandbox::{ResourceLimits, SandboxMode};
+
 /// Upper bound for `--timeout`: a day. Anything longer is almost surely a typo.
 const MAX_TIMEOUT_SECS: u64 = 86_400;
 
@@ -60,6 +62,44 @@ pub struct Cli {
 
     #[command(flatten)]
     pub http: HttpCli,
+
+    #[command(flatten)]
+    pub sandbox: SandboxCli,
+}
+
+/// How every run is confined (see README, "Security model").
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Sandbox")]
+pub struct SandboxCli {
+    /// Isolation of runs: `standard` applies every layer the machine supports, `strict` refuses to
+    /// start unless all are available, `off` gives scripts all the rights of the server.
+    #[arg(long = "sandbox", env = "PYRUN_SANDBOX", value_enum, default_value_t = SandboxMode::Standard)]
+    pub mode: SandboxMode,
+
+    /// Let scripts open TCP/UDP sockets (UNIX sockets stay closed).
+    #[arg(long, env = "PYRUN_ALLOW_NETWORK")]
+    pub allow_network: bool,
+
+    /// Memory of a run in MiB (address space per process; the whole run where a memory cgroup
+    /// exists). 0 = unlimited.
+    #[arg(long, env = "PYRUN_MAX_MEMORY_MB", default_value_t = 2048)]
+    pub max_memory_mb: u64,
+
+    /// CPU seconds per process of a run; never less than --timeout. 0 = unlimited.
+    #[arg(long, env = "PYRUN_MAX_CPU_SECS", default_value_t = 300)]
+    pub max_cpu_secs: u64,
+
+    /// Largest file a run may write, in MiB. 0 = unlimited.
+    #[arg(long, env = "PYRUN_MAX_FILE_SIZE_MB", default_value_t = 1024)]
+    pub max_file_size_mb: u64,
+
+    /// Open files per process of a run. 0 = unlimited.
+    #[arg(long, env = "PYRUN_MAX_OPEN_FILES", default_value_t = 1024)]
+    pub max_open_files: u64,
+
+    /// Processes and threads of a run (a fork bomb stops here). 0 = unlimited.
+    #[arg(long, env = "PYRUN_MAX_PROCESSES", default_value_t = 64)]
+    pub max_processes: u64,
 }
 
 /// Settings of `--transport http`.
@@ -123,6 +163,15 @@ pub struct Config {
     pub max_concurrent: usize,
     pub pass_env: Vec<String>,
     pub http: HttpConfig,
+    pub sandbox: SandboxConfig,
+}
+
+/// How runs are confined, validated.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    pub mode: SandboxMode,
+    pub allow_network: bool,
+    pub limits: ResourceLimits,
 }
 
 /// How `--transport http` serves, validated.
@@ -195,6 +244,7 @@ impl Cli {
         let http = self.http.resolve(self.transport)?;
         let python = resolve_python(self.python.as_deref())?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let sandbox = self.sandbox.resolve(self.timeout);
         Ok(Config {
             transport: self.transport,
             projects_dir: self.projects_dir,
@@ -206,7 +256,29 @@ impl Cli {
                 .map_or(2 * cpus, |n| usize::try_from(n).unwrap_or(usize::MAX)),
             pass_env: self.pass_env,
             http,
+            sandbox,
         })
+    }
+}
+
+impl SandboxCli {
+    fn resolve(self, timeout_secs: u64) -> SandboxConfig {
+        const MIB: u64 = 1 << 20;
+        let cpu_secs = match self.max_cpu_secs {
+            0 => 0,
+            n => n.max(timeout_secs),
+        };
+        SandboxConfig {
+            mode: self.mode,
+            allow_network: self.allow_network,
+            limits: ResourceLimits {
+                memory_bytes: self.max_memory_mb.saturating_mul(MIB),
+                cpu_secs,
+                file_size_bytes: self.max_file_size_mb.saturating_mul(MIB),
+                open_files: self.max_open_files,
+                processes: self.max_processes,
+            },
+        }
     }
 }
 
@@ -464,5 +536,34 @@ mod tests {
         ])
         .unwrap();
         assert!(matches!(cli.resolve(), Err(ConfigError::BadEnvName(_))));
+    }
+
+    #[test]
+    fn sandbox_defaults_to_standard_without_network() {
+        let cli = parse(&[]).unwrap();
+        let sandbox = cli.sandbox.resolve(30);
+        assert_eq!(sandbox.mode, SandboxMode::Standard);
+        assert!(!sandbox.allow_network);
+        assert_eq!(sandbox.limits, ResourceLimits::default());
+    }
+
+    #[test]
+    fn sandbox_flags_are_read_and_cpu_covers_the_timeout() {
+        let cli = parse(&[
+            "--sandbox",
+            "strict",
+            "--allow-network",
+            "--max-memory-mb",
+            "512",
+            "--max-cpu-secs",
+            "10",
+        ])
+        .unwrap();
+        let sandbox = cli.sandbox.resolve(60);
+        assert_eq!(sandbox.mode, SandboxMode::Strict);
+        assert!(sandbox.allow_network);
+        assert_eq!(sandbox.limits.memory_bytes, 512 << 20);
+        assert_eq!(sandbox.limits.cpu_secs, 60);
+        assert!(parse(&["--sandbox", "loose"]).is_err());
     }
 }

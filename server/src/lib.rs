@@ -5,6 +5,8 @@
 
 pub mod app;
 pub mod config;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod paths;
 pub mod runner;
 pub mod sandbox;

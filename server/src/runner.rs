@@ -158,6 +158,12 @@ impl Runner {
 
         let started = Instant::now();
         let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+        // Windows: a kill-on-close Job Object holds the whole tree (on error, kill_on_drop).
+        #[cfg(windows)]
+        let _job = match child.raw_handle() {
+            Some(handle) => self.sandbox.assign_job(handle)?,
+            None => None,
+        };
         let tree = ProcessTree::of(&child);
 
         if let (Some(mut pipe), Some(text)) = (child.stdin.take(), req.stdin) {

@@ -89,7 +89,10 @@ impl PyRunServer {
     pub fn new(app: Arc<App>) -> Self {
         Self {
             app,
+            #[cfg(not(feature = "conformance"))]
             tool_router: Self::tool_router(),
+            #[cfg(feature = "conformance")] // test-only fixtures, see conformance.rs
+            tool_router: Self::tool_router() + crate::conformance::tool_router(),
         }
     }
 
@@ -195,13 +198,19 @@ impl PyRunServer {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for PyRunServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("pyrun-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Runs the Python files of one projects folder. Call list_python_files to see \
                  them, then run_python with a file_name relative to that folder.",
-            )
+            );
+        #[cfg(feature = "conformance")]
+        let info = crate::conformance::extend_info(info);
+        info
     }
+
+    #[cfg(feature = "conformance")]
+    crate::conformance_handlers!();
 }
 
 /// Awaits a run while telling the caller, every [`PROGRESS_EVERY`], that it is still going.

@@ -1,5 +1,21 @@
 """What every client script does with a connected client, and how it reports it (shared)."""
 
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+# Every HTTP status the client's requests got, in order (reported so tests can see a 401).
+STATUSES = []
+
+
+async def _record_status(response):
+    STATUSES.append(response.status_code)
+
+
+def recording_http_client(headers=None, timeout=None, auth=None, **_ignored):
+    """The SDK's own HTTP client, plus a hook noting each response's status in STATUSES."""
+    client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+    client.event_hooks["response"].append(_record_status)
+    return client
+
 # The calls every client makes, by report key: (tool, arguments).
 CALLS = {
     "hello": ("run_python", {"file_name": "hello_world.py"}),

@@ -13,15 +13,17 @@ import json
 from fastmcp import Client
 from fastmcp.client.transports import SSETransport, StreamableHttpTransport
 
-from common import error_text, run_session
+from common import STATUSES, error_text, recording_http_client, run_session
 
 
 async def main(opts):
     headers = {"Authorization": f"Bearer {opts.token}"} if opts.token else None
     if opts.http:
-        transport = StreamableHttpTransport(opts.http, headers=headers)
+        transport = StreamableHttpTransport(
+            opts.http, headers=headers, httpx_client_factory=recording_http_client
+        )
     else:
-        transport = SSETransport(opts.sse, headers=headers)
+        transport = SSETransport(opts.sse, headers=headers, httpx_client_factory=recording_http_client)
     try:
         async with Client(transport, mode=opts.mode, timeout=60) as client:
 
@@ -33,6 +35,7 @@ async def main(opts):
         if not opts.expect_failure:
             raise
         report = {"error": error_text(exc)}
+    report["http_statuses"] = STATUSES
     print(json.dumps(report))
 
 

@@ -16,9 +16,8 @@ import sys
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
-from common import error_text, run_session
+from common import STATUSES, error_text, recording_http_client, run_session
 
 
 def transport(opts):
@@ -27,8 +26,8 @@ def transport(opts):
         program, *args = opts.stdio
         return StdioServerParameters(command=program, args=args)
     if opts.http:
-        return streamable_http_client(opts.http, http_client=create_mcp_http_client(headers=headers))
-    return sse_client(opts.sse, headers=headers)
+        return streamable_http_client(opts.http, http_client=recording_http_client(headers=headers))
+    return sse_client(opts.sse, headers=headers, httpx_client_factory=recording_http_client)
 
 
 async def main(opts):
@@ -39,6 +38,7 @@ async def main(opts):
         if not opts.expect_failure:
             raise
         report = {"error": error_text(exc)}
+    report["http_statuses"] = STATUSES
     print(json.dumps(report))
 
 

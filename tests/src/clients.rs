@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::deps::python_env;
+use crate::deps::{node_env, python_env};
 use crate::paths::workspace_root;
 use crate::process::{run_bounded, Output};
 
@@ -45,6 +45,31 @@ pub fn last_json_line(out: &Output) -> Value {
         .unwrap_or_else(|| panic!("no JSON report on stdout:\n{}", out.describe()))
 }
 
+/// The arguments of a client script, as owned strings.
+pub fn args(parts: &[&str]) -> Vec<String> {
+    parts.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Asserts that a client run with `--expect-failure` could not connect because the server answered
+/// 401 (see `http_statuses` in `tests/clients/common.py`).
+pub fn assert_unauthorized(report: &Value) {
+    let ctx = serde_json::to_string_pretty(report).unwrap_or_default();
+    assert!(
+        report["tools"].is_null(),
+        "connected without a valid token: {ctx}"
+    );
+    assert!(report["error"].is_string(), "no error reported: {ctx}");
+    let statuses = report["http_statuses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(!statuses.is_empty(), "no HTTP response seen: {ctx}");
+    assert!(
+        statuses.iter().all(|s| s == 401),
+        "every request must get 401: {ctx}"
+    );
+}
+
 /// Asserts what a user of any client must see in a session report (see `tests/clients/common.py`):
 /// both tools listed, the three samples ran with their output and exit codes, the package sample is
 /// listed, and a path escape came back as a tool error.
@@ -54,9 +79,11 @@ pub fn assert_standard_session(report: &Value) {
         .as_array()
         .map(|t| t.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    assert!(
-        tools.contains(&"run_python") && tools.contains(&"list_python_files"),
-        "tools/list lacks our tools: {tools:?}\n{}",
+    // Exactly ours: the conformance fixtures must never reach the normal binary.
+    assert_eq!(
+        tools,
+        ["list_python_files", "run_python"],
+        "tools/list: {}",
         ctx()
     );
     let call = |key: &str| &report["calls"][key];
@@ -133,4 +160,19 @@ pub fn assert_standard_session(report: &Value) {
 
 fn text(call: &Value) -> &str {
     call["text"].as_str().unwrap_or_default()
+}
+
+/// Runs the MCP Inspector's CLI (`inspector --cli ARGS…`) with Node 22, in a throw-away HOME so it
+/// neither reads nor writes the developer's `~/.mcp-inspector`.
+pub fn inspector_cli(cli_args: &[&str]) -> Output {
+    let node = node_env();
+    let home = tempfile::tempdir().expect("temporary HOME");
+    let mut cmd = node.command(&node.inspector);
+    cmd.arg("--cli")
+        .args(cli_args)
+        .env("HOME", home.path())
+        .env("USERPROFILE", home.path())
+        .env("MCP_CATALOG_PATH", home.path().join("mcp.json"))
+        .env("CI", "1");
+    run_bounded(&mut cmd, CLIENT_TIMEOUT)
 }

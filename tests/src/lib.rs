@@ -10,7 +10,9 @@ pub mod paths;
 pub mod process;
 pub mod server;
 
-pub use clients::{assert_standard_session, client_script, python_client};
+pub use clients::{
+    args, assert_standard_session, assert_unauthorized, client_script, inspector_cli, python_client,
+};
 pub use deps::{node_env, python_env, NodeEnv};
 pub use paths::{bin_path, projects_copy, sample_projects, target_dir, workspace_root};
 pub use process::{run_bounded, Output};

@@ -1,22 +1,95 @@
-//! Kernel policy for every run. This first version applies no kernel layer yet: it only records
-//! that runs are confined to their own process group. The sandbox issue replaces it.
+//! Sandbox: turns a `SandboxPolicy` into kernel rules around every run; one entry point, `Sandbox::confine`.
+//!
+//! The runner builds a `std::process::Command` (program = resolved Python, scrubbed env, own process
+//! group, piped stdio) and hands it to [`Sandbox::confine`] just before spawning. Everything that
+//! allocates or may fail is prepared in the server process (probing, the compiled seccomp BPF, the
+//! Landlock ruleset fd, per-run cgroups); the child runs only raw syscalls between `fork` and `exec`.
+//! If a layer that [`Sandbox::new`] reported as active cannot be applied, the child fails before
+//! `exec` and the run never starts: the sandbox fails closed.
+//!
+//! Linux steps in the child, in this order (see `linux/mod.rs`):
+//! 1. join the run's cgroups (`pids.max`, `memory.limit_in_bytes`), while still having the rights to;
+//! 2. rlimits: address space, CPU seconds, file size, open files, processes, no core dumps;
+//! 3. `unshare(CLONE_NEWUSER | CLONE_NEWNET)`: no capabilities outside, and no network interfaces
+//!    but a downed loopback (only `CLONE_NEWUSER` with `--allow-network`);
+//! 4. `PR_SET_NO_NEW_PRIVS`, then Landlock: read-only Python and system files, read-write projects
+//!    folder and scratch, nothing else; no signals or abstract sockets out of the sandbox; no TCP;
+//! 5. seccomp, last: no ptrace, mount, bpf, keyctl, io_uring, namespaces, module loading, `socket()`
+//!    (any family without `--allow-network`, `AF_UNIX` always), and no `setsid`/`setpgid`.
+//!
+//! Why no process escapes the runner's group kill: the runner puts the child in its own process
+//! group and kills that group. The only ways out of a process group are `setsid` and `setpgid`,
+//! which seccomp refuses, so double-forked daemons and `start_new_session=True` children stay in the
+//! group and die with it. This is free (the filter is installed anyway), unlike a PID namespace (an
+//! extra init process per run) or a cgroup v2 `cgroup.kill` (needs a delegated cgroup v2 tree,
+//! which this kind of machine does not have). The per-run pids cgroup bounds how many processes
+//! a run can make, also for root, for whom `RLIMIT_NPROC` is not enforced.
+//!
+//! Other platforms: Windows gets a kill-on-close Job Object per run with memory and process-count
+//! limits ([`Sandbox::assign_job`]); macOS and other Unixes get rlimits and the process group only.
 
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(all(unix, not(target_os = "linux")))]
+mod other_unix;
+mod python;
+#[cfg(unix)]
+mod unix_limits;
+#[cfg(windows)]
+mod windows;
+
+pub use python::python_read_paths;
+#[cfg(windows)]
+pub use windows::RunJob;
+
+/// How much isolation the server insists on (`--sandbox`, env `PYRUN_SANDBOX`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum SandboxMode {
+    /// Refuse to start unless every layer is available on this machine.
     Strict,
+    /// Apply every layer this machine supports and report which ones.
     Standard,
+    /// No isolation: scripts run with the server's own rights.
     Off,
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct ResourceLimits {}
+/// Per-run resource limits. A value of 0 means "no limit" for that resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// Address space per process, and memory of the whole run where a memory cgroup exists.
+    pub memory_bytes: u64,
+    /// CPU seconds per process (keep it at least the run timeout).
+    pub cpu_secs: u64,
+    /// Largest file a run may write.
+    pub file_size_bytes: u64,
+    /// Open file descriptors per process.
+    pub open_files: u64,
+    /// Processes (and threads) of the whole run.
+    pub processes: u64,
+}
 
-#[derive(Debug, Clone)]
+impl Default for ResourceLimits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 2048 << 20,
+            cpu_secs: 300,
+            file_size_bytes: 1024 << 20,
+            open_files: 1024,
+            processes: 64,
+        }
+    }
+}
+
+/// What a run may touch. System directories Python needs (`/usr`, `/lib*`, `/etc/ld.so.cache`, a few
+/// devices) are added by the sandbox itself; see [`python_read_paths`] for the interpreter's own.
+#[derive(Clone, Debug)]
 pub struct SandboxPolicy {
     pub mode: SandboxMode,
+    /// Readable (and executable) trees: projects folder, Python prefixes and site-packages.
     pub read_paths: Vec<PathBuf>,
+    /// Writable trees: the projects folder. The per-run scratch dir is added by `confine`.
     pub write_paths: Vec<PathBuf>,
     pub allow_network: bool,
     pub limits: ResourceLimits,
@@ -24,34 +97,97 @@ pub struct SandboxPolicy {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    #[error("sandbox layer unavailable: {0}")]
-    Unavailable(String),
+    #[error(
+        "--sandbox strict: this machine lacks {missing}; run with --sandbox standard to use the layers it has"
+    )]
+    StrictUnavailable { missing: String },
+    #[error("cannot prepare the sandbox ({what}): {source}")]
+    Prepare {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot build the Landlock ruleset: {0}")]
+    Landlock(String),
+    #[error("cannot compile the seccomp filter: {0}")]
+    Seccomp(String),
+    #[error("cannot ask the interpreter {python} for its paths: {reason}")]
+    PythonPaths { python: PathBuf, reason: String },
 }
 
+impl SandboxError {
+    #[cfg(any(target_os = "linux", windows))]
+    fn prepare(what: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Prepare {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// The probed, precomputed sandbox. Cheap to share (`Send + Sync`); one per server.
 #[derive(Debug)]
 pub struct Sandbox {
-    _policy: SandboxPolicy,
+    mode: SandboxMode,
+    #[cfg(target_os = "linux")]
+    imp: Option<linux::LinuxSandbox>,
+    #[cfg(all(unix, not(target_os = "linux")))]
+    imp: Option<other_unix::UnixSandbox>,
+    #[cfg(windows)]
+    imp: Option<windows::JobSandbox>,
 }
 
 impl Sandbox {
-    pub fn new(policy: SandboxPolicy) -> Result<Self, SandboxError> {
-        if policy.mode == SandboxMode::Strict {
-            return Err(SandboxError::Unavailable(
-                "no kernel layer is built yet".into(),
-            ));
+    /// Probe the kernel once at start-up. Strict: error if any layer is missing. Off: loud warning.
+    pub fn new(policy: SandboxPolicy) -> Result<Sandbox, SandboxError> {
+        let mode = policy.mode;
+        if mode == SandboxMode::Off {
+            tracing::warn!(
+                "SANDBOX OFF: scripts run with all the rights of this server (files, network, processes); \
+                 use --sandbox standard unless every script is trusted"
+            );
+            return Ok(Sandbox { mode, imp: None });
         }
-        Ok(Self { _policy: policy })
+        #[cfg(target_os = "linux")]
+        let imp = linux::LinuxSandbox::new(policy)?;
+        #[cfg(all(unix, not(target_os = "linux")))]
+        let imp = other_unix::UnixSandbox::new(policy)?;
+        #[cfg(windows)]
+        let imp = windows::JobSandbox::new(policy)?;
+        Ok(Sandbox {
+            mode,
+            imp: Some(imp),
+        })
     }
 
+    pub fn mode(&self) -> SandboxMode {
+        self.mode
+    }
+
+    /// Names of the active layers, for start-up logs, `/health` and every run's output.
     pub fn layers(&self) -> Vec<&'static str> {
-        vec!["process-group"]
+        let mut layers = match &self.imp {
+            Some(imp) => imp.layers(),
+            None => Vec::new(),
+        };
+        // The runner always puts a run in its own process group and kills the group.
+        if cfg!(unix) && !layers.contains(&"process-group") {
+            layers.push("process-group");
+        }
+        layers
     }
 
+    /// Install the policy on the runner's command. `scratch` is the run's own writable directory.
+    /// Fails closed: on error the command must not be spawned; if a layer cannot be applied in the
+    /// child, the spawn itself fails.
     pub fn confine(
         &self,
-        _cmd: &mut std::process::Command,
-        _scratch: &Path,
+        cmd: &mut std::process::Command,
+        scratch: &Path,
     ) -> Result<(), SandboxError> {
-        Ok(())
+        match &self.imp {
+            Some(imp) => imp.confine(cmd, scratch),
+            None => Ok(()),
+        }
     }
 }

@@ -1,0 +1,119 @@
+//! Command-line types (clap derive). Parsing only: validation and I/O happen in the modules that use them.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::error::EXIT_CODES_HELP;
+
+/// Talk to an MCP server from a shell or a CI job: list its tools, call them, run a Python file.
+///
+/// TARGET is an http(s) URL ending in /mcp (Streamable HTTP) or /sse (legacy HTTP+SSE), or a
+/// command line that starts a stdio server, e.g.
+/// "pyrun-mcp-server --transport stdio --projects-dir ./python_projects" (split like a shell
+/// would, never run through one).
+#[derive(Debug, Parser)]
+#[command(name = "pyrun-mcp-client", version, after_help = EXIT_CODES_HELP)]
+pub struct Cli {
+    /// Server URL or stdio server command line.
+    #[arg(
+        long,
+        short = 's',
+        env = "MCP_SERVER_URL",
+        value_name = "TARGET",
+        global = true
+    )]
+    pub server: Option<String>,
+
+    /// How to talk to TARGET; `auto` picks by the URL path (/sse → sse, other URLs → http,
+    /// anything else → stdio).
+    #[arg(long, value_enum, default_value_t = TransportChoice::Auto, global = true)]
+    pub transport: TransportChoice,
+
+    /// Bearer token sent as `Authorization: Bearer TOKEN` (HTTP and SSE only).
+    #[arg(long, env = "MCP_AUTH_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+
+    /// Extra HTTP header, `Name: value`; repeatable (e.g. 'ngrok-skip-browser-warning: 1').
+    #[arg(
+        long = "header",
+        short = 'H',
+        value_name = "NAME: VALUE",
+        global = true
+    )]
+    pub headers: Vec<String>,
+
+    /// Machine-readable JSON on stdout instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Give up after this many seconds (connect plus the call); the call is cancelled on the server.
+    #[arg(long, value_name = "SECONDS", global = true)]
+    pub timeout: Option<f64>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TransportChoice {
+    Auto,
+    Http,
+    Sse,
+    Stdio,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the server's tools with one-line descriptions.
+    Tools {
+        /// Also print each tool's input schema.
+        #[arg(long, short)]
+        verbose: bool,
+    },
+    /// Call any tool and print its text content (the whole result with --json).
+    Call(CallArgs),
+    /// Run a Python file with run_python: its stdout to stdout, its stderr to stderr, and its exit
+    /// code as ours (124 if it timed out).
+    Run(RunArgs),
+    /// List the Python files the server can run (list_python_files).
+    Files {
+        /// Only this subdirectory of the projects folder.
+        dir: Option<String>,
+    },
+    /// Measure the round-trip time of a few pings.
+    Ping {
+        /// How many pings.
+        #[arg(long, short = 'n', default_value_t = 5)]
+        count: u32,
+    },
+    /// A small menu: run a file, list files, list tools, quit (the default on a terminal).
+    Interactive,
+}
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// Tool name.
+    pub tool: String,
+    /// Argument as key=value; the value is parsed as JSON unless the tool's schema says string.
+    #[arg(long = "arg", short = 'a', value_name = "KEY=VALUE")]
+    pub args: Vec<String>,
+    /// All arguments as one JSON object (`--arg` entries override its keys).
+    #[arg(long, value_name = "JSON")]
+    pub args_json: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Python file, relative to the server's projects folder.
+    pub file: String,
+    /// Arguments for the script (after `--`).
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
+    /// Feed this file to the script's stdin (`-` reads our own stdin).
+    #[arg(long, value_name = "PATH")]
+    pub stdin_file: Option<PathBuf>,
+    /// The script's own time limit in seconds, enforced by the server (exit 124 when hit).
+    #[arg(long, value_name = "SECONDS")]
+    pub script_timeout: Option<u64>,
+}

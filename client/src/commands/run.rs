@@ -1,0 +1,194 @@
+//! `run FILE [-- ARGS…]`: run_python, reporting the script's output and exit code.
+
+use std::io::Read;
+
+use rmcp::model::{CallToolResult, JsonObject};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::cli::RunArgs;
+use crate::error::{exit_code, ClientError};
+use crate::session::Session;
+
+pub const TOOL: &str = "run_python";
+
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The whole result, for `--json`.
+    pub result: CallToolResult,
+    pub outcome: RunOutcome,
+    /// Which streams the server cut short ("stdout", "stderr").
+    pub truncated: Vec<&'static str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// pyrun-mcp's structured result.
+    Finished {
+        stdout: String,
+        stderr: String,
+        exit_code: Option<i32>,
+        timed_out: bool,
+    },
+    /// A server without `structuredContent`: only text to show.
+    Unstructured,
+}
+
+/// The part of `structuredContent` we use.
+#[derive(Debug, Deserialize)]
+struct Structured {
+    #[serde(default)]
+    stdout: String,
+    #[serde(default)]
+    stderr: String,
+    exit_code: Option<i32>,
+    #[serde(default)]
+    timed_out: bool,
+    #[serde(default)]
+    stdout_truncated: bool,
+    #[serde(default)]
+    stderr_truncated: bool,
+}
+
+impl RunReport {
+    pub fn from_result(result: CallToolResult) -> Self {
+        let structured = result
+            .structured_content
+            .clone()
+            .and_then(|v| serde_json::from_value::<Structured>(v).ok());
+        let Some(s) = structured else {
+            return Self {
+                result,
+                outcome: RunOutcome::Unstructured,
+                truncated: vec![],
+            };
+        };
+        let truncated = [
+            ("stdout", s.stdout_truncated),
+            ("stderr", s.stderr_truncated),
+        ]
+        .into_iter()
+        .filter_map(|(name, cut)| cut.then_some(name))
+        .collect();
+        let outcome = RunOutcome::Finished {
+            stdout: s.stdout,
+            stderr: s.stderr,
+            exit_code: s.exit_code,
+            timed_out: s.timed_out,
+        };
+        Self {
+            result,
+            outcome,
+            truncated,
+        }
+    }
+
+    /// The script's exit code as ours: 124 on timeout, 1 if it was killed or the tool failed.
+    pub fn exit_code(&self) -> u8 {
+        match &self.outcome {
+            RunOutcome::Finished {
+                timed_out: true, ..
+            } => exit_code::TIMEOUT,
+            RunOutcome::Finished {
+                exit_code: Some(code),
+                ..
+            } => u8::try_from(*code).unwrap_or(exit_code::FAILURE),
+            RunOutcome::Finished {
+                exit_code: None, ..
+            } => exit_code::FAILURE,
+            RunOutcome::Unstructured if self.result.is_error == Some(true) => exit_code::FAILURE,
+            RunOutcome::Unstructured => 0,
+        }
+    }
+}
+
+pub async fn execute(session: &Session, args: &RunArgs) -> Result<RunReport, ClientError> {
+    let mut arguments = JsonObject::new();
+    arguments.insert("file_name".into(), json!(args.file));
+    if !args.args.is_empty() {
+        arguments.insert("args".into(), json!(args.args));
+    }
+    if let Some(path) = &args.stdin_file {
+        arguments.insert("stdin".into(), Value::String(read_stdin_file(path)?));
+    }
+    if let Some(seconds) = args.script_timeout {
+        arguments.insert("timeout_seconds".into(), json!(seconds));
+    }
+    let result = session.call_tool(TOOL, arguments).await?;
+    let report = RunReport::from_result(result);
+    // A refused call (missing file, path outside the folder) is the tool's error, not the script's.
+    if report.outcome == RunOutcome::Unstructured && report.result.is_error == Some(true) {
+        return Err(ClientError::tool_failed(TOOL, &report.result));
+    }
+    Ok(report)
+}
+
+fn read_stdin_file(path: &std::path::Path) -> Result<String, ClientError> {
+    let io_error = |source| ClientError::Io {
+        context: format!("cannot read {}", path.display()),
+        source,
+    };
+    let mut bytes = Vec::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin().read_to_end(&mut bytes).map_err(io_error)?;
+    } else {
+        bytes = std::fs::read(path).map_err(io_error)?;
+    }
+    String::from_utf8(bytes).map_err(|_| ClientError::BadArguments {
+        tool: TOOL.into(),
+        reason: format!("{} is not UTF-8 text", path.display()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::ContentBlock;
+
+    fn report(structured: Value) -> RunReport {
+        let mut result = CallToolResult::success(vec![ContentBlock::text("x")]);
+        result.structured_content = Some(structured);
+        RunReport::from_result(result)
+    }
+
+    #[test]
+    fn exit_code_follows_the_script() {
+        assert_eq!(
+            report(json!({"stdout": "hi\n", "stderr": "", "exit_code": 0, "timed_out": false}))
+                .exit_code(),
+            0
+        );
+        assert_eq!(
+            report(json!({"stdout": "", "stderr": "boom", "exit_code": 3, "timed_out": false}))
+                .exit_code(),
+            3
+        );
+        assert_eq!(
+            report(json!({"exit_code": null, "timed_out": true})).exit_code(),
+            124
+        );
+        assert_eq!(
+            report(json!({"exit_code": null, "timed_out": false})).exit_code(),
+            1
+        );
+        assert_eq!(
+            report(json!({"exit_code": -9, "timed_out": false})).exit_code(),
+            1
+        );
+    }
+
+    #[test]
+    fn truncation_is_reported() {
+        let r =
+            report(json!({"exit_code": 0, "stdout_truncated": true, "stderr_truncated": false}));
+        assert_eq!(r.truncated, vec!["stdout"]);
+    }
+
+    #[test]
+    fn a_foreign_server_gives_text_only() {
+        let mut result = CallToolResult::success(vec![ContentBlock::text("hello")]);
+        assert_eq!(RunReport::from_result(result.clone()).exit_code(), 0);
+        result.is_error = Some(true);
+        assert_eq!(RunReport::from_result(result).exit_code(), 1);
+    }
+}

@@ -1,0 +1,213 @@
+//! A connected session plus the two ways a call ends early: Ctrl-C and `--timeout`. Either one
+//! sends `notifications/cancelled` for the request in flight before returning.
+
+use std::future::Future;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientRequest, JsonObject, PingRequest, ServerResult,
+    Tool,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::connect::McpSession;
+use crate::error::ClientError;
+use crate::output::Reporter;
+
+/// When to stop waiting: Ctrl-C (`interrupt`) or the `--timeout` deadline.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub interrupt: CancellationToken,
+    pub deadline: Option<(Instant, Duration)>,
+}
+
+impl Limits {
+    /// Runs `fut` unless Ctrl-C or the deadline comes first (dropping `fut` then).
+    pub async fn guard<T>(
+        &self,
+        fut: impl Future<Output = Result<T, ClientError>>,
+    ) -> Result<T, ClientError> {
+        tokio::select! {
+            result = fut => result,
+            () = self.interrupt.cancelled() => Err(ClientError::Interrupted),
+            limit = self.expired() => Err(ClientError::Timeout(limit)),
+        }
+    }
+
+    async fn expired(&self) -> Duration {
+        match self.deadline {
+            Some((at, limit)) => {
+                tokio::time::sleep_until(at).await;
+                limit
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
+
+pub struct Session {
+    service: McpSession,
+    limits: Limits,
+    reporter: Reporter,
+}
+
+impl Session {
+    pub fn new(service: McpSession, limits: Limits, reporter: Reporter) -> Self {
+        Self {
+            service,
+            limits,
+            reporter,
+        }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The server's name and version from `initialize`, if it sent them.
+    pub fn server_name(&self) -> Option<String> {
+        self.service
+            .peer_info()
+            .and_then(|info| info.server_info.clone())
+            .map(|server| format!("{} {}", server.name, server.version))
+    }
+
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
+        self.limits
+            .guard(async {
+                self.service
+                    .list_all_tools()
+                    .await
+                    .map_err(|e| service_error(e, "tools/list"))
+            })
+            .await
+    }
+
+    /// One `ping` round trip.
+    pub async fn ping(&self) -> Result<(), ClientError> {
+        let request = ClientRequest::PingRequest(PingRequest::default());
+        match self.request(request, "ping").await? {
+            ServerResult::EmptyResult(_) => Ok(()),
+            other => Err(unexpected("ping", &other)),
+        }
+    }
+
+    /// `tools/call`; errors the server returns come back as `ClientError`, a result with
+    /// `isError` comes back as `Ok`.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+    ) -> Result<rmcp::model::CallToolResult, ClientError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
+        ));
+        let result = self.request(request, name).await;
+        match result {
+            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            Ok(ServerResult::InputRequiredResult(_)) => Err(ClientError::Protocol(format!(
+                "the tool `{name}` asked for more input, which this client does not support"
+            ))),
+            Ok(other) => Err(unexpected(name, &other)),
+            Err(ClientError::BadArguments { reason, .. }) => {
+                Err(self.classify_rejected_call(name, reason).await)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends a request with a spinner running; on Ctrl-C or timeout, cancels it on the server.
+    async fn request(
+        &self,
+        request: ClientRequest,
+        label: &str,
+    ) -> Result<ServerResult, ClientError> {
+        let peer = self.service.peer();
+        let mut handle = self
+            .limits
+            .guard(async {
+                peer.send_cancellable_request(request, PeerRequestOptions::no_options())
+                    .await
+                    .map_err(|e| service_error(e, label))
+            })
+            .await?;
+        self.reporter.begin(label);
+        let outcome = self
+            .limits
+            .guard(async { Ok((&mut handle.rx).await) })
+            .await;
+        self.reporter.end();
+        match outcome {
+            Ok(Ok(Ok(result))) => Ok(result),
+            Ok(Ok(Err(e))) => Err(service_error(e, label)),
+            Ok(Err(_closed)) => Err(ClientError::Protocol(
+                "the connection closed before the answer arrived".into(),
+            )),
+            Err(stop) => {
+                let reason = match &stop {
+                    ClientError::Interrupted => "interrupted by the user (Ctrl-C)",
+                    _ => "client timeout",
+                };
+                // Bounded: a dead transport must not keep a Ctrl-C from exiting.
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(3),
+                    handle.cancel(Some(reason.into())),
+                )
+                .await;
+                Err(stop)
+            }
+        }
+    }
+
+    /// The server rejected the call's parameters: was it the tool name or the arguments?
+    async fn classify_rejected_call(&self, name: &str, reason: String) -> ClientError {
+        match self.list_tools().await {
+            Ok(tools) if !tools.iter().any(|t| t.name == name) => ClientError::UnknownTool {
+                name: name.into(),
+                available: tools.iter().map(|t| t.name.to_string()).collect(),
+            },
+            _ => ClientError::BadArguments {
+                tool: name.into(),
+                reason,
+            },
+        }
+    }
+
+    /// Closes the connection (for stdio: closes the server's stdin and waits for it to exit).
+    pub async fn close(mut self) {
+        let _ = self
+            .service
+            .close_with_timeout(Duration::from_secs(5))
+            .await;
+    }
+}
+
+/// `label` names the request (the tool, for `tools/call`) in a rejection.
+fn service_error(err: ServiceError, label: &str) -> ClientError {
+    match err {
+        ServiceError::McpError(e) if e.code == rmcp::model::ErrorCode::INVALID_PARAMS => {
+            ClientError::BadArguments {
+                tool: label.into(),
+                reason: e.message.into_owned(),
+            }
+        }
+        ServiceError::McpError(e) => ClientError::Protocol(format!(
+            "the server answered error {}: {}",
+            e.code.0, e.message
+        )),
+        ServiceError::TransportClosed => {
+            ClientError::Protocol("the connection to the server closed".into())
+        }
+        other => ClientError::Protocol(crate::connect::error_chain(&other)),
+    }
+}
+
+fn unexpected(what: &str, result: &ServerResult) -> ClientError {
+    let kind = serde_json::to_value(result)
+        .ok()
+        .map(|v| v.to_string().chars().take(200).collect::<String>())
+        .unwrap_or_default();
+    ClientError::Protocol(format!("unexpected answer to `{what}`: {kind}"))
+}

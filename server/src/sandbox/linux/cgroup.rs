@@ -1,0 +1,263 @@
+//! Per-run cgroups (v1 `pids` and `memory`): bound a run's process count and total memory.
+//!
+//! At start-up the server creates `pyrun-mcp-<pid>-<n>` under its own cgroup in each hierarchy it can
+//! write to. Each run gets `run-<n>` below it with `pids.max` / `memory.limit_in_bytes` set; the
+//! child joins by writing `0` to a `cgroup.procs` fd opened before fork. Empty run cgroups are
+//! removed by later runs (the interface has no "run ended" call) and at shutdown, when any process
+//! still inside is killed first.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::sandbox::{ResourceLimits, SandboxError};
+
+/// A run cgroup younger than this may still be waiting for its child to join; never swept.
+const SWEEP_AFTER: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Controller {
+    Pids,
+    Memory,
+}
+
+impl Controller {
+    fn name(self) -> &'static str {
+        match self {
+            Controller::Pids => "pids",
+            Controller::Memory => "memory",
+        }
+    }
+
+    pub(super) fn layer(self) -> &'static str {
+        match self {
+            Controller::Pids => "cgroup-pids",
+            Controller::Memory => "cgroup-memory",
+        }
+    }
+
+    /// The limit file and value for a run, or `None` when that limit is off.
+    fn limit(self, limits: &ResourceLimits) -> Option<(&'static str, u64)> {
+        match self {
+            Controller::Pids => (limits.processes > 0).then_some(("pids.max", limits.processes)),
+            Controller::Memory => {
+                (limits.memory_bytes > 0).then_some(("memory.limit_in_bytes", limits.memory_bytes))
+            }
+        }
+    }
+}
+
+/// The server's own cgroup in one hierarchy, under which run cgroups are made.
+#[derive(Debug)]
+struct Hierarchy {
+    controller: Controller,
+    base: PathBuf,
+}
+
+#[derive(Debug)]
+pub(super) struct RunCgroups {
+    hierarchies: Vec<Hierarchy>,
+    limits: ResourceLimits,
+    next: AtomicU64,
+    made: Mutex<Vec<(Instant, PathBuf)>>,
+}
+
+/// Open `cgroup.procs` files of one run; the child writes `0` to each to join.
+#[derive(Debug)]
+pub(super) struct Joiner(Vec<File>);
+
+impl Joiner {
+    /// Moves the calling process into the run's cgroups. Async-signal-safe: one write per cgroup.
+    pub(super) fn join(&self) -> std::io::Result<()> {
+        for file in &self.0 {
+            // SAFETY: writes one byte from a static buffer to an fd owned by `file`.
+            let n = unsafe { libc::write(file.as_raw_fd(), b"0".as_ptr().cast(), 1) };
+            if n != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RunCgroups {
+    /// Sets up the server's cgroup in every wanted hierarchy it can write to; proves each works by
+    /// making and removing one run cgroup with its limit.
+    pub(super) fn probe(limits: &ResourceLimits) -> Self {
+        let mut hierarchies = Vec::new();
+        for controller in [Controller::Pids, Controller::Memory] {
+            if controller.limit(limits).is_none() {
+                continue;
+            }
+            match make_base(controller, limits) {
+                Ok(base) => hierarchies.push(Hierarchy { controller, base }),
+                Err(reason) => tracing::debug!(
+                    controller = controller.name(),
+                    %reason,
+                    "sandbox: no per-run cgroup"
+                ),
+            }
+        }
+        Self {
+            hierarchies,
+            limits: limits.clone(),
+            next: AtomicU64::new(0),
+            made: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(super) fn controllers(&self) -> impl Iterator<Item = Controller> + '_ {
+        self.hierarchies.iter().map(|h| h.controller)
+    }
+
+    /// Makes this run's cgroups and opens their `cgroup.procs` for the child to join.
+    pub(super) fn prepare_run(&self) -> Result<Joiner, SandboxError> {
+        self.sweep();
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut files = Vec::new();
+        for h in &self.hierarchies {
+            let dir = h.base.join(format!("run-{n}"));
+            let procs = make_run_cgroup(&dir, h.controller, &self.limits)
+                .map_err(|e| SandboxError::prepare(format!("cgroup {}", dir.display()), e))?;
+            if let Ok(mut made) = self.made.lock() {
+                made.push((Instant::now(), dir));
+            }
+            files.push(procs);
+        }
+        Ok(Joiner(files))
+    }
+
+    /// Removes run cgroups that are old enough and empty (rmdir fails on a busy cgroup).
+    fn sweep(&self) {
+        let Ok(mut made) = self.made.lock() else {
+            return;
+        };
+        made.retain(|(at, dir)| at.elapsed() < SWEEP_AFTER || fs::remove_dir(dir).is_err());
+    }
+}
+
+impl Drop for RunCgroups {
+    fn drop(&mut self) {
+        let made = match self.made.get_mut() {
+            Ok(made) => std::mem::take(made),
+            Err(poisoned) => std::mem::take(poisoned.into_inner()),
+        };
+        for (_, dir) in made {
+            kill_all(&dir);
+            let _ = fs::remove_dir(&dir);
+        }
+        for h in &self.hierarchies {
+            let _ = fs::remove_dir(&h.base);
+        }
+    }
+}
+
+/// Tells apart the sandboxes of one process (tests make many).
+static INSTANCES: AtomicU64 = AtomicU64::new(0);
+
+fn make_base(controller: Controller, limits: &ResourceLimits) -> Result<PathBuf, String> {
+    let instance = INSTANCES.fetch_add(1, Ordering::Relaxed);
+    let mount = mount_point(controller.name()).ok_or("hierarchy not mounted (cgroup v1)")?;
+    let own = own_cgroup(controller.name()).ok_or("own cgroup not found in /proc/self/cgroup")?;
+    let base = mount.join(own.trim_start_matches('/')).join(format!(
+        "pyrun-mcp-{}-{}",
+        std::process::id(),
+        instance
+    ));
+    match fs::create_dir(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("{}: {e}", base.display())),
+    }
+    let trial = base.join("probe");
+    let result = make_run_cgroup(&trial, controller, limits).map(drop);
+    let _ = fs::remove_dir(&trial);
+    match result {
+        Ok(()) => Ok(base),
+        Err(e) => {
+            let _ = fs::remove_dir(&base);
+            Err(format!("{}: {e}", trial.display()))
+        }
+    }
+}
+
+fn make_run_cgroup(
+    dir: &Path,
+    controller: Controller,
+    limits: &ResourceLimits,
+) -> std::io::Result<File> {
+    fs::create_dir(dir)?;
+    if let Some((file, value)) = controller.limit(limits) {
+        fs::write(dir.join(file), value.to_string())?;
+        if controller == Controller::Memory {
+            // Swap would let a run exceed its memory; absent when swap accounting is off.
+            let _ = fs::write(dir.join("memory.memsw.limit_in_bytes"), value.to_string());
+        }
+    }
+    OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.procs"))
+}
+
+/// SIGKILL every process listed in a cgroup, a few rounds in case one was forking.
+fn kill_all(dir: &Path) {
+    for _ in 0..10 {
+        let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) else {
+            return;
+        };
+        let pids: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        if pids.is_empty() {
+            return;
+        }
+        for pid in pids {
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Where the v1 hierarchy holding `controller` is mounted (from /proc/self/mountinfo).
+fn mount_point(controller: &str) -> Option<PathBuf> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let mut right = right.split(' ');
+        let (fstype, _source, options) = (right.next()?, right.next()?, right.next()?);
+        let has = fstype == "cgroup" && options.split(',').any(|o| o == controller);
+        has.then(|| left.split(' ').nth(4).map(PathBuf::from))?
+    })
+}
+
+/// This process's cgroup path in the v1 hierarchy holding `controller` (from /proc/self/cgroup).
+fn own_cgroup(controller: &str) -> Option<String> {
+    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| path.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_files_follow_the_limits() {
+        let limits = ResourceLimits {
+            processes: 32,
+            memory_bytes: 0,
+            ..ResourceLimits::default()
+        };
+        assert_eq!(Controller::Pids.limit(&limits), Some(("pids.max", 32)));
+        assert_eq!(Controller::Memory.limit(&limits), None);
+    }
+}

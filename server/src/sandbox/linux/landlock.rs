@@ -1,0 +1,162 @@
+//! Landlock: which files a run may read, write and execute; no TCP, no signals or abstract sockets out.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope, ABI,
+};
+
+use crate::sandbox::SandboxError;
+
+/// The newest ABI this module was written and tested against; newer kernels are used at this level.
+const TESTED_ABI: ABI = ABI::V7;
+
+/// Read-only system trees every interpreter needs (those that do not exist are skipped).
+const SYSTEM_READ: &[&str] = &[
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/bin",
+    "/sbin",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/fonts",
+    "/etc/mime.types",
+    "/sys/devices/system/cpu",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+];
+
+/// Read-only files name resolution needs; only with `--allow-network`.
+const NETWORK_READ: &[&str] = &[
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/host.conf",
+    "/etc/services",
+    "/etc/protocols",
+];
+
+/// Devices a run may read and write.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+/// The file rules of a policy, with system paths added; the scratch dir is added per run.
+#[derive(Debug)]
+pub(super) struct FsRules {
+    read: Vec<PathBuf>,
+    write: Vec<PathBuf>,
+    allow_network: bool,
+}
+
+impl FsRules {
+    pub(super) fn new(read: &[PathBuf], write: &[PathBuf], allow_network: bool) -> Self {
+        let mut system: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
+        if allow_network {
+            system.extend(NETWORK_READ.iter().map(PathBuf::from));
+        }
+        let existing = |paths: Vec<PathBuf>| -> Vec<PathBuf> {
+            paths
+                .into_iter()
+                .filter(|p| match p.try_exists() {
+                    Ok(true) => true,
+                    _ => {
+                        tracing::debug!(path = %p.display(), "sandbox: skipping missing path");
+                        false
+                    }
+                })
+                .collect()
+        };
+        Self {
+            read: existing(read.iter().cloned().chain(system).collect()),
+            write: existing(write.to_vec()),
+            allow_network,
+        }
+    }
+
+    /// Builds this run's ruleset and returns its fd, to be enforced in the child with
+    /// [`restrict_self`]. `None` when the kernel has no Landlock.
+    pub(super) fn ruleset_fd(&self, scratch: &Path) -> Result<Option<OwnedFd>, SandboxError> {
+        let err = |e: &dyn std::fmt::Display| SandboxError::Landlock(e.to_string());
+        let abi = TESTED_ABI;
+        let read = AccessFs::from_read(abi);
+        // W^X: a run may write files but not execve what it wrote.
+        let write = AccessFs::from_all(abi) & !BitFlags::from(AccessFs::Execute);
+        let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
+
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(AccessFs::from_all(abi))
+            .map_err(|e| err(&e))?
+            .scope(Scope::from_all(abi))
+            .map_err(|e| err(&e))?;
+        if !self.allow_network {
+            // Handled with no rule: every TCP bind and connect is denied.
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(abi))
+                .map_err(|e| err(&e))?;
+        }
+        let mut created = ruleset.create().map_err(|e| err(&e))?;
+        let rules = self
+            .read
+            .iter()
+            .map(|p| (p.as_path(), read))
+            .chain(self.write.iter().map(|p| (p.as_path(), write)))
+            .chain(std::iter::once((scratch, write)))
+            .chain(DEVICES.iter().map(|d| (Path::new(*d), device)));
+        for (path, access) in rules {
+            let fd = match PathFd::new(path) {
+                Ok(fd) => fd,
+                // Devices may be missing in minimal containers; the run simply cannot use them.
+                Err(_) if path.starts_with("/dev") => continue,
+                Err(e) => return Err(err(&e)),
+            };
+            created = created
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(|e| err(&e))?;
+        }
+        Ok(created.into())
+    }
+}
+
+/// The kernel's Landlock ABI version, 0 when Landlock is unavailable or disabled.
+pub(super) fn kernel_abi() -> i64 {
+    // SAFETY: landlock_create_ruleset with a NULL attr, size 0 and the VERSION flag only returns
+    // the ABI version (or -1/errno); it reads and writes no memory of ours.
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32, // LANDLOCK_CREATE_RULESET_VERSION
+        )
+    };
+    version.max(0)
+}
+
+/// Enforces `ruleset` on the calling thread (and what it execs). Async-signal-safe: one syscall.
+/// `PR_SET_NO_NEW_PRIVS` must be set already.
+pub(super) fn restrict_self(ruleset: &OwnedFd) -> std::io::Result<()> {
+    // SAFETY: landlock_restrict_self takes a ruleset fd we own (open for the whole call) and flags 0;
+    // it touches no memory of ours.
+    let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}

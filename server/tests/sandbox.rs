@@ -1,0 +1,701 @@
+//! Sandbox escapes tried for real: Python scripts attack through `Sandbox::confine` on a plain Command.
+//!
+//! Each test runs a script the way the runner does (own process group, scrubbed env, HOME/TMPDIR =
+//! scratch, group killed at the end) and asserts the attack failed and ordinary work still works.
+//! A test skips, printing why, only when the kernel lacks every layer that would stop the attack.
+#![cfg(target_os = "linux")]
+
+use std::io::Read;
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use pyrun_mcp_server::sandbox::{
+    python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy,
+};
+
+/// The interpreter, resolved once (`python3` on PATH may be a slow shim).
+fn python() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let out = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .expect("python3 must be installed to test the sandbox");
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
+}
+
+struct Fixture {
+    _root: tempfile::TempDir,
+    project: PathBuf,
+    scratch: PathBuf,
+    /// A directory no policy allows, holding `secret.txt`.
+    outside: PathBuf,
+    python: PathBuf,
+    sandbox: Sandbox,
+}
+
+struct Outcome {
+    stdout: String,
+    stderr: String,
+    pid: i32,
+}
+
+impl Outcome {
+    fn has(&self, line_start: &str) -> bool {
+        self.stdout.lines().any(|l| l.starts_with(line_start))
+    }
+
+    fn value(&self, key: &str) -> Option<String> {
+        self.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key} ")).map(str::to_string))
+    }
+}
+
+const SECRET: &str = "top-secret-4711";
+
+impl Fixture {
+    fn new() -> Self {
+        Self::with(ResourceLimits::default(), false, python())
+    }
+
+    fn with(limits: ResourceLimits, allow_network: bool, python: &Path) -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let project = root.path().join("projects");
+        let scratch = root.path().join("scratch");
+        let outside = root.path().join("outside");
+        for dir in [&project, &scratch, &outside] {
+            std::fs::create_dir(dir).unwrap();
+        }
+        std::fs::write(outside.join("secret.txt"), SECRET).unwrap();
+        let project = project.canonicalize().unwrap();
+        let mut read_paths = python_read_paths(python).unwrap();
+        read_paths.push(project.clone());
+        let sandbox = Sandbox::new(SandboxPolicy {
+            mode: SandboxMode::Standard,
+            read_paths,
+            write_paths: vec![project.clone()],
+            allow_network,
+            limits,
+        })
+        .unwrap();
+        Self {
+            _root: root,
+            project,
+            scratch: scratch.canonicalize().unwrap(),
+            outside: outside.canonicalize().unwrap(),
+            python: python.to_path_buf(),
+            sandbox,
+        }
+    }
+
+    /// True when the layer is active; otherwise prints why the calling test is skipped.
+    fn has_layer(&self, layer: &str, test: &str) -> bool {
+        let ok = self.sandbox.layers().contains(&layer);
+        if !ok {
+            eprintln!("SKIP {test}: this kernel lacks the {layer} layer");
+        }
+        ok
+    }
+
+    /// Runs `script` as `main.py` in the project, kills its group after `timeout` or at exit.
+    fn run(&self, script: &str, args: &[String], timeout: Duration) -> Outcome {
+        let path = self.project.join("main.py");
+        std::fs::write(&path, script).unwrap();
+        let mut cmd = Command::new(&self.python);
+        cmd.arg(&path)
+            .args(args)
+            .current_dir(&self.project)
+            .env_clear()
+            .env("HOME", &self.scratch)
+            .env("TMPDIR", &self.scratch)
+            .env("PATH", "/usr/bin:/bin")
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        self.sandbox.confine(&mut cmd, &self.scratch).unwrap();
+        let mut child = cmd.spawn().expect("spawn the confined script");
+        let pid = child.id() as i32;
+        let stdout = drain(child.stdout.take().unwrap());
+        let stderr = drain(child.stderr.take().unwrap());
+        let deadline = Instant::now() + timeout;
+        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        kill_group(pid);
+        let _ = child.wait();
+        let collect = |rx: mpsc::Receiver<String>| {
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("output pipes close once the group is dead")
+        };
+        Outcome {
+            stdout: collect(stdout),
+            stderr: collect(stderr),
+            pid,
+        }
+    }
+}
+
+fn drain(mut pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = pipe.read_to_end(&mut buf);
+        let _ = tx.send(String::from_utf8_lossy(&buf).into_owned());
+    });
+    rx
+}
+
+fn kill_group(pgid: i32) {
+    // The runner does the same: SIGKILL to the whole process group.
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Live (not zombie) processes whose process group is `pgid`, from /proc.
+fn live_members(pgid: i32) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the ")" of the command name: state ppid pgrp ...
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() > 2 && fields[2] == pgid.to_string() && !matches!(fields[0], "Z" | "X") {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn is_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| !matches!(state, "Z" | "X")),
+        Err(_) => false,
+    }
+}
+
+fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cond()
+}
+
+/// Prints `RESULT <path> ok|<errno name>` for reading each argument.
+const TRY_READ: &str = r#"
+import errno, os, sys
+for path in sys.argv[1:]:
+    try:
+        if os.path.isdir(path):
+            os.listdir(path)
+        else:
+            open(path, "rb").read()
+        print("RESULT", path, "ok")
+    except OSError as e:
+        print("RESULT", path, errno.errorcode.get(e.errno, e.errno))
+"#;
+
+fn result_of(out: &Outcome, path: &Path) -> String {
+    out.value(&format!("RESULT {}", path.display()))
+        .unwrap_or_else(|| panic!("no result for {}: {}", path.display(), out.stderr))
+}
+
+#[test]
+fn secrets_outside_the_allowed_trees_cannot_be_read() {
+    let fx = Fixture::new();
+    if !fx.has_layer(
+        "landlock",
+        "secrets_outside_the_allowed_trees_cannot_be_read",
+    ) {
+        return;
+    }
+    std::fs::write(fx.project.join("data.csv"), "a,b\n1,2\n").unwrap();
+    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
+    let mut targets = vec![
+        PathBuf::from("/etc/passwd"),
+        fx.outside.join("secret.txt"),
+        home.clone(),
+        PathBuf::from(format!("/proc/{}/environ", std::process::id())),
+    ];
+    if home.join(".bashrc").exists() {
+        targets.push(home.join(".bashrc"));
+    }
+    // The attack is real: the test process itself can read all of them.
+    for t in &targets {
+        assert!(
+            std::fs::metadata(t).is_ok(),
+            "{} should exist unconfined",
+            t.display()
+        );
+    }
+    let allowed = fx.project.join("data.csv");
+    let args: Vec<String> = targets
+        .iter()
+        .chain([&allowed])
+        .map(|p| p.display().to_string())
+        .collect();
+    let out = fx.run(TRY_READ, &args, Duration::from_secs(20));
+    assert_eq!(result_of(&out, &allowed), "ok", "{}", out.stderr);
+    for t in &targets {
+        assert_eq!(result_of(&out, t), "EACCES", "reading {}", t.display());
+    }
+    assert!(!out.stdout.contains(SECRET));
+}
+
+#[test]
+fn writes_outside_the_project_and_scratch_fail() {
+    let fx = Fixture::new();
+    if !fx.has_layer("landlock", "writes_outside_the_project_and_scratch_fail") {
+        return;
+    }
+    let script = r#"
+import errno, sys
+for path in sys.argv[1:]:
+    try:
+        with open(path, "w") as f:
+            f.write("pwned")
+        print("RESULT", path, "ok")
+    except OSError as e:
+        print("RESULT", path, errno.errorcode.get(e.errno, e.errno))
+"#;
+    let escape_tmp = std::env::temp_dir().join(format!("pyrun-escape-{}", std::process::id()));
+    let denied = [
+        fx.outside.join("new.txt"),
+        fx.outside.join("secret.txt"),
+        fx.project.parent().unwrap().join("escape.txt"),
+        escape_tmp.clone(),
+    ];
+    let allowed = [fx.project.join("result.txt"), fx.scratch.join("tmp.txt")];
+    let args: Vec<String> = denied
+        .iter()
+        .chain(&allowed)
+        .map(|p| p.display().to_string())
+        .collect();
+    let out = fx.run(script, &args, Duration::from_secs(20));
+    for p in &allowed {
+        assert_eq!(result_of(&out, p), "ok", "{}", out.stderr);
+    }
+    for p in &denied {
+        assert_eq!(result_of(&out, p), "EACCES", "writing {}", p.display());
+    }
+    assert!(!escape_tmp.exists());
+    assert!(!fx.outside.join("new.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(fx.outside.join("secret.txt")).unwrap(),
+        SECRET
+    );
+}
+
+#[test]
+fn tcp_and_udp_to_a_local_listener_fail() {
+    let fx = Fixture::new();
+    let layers = fx.sandbox.layers();
+    if !["seccomp", "user-netns", "landlock"]
+        .iter()
+        .any(|l| layers.contains(l))
+    {
+        eprintln!("SKIP tcp_and_udp_to_a_local_listener_fail: no network layer on this kernel");
+        return;
+    }
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let script = r#"
+import socket, sys
+tcp_port, udp_port = int(sys.argv[1]), int(sys.argv[2])
+try:
+    s = socket.create_connection(("127.0.0.1", tcp_port), timeout=3)
+    s.sendall(b"leak")
+    print("TCP connected")
+except OSError as e:
+    print("TCP failed", e)
+try:
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.sendto(b"leak", ("127.0.0.1", udp_port))
+    print("UDP sent")
+except OSError as e:
+    print("UDP failed", e)
+"#;
+    let args = vec![
+        tcp.local_addr().unwrap().port().to_string(),
+        udp.local_addr().unwrap().port().to_string(),
+    ];
+    let out = fx.run(script, &args, Duration::from_secs(20));
+    assert!(out.has("TCP failed"), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.has("UDP failed"), "{}\n{}", out.stdout, out.stderr);
+    assert!(tcp.accept().is_err(), "the listener got a connection");
+    udp.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    assert!(udp.recv(&mut buf).is_err(), "the UDP socket got a datagram");
+}
+
+#[test]
+fn allow_network_opens_tcp_but_not_unix_sockets() {
+    let fx = Fixture::with(ResourceLimits::default(), true, python());
+    if !fx.has_layer("seccomp", "allow_network_opens_tcp_but_not_unix_sockets") {
+        return;
+    }
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let script = r#"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+print("TCP connected")
+try:
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    print("UNIX opened")
+except OSError as e:
+    print("UNIX failed", e)
+"#;
+    let args = vec![tcp.local_addr().unwrap().port().to_string()];
+    let out = fx.run(script, &args, Duration::from_secs(20));
+    assert!(out.has("TCP connected"), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.has("UNIX failed"), "{}\n{}", out.stdout, out.stderr);
+}
+
+#[test]
+fn a_fork_bomb_is_contained_and_cleaned_up() {
+    let limits = ResourceLimits {
+        processes: 32,
+        ..ResourceLimits::default()
+    };
+    let fx = Fixture::with(limits, false, python());
+    let root = Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";
+    if root && !fx.has_layer("cgroup-pids", "a_fork_bomb_is_contained_and_cleaned_up") {
+        return;
+    }
+    let script = r#"
+import os, time
+n = 0
+try:
+    while n < 10000:
+        if os.fork() == 0:
+            time.sleep(120)
+            os._exit(0)
+        n += 1
+    print("FORKED_WITHOUT_LIMIT", n, flush=True)
+except OSError as e:
+    print("FORK_REFUSED", n, e.errno, flush=True)
+time.sleep(120)
+"#;
+    let out = fx.run(script, &[], Duration::from_secs(4));
+    let refused = out.value("FORK_REFUSED").unwrap_or_else(|| {
+        panic!(
+            "the fork bomb was not stopped: {}\n{}",
+            out.stdout, out.stderr
+        )
+    });
+    let forked: u32 = refused.split(' ').next().unwrap().parse().unwrap();
+    assert!(forked < 32, "forked {forked} processes under a limit of 32");
+    assert!(
+        eventually(|| live_members(out.pid).is_empty()),
+        "processes of the bomb survived the group kill: {:?}",
+        live_members(out.pid)
+    );
+}
+
+#[test]
+fn allocating_4_gib_fails_under_a_512_mib_limit() {
+    let limits = ResourceLimits {
+        memory_bytes: 512 << 20,
+        ..ResourceLimits::default()
+    };
+    let fx = Fixture::with(limits, false, python());
+    let script = r#"
+try:
+    block = bytearray(4 << 30)
+    block[::4096] = b"x" * len(block[::4096])
+    print("ALLOCATED", len(block))
+except MemoryError:
+    print("MEMORY_ERROR")
+"#;
+    let out = fx.run(script, &[], Duration::from_secs(30));
+    assert!(!out.has("ALLOCATED"), "4 GiB allocated: {}", out.stdout);
+    assert!(out.has("MEMORY_ERROR"), "{}\n{}", out.stdout, out.stderr);
+}
+
+#[test]
+fn daemons_and_new_sessions_die_with_the_run() {
+    let fx = Fixture::new();
+    if !fx.has_layer("seccomp", "daemons_and_new_sessions_die_with_the_run") {
+        return;
+    }
+    let script = r#"
+import os, subprocess, sys, time
+try:
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                         start_new_session=True)
+    print("NEW_SESSION_STARTED", p.pid, flush=True)
+except OSError as e:
+    print("NEW_SESSION_REFUSED", e.errno, flush=True)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.setsid()
+        print("SETSID_OK", flush=True)
+    except OSError as e:
+        print("SETSID_REFUSED", e.errno, flush=True)
+    try:
+        os.setpgid(0, 0)
+        print("SETPGID_OK", flush=True)
+    except OSError as e:
+        print("SETPGID_REFUSED", e.errno, flush=True)
+    if os.fork() == 0:
+        os.write(w, str(os.getpid()).encode())
+        time.sleep(120)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("DAEMON", os.read(r, 20).decode(), flush=True)
+time.sleep(120)
+"#;
+    let out = fx.run(script, &[], Duration::from_secs(4));
+    let daemon: i32 = out
+        .value("DAEMON")
+        .unwrap_or_else(|| panic!("no daemon: {}\n{}", out.stdout, out.stderr))
+        .parse()
+        .unwrap();
+    let escaped: Option<i32> = out
+        .value("NEW_SESSION_STARTED")
+        .and_then(|p| p.parse().ok());
+    assert!(
+        eventually(|| !is_alive(daemon) && escaped.is_none_or(|p| !is_alive(p))),
+        "a process outlived the group kill (daemon {daemon}, new session {escaped:?})"
+    );
+    assert!(out.has("NEW_SESSION_REFUSED"), "{}", out.stdout);
+    assert!(out.has("SETSID_REFUSED"), "{}", out.stdout);
+    assert!(out.has("SETPGID_REFUSED"), "{}", out.stdout);
+}
+
+#[test]
+fn dangerous_syscalls_and_signals_to_the_server_are_refused() {
+    let fx = Fixture::new();
+    if !fx.has_layer(
+        "seccomp",
+        "dangerous_syscalls_and_signals_to_the_server_are_refused",
+    ) {
+        return;
+    }
+    let script = r#"
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+server = int(sys.argv[1])
+for spec in sys.argv[2:]:
+    name, nr, a0 = spec.split("=")
+    rc = libc.syscall(ctypes.c_long(int(nr)), ctypes.c_long(int(a0)), ctypes.c_long(server),
+                      ctypes.c_long(0), ctypes.c_long(0))
+    err = ctypes.get_errno()
+    print("SYSCALL", name, "ok" if rc >= 0 else errno.errorcode.get(err, err), flush=True)
+try:
+    os.kill(server, 0)
+    print("SIGNAL ok")
+except OSError as e:
+    print("SIGNAL", errno.errorcode.get(e.errno, e.errno))
+"#;
+    let calls: &[(&str, i64, i64)] = &[
+        ("ptrace", libc::SYS_ptrace, libc::PTRACE_SEIZE as i64),
+        ("unshare", libc::SYS_unshare, libc::CLONE_NEWUSER as i64),
+        ("setns", libc::SYS_setns, 0),
+        ("mount", libc::SYS_mount, 0),
+        ("bpf", libc::SYS_bpf, 0),
+        ("keyctl", libc::SYS_keyctl, 0),
+        ("io_uring_setup", libc::SYS_io_uring_setup, 1),
+        ("init_module", libc::SYS_init_module, 0),
+        (
+            "clone_newuser",
+            libc::SYS_clone,
+            (libc::CLONE_NEWUSER | libc::SIGCHLD) as i64,
+        ),
+    ];
+    let mut args = vec![std::process::id().to_string()];
+    args.extend(calls.iter().map(|(n, nr, a0)| format!("{n}={nr}={a0}")));
+    let out = fx.run(script, &args, Duration::from_secs(20));
+    for (name, _, _) in calls {
+        assert_eq!(
+            out.value(&format!("SYSCALL {name}")).as_deref(),
+            Some("EPERM"),
+            "{name}: {}\n{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+    if fx.has_layer("landlock", "signals to the server") {
+        assert_eq!(
+            out.value("SIGNAL").as_deref(),
+            Some("EPERM"),
+            "{}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn a_symlink_swapped_in_after_validation_still_cannot_read_outside() {
+    let fx = Fixture::new();
+    if !fx.has_layer(
+        "landlock",
+        "a_symlink_swapped_in_after_validation_still_cannot_read_outside",
+    ) {
+        return;
+    }
+    let data = fx.project.join("data.txt");
+    std::fs::write(&data, "harmless").unwrap();
+    // The server validated `data.txt` as a file inside the project; then it is swapped.
+    std::fs::remove_file(&data).unwrap();
+    std::os::unix::fs::symlink(fx.outside.join("secret.txt"), &data).unwrap();
+    let passwd_link = fx.project.join("passwd");
+    std::os::unix::fs::symlink("/etc/passwd", &passwd_link).unwrap();
+    let args = vec![
+        data.display().to_string(),
+        passwd_link.display().to_string(),
+    ];
+    let out = fx.run(TRY_READ, &args, Duration::from_secs(20));
+    assert_eq!(result_of(&out, &data), "EACCES");
+    assert_eq!(result_of(&out, &passwd_link), "EACCES");
+    assert!(!out.stdout.contains(SECRET));
+}
+
+#[test]
+fn ordinary_work_still_succeeds_in_a_venv() {
+    let root = tempfile::tempdir().unwrap();
+    let venv = root.path().join("venv");
+    let made = Command::new(python())
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success(), "python -m venv failed");
+    let venv_python = venv.join("bin/python");
+    let site = Command::new(&venv_python)
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ])
+        .output()
+        .unwrap();
+    let site = PathBuf::from(String::from_utf8_lossy(&site.stdout).trim());
+    std::fs::create_dir_all(site.join("pyrun_probe_pkg")).unwrap();
+    std::fs::write(site.join("pyrun_probe_pkg/__init__.py"), "ANSWER = 42\n").unwrap();
+
+    let fx = Fixture::with(ResourceLimits::default(), false, &venv_python);
+    std::fs::write(fx.project.join("data.csv"), "x,y\n1,2\n3,4\n").unwrap();
+    let script = r#"
+import os, struct, subprocess, sys, tempfile, threading, zlib
+import pyrun_probe_pkg
+print("IMPORT", pyrun_probe_pkg.ANSWER, flush=True)
+
+results = []
+def work(i):
+    results.append(sum(range(i * 1000)))
+threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("THREADS", len(results), flush=True)
+
+child = subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True)
+print("SUBPROCESS", child.stdout.strip(), child.stderr.strip()[-200:], flush=True)
+
+def chunk(kind, data):
+    body = kind + data
+    return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+       + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
+with open(os.path.join(os.path.dirname(__file__), "plot.png"), "wb") as f:
+    f.write(png)
+print("PNG written", flush=True)
+
+with open("data.csv") as f:
+    print("SIBLING", f.read().splitlines()[1], flush=True)
+with tempfile.NamedTemporaryFile(dir=os.environ["TMPDIR"]) as f:
+    f.write(b"scratch")
+print("TMPDIR ok", flush=True)
+"#;
+    let out = fx.run(script, &[], Duration::from_secs(60));
+    let context = format!("stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
+    assert_eq!(out.value("IMPORT").as_deref(), Some("42"), "{context}");
+    assert_eq!(out.value("THREADS").as_deref(), Some("16"), "{context}");
+    assert_eq!(
+        out.value("SUBPROCESS")
+            .map(|s| s.trim().to_string())
+            .as_deref(),
+        Some("42"),
+        "{context}"
+    );
+    assert!(out.has("PNG written"), "{context}");
+    assert!(std::fs::read(fx.project.join("plot.png"))
+        .unwrap()
+        .starts_with(b"\x89PNG"));
+    assert_eq!(out.value("SIBLING").as_deref(), Some("1,2"), "{context}");
+    assert!(out.has("TMPDIR ok"), "{context}");
+}
+
+#[test]
+fn off_mode_confines_nothing_and_says_so() {
+    let sandbox = Sandbox::new(SandboxPolicy {
+        mode: SandboxMode::Off,
+        read_paths: vec![],
+        write_paths: vec![],
+        allow_network: false,
+        limits: ResourceLimits::default(),
+    })
+    .unwrap();
+    assert_eq!(sandbox.layers(), vec!["process-group"]);
+    let mut cmd = Command::new(python());
+    cmd.args(["-c", "print(open('/etc/passwd').read()[:5])"]);
+    sandbox.confine(&mut cmd, Path::new("/tmp")).unwrap();
+    let out = cmd.output().unwrap();
+    assert!(out.status.success());
+}
+
+#[test]
+fn strict_mode_starts_only_when_every_layer_is_there() {
+    let policy = |mode| SandboxPolicy {
+        mode,
+        read_paths: vec![],
+        write_paths: vec![],
+        allow_network: false,
+        limits: ResourceLimits::default(),
+    };
+    let standard = Sandbox::new(policy(SandboxMode::Standard)).unwrap();
+    let layers = standard.layers();
+    let root = Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";
+    let complete = ["landlock", "seccomp", "user-netns", "rlimits"]
+        .iter()
+        .all(|l| layers.contains(l))
+        && (!root || layers.contains(&"cgroup-pids"));
+    let strict = Sandbox::new(policy(SandboxMode::Strict));
+    match strict {
+        Ok(s) => {
+            assert!(complete, "strict started with only {layers:?}");
+            assert_eq!(s.layers(), layers);
+        }
+        Err(e) => {
+            assert!(!complete, "strict refused although {layers:?}: {e}");
+            assert!(e.to_string().contains("--sandbox standard"));
+        }
+    }
+}

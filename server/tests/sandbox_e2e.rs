@@ -1,0 +1,142 @@
+//! The sandbox end to end: attacks sent as `run_python` calls to the real server over stdio, and
+//! the `sandbox` list each run reports checked against what the run could actually do.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use common::stdio::StdioServer;
+use serde_json::{json, Value};
+
+fn layers(result: &Value) -> Vec<String> {
+    serde_json::from_value(result["structuredContent"]["sandbox"].clone())
+        .unwrap_or_else(|e| panic!("no sandbox list in {result}: {e}"))
+}
+
+fn stdout(result: &Value) -> String {
+    result["structuredContent"]["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+const READ_PASSWD: &str = r#"
+try:
+    open("/etc/passwd").read()
+    print("READ")
+except PermissionError:
+    print("DENIED")
+"#;
+
+#[test]
+fn each_run_reports_the_layers_that_actually_protect_it() {
+    let (dir, _) = common::project(&[("attack.py", READ_PASSWD)]);
+    let mut server = StdioServer::start(dir.path(), &[]);
+    let result = server.call("run_python", json!({"file_name": "attack.py"}));
+    let layers = layers(&result);
+    for always in ["rlimits", "process-group"] {
+        assert!(layers.iter().any(|l| l == always), "{layers:?}");
+    }
+    let expected = if layers.iter().any(|l| l == "landlock") {
+        "DENIED\n"
+    } else {
+        eprintln!("note: this kernel lacks landlock; only the report is checked");
+        "READ\n"
+    };
+    assert_eq!(stdout(&result), expected, "{result}");
+    server.close();
+}
+
+#[test]
+fn sandbox_off_is_reported_as_such() {
+    let (dir, _) = common::project(&[("attack.py", READ_PASSWD)]);
+    let mut server = StdioServer::start(dir.path(), &["--sandbox", "off"]);
+    let result = server.call("run_python", json!({"file_name": "attack.py"}));
+    assert_eq!(layers(&result), ["process-group"]);
+    assert_eq!(stdout(&result), "READ\n");
+    server.close();
+}
+
+#[test]
+fn a_daemon_and_a_new_session_die_when_the_run_times_out() {
+    let script = r#"
+import os, subprocess, sys, time
+try:
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                         start_new_session=True)
+    open("session.pid", "w").write(str(p.pid))
+except OSError:
+    pass
+if os.fork() == 0:
+    try:
+        os.setsid()
+    except OSError:
+        pass
+    if os.fork() == 0:
+        open("daemon.pid", "w").write(str(os.getpid()))
+        time.sleep(120)
+    os._exit(0)
+time.sleep(120)
+"#;
+    let (dir, _) = common::project(&[("escape.py", script)]);
+    let mut server = StdioServer::start(dir.path(), &[]);
+    let result = server.call(
+        "run_python",
+        json!({"file_name": "escape.py", "timeout_seconds": 2}),
+    );
+    assert_eq!(result["structuredContent"]["timed_out"], true, "{result}");
+    let daemon: u32 = std::fs::read_to_string(dir.path().join("daemon.pid"))
+        .expect("the daemon started")
+        .parse()
+        .unwrap();
+    assert!(
+        common::gone_within(daemon, Duration::from_secs(5)),
+        "daemon {daemon} survived the run"
+    );
+    if let Ok(pid) = std::fs::read_to_string(dir.path().join("session.pid")) {
+        let pid: u32 = pid.parse().unwrap();
+        assert!(
+            common::gone_within(pid, Duration::from_secs(5)),
+            "new-session child {pid} survived the run"
+        );
+    }
+    server.close();
+}
+
+#[test]
+fn network_is_closed_by_default_and_opened_by_allow_network() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!(
+        r#"
+import socket
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+    print("CONNECTED")
+except OSError as e:
+    print("REFUSED")
+"#
+    );
+    let (dir, _) = common::project(&[("net.py", &script)]);
+
+    let mut closed = StdioServer::start(dir.path(), &[]);
+    let result = closed.call("run_python", json!({"file_name": "net.py"}));
+    let reported = layers(&result);
+    if ["seccomp", "user-netns", "landlock"]
+        .iter()
+        .any(|l| reported.iter().any(|x| x == l))
+    {
+        assert_eq!(stdout(&result), "REFUSED\n", "{result}");
+    } else {
+        eprintln!("SKIP network closed: this kernel lacks every network layer");
+    }
+    closed.close();
+
+    let mut open = StdioServer::start(dir.path(), &["--allow-network"]);
+    let result = open.call("run_python", json!({"file_name": "net.py"}));
+    assert_eq!(stdout(&result), "CONNECTED\n", "{result}");
+    assert!(!layers(&result).iter().any(|l| l == "user-netns"));
+    open.close();
+}

@@ -1,0 +1,164 @@
+//! Shared by the `client_*` tests: the `pyrun-mcp-client` command with a clean environment, a
+//! projects folder holding a long-running script, and helpers for Ctrl-C and process checks.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use pyrun_mcp_tests::bin_path;
+
+/// Upper bound for one client invocation; a hang fails the test instead of stalling the suite.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// `pyrun-mcp-client ARGS…` that ignores the developer's settings.
+pub fn client() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::new(bin_path("pyrun-mcp-client"));
+    for name in ["MCP_SERVER_URL", "MCP_AUTH_TOKEN", "PYRUN_LOG", "RUST_LOG"] {
+        cmd.env_remove(name);
+    }
+    cmd.env("NO_COLOR", "1").timeout(CLIENT_TIMEOUT);
+    cmd
+}
+
+/// A stdio server command line for `--server`, each word single-quoted for the client's shell-like split.
+pub fn command_line(program: &Path, args: &[String]) -> String {
+    std::iter::once(program.display().to_string())
+        .chain(args.iter().cloned())
+        .map(|word| format!("'{}'", word.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Writes `sleeper.py` into `projects`: it records its host pid in `sleeper.pid` (next to itself)
+/// and then sleeps for a minute.
+pub fn add_sleeper(projects: &Path) {
+    let script = r#"
+import os, time
+try:
+    pid = os.readlink("/proc/self")  # the host's pid, even inside a pid namespace
+except OSError:
+    pid = str(os.getpid())
+with open("sleeper.pid.tmp", "w") as f:
+    f.write(pid)
+os.replace("sleeper.pid.tmp", "sleeper.pid")
+print("sleeping", flush=True)
+time.sleep(60)
+"#;
+    std::fs::write(projects.join("sleeper.py"), script).expect("write sleeper.py");
+}
+
+/// Waits for `sleeper.pid` in `projects` and returns the pid it holds.
+pub fn wait_for_sleeper(projects: &Path, client: &mut Child) -> u32 {
+    let pid_file = projects.join("sleeper.pid");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&pid_file) {
+            if let Ok(pid) = text.trim().parse() {
+                return pid;
+            }
+        }
+        if let Ok(Some(status)) = client.try_wait() {
+            panic!("the client exited ({status}) before the script started");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the script did not start within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether `pid` is a live (not zombie) process running our sleeper script.
+pub fn sleeper_alive(pid: u32) -> bool {
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    let cmdline = std::fs::read(proc_dir.join("cmdline")).unwrap_or_default();
+    let stat = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().next());
+    String::from_utf8_lossy(&cmdline).contains("sleeper") && state != Some("Z")
+}
+
+/// Polls until `pid` is gone; true if it went within `limit`.
+pub fn sleeper_gone_within(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if !sleeper_alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    !sleeper_alive(pid)
+}
+
+/// Sends SIGINT (what Ctrl-C sends) to one process.
+pub fn interrupt(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -INT {pid} failed");
+}
+
+/// Waits for `child` to exit, killing it after `limit`.
+pub fn wait_with_limit(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for the client") {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the client did not exit within {limit:?} after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The client as a plain child process (to signal it mid-call), output discarded.
+pub fn spawn_client(args: &[&str]) -> Child {
+    let mut cmd = Command::new(bin_path("pyrun-mcp-client"));
+    for name in ["MCP_SERVER_URL", "MCP_AUTH_TOKEN", "PYRUN_LOG", "RUST_LOG"] {
+        cmd.env_remove(name);
+    }
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start pyrun-mcp-client")
+}
+
+/// A loopback port nobody listens on (bound, then released).
+pub fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local address").port()
+}
+
+/// A one-thread HTTP server answering every request with an HTML page, like a tunnel's warning or
+/// offline page. Returns its base URL; the thread ends with the test process.
+pub fn html_page_server() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    let url = format!("http://{}", listener.local_addr().expect("local address"));
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 8192];
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = stream.read(&mut buf);
+            let body = "<!DOCTYPE html><html><body>You are about to visit this site</body></html>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
