@@ -127,7 +127,23 @@ impl HttpServer {
 }
 
 impl Drop for HttpServer {
+    /// SIGTERM first, so the server shuts down as a user's would (killing its runs, removing its
+    /// cgroups); SIGKILL if it is still there after a grace period.
     fn drop(&mut self) {
+        #[cfg(unix)]
+        {
+            let _ = Command::new("kill")
+                .arg(self.child.id().to_string())
+                .stderr(Stdio::null())
+                .status();
+            let deadline = std::time::Instant::now() + Duration::from_secs(3);
+            while std::time::Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
