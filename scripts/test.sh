@@ -49,12 +49,19 @@ run_tests() {
     return "${PIPESTATUS[0]}"
 }
 
+# The ngrok tunnel is a non-default feature (scripts/setup builds it): lint and test it too.
+run_tunnel_tests() {
+    cargo test -p pyrun-mcp-server --features tunnel --lib --test tunnel_cli 2>&1 | tee -a "$log_dir/test.log"
+    return "${PIPESTATUS[0]}"
+}
+
 step "cargo fmt --check" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 # The test-only conformance fixtures compile only with their feature: lint them too (check only,
 # so no binary with fixtures lands in target/debug/).
 step "cargo clippy (conformance fixtures)" \
     cargo clippy -p pyrun-mcp-server --features conformance --all-targets -- -D warnings
+step "cargo clippy --features tunnel" cargo clippy -p pyrun-mcp-server --all-targets --features tunnel -- -D warnings
 if command -v rustup >/dev/null 2>&1; then
     cross_check x86_64-pc-windows-gnu
     cross_check x86_64-apple-darwin
@@ -62,6 +69,7 @@ else
     summary+=("skipped cross-target checks (no rustup)")
 fi
 step "cargo test --workspace" run_tests
+step "cargo test --features tunnel" run_tunnel_tests
 
 passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log_dir/test.log" | awk '{s += $4} END {print s + 0}')
 failed=$(grep -Eo '[0-9]+ failed;' "$log_dir/test.log" | awk '{s += $1} END {print s + 0}')

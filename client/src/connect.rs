@@ -79,14 +79,6 @@ impl Target {
         }
     }
 
-    pub fn transport_name(&self) -> &'static str {
-        match self {
-            Self::Stdio { .. } => "stdio",
-            Self::StreamableHttp { .. } => "Streamable HTTP",
-            Self::Sse { .. } => "SSE",
-        }
-    }
-
     /// How the target is named in messages (a URL, or the command's program).
     pub fn display(&self) -> String {
         match self {
@@ -124,8 +116,11 @@ fn split_windows(line: &str) -> Option<Vec<String>> {
 /// HTTP credentials and extra headers, validated up front.
 #[derive(Debug, Clone, Default)]
 pub struct HttpOptions {
-    pub token: Option<String>,
-    pub headers: HeaderMap,
+    token: Option<String>,
+    /// `--header`s only.
+    headers: HeaderMap,
+    /// `--header`s plus `Authorization: Bearer …`, for requests we make ourselves.
+    all_headers: HeaderMap,
 }
 
 impl HttpOptions {
@@ -143,19 +138,18 @@ impl HttpOptions {
             headers.append(name, value);
         }
         let token = token.filter(|t| !t.is_empty());
-        Ok(Self { token, headers })
-    }
-
-    /// Custom headers plus `Authorization: Bearer …`, for requests we make ourselves.
-    fn all_headers(&self) -> Result<HeaderMap, ClientError> {
-        let mut headers = self.headers.clone();
-        if let Some(token) = &self.token {
+        let mut all_headers = headers.clone();
+        if let Some(token) = &token {
             let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
                 ClientError::Usage("the token contains characters not allowed in a header".into())
             })?;
-            headers.insert(http::header::AUTHORIZATION, value);
+            all_headers.insert(http::header::AUTHORIZATION, value);
         }
-        Ok(headers)
+        Ok(Self {
+            token,
+            headers,
+            all_headers,
+        })
     }
 }
 
@@ -166,12 +160,12 @@ pub async fn connect(
     handler: Notifier,
 ) -> Result<McpSession, ClientError> {
     match target {
-        Target::Stdio { argv } => connect_stdio(argv, handler).await,
-        Target::StreamableHttp { url } => connect_streamable(url, http, handler).await,
+        Target::Stdio { argv } => connect_stdio(target, argv, handler).await,
+        Target::StreamableHttp { url } => connect_streamable(target, url, http, handler).await,
         Target::Sse { url } => {
-            let client = http_client()?;
+            let client = http_client(url)?;
             let transport =
-                sse::SseTransport::open(client, url.clone(), http.all_headers()?).await?;
+                sse::SseTransport::open(client, url.clone(), http.all_headers.clone()).await?;
             handler
                 .serve(transport)
                 .await
@@ -180,8 +174,11 @@ pub async fn connect(
     }
 }
 
-async fn connect_stdio(argv: &[String], handler: Notifier) -> Result<McpSession, ClientError> {
-    let target = format!("`{}`", argv.join(" "));
+async fn connect_stdio(
+    target: &Target,
+    argv: &[String],
+    handler: Notifier,
+) -> Result<McpSession, ClientError> {
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| ClientError::Usage("the server command line is empty".into()))?;
@@ -202,13 +199,13 @@ async fn connect_stdio(argv: &[String], handler: Notifier) -> Result<McpSession,
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|e| ClientError::Connect {
-            target: target.clone(),
+            target: target.display(),
             reason: format!("cannot start `{program}`: {e}"),
         })?;
     handler.serve(transport).await.map_err(|e| match e {
         ClientInitializeError::ConnectionClosed(_)
         | ClientInitializeError::TransportError { .. } => ClientError::Connect {
-            target,
+            target: target.display(),
             reason: format!(
                 "the server process exited before initializing ({})",
                 diagnose::chain(&e)
@@ -219,11 +216,12 @@ async fn connect_stdio(argv: &[String], handler: Notifier) -> Result<McpSession,
 }
 
 async fn connect_streamable(
+    target: &Target,
     url: &Url,
     http: &HttpOptions,
     handler: Notifier,
 ) -> Result<McpSession, ClientError> {
-    let client = http_client()?;
+    let client = http_client(url)?;
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(
         http.headers
             .iter()
@@ -239,14 +237,8 @@ async fn connect_streamable(
         Err(e) => {
             // rmcp's errors say what failed but not always why: one plain request tells
             // "refused" from "401" from "an HTML page".
-            let probed = diagnose::probe_streamable(&client, url, &http.all_headers()?).await;
-            Err(probed.unwrap_or_else(|| {
-                init_error(
-                    &Target::StreamableHttp { url: url.clone() },
-                    e,
-                    http.token.is_some(),
-                )
-            }))
+            let probed = diagnose::probe_streamable(&client, url, &http.all_headers).await;
+            Err(probed.unwrap_or_else(|| init_error(target, e, http.token.is_some())))
         }
     }
 }
@@ -256,13 +248,13 @@ fn init_error(target: &Target, err: ClientInitializeError, token_sent: bool) -> 
         .unwrap_or_else(|| ClientError::Protocol(diagnose::chain(&err)))
 }
 
-fn http_client() -> Result<reqwest::Client, ClientError> {
+fn http_client(url: &Url) -> Result<reqwest::Client, ClientError> {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .user_agent(concat!("pyrun-mcp-client/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| ClientError::Tls {
-            url: String::new(),
+            url: url.to_string(),
             reason: diagnose::chain(&e),
         })
 }
@@ -358,7 +350,7 @@ mod tests {
     #[test]
     fn headers_are_validated() {
         let ok = HttpOptions::new(Some("t".into()), &["ngrok-skip-browser-warning: 1".into()]);
-        let headers = ok.and_then(|o| o.all_headers()).unwrap_or_default();
+        let headers = ok.map(|o| o.all_headers).unwrap_or_default();
         assert_eq!(
             headers
                 .get("ngrok-skip-browser-warning")
@@ -369,6 +361,10 @@ mod tests {
             headers.get("authorization").map(|v| v.as_bytes()),
             Some(&b"Bearer t"[..])
         );
+        assert!(matches!(
+            HttpOptions::new(Some("line\nbreak".into()), &[]),
+            Err(ClientError::Usage(_))
+        ));
         assert!(matches!(
             HttpOptions::new(None, &["no-colon".into()]),
             Err(ClientError::Usage(_))

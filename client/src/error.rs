@@ -91,7 +91,7 @@ pub enum ClientError {
     #[error("interrupted; the call was cancelled")]
     Interrupted,
 
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         context: String,
         #[source]

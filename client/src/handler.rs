@@ -63,12 +63,11 @@ impl ClientHandler for Notifier {
 }
 
 fn progress_line(params: &ProgressNotificationParam) -> String {
-    let amount = match params.total {
-        Some(total) => format!("{}/{}", params.progress, total),
-        None => format!("{}", params.progress),
-    };
-    match &params.message {
-        Some(message) => format!("{message} ({amount})"),
-        None => format!("progress {amount}"),
+    let (progress, message) = (params.progress, params.message.as_deref());
+    match (message, params.total) {
+        (Some(message), Some(total)) => format!("{message} ({progress}/{total})"),
+        (Some(message), None) => message.to_owned(),
+        (None, Some(total)) => format!("{progress}/{total}"),
+        (None, None) => format!("{progress}"),
     }
 }

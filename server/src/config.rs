@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+use crate::integrations::{Assistant, BadUrl, RemoteUrl, Target};
 use crate::sandbox::{ResourceLimits, SandboxMode};
 
 /// Upper bound for `--timeout`: a day. Anything longer is almost surely a typo.
@@ -65,6 +66,12 @@ pub struct Cli {
 
     #[command(flatten)]
     pub sandbox: SandboxCli,
+
+    #[command(flatten)]
+    pub tunnel: TunnelCli,
+
+    #[command(subcommand)]
+    pub command: Option<Subcommand>,
 }
 
 /// How every run is confined (see README, "Security model").
@@ -151,6 +158,59 @@ pub struct HttpCli {
     pub max_body_bytes: u64,
 }
 
+/// What to do instead of serving.
+#[derive(Debug, clap::Subcommand)]
+pub enum Subcommand {
+    /// Print the snippet that connects an AI assistant to this server (stdio, or --url for a
+    /// running server reached over HTTP).
+    Config {
+        #[arg(value_enum)]
+        assistant: Assistant,
+        /// The server's URL (`https://…/mcp` or `…/sse`; a bare base gets `/mcp`) [default: stdio,
+        /// the assistant starts this binary itself].
+        #[arg(long)]
+        url: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TunnelProvider {
+    /// ngrok (https://ngrok.com), opened in-process; needs NGROK_AUTHTOKEN.
+    Ngrok,
+}
+
+/// Settings of `--tunnel`.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Public URL (tunnel)")]
+pub struct TunnelCli {
+    /// Give the HTTP server a public https URL (needs a build with the `tunnel` feature, an auth
+    /// token, and NGROK_AUTHTOKEN); the URLs are printed on stderr.
+    #[arg(long, env = "MCP_TUNNEL", value_enum)]
+    pub tunnel: Option<TunnelProvider>,
+
+    /// ngrok authtoken (https://dashboard.ngrok.com/get-started/your-authtoken); prefer the
+    /// variable or .env to the flag, which other users can see.
+    #[arg(
+        long,
+        env = "NGROK_AUTHTOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub ngrok_authtoken: Option<String>,
+
+    /// A domain reserved in your ngrok account, e.g. pyrun.ngrok.app [default: a random one].
+    #[arg(long, env = "MCP_TUNNEL_DOMAIN", value_name = "DOMAIN")]
+    pub tunnel_domain: Option<String>,
+
+    /// Write the public `…/mcp` URL to this file once the tunnel is open.
+    #[arg(long, env = "MCP_URL_FILE", value_name = "FILE")]
+    pub url_file: Option<PathBuf>,
+
+    /// The ngrok service to connect to (for tests) [default: ngrok's].
+    #[arg(long, env = "NGROK_SERVER_ADDR", hide = true)]
+    pub ngrok_server_addr: Option<String>,
+}
+
 /// Everything the server needs, validated and resolved.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -164,6 +224,8 @@ pub struct Config {
     pub pass_env: Vec<String>,
     pub http: HttpConfig,
     pub sandbox: SandboxConfig,
+    /// The public URL to open, if any (`--tunnel`).
+    pub tunnel: Option<TunnelConfig>,
 }
 
 /// How runs are confined, validated.
@@ -202,6 +264,28 @@ impl std::fmt::Debug for HttpConfig {
     }
 }
 
+/// How to open the tunnel, validated: an auth token is set for the server.
+#[derive(Clone)]
+pub struct TunnelConfig {
+    pub provider: TunnelProvider,
+    pub authtoken: String,
+    pub domain: Option<String>,
+    pub url_file: Option<PathBuf>,
+    pub server_addr: Option<String>,
+}
+
+impl std::fmt::Debug for TunnelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TunnelConfig")
+            .field("provider", &self.provider)
+            .field("authtoken", &"<set>")
+            .field("domain", &self.domain)
+            .field("url_file", &self.url_file)
+            .field("server_addr", &self.server_addr)
+            .finish()
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("projects folder '{0}' does not exist or is not a directory\nhint: pass --projects-dir DIR or set PYTHON_PROJECTS_DIR")]
@@ -216,6 +300,20 @@ pub enum ConfigError {
     BadAuthToken,
     #[error("--allowed-host '{0}' is not a host name\nhint: give a bare host or host:port such as abc.trycloudflare.com (no scheme, no path)")]
     BadAllowedHost(String),
+    #[error(
+        "--tunnel needs the HTTP transport\nhint: drop --transport stdio (or MCP_TRANSPORT=stdio)"
+    )]
+    TunnelNeedsHttp,
+    #[error("refusing to open a public URL without an auth token: anyone could run your scripts\nhint: set MCP_AUTH_TOKEN in .env (scripts/setup makes one) or pass --auth-token TOKEN")]
+    TunnelWithoutAuthToken,
+    #[error("--tunnel ngrok needs an ngrok authtoken\nhint: copy yours from https://dashboard.ngrok.com/get-started/your-authtoken into NGROK_AUTHTOKEN (environment or .env)")]
+    NoNgrokAuthtoken,
+    #[error("--tunnel-domain '{0}' is not a domain name\nhint: give the bare name reserved in your ngrok account, e.g. pyrun.ngrok.app (no scheme, no path)")]
+    BadTunnelDomain(String),
+    #[error("cannot tell where this server binary is: {0}")]
+    NoOwnPath(String),
+    #[error(transparent)]
+    BadUrl(#[from] BadUrl),
 }
 
 impl Cli {
@@ -241,6 +339,7 @@ impl Cli {
                 return Err(ConfigError::BadEnvName(name.clone()));
             }
         }
+        let tunnel = self.resolve_tunnel()?;
         let http = self.http.resolve(self.transport)?;
         let python = resolve_python(self.python.as_deref())?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -257,8 +356,81 @@ impl Cli {
             pass_env: self.pass_env,
             http,
             sandbox,
+            tunnel,
         })
     }
+
+    /// A public URL is opened only over HTTP, with an auth token, and with ngrok's own token.
+    fn resolve_tunnel(&self) -> Result<Option<TunnelConfig>, ConfigError> {
+        let Some(provider) = self.tunnel.tunnel else {
+            return Ok(None);
+        };
+        if self.transport != Transport::Http {
+            return Err(ConfigError::TunnelNeedsHttp);
+        }
+        if self.auth_token().is_none() {
+            return Err(ConfigError::TunnelWithoutAuthToken);
+        }
+        let authtoken = self
+            .tunnel
+            .ngrok_authtoken
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or(ConfigError::NoNgrokAuthtoken)?;
+        let domain = self.tunnel.tunnel_domain.as_deref().map(str::trim);
+        if let Some(domain) = domain.filter(|d| !is_domain(d)) {
+            return Err(ConfigError::BadTunnelDomain(domain.to_owned()));
+        }
+        Ok(Some(TunnelConfig {
+            provider,
+            authtoken: authtoken.to_owned(),
+            domain: domain.map(str::to_owned),
+            url_file: self.tunnel.url_file.clone(),
+            server_addr: self.tunnel.ngrok_server_addr.clone(),
+        }))
+    }
+
+    /// The token HTTP clients must send, if one is configured.
+    fn auth_token(&self) -> Option<String> {
+        self.http
+            .auth_token
+            .clone()
+            .filter(|t| !t.trim().is_empty())
+    }
+
+    /// For `config ASSISTANT [--url URL]`: where the assistant reaches this server.
+    pub fn integration_target(&self, url: Option<&str>) -> Result<Target, ConfigError> {
+        if let Some(url) = url {
+            return Ok(Target::Remote {
+                url: RemoteUrl::parse(url)?,
+                token: self.auth_token(),
+            });
+        }
+        let server = std::env::current_exe()
+            .and_then(dunce::canonicalize)
+            .map_err(|e| ConfigError::NoOwnPath(e.to_string()))?;
+        let projects_dir = dunce::canonicalize(&self.projects_dir)
+            .ok()
+            .filter(|p| p.is_dir())
+            .ok_or_else(|| ConfigError::ProjectsDir(self.projects_dir.display().to_string()))?;
+        Ok(Target::Stdio {
+            server,
+            projects_dir,
+            // Assistants start servers with a bare PATH: name the interpreter when it is known.
+            python: resolve_python(self.python.as_deref()).ok(),
+        })
+    }
+}
+
+/// A bare DNS name with at least one dot: `pyrun.ngrok.app`.
+fn is_domain(name: &str) -> bool {
+    name.contains('.')
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
 }
 
 impl SandboxCli {

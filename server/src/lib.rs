@@ -7,8 +7,10 @@ pub mod app;
 pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod integrations;
 pub mod paths;
 pub mod runner;
 pub mod sandbox;
 pub mod tools;
 pub mod transport;
+pub mod tunnel;

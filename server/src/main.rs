@@ -2,11 +2,14 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use pyrun_mcp_server::app::App;
-use pyrun_mcp_server::config::{Cli, Transport};
+use pyrun_mcp_server::config::{Cli, Subcommand, Transport};
+use pyrun_mcp_server::integrations::{self, Assistant};
 use pyrun_mcp_server::transport;
+use pyrun_mcp_server::tunnel::{self, OpenTunnel};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -30,10 +33,23 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let config = cli.resolve()?;
+    if let Some(Subcommand::Config { assistant, url }) = &cli.command {
+        return print_config(&cli, *assistant, url.as_deref());
+    }
+    let mut config = cli.resolve()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let shutdown = CancellationToken::new();
+        // The tunnel opens first: its host name must be allowed before the router is built.
+        let tunnel = match &config.tunnel {
+            Some(settings) => {
+                let opened = tunnel::open(settings).await?;
+                opened.announce(settings.url_file.as_deref())?;
+                config.http.allowed_hosts.push(opened.host().to_owned());
+                Some(opened)
+            }
+            None => None,
+        };
         let app = App::build(config, shutdown.clone())?;
         tracing::info!(
             python = %app.config.python.display(),
@@ -45,10 +61,46 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Transport::Stdio => transport::stdio::serve(app, shutdown).await,
             Transport::Http => {
                 let listener = transport::http::bind(app.config.http.bind).await?;
-                transport::http::serve(app, listener, shutdown).await
+                match tunnel {
+                    None => transport::http::serve(app, listener, shutdown).await,
+                    Some(tunnel) => serve_with_tunnel(app, listener, tunnel, shutdown).await,
+                }
             }
         }
     })
+}
+
+/// Serves the local listener and the tunnel's connections with one router; a tunnel that closes
+/// for good stops the server with an error (a supervisor may restart it).
+async fn serve_with_tunnel(
+    app: Arc<App>,
+    listener: tokio::net::TcpListener,
+    tunnel: OpenTunnel,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let lost = CancellationToken::new();
+    let public = tunnel.with_local(listener, lost.clone());
+    let stop = shutdown.clone();
+    let watch = lost.clone();
+    tokio::spawn(async move {
+        watch.cancelled().await;
+        stop.cancel();
+    });
+    transport::http::serve(app, public, shutdown).await?;
+    if lost.is_cancelled() {
+        anyhow::bail!("the ngrok tunnel closed; the server stopped");
+    }
+    Ok(())
+}
+
+/// `config ASSISTANT`: the snippet on stdout (it may be piped into a file), hints on stderr.
+fn print_config(cli: &Cli, assistant: Assistant, url: Option<&str>) -> anyhow::Result<()> {
+    let snippet = integrations::snippet(assistant, &cli.integration_target(url)?);
+    println!("{}", snippet.text);
+    for hint in &snippet.hints {
+        eprintln!("{hint}");
+    }
+    Ok(())
 }
 
 /// Ctrl-C or SIGTERM: cancel the shutdown token (running scripts are killed).

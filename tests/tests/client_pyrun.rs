@@ -4,6 +4,7 @@
 mod client_support;
 
 use std::path::Path;
+#[cfg(target_os = "linux")]
 use std::time::Duration;
 
 use client_support::*;
@@ -176,8 +177,9 @@ fn smoke_test_over_sse() {
     smoke(&Server::sse());
 }
 
-/// Ctrl-C during a run: the client exits 130 and the script's process is gone afterwards.
-#[cfg(unix)]
+/// Ctrl-C during a run: the client exits 130 and the script's process is gone afterwards (checked
+/// through /proc, hence Linux only).
+#[cfg(target_os = "linux")]
 fn ctrl_c_cancels_the_run(server: &Server) {
     add_sleeper(server.projects());
     let target = server.target();
@@ -202,19 +204,19 @@ fn ctrl_c_cancels_the_run(server: &Server) {
     );
 }
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 #[test]
 fn ctrl_c_cancels_the_run_over_stdio() {
     ctrl_c_cancels_the_run(&Server::stdio());
 }
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 #[test]
 fn ctrl_c_cancels_the_run_over_streamable_http() {
     ctrl_c_cancels_the_run(&Server::http());
 }
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 #[test]
 fn ctrl_c_cancels_the_run_over_sse() {
     ctrl_c_cancels_the_run(&Server::sse());
@@ -239,7 +241,7 @@ fn timeouts_exit_124() {
         .assert()
         .code(124)
         .stderr(predicate::str::contains("timed out"));
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     {
         let text =
             std::fs::read_to_string(server.projects().join("sleeper.pid")).expect("the script ran");
@@ -363,4 +365,23 @@ fn usage_errors_exit_2() {
         .write_stdin("")
         .assert()
         .code(2);
+}
+
+#[test]
+fn interactive_menu_runs_a_file() {
+    let server = Server::stdio();
+    server
+        .client()
+        .arg("interactive")
+        .write_stdin("2\n1\nerror_test.py\n\n3\nq\n")
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("mathpkg/main.py")
+                .and(predicate::str::contains("This line prints fine."))
+                .and(predicate::str::contains("run_python")),
+        )
+        .stderr(
+            predicate::str::contains("[exit code 1]").and(predicate::str::contains("NameError")),
+        );
 }

@@ -10,21 +10,19 @@ use crate::session::Session;
 
 const MENU: &str = "\n  1) run a file   2) list files   3) list tools   q) quit\n";
 
-/// Returns the exit code of the last script run (0 if none ran).
+/// Ends with 0 on `q` or end of input; each run shows its exit code instead.
 pub async fn execute(session: &Session, output: &Output) -> Result<u8, ClientError> {
     let mut input = BufReader::new(tokio::io::stdin()).lines();
     let name = session.server_name().unwrap_or_else(|| "the server".into());
     eprintln!("connected to {name}");
-    let mut last_code = 0;
     loop {
         let Some(choice) = prompt(session, &mut input, &format!("{MENU}> ")).await? else {
-            return Ok(last_code);
+            return Ok(0);
         };
         // A failed action is reported and the menu comes back; Ctrl-C still ends the session.
         let step = match choice.as_str() {
             "1" | "r" | "run" => run_one(session, &mut input, output).await.map(|code| {
                 if let Some(code) = code {
-                    last_code = code;
                     eprintln!("[exit code {code}]");
                 }
             }),
@@ -34,7 +32,7 @@ pub async fn execute(session: &Session, output: &Output) -> Result<u8, ClientErr
             "3" | "t" | "tools" => tools::execute(session)
                 .await
                 .map(|t| output.tools(&t, false)),
-            "q" | "quit" | "exit" => return Ok(last_code),
+            "q" | "quit" | "exit" => return Ok(0),
             "" => Ok(()),
             other => {
                 eprintln!("unknown choice `{other}`");

@@ -46,9 +46,10 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 }
 
 /// Serves until `shutdown` fires, then closes every stream and session (their runs are killed).
+/// `listener` is the bound TCP listener, or one that also yields a tunnel's connections.
 pub async fn serve(
     app: Arc<App>,
-    listener: TcpListener,
+    listener: impl axum::serve::Listener<Addr = SocketAddr>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr().context("reading the bound address")?;

@@ -1,0 +1,381 @@
+//! `pyrun-mcp-server config ASSISTANT [--url URL]`: the exact snippet that connects Claude Desktop,
+//! Claude Code, Cursor or Cline to this server — locally (the assistant starts this binary over
+//! stdio) or remotely (Streamable HTTP or SSE with the bearer header). Pure text; no I/O here.
+
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+
+/// The name the server gets in each assistant's list.
+const SERVER_NAME: &str = "pyrun";
+/// Stands for the token when this machine does not know it.
+pub const TOKEN_PLACEHOLDER: &str = "<MCP_AUTH_TOKEN>";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Assistant {
+    /// Claude Desktop: claude_desktop_config.json.
+    ClaudeDesktop,
+    /// Claude Code: a `claude mcp add …` command.
+    ClaudeCode,
+    /// Cursor: ~/.cursor/mcp.json or .cursor/mcp.json.
+    Cursor,
+    /// Cline (VS Code): cline_mcp_settings.json.
+    Cline,
+}
+
+/// How the assistant reaches the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The assistant starts this binary itself and talks over stdio.
+    Stdio {
+        /// Absolute path of this server binary.
+        server: PathBuf,
+        /// Absolute path of the projects folder.
+        projects_dir: PathBuf,
+        /// Absolute path of the interpreter, when known: assistants start with a bare PATH.
+        python: Option<PathBuf>,
+    },
+    /// A running server at a URL (`…/mcp` or `…/sse`).
+    Remote {
+        url: RemoteUrl,
+        token: Option<String>,
+    },
+}
+
+/// A checked `http(s)://…/mcp` or `…/sse` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteUrl(String);
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("--url '{0}' is not an http(s) URL of the server\nhint: give the public base URL or its endpoint, e.g. https://abc.ngrok-free.app/mcp (Streamable HTTP) or …/sse (legacy SSE)")]
+pub struct BadUrl(pub String);
+
+impl RemoteUrl {
+    /// Accepts `https://host[:port][/mcp|/sse]`; a bare base URL gets `/mcp`.
+    pub fn parse(text: &str) -> Result<Self, BadUrl> {
+        let bad = || BadUrl(text.to_owned());
+        let trimmed = text.trim().trim_end_matches('/');
+        let (scheme, rest) = trimmed.split_once("://").ok_or_else(bad)?;
+        if !matches!(scheme, "http" | "https") {
+            return Err(bad());
+        }
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let authority_ok = !authority.is_empty()
+            && authority.chars().all(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '[' | ']')
+            });
+        if !authority_ok || trimmed.chars().any(|c| c.is_whitespace() || c == '"') {
+            return Err(bad());
+        }
+        if path.is_empty() {
+            return Ok(Self(format!("{trimmed}/mcp")));
+        }
+        Ok(Self(trimmed.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Legacy HTTP+SSE when the path ends in `/sse`; otherwise Streamable HTTP.
+    pub fn is_sse(&self) -> bool {
+        self.0.ends_with("/sse")
+    }
+}
+
+/// What to show: the snippet on stdout, the hints on stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snippet {
+    pub text: String,
+    pub hints: Vec<String>,
+}
+
+/// The snippet that connects `assistant` to `target`.
+pub fn snippet(assistant: Assistant, target: &Target) -> Snippet {
+    let mut hints = vec![where_it_goes(assistant).to_owned()];
+    let text = match target {
+        Target::Stdio { .. } => {
+            let (command, args) = stdio_command(target);
+            match assistant {
+                Assistant::ClaudeCode => {
+                    let mut words = vec!["claude", "mcp", "add", SERVER_NAME, "--"]
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>();
+                    words.push(quote(&command));
+                    words.extend(args.iter().map(|a| quote(a)));
+                    words.join(" ")
+                }
+                Assistant::Cline => servers(json!({
+                    "command": command, "args": args, "disabled": false, "autoApprove": []
+                })),
+                Assistant::ClaudeDesktop | Assistant::Cursor => {
+                    servers(json!({ "command": command, "args": args }))
+                }
+            }
+        }
+        Target::Remote { url, token } => {
+            let bearer = format!("Bearer {}", token.as_deref().unwrap_or(TOKEN_PLACEHOLDER));
+            match token {
+                Some(_) => hints.push(
+                    "note: the snippet contains your MCP_AUTH_TOKEN; keep the file private"
+                        .to_owned(),
+                ),
+                None => hints.push(format!(
+                    "hint: MCP_AUTH_TOKEN is not set here (environment or .env): replace \
+                     {TOKEN_PLACEHOLDER} with the token the server was started with"
+                )),
+            }
+            remote(assistant, url, &bearer, &mut hints)
+        }
+    };
+    Snippet { text, hints }
+}
+
+fn remote(assistant: Assistant, url: &RemoteUrl, bearer: &str, hints: &mut Vec<String>) -> String {
+    let transport = if url.is_sse() { "sse" } else { "http" };
+    match assistant {
+        Assistant::ClaudeCode => format!(
+            "claude mcp add --transport {transport} {SERVER_NAME} {} --header {}",
+            quote(url.as_str()),
+            quote(&format!("Authorization: {bearer}"))
+        ),
+        Assistant::Cursor => servers(json!({
+            "url": url.as_str(), "headers": { "Authorization": bearer }
+        })),
+        Assistant::Cline => servers(json!({
+            "type": if url.is_sse() { "sse" } else { "streamableHttp" },
+            "url": url.as_str(),
+            "headers": { "Authorization": bearer },
+            "disabled": false,
+            "autoApprove": []
+        })),
+        Assistant::ClaudeDesktop => {
+            hints.push(
+                "note: Claude Desktop's config file starts local commands only; the mcp-remote \
+                 bridge (npm, needs Node.js) carries the header to the URL"
+                    .to_owned(),
+            );
+            let mode = if url.is_sse() {
+                "sse-only"
+            } else {
+                "http-only"
+            };
+            // The header goes through an env variable: a space inside args breaks on Windows.
+            servers(json!({
+                "command": "npx",
+                "args": [
+                    "-y", "mcp-remote", url.as_str(), "--transport", mode,
+                    "--header", "Authorization:${PYRUN_AUTH_HEADER}"
+                ],
+                "env": { "PYRUN_AUTH_HEADER": bearer }
+            }))
+        }
+    }
+}
+
+/// The command line an assistant runs to start this server over stdio.
+fn stdio_command(target: &Target) -> (String, Vec<String>) {
+    let Target::Stdio {
+        server,
+        projects_dir,
+        python,
+    } = target
+    else {
+        return (String::new(), Vec::new());
+    };
+    let mut args = vec![
+        "--transport".to_owned(),
+        "stdio".to_owned(),
+        "--projects-dir".to_owned(),
+        projects_dir.display().to_string(),
+    ];
+    if let Some(python) = python {
+        args.push("--python".to_owned());
+        args.push(python.display().to_string());
+    }
+    (server.display().to_string(), args)
+}
+
+/// `{"mcpServers": {"pyrun": entry}}`, pretty-printed.
+fn servers(entry: Value) -> String {
+    let whole = json!({ "mcpServers": { SERVER_NAME: entry } });
+    serde_json::to_string_pretty(&whole).unwrap_or_else(|_| whole.to_string())
+}
+
+fn where_it_goes(assistant: Assistant) -> &'static str {
+    match assistant {
+        Assistant::ClaudeDesktop => {
+            "hint: merge into claude_desktop_config.json (Settings > Developer > Edit Config; macOS: \
+             ~/Library/Application Support/Claude/, Windows: %APPDATA%\\Claude\\), then restart \
+             Claude Desktop"
+        }
+        Assistant::ClaudeCode => {
+            "hint: run this command (add `--scope user` after `add` for every project); \
+             `claude mcp list` shows it"
+        }
+        Assistant::Cursor => {
+            "hint: merge into ~/.cursor/mcp.json (all projects) or .cursor/mcp.json (one project)"
+        }
+        Assistant::Cline => {
+            "hint: merge into cline_mcp_settings.json (Cline > MCP Servers > Configure MCP Servers)"
+        }
+    }
+}
+
+/// One shell word: bare when safe, else single-quoted (POSIX shells; PowerShell on Windows).
+fn quote(word: &str) -> String {
+    let safe = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c));
+    if safe {
+        return word.to_owned();
+    }
+    if cfg!(windows) {
+        format!("'{}'", word.replace('\'', "''"))
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Assistant; 4] = [
+        Assistant::ClaudeDesktop,
+        Assistant::ClaudeCode,
+        Assistant::Cursor,
+        Assistant::Cline,
+    ];
+
+    /// A real binary and folder, so "points at files that exist" can be checked.
+    fn stdio_target(projects: &std::path::Path) -> Target {
+        Target::Stdio {
+            server: std::env::current_exe().unwrap(),
+            projects_dir: projects.to_path_buf(),
+            python: None,
+        }
+    }
+
+    fn entry(text: &str) -> Value {
+        let parsed: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        parsed["mcpServers"][SERVER_NAME].clone()
+    }
+
+    /// The words a POSIX shell makes of the Claude Code command (a `claude` function records them).
+    #[cfg(unix)]
+    fn shell_words(command: &str) -> Vec<String> {
+        let script = format!("claude() {{ printf '%s\\0' \"$@\"; }}\n{command}");
+        let out = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command}: {out:?}");
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .split('\0')
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn stdio_snippets_parse_and_point_at_existing_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let projects = dir.path().join("my projects 'quoted'");
+        std::fs::create_dir(&projects).unwrap();
+        let target = stdio_target(&projects);
+        for assistant in ALL {
+            let snippet = snippet(assistant, &target);
+            let (command, args): (String, Vec<String>) = if assistant == Assistant::ClaudeCode {
+                #[cfg(not(unix))]
+                continue;
+                #[cfg(unix)]
+                {
+                    let words = shell_words(&snippet.text);
+                    assert_eq!(words[..5], ["mcp", "add", SERVER_NAME, "--", &words[4]]);
+                    (words[4].clone(), words[5..].to_vec())
+                }
+            } else {
+                let entry = entry(&snippet.text);
+                let args = entry["args"].as_array().unwrap();
+                let args = args.iter().map(|a| a.as_str().unwrap().to_owned());
+                (
+                    entry["command"].as_str().unwrap().to_owned(),
+                    args.collect(),
+                )
+            };
+            assert!(std::path::Path::new(&command).is_file(), "{command}");
+            let at = args.iter().position(|a| a == "--projects-dir").unwrap();
+            assert!(std::path::Path::new(&args[at + 1]).is_dir(), "{args:?}");
+            assert_eq!(args[..2], ["--transport", "stdio"]);
+            assert!(!snippet.hints.is_empty());
+        }
+    }
+
+    #[test]
+    fn remote_snippets_carry_the_url_and_bearer_header() {
+        let url = RemoteUrl::parse("https://abc.ngrok-free.app").unwrap();
+        assert_eq!(url.as_str(), "https://abc.ngrok-free.app/mcp");
+        let target = Target::Remote {
+            url: url.clone(),
+            token: Some("s3cret".to_owned()),
+        };
+        let cursor = entry(&snippet(Assistant::Cursor, &target).text);
+        assert_eq!(cursor["url"], url.as_str());
+        assert_eq!(cursor["headers"]["Authorization"], "Bearer s3cret");
+        let cline = entry(&snippet(Assistant::Cline, &target).text);
+        assert_eq!(cline["type"], "streamableHttp");
+        assert_eq!(cline["headers"]["Authorization"], "Bearer s3cret");
+        let desktop = entry(&snippet(Assistant::ClaudeDesktop, &target).text);
+        assert_eq!(desktop["command"], "npx");
+        assert_eq!(desktop["args"][2], url.as_str());
+        assert_eq!(desktop["env"]["PYRUN_AUTH_HEADER"], "Bearer s3cret");
+        #[cfg(unix)]
+        {
+            let code = shell_words(&snippet(Assistant::ClaudeCode, &target).text);
+            let expected = [
+                "mcp",
+                "add",
+                "--transport",
+                "http",
+                SERVER_NAME,
+                url.as_str(),
+                "--header",
+                "Authorization: Bearer s3cret",
+            ];
+            assert_eq!(code, expected);
+        }
+
+        let sse = Target::Remote {
+            url: RemoteUrl::parse("http://127.0.0.1:8000/sse/").unwrap(),
+            token: None,
+        };
+        let cline = snippet(Assistant::Cline, &sse);
+        assert!(cline.hints.iter().any(|h| h.contains("MCP_AUTH_TOKEN")));
+        let cline = entry(&cline.text);
+        assert_eq!(cline["type"], "sse");
+        assert_eq!(cline["url"], "http://127.0.0.1:8000/sse");
+        assert_eq!(
+            cline["headers"]["Authorization"],
+            format!("Bearer {TOKEN_PLACEHOLDER}")
+        );
+    }
+
+    #[test]
+    fn bad_urls_are_refused_with_the_value() {
+        for bad in [
+            "abc.ngrok-free.app",
+            "ftp://x.example/mcp",
+            "https:///mcp",
+            "https://x y/mcp",
+        ] {
+            let err = RemoteUrl::parse(bad).unwrap_err();
+            assert!(err.to_string().contains(bad), "{err}");
+        }
+        let kept = RemoteUrl::parse("https://h.example:8443/base/mcp").unwrap();
+        assert_eq!(kept.as_str(), "https://h.example:8443/base/mcp");
+    }
+}
