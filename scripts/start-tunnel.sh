@@ -86,8 +86,9 @@ hint: is its authtoken set? ngrok config add-authtoken YOUR_TOKEN"
     sleep 0.5
     tunnels=$(curl -s --max-time 2 "$api/api/tunnels" || true)
     # Of the agent's tunnels, the https one that forwards to our port.
-    public=$(tr -d '\n' <<<"$tunnels" | grep -o '"public_url":"https://[^"]*"[^}]*"addr":"[^"]*:'"$port"'"' |
-        head -n 1 | sed 's/"public_url":"\([^"]*\)".*/\1/' || true)
+    public=$(tr -d '\n' <<<"$tunnels" |
+        grep -o '"public_url":[[:space:]]*"https://[^"]*"[^}]*"addr":[[:space:]]*"[^"]*:'"$port"'"' |
+        head -n 1 | sed 's/"public_url":[[:space:]]*"\([^"]*\)".*/\1/' || true)
 done
 public=${public%/}
 echo "$public/mcp" >"$RUN_DIR/tunnel.url"

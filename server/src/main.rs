@@ -40,7 +40,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let shutdown = CancellationToken::new();
-        // The tunnel opens first: its host name must be allowed before the router is built.
+        // Bind first, so a taken port fails before anything is public; then the tunnel, whose
+        // host name must be allowed before the router is built.
+        let listener = match config.transport {
+            Transport::Http => Some(transport::http::bind(config.http.bind).await?),
+            Transport::Stdio => None,
+        };
         let tunnel = match &config.tunnel {
             Some(settings) => {
                 let opened = tunnel::open(settings).await?;
@@ -57,14 +62,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             "pyrun-mcp {} ready", env!("CARGO_PKG_VERSION")
         );
         tokio::spawn(cancel_on_signal(shutdown.clone()));
-        match app.config.transport {
-            Transport::Stdio => transport::stdio::serve(app, shutdown).await,
-            Transport::Http => {
-                let listener = transport::http::bind(app.config.http.bind).await?;
-                match tunnel {
-                    None => transport::http::serve(app, listener, shutdown).await,
-                    Some(tunnel) => serve_with_tunnel(app, listener, tunnel, shutdown).await,
-                }
+        match (listener, tunnel) {
+            (None, _) => transport::stdio::serve(app, shutdown).await,
+            (Some(listener), None) => transport::http::serve(app, listener, shutdown).await,
+            (Some(listener), Some(tunnel)) => {
+                serve_with_tunnel(app, listener, tunnel, shutdown).await
             }
         }
     })
