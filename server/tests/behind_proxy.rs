@@ -18,11 +18,24 @@ const TOKEN: &str = "proxy-test-token-1234";
 /// Longest wait for any one read; the SSE keep-alive interval (15 s) plus a margin.
 const READ_TIMEOUT: Duration = Duration::from_secs(40);
 
-/// A child process killed (and reaped) on drop.
+/// A child process stopped on drop: SIGTERM first (the server then removes what it set up, such
+/// as its cgroups), SIGKILL if it is still there after 5 s.
 struct Running(Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
+        let pid = i32::try_from(self.0.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw);
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            for _ in 0..50 {
+                if matches!(self.0.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
