@@ -165,8 +165,9 @@ async fn main() -> anyhow::Result<()> {
 
     // 4. Load: N clients over /mcp, and the raw spawn ceiling with N workers.
     procs::reset_peak(http.pid());
-    let load = load_mcp(&http.base_url, args.clients, args.load_secs).await?;
+    let load = load_http(&http.base_url, Route::Mcp, args.clients, args.load_secs).await?;
     let load_peak = rss_kib(http.pid()).map(|(_, hwm)| hwm).unwrap_or(0);
+    let sse_load = load_http(&http.base_url, Route::Sse, args.clients, args.load_secs).await?;
     let ceiling = raw_ceiling(&python, &projects, args.clients, args.load_secs).await?;
     report.row(
         &format!(
@@ -192,6 +193,27 @@ async fn main() -> anyhow::Result<()> {
             ceiling,
             100.0 * load.rate / ceiling.max(1e-9)
         ),
+    );
+    report.row(
+        &format!(
+            "{} clients × {} s over /sse: calls/s (p50 / p99)",
+            args.clients, args.load_secs
+        ),
+        format!(
+            "{:.0} ({} / {})",
+            sse_load.rate,
+            ms(sse_load.samples.median()),
+            ms(sse_load.samples.p99())
+        ),
+        cell(&|b| {
+            format!(
+                "{:.0} ({} / {})",
+                b.sse_load.rate,
+                ms(b.sse_load.samples.median()),
+                ms(b.sse_load.samples.p99())
+            )
+        }),
+        String::new(),
     );
 
     // 5. Memory: idle, under load, with idle SSE sessions.
@@ -312,22 +334,30 @@ struct Load {
     samples: Samples,
 }
 
-async fn load_mcp(base: &str, clients: usize, secs: u64) -> anyhow::Result<Load> {
-    let url = format!("{base}/mcp");
+/// The HTTP transport a load run drives.
+#[derive(Clone, Copy)]
+enum Route {
+    Mcp,
+    Sse,
+}
+
+async fn load_http(base: &str, route: Route, clients: usize, secs: u64) -> anyhow::Result<Load> {
     let end = Instant::now() + Duration::from_secs(secs);
     let tasks = (0..clients).map(|c| {
-        let url = url.clone();
+        let base = base.to_owned();
         tokio::spawn(async move {
-            let mut session = StreamableHttpSession::start(&url, &[]).await?;
-            let mut samples = Samples::default();
-            let mut id = (c as u64) << 32;
-            while Instant::now() < end {
-                id += 1;
-                let t = Instant::now();
-                session.run(id, SCRIPT).await?;
-                samples.push(t.elapsed());
+            let first_id = (c as u64) << 32;
+            match route {
+                Route::Mcp => {
+                    let url = format!("{base}/mcp");
+                    let mut session = StreamableHttpSession::start(&url, &[]).await?;
+                    calls_until(&mut session, first_id, end).await
+                }
+                Route::Sse => {
+                    let mut session = SseSession::start(&base, "/sse").await?;
+                    calls_until(&mut session, first_id, end).await
+                }
             }
-            Ok::<_, anyhow::Error>(samples)
         })
     });
     let mut all = Samples::default();
@@ -338,6 +368,22 @@ async fn load_mcp(base: &str, clients: usize, secs: u64) -> anyhow::Result<Load>
         rate: all.len() as f64 / secs as f64,
         samples: all,
     })
+}
+
+/// One client's back-to-back calls until `end`.
+async fn calls_until<S: Session>(
+    session: &mut S,
+    mut id: u64,
+    end: Instant,
+) -> anyhow::Result<Samples> {
+    let mut samples = Samples::default();
+    while Instant::now() < end {
+        id += 1;
+        let t = Instant::now();
+        session.run(id, SCRIPT).await?;
+        samples.push(t.elapsed());
+    }
+    Ok(samples)
 }
 
 async fn idle_rss(bin: &Path, projects: &Path, python_arg: &[&str]) -> anyhow::Result<u64> {
@@ -394,6 +440,7 @@ struct Baseline {
     mcp: Samples,
     sse: Samples,
     load: Load,
+    sse_load: Load,
     idle_rss: u64,
     load_peak: u64,
     sessions: String,
@@ -415,12 +462,19 @@ impl Baseline {
         let mut mcp = StreamableHttpSession::start(&format!("{}/mcp", http.base_url), &[]).await?;
         let mcp_s = sequential(&mut mcp, args.calls).await?;
         procs::reset_peak(http.pid());
-        let load = load_mcp(&http.base_url, args.clients, args.load_secs).await?;
+        let load = load_http(&http.base_url, Route::Mcp, args.clients, args.load_secs).await?;
         let load_peak = rss_kib(http.pid()).map(|(_, h)| h).unwrap_or(0);
         drop(http);
         let sse_server = procs::start_fastmcp(py, script, projects, "sse").await?;
         let mut sse = SseSession::start(&sse_server.base_url, "/sse").await?;
         let sse_s = sequential(&mut sse, args.calls).await?;
+        let sse_load = load_http(
+            &sse_server.base_url,
+            Route::Sse,
+            args.clients,
+            args.load_secs,
+        )
+        .await?;
         let sessions = idle_sse_rss(&sse_server, args.idle_sessions)
             .await
             .map_or_else(|e| format!("failed: {e}"), mib);
@@ -428,6 +482,7 @@ impl Baseline {
             mcp: mcp_s,
             sse: sse_s,
             load,
+            sse_load,
             idle_rss,
             load_peak,
             sessions,

@@ -142,7 +142,7 @@ pub struct HttpCli {
     pub allowed_hosts: Vec<String>,
 
     /// Serve a non-loopback address without a token (only behind something else that authenticates).
-    #[arg(long, env = "MCP_ALLOW_UNAUTHENTICATED")]
+    #[arg(long, env = "MCP_ALLOW_UNAUTHENTICATED", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     pub allow_unauthenticated: bool,
 
     /// Live sessions at once (Streamable HTTP and SSE together); more get 503.

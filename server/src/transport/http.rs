@@ -19,7 +19,7 @@ use axum::{Json, Router};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::Serialize;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 
@@ -37,8 +37,25 @@ const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Binds the configured address (port 0 picks a free port).
+///
+/// The listening socket gets TCP_NODELAY, which accepted connections inherit: without it, a
+/// response's second small write (the JSON-RPC answer after the SSE priming event) waits for the
+/// client's delayed ACK, ~40 ms on every /mcp call.
 pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr).await.with_context(|| {
+    let listen = || -> std::io::Result<TcpListener> {
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        // As `TcpListener::bind` does: a restarted server may reuse a port in TIME_WAIT.
+        #[cfg(unix)]
+        socket.set_reuseaddr(true)?;
+        socket.set_nodelay(true)?;
+        socket.bind(addr)?;
+        socket.listen(1024)
+    };
+    listen().with_context(|| {
         format!(
             "cannot listen on {addr}\nhint: pick another address with --bind HOST:PORT or MCP_BIND"
         )
@@ -149,4 +166,21 @@ async fn health(State(app): State<Arc<App>>) -> Json<Health> {
         running: app.runner.running(),
         sandbox: app.runner.sandbox().layers(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn accepted_connections_inherit_nodelay() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (accepted, _) = listener.accept().await.unwrap();
+        assert!(
+            accepted.nodelay().unwrap(),
+            "accepted socket lacks TCP_NODELAY"
+        );
+    }
 }
