@@ -14,6 +14,6 @@ pub use clients::{
     args, assert_standard_session, assert_unauthorized, client_script, inspector_cli, python_client,
 };
 pub use deps::{node_env, python_env, NodeEnv};
-pub use paths::{bin_path, projects_copy, sample_projects, target_dir, workspace_root};
+pub use paths::{bin_path, cargo, projects_copy, sample_projects, target_dir, workspace_root};
 pub use process::{run_bounded, Output};
 pub use server::{HttpServer, StdioCommand};

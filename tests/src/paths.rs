@@ -55,6 +55,13 @@ pub fn bin_path(name: &str) -> PathBuf {
     path
 }
 
+/// `cargo` (the one running these tests when known), in the workspace root.
+pub fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
 fn build_workspace() -> Result<(), String> {
     let profile = profile_dir();
     let profile_flag = match profile.file_name().and_then(|n| n.to_str()) {
@@ -63,10 +70,8 @@ fn build_workspace() -> Result<(), String> {
         // Some other profile or layout: trust what is there (`bin_path` checks it exists).
         _ => return Ok(()),
     };
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root())
-        .args(["build", "--workspace", "--bins", "--tests"])
+    let mut cmd = cargo();
+    cmd.args(["build", "--workspace", "--bins", "--tests"])
         .args(profile_flag)
         .arg("--target-dir")
         .arg(target_dir());

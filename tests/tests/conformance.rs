@@ -5,10 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
-use pyrun_mcp_tests::{node_env, run_bounded, target_dir, workspace_root, HttpServer};
+use pyrun_mcp_tests::{cargo, node_env, run_bounded, target_dir, workspace_root, HttpServer};
 use serde_json::Value;
 
 /// Building the feature binary from scratch takes a few minutes on two cores.
@@ -19,18 +18,16 @@ const SUITE_TIMEOUT: Duration = Duration::from_secs(600);
 /// in `target/debug/` never carries the fixtures) and returns its path.
 fn conformance_binary() -> PathBuf {
     let target = target_dir().join("conformance");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root())
-        .args([
-            "build",
-            "-p",
-            "pyrun-mcp-server",
-            "--features",
-            "conformance",
-        ])
-        .arg("--target-dir")
-        .arg(&target);
+    let mut cmd = cargo();
+    cmd.args([
+        "build",
+        "-p",
+        "pyrun-mcp-server",
+        "--features",
+        "conformance",
+    ])
+    .arg("--target-dir")
+    .arg(&target);
     let out = run_bounded(&mut cmd, BUILD_TIMEOUT);
     assert!(
         out.success(),
