@@ -1,0 +1,134 @@
+//! Added latency of the sandbox per run: one Python script spawned as the runner does, with
+//! `--sandbox standard` and `off` interleaved, medians over N runs. Run via scripts/bench-sandbox.sh.
+
+#![cfg_attr(not(unix), allow(unused_imports, dead_code))]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pyrun_mcp_server::sandbox::{
+    python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy,
+};
+
+#[cfg(not(unix))]
+fn main() {
+    eprintln!("the sandbox benchmark measures the Unix pre-exec layers; nothing to measure here");
+}
+
+#[cfg(unix)]
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let mut runs = 100usize;
+    let mut python: Option<PathBuf> = None;
+    let mut limits = ResourceLimits::default();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--runs" => runs = args.next().unwrap_or_default().parse()?,
+            "--python" => python = args.next().map(PathBuf::from),
+            // Memory and process limits of 0 make no per-run cgroups: shows what they cost.
+            "--no-cgroups" => {
+                limits.memory_bytes = 0;
+                limits.processes = 0;
+            }
+            other => anyhow::bail!(
+                "unknown argument {other}; usage: [--runs N] [--python PATH] [--no-cgroups]"
+            ),
+        }
+    }
+    let python = match python {
+        Some(p) => p,
+        None => pyrun_mcp_server::config::resolve_python(None)?,
+    };
+    let project = tempfile::tempdir()?;
+    let project_dir = project.path().canonicalize()?;
+    let script = project_dir.join("hello.py");
+    std::fs::write(&script, "print('Hello, World!')\n")?;
+
+    let sandbox = |mode| -> anyhow::Result<Sandbox> {
+        let mut read_paths = python_read_paths(&python)?;
+        read_paths.push(project_dir.clone());
+        Ok(Sandbox::new(SandboxPolicy {
+            mode,
+            read_paths,
+            write_paths: vec![project_dir.clone()],
+            allow_network: false,
+            limits: limits.clone(),
+        })?)
+    };
+    let off = sandbox(SandboxMode::Off)?;
+    let standard = sandbox(SandboxMode::Standard)?;
+    eprintln!(
+        "python {}; standard layers {:?}; {runs} runs each, interleaved",
+        python.display(),
+        standard.layers()
+    );
+
+    let (mut t_off, mut t_std, mut t_confine) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..runs + 5 {
+        let (a, _) = run_once(&off, &python, &script)?;
+        let (b, confine) = run_once(&standard, &python, &script)?;
+        if i >= 5 {
+            // The first runs warm the page cache.
+            t_off.push(a);
+            t_std.push(b);
+            t_confine.push(confine);
+        }
+    }
+    let (m_off, m_std, m_confine) = (
+        median(&mut t_off),
+        median(&mut t_std),
+        median(&mut t_confine),
+    );
+    println!("| measure (median of {runs}) | ms |");
+    println!("|---|---|");
+    println!("| run, --sandbox off | {:.2} |", ms(m_off));
+    println!("| run, --sandbox standard | {:.2} |", ms(m_std));
+    println!("| added per run | {:+.2} |", ms(m_std) - ms(m_off));
+    println!(
+        "| of which confine() in the server | {:.3} |",
+        ms(m_confine)
+    );
+    Ok(())
+}
+
+#[cfg(unix)]
+/// Spawns the script as the runner does and waits for it; returns (total, confine) times.
+fn run_once(
+    sandbox: &Sandbox,
+    python: &Path,
+    script: &Path,
+) -> anyhow::Result<(Duration, Duration)> {
+    use std::os::unix::process::CommandExt;
+    let scratch = tempfile::tempdir()?;
+    let start = Instant::now();
+    let mut cmd = Command::new(python);
+    cmd.arg(script)
+        .current_dir(script.parent().unwrap_or(Path::new("/")))
+        .env_clear()
+        .env("HOME", scratch.path())
+        .env("TMPDIR", scratch.path())
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    sandbox.confine(&mut cmd, scratch.path())?;
+    let confined = start.elapsed();
+    let out = cmd.output()?;
+    let total = start.elapsed();
+    anyhow::ensure!(
+        out.status.success() && out.stdout == b"Hello, World!\n",
+        "run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok((total, confined))
+}
+
+fn median(samples: &mut [Duration]) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
