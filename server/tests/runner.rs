@@ -5,7 +5,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{gone_within, project, read_pid, runner};
+#[cfg(unix)]
+use common::{gone_within, read_pid};
+use common::{project, runner};
 use pyrun_mcp_server::runner::RunRequest;
 use tokio_util::sync::CancellationToken;
 
@@ -23,6 +25,7 @@ fn request<'a>(
     }
 }
 
+#[cfg(unix)]
 const SPAWN_GRANDCHILD: &str = r#"
 import os, subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c",

@@ -162,16 +162,18 @@ fn make_base(controller: Controller, limits: &ResourceLimits) -> Result<PathBuf,
     let instance = INSTANCES.fetch_add(1, Ordering::Relaxed);
     let mount = mount_point(controller.name()).ok_or("hierarchy not mounted (cgroup v1)")?;
     let own = own_cgroup(controller.name()).ok_or("own cgroup not found in /proc/self/cgroup")?;
-    let base = mount.join(own.trim_start_matches('/')).join(format!(
-        "pyrun-mcp-{}-{}",
+    let parent = mount.join(own.trim_start_matches('/'));
+    sweep_stale(&parent);
+    // The start time makes the name unique even when a dead server's pid comes back.
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let base = parent.join(format!(
+        "pyrun-mcp-{}-{}-{started}",
         std::process::id(),
         instance
     ));
-    match fs::create_dir(&base) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("{}: {e}", base.display())),
-    }
+    fs::create_dir(&base).map_err(|e| format!("{}: {e}", base.display()))?;
     let trial = base.join("probe");
     let result = make_run_cgroup(&trial, controller, limits).map(drop);
     let _ = fs::remove_dir(&trial);
@@ -208,6 +210,36 @@ fn make_run_cgroup(
     // single-threaded after fork) spares the kernel a threadgroup lock and an RCU grace period
     // (~6 ms per hierarchy measured here).
     OpenOptions::new().write(true).open(dir.join("tasks"))
+}
+
+/// Removes the cgroups left by servers that died without cleaning up (SIGKILL, power loss): their
+/// name carries the pid, and a pid no longer running owns nothing. Busy or foreign ones stay.
+fn sweep_stale(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("pyrun-mcp-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let base = entry.path();
+        if let Ok(runs) = fs::read_dir(&base) {
+            for run in runs.flatten().filter(|r| r.path().is_dir()) {
+                kill_all(&run.path());
+                let _ = fs::remove_dir(run.path());
+            }
+        }
+        let _ = fs::remove_dir(&base);
+    }
 }
 
 /// SIGKILL every process listed in a cgroup, a few rounds in case one was forking.
@@ -267,5 +299,30 @@ mod tests {
         };
         assert_eq!(Controller::Pids.limit(&limits), Some(("pids.max", 32)));
         assert_eq!(Controller::Memory.limit(&limits), None);
+    }
+
+    #[test]
+    fn cgroups_of_dead_servers_are_swept_and_names_never_collide() {
+        let (Some(mount), Some(own)) = (mount_point("pids"), own_cgroup("pids")) else {
+            eprintln!("skipped: no cgroup v1 pids hierarchy on this machine");
+            return;
+        };
+        let parent = mount.join(own.trim_start_matches('/'));
+        // No pid reaches this value (pid_max is at most 2^22), so its server is surely dead.
+        let stale = parent.join("pyrun-mcp-999999999-0-0");
+        if fs::create_dir_all(stale.join("run-1")).is_err() {
+            eprintln!("skipped: cannot create cgroups under {}", parent.display());
+            return;
+        }
+        let limits = ResourceLimits::default();
+        let first = make_base(Controller::Pids, &limits).unwrap();
+        let second = make_base(Controller::Pids, &limits).unwrap();
+        assert!(!stale.exists(), "stale cgroup was not swept");
+        assert_ne!(first, second);
+        make_run_cgroup(&first.join("run-1"), Controller::Pids, &limits).unwrap();
+        for base in [first, second] {
+            let _ = fs::remove_dir(base.join("run-1"));
+            fs::remove_dir(&base).unwrap();
+        }
     }
 }
