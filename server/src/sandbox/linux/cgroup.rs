@@ -191,14 +191,7 @@ fn make_run_cgroup(
     controller: Controller,
     limits: &ResourceLimits,
 ) -> std::io::Result<File> {
-    match fs::create_dir(dir) {
-        // A killed server whose pid we reuse may have left it behind: empty, it can go.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            fs::remove_dir(dir)?;
-            fs::create_dir(dir)?;
-        }
-        other => other?,
-    }
+    fs::create_dir(dir)?;
     if let Some((file, value)) = controller.limit(limits) {
         fs::write(dir.join(file), value.to_string())?;
         if controller == Controller::Memory {
