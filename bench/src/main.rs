@@ -454,9 +454,8 @@ impl Baseline {
         python: &Path,
         args: &Args,
     ) -> anyhow::Result<Self> {
-        let _ = python;
         eprintln!("FastMCP baseline…");
-        let http = procs::start_fastmcp(py, script, projects, "http").await?;
+        let http = procs::start_fastmcp(py, script, projects, "http", python).await?;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let idle_rss = rss_kib(http.pid()).map(|(r, _)| r).unwrap_or(0);
         let mut mcp = StreamableHttpSession::start(&format!("{}/mcp", http.base_url), &[]).await?;
@@ -465,7 +464,7 @@ impl Baseline {
         let load = load_http(&http.base_url, Route::Mcp, args.clients, args.load_secs).await?;
         let load_peak = rss_kib(http.pid()).map(|(_, h)| h).unwrap_or(0);
         drop(http);
-        let sse_server = procs::start_fastmcp(py, script, projects, "sse").await?;
+        let sse_server = procs::start_fastmcp(py, script, projects, "sse", python).await?;
         let mut sse = SseSession::start(&sse_server.base_url, "/sse").await?;
         let sse_s = sequential(&mut sse, args.calls).await?;
         let sse_load = load_http(

@@ -70,12 +70,14 @@ pub async fn start_fastmcp(
     script: &Path,
     projects: &Path,
     transport: &str,
+    interpreter: &Path,
 ) -> anyhow::Result<Server> {
     let port = free_port()?;
     let child = Command::new(python)
         .arg(script)
         .args([transport, &port.to_string()])
         .arg(projects)
+        .arg(interpreter)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
