@@ -126,7 +126,7 @@ impl PyRunServer {
             Some(token) => with_progress(run, &ctx, token, &script).await,
         };
         match outcome {
-            Ok(outcome) => Ok(self.report(&outcome, timeout)),
+            Ok(outcome) => Ok(self.report(outcome, timeout)),
             Err(e) => {
                 tracing::warn!(script = script.relative(), error = %e, "run failed to start");
                 Ok(refusal(e.to_string()))
@@ -168,15 +168,12 @@ impl PyRunServer {
         text.replace(&prefix, "")
     }
 
-    fn report(&self, outcome: &RunOutcome, timeout: Duration) -> CallToolResult {
-        let shown = RunOutcome {
-            stderr: self.without_host_folder(&outcome.stderr),
-            ..outcome.clone()
-        };
-        let text = render_text(&shown, timeout);
+    fn report(&self, mut outcome: RunOutcome, timeout: Duration) -> CallToolResult {
+        outcome.stderr = self.without_host_folder(&outcome.stderr);
+        let text = render_text(&outcome, timeout);
         let report = RunReport {
-            stdout: outcome.stdout.clone(),
-            stderr: self.without_host_folder(&outcome.stderr),
+            stdout: outcome.stdout,
+            stderr: outcome.stderr,
             exit_code: outcome.exit_code,
             timed_out: outcome.timed_out,
             stdout_truncated: outcome.stdout_truncated,
