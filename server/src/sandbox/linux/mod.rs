@@ -1,5 +1,6 @@
 //! Linux sandbox: probes the kernel once, then confines each run in a `pre_exec` hook (steps in `sandbox/mod.rs`).
 
+mod bpf;
 mod cgroup;
 mod landlock;
 mod seccomp;
