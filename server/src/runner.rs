@@ -1,8 +1,9 @@
 //! The only module that spawns processes: one Python run with a scrubbed environment, its own
 //! process group, a timeout, cancellation, capped output and a bounded number of runs at once.
 //!
-//! Steps of a run, in order: wait for a permit; make a scratch dir (HOME/TMPDIR); build the argv
-//! (never a shell); let the sandbox confine it; spawn; feed stdin; read both pipes with a cap; wait
+//! Steps of a run, in order: wait for a permit; wait for the sandbox's start-up probe (done long
+//! before, usually); take a slot (a reused scratch dir for HOME/TMPDIR with its sandbox rules);
+//! build the argv (never a shell); let the sandbox confine it; spawn; feed stdin; read both pipes with a cap; wait
 //! for exit, timeout or cancellation; kill the whole process group whatever happened; drain the
 //! pipes for a bounded time; report a plain [`RunOutcome`].
 
@@ -19,7 +20,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::paths::ProjectPath;
-use crate::sandbox::{Sandbox, SandboxError};
+use crate::sandbox::{SandboxCell, SandboxError};
+use crate::slots::{SlotError, SlotPool};
 
 /// How long pipes are read after the process group is gone. Data the script wrote before dying is
 /// already in the pipe; only a process that escaped the group can keep a pipe open this long.
@@ -84,6 +86,8 @@ pub enum RunError {
     Scratch(io::Error),
     #[error("the run was refused because the sandbox could not be applied: {0}")]
     Sandbox(#[from] SandboxError),
+    #[error("the run was refused because the sandbox could not be set up: {0}")]
+    SandboxUnavailable(Arc<SandboxError>),
     #[error("the run was cancelled before it started")]
     CancelledWhileQueued,
 }
@@ -94,7 +98,9 @@ pub struct Runner {
     max_output: usize,
     permits: Arc<Semaphore>,
     running: AtomicUsize,
-    sandbox: Sandbox,
+    // Before `sandbox`: slots drop their rules (cgroups) before the sandbox removes their parent.
+    slots: Arc<SlotPool>,
+    sandbox: SandboxCell,
     shutdown: CancellationToken,
 }
 
@@ -108,18 +114,24 @@ impl std::fmt::Debug for Runner {
 }
 
 impl Runner {
-    /// `shutdown` kills every run in flight when it fires.
-    pub fn new(settings: RunnerSettings, sandbox: Sandbox, shutdown: CancellationToken) -> Self {
+    /// `sandbox` is a [`Sandbox`](crate::sandbox::Sandbox) or one still being probed. `shutdown`
+    /// kills every run in flight when it fires. Fails when no private scratch root can be made.
+    pub fn new(
+        settings: RunnerSettings,
+        sandbox: impl Into<SandboxCell>,
+        shutdown: CancellationToken,
+    ) -> io::Result<Self> {
         let env = scrubbed_env(std::env::vars_os(), &settings.pass_env);
-        Self {
+        Ok(Self {
             python: settings.python,
             env,
             max_output: settings.max_output_bytes,
             permits: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             running: AtomicUsize::new(0),
-            sandbox,
+            slots: Arc::new(SlotPool::new()?),
+            sandbox: sandbox.into(),
             shutdown,
-        }
+        })
     }
 
     /// Runs in flight (not counting those waiting for a permit).
@@ -127,8 +139,8 @@ impl Runner {
         self.running.load(Ordering::Relaxed)
     }
 
-    /// The sandbox's active layers, for reports.
-    pub fn sandbox(&self) -> &Sandbox {
+    /// The sandbox (possibly still being probed), for reports.
+    pub fn sandbox(&self) -> &SandboxCell {
         &self.sandbox
     }
 
@@ -147,12 +159,18 @@ impl Runner {
         self.running.fetch_add(1, Ordering::Relaxed);
         let _running = DecrementOnDrop(&self.running);
 
-        let scratch = tempfile::Builder::new()
-            .prefix("pyrun-")
-            .tempdir()
-            .map_err(RunError::Scratch)?;
-        let mut cmd = self.command(&req, scratch.path());
-        self.sandbox.confine(&mut cmd, scratch.path())?;
+        let sandbox = self
+            .sandbox
+            .get()
+            .await
+            .map_err(RunError::SandboxUnavailable)?;
+        // Dropped after the process tree below: the slot goes back only once the run is dead.
+        let slot = self.slots.take(&sandbox).map_err(|e| match e {
+            SlotError::Scratch(e) => RunError::Scratch(e),
+            SlotError::Sandbox(e) => RunError::Sandbox(e),
+        })?;
+        let mut cmd = self.command(&req, slot.dir());
+        sandbox.confine(&mut cmd, slot.rules())?;
         let mut cmd = tokio::process::Command::from(cmd);
         cmd.kill_on_drop(true);
 
@@ -161,7 +179,7 @@ impl Runner {
         // Windows: a kill-on-close Job Object holds the whole tree (on error, kill_on_drop).
         #[cfg(windows)]
         let _job = match child.raw_handle() {
-            Some(handle) => self.sandbox.assign_job(handle)?,
+            Some(handle) => sandbox.assign_job(handle)?,
             None => None,
         };
         let tree = ProcessTree::of(&child);

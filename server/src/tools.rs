@@ -179,11 +179,13 @@ impl PyRunServer {
             stdout_truncated: outcome.stdout_truncated,
             stderr_truncated: outcome.stderr_truncated,
             duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            // A run has ended: the sandbox was probed before it started.
             sandbox: self
                 .app
                 .runner
                 .sandbox()
-                .layers()
+                .layers_now()
+                .unwrap_or_default()
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),
