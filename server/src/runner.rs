@@ -28,7 +28,10 @@ use crate::slots::{SlotError, SlotPool};
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// How long to wait for the kernel to reap a process after SIGKILL.
 const REAP_GRACE: Duration = Duration::from_secs(5);
-const READ_CHUNK: usize = 64 * 1024;
+/// Room added to a capture when it is full (it grows by doubling up to the cap, never past it).
+const READ_CHUNK: usize = 16 * 1024;
+/// What is read and dropped at a time once a stream is over its cap.
+const DISCARD_CHUNK: usize = 16 * 1024;
 
 /// Variables a script sees from the server's environment; everything else (tokens, API keys) is
 /// dropped unless the user passes it with `--pass-env`.
@@ -236,8 +239,8 @@ impl Runner {
         deadline.abort();
 
         Ok(RunOutcome {
-            stdout: String::from_utf8_lossy(&out.bytes).into_owned(),
-            stderr: String::from_utf8_lossy(&err.bytes).into_owned(),
+            stdout: text_of(out.bytes),
+            stderr: text_of(err.bytes),
             exit_code: match ending {
                 Ending::Exited(_) => status.and_then(exit_code),
                 _ => None,
@@ -361,7 +364,8 @@ struct Captured {
 }
 
 /// Reads a pipe to its end (or until told to stop), keeping at most `cap` bytes: memory stays flat
-/// however much the script writes, and the script never blocks on a full pipe.
+/// however much the script writes, and the script never blocks on a full pipe. Bytes are read
+/// straight into the capture, which grows only as output comes (a short run allocates little).
 async fn read_capped<R: AsyncRead + Unpin>(
     pipe: Option<R>,
     cap: usize,
@@ -371,23 +375,45 @@ async fn read_capped<R: AsyncRead + Unpin>(
     let Some(mut pipe) = pipe else {
         return captured;
     };
-    let mut chunk = vec![0u8; READ_CHUNK];
+    let mut discard = Vec::new();
     loop {
-        let n = tokio::select! {
-            read = pipe.read(&mut chunk) => match read {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            },
-            _ = stop.cancelled() => break,
+        let bytes = &mut captured.bytes;
+        let room = cap.saturating_sub(bytes.len());
+        let read = if room > 0 {
+            if bytes.capacity() == bytes.len() {
+                bytes.reserve_exact(room.min(bytes.len().max(READ_CHUNK)));
+            }
+            let spare = (bytes.capacity() - bytes.len()).min(room);
+            let mut limited = (&mut pipe).take(spare as u64);
+            tokio::select! {
+                read = limited.read_buf(bytes) => read,
+                _ = stop.cancelled() => break,
+            }
+        } else {
+            discard.resize(DISCARD_CHUNK, 0);
+            tokio::select! {
+                read = pipe.read(&mut discard) => {
+                    if matches!(read, Ok(n) if n > 0) {
+                        captured.truncated = true;
+                    }
+                    read
+                }
+                _ = stop.cancelled() => break,
+            }
         };
-        let room = cap.saturating_sub(captured.bytes.len());
-        let keep = n.min(room);
-        captured.bytes.extend_from_slice(&chunk[..keep]);
-        if keep < n {
-            captured.truncated = true;
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
         }
     }
     captured
+}
+
+/// The text of a stream: the bytes as they are when they are UTF-8 (no copy), else with U+FFFD
+/// for what is not.
+fn text_of(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes)
+        .unwrap_or_else(|invalid| String::from_utf8_lossy(invalid.as_bytes()).into_owned())
 }
 
 #[cfg(test)]
@@ -419,5 +445,12 @@ mod tests {
         let got = read_capped(Some(&data[..10]), 1000, CancellationToken::new()).await;
         assert_eq!(got.bytes.len(), 10);
         assert!(!got.truncated);
+        // Exactly the cap is not truncated; the capture never holds more than the cap.
+        let got = read_capped(Some(&data[..1000]), 1000, CancellationToken::new()).await;
+        assert_eq!((got.bytes.len(), got.truncated), (1000, false));
+        let got = read_capped(Some(&data[..]), 100_000, CancellationToken::new()).await;
+        assert_eq!(got.bytes.len(), 100_000);
+        assert!(got.bytes.capacity() <= 100_000, "{}", got.bytes.capacity());
+        assert!(got.truncated);
     }
 }
