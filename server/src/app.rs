@@ -7,9 +7,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::paths::{PathError, ProjectRoot};
 use crate::runner::{Runner, RunnerSettings};
-use crate::sandbox::{
-    python_read_paths, Sandbox, SandboxCell, SandboxError, SandboxMode, SandboxPolicy,
-};
+use crate::sandbox::{python_read_paths, Sandbox, SandboxError, SandboxMode, SandboxPolicy};
+use crate::sandbox_cell::SandboxCell;
 
 #[derive(Debug)]
 pub struct App {

@@ -12,6 +12,7 @@ pub mod integrations;
 pub mod paths;
 pub mod runner;
 pub mod sandbox;
+pub mod sandbox_cell;
 pub mod slots;
 pub mod tools;
 pub mod transport;

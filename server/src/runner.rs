@@ -20,7 +20,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::paths::ProjectPath;
-use crate::sandbox::{SandboxCell, SandboxError};
+use crate::sandbox::SandboxError;
+use crate::sandbox_cell::SandboxCell;
 use crate::slots::{SlotError, SlotPool};
 
 /// How long pipes are read after the process group is gone. Data the script wrote before dying is

@@ -3,15 +3,17 @@
 //! The runner builds a `std::process::Command` (program = resolved Python, scrubbed env, own process
 //! group, piped stdio) and hands it to [`Sandbox::confine`] just before spawning. Everything that
 //! allocates or may fail is prepared in the server process (probing, the compiled seccomp BPF, the
-//! Landlock ruleset fd, per-run cgroups); the child runs only raw syscalls between `fork` and `exec`.
+//! shared namespaces, and per run slot (see `slots.rs`) the Landlock ruleset fd and cgroups); the
+//! child runs only raw syscalls between `fork` and `exec`.
 //! If a layer that [`Sandbox::new`] reported as active cannot be applied, the child fails before
 //! `exec` and the run never starts: the sandbox fails closed.
 //!
 //! Linux steps in the child, in this order (see `linux/mod.rs`):
-//! 1. join the run's cgroups (`pids.max`, `memory.limit_in_bytes`), while still having the rights to;
+//! 1. join the slot's cgroups (`pids.max`, `memory.limit_in_bytes`), while still having the rights to;
 //! 2. rlimits: address space, CPU seconds, file size, open files, processes, no core dumps;
-//! 3. `unshare(CLONE_NEWUSER | CLONE_NEWNET)`: no capabilities outside, and no network interfaces
-//!    but a downed loopback (only `CLONE_NEWUSER` with `--allow-network`);
+//! 3. `setns` into the user + network namespaces made at start-up (`linux/namespaces.rs`; `unshare`
+//!    per run where joining is refused): no capabilities outside, and no network interfaces but a
+//!    downed loopback (only the user namespace with `--allow-network`);
 //! 4. `PR_SET_NO_NEW_PRIVS`, then Landlock: read-only Python and system files, read-write projects
 //!    folder and scratch, nothing else; no signals or abstract sockets out of the sandbox; no TCP;
 //! 5. seccomp, last: no ptrace, mount, bpf, keyctl, io_uring, namespaces, module loading, `socket()`
@@ -35,14 +37,12 @@ mod linux;
 #[cfg(all(unix, not(target_os = "linux")))]
 mod other_unix;
 mod python;
-mod startup;
 #[cfg(unix)]
 mod unix_limits;
 #[cfg(windows)]
 mod windows;
 
 pub use python::python_read_paths;
-pub use startup::{Probed, SandboxCell};
 #[cfg(windows)]
 pub use windows::RunJob;
 

@@ -1,11 +1,12 @@
 //! The sandbox, probed on a background thread at start-up so that the server answers its first
 //! request at once (asking the interpreter for its paths alone takes ~10 ms); runs wait for it.
+//! Kept out of `sandbox`, which knows nothing of tokio.
 
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::{Sandbox, SandboxError};
+use crate::sandbox::{Sandbox, SandboxError};
 
 /// The outcome of probing: shared, so that every run that waits for it gets the same answer.
 pub type Probed = Result<Arc<Sandbox>, Arc<SandboxError>>;
