@@ -113,10 +113,14 @@ impl SlotPool {
     fn make(&self, sandbox: &Sandbox) -> Result<Slot, SlotError> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let dir = self.root.path().join(format!("slot-{n}"));
-        let mut builder = std::fs::DirBuilder::new();
         #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder.create(&dir).map_err(SlotError::Scratch)?;
+        let made = {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new().mode(0o700).create(&dir)
+        };
+        #[cfg(not(unix))]
+        let made = std::fs::create_dir(&dir);
+        made.map_err(SlotError::Scratch)?;
         match sandbox.slot(&dir) {
             Ok(rules) => Ok(Slot { dir, rules }),
             Err(e) => {
