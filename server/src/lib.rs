@@ -14,6 +14,8 @@ pub mod runner;
 pub mod sandbox;
 pub mod sandbox_cell;
 pub mod slots;
+#[cfg(target_os = "linux")]
+pub mod spawn;
 pub mod tools;
 pub mod transport;
 pub mod tunnel;

@@ -7,10 +7,10 @@
 //! for exit, timeout or cancellation; kill the whole process group whatever happened; drain the
 //! pipes for a bounded time; report a plain [`RunOutcome`].
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,9 +20,9 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::paths::ProjectPath;
-use crate::sandbox::SandboxError;
+use crate::sandbox::{Sandbox, SandboxError};
 use crate::sandbox_cell::SandboxCell;
-use crate::slots::{SlotError, SlotPool};
+use crate::slots::{Slot, SlotError, SlotPool};
 
 /// How long pipes are read after the process group is gone. Data the script wrote before dying is
 /// already in the pipe; only a process that escaped the group can keep a pipe open this long.
@@ -105,6 +105,8 @@ pub struct Runner {
     // Before `sandbox`: slots drop their rules (cgroups) before the sandbox removes their parent.
     slots: Arc<SlotPool>,
     sandbox: SandboxCell,
+    #[cfg(target_os = "linux")]
+    spawner: crate::spawn::Spawner,
     shutdown: CancellationToken,
 }
 
@@ -134,6 +136,8 @@ impl Runner {
             running: AtomicUsize::new(0),
             slots: Arc::new(SlotPool::new()?),
             sandbox: sandbox.into(),
+            #[cfg(target_os = "linux")]
+            spawner: crate::spawn::Spawner::new(),
             shutdown,
         })
     }
@@ -173,20 +177,15 @@ impl Runner {
             SlotError::Scratch(e) => RunError::Scratch(e),
             SlotError::Sandbox(e) => RunError::Sandbox(e),
         })?;
-        let mut cmd = self.command(&req, slot.dir());
-        sandbox.confine(&mut cmd, slot.rules())?;
-        let mut cmd = tokio::process::Command::from(cmd);
-        cmd.kill_on_drop(true);
-
         let started = Instant::now();
-        let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+        let mut child = self.spawn(&req, &sandbox, &slot)?;
         // Windows: a kill-on-close Job Object holds the whole tree (on error, kill_on_drop).
         #[cfg(windows)]
         let _job = match child.raw_handle() {
             Some(handle) => sandbox.assign_job(handle)?,
             None => None,
         };
-        let tree = ProcessTree::of(&child);
+        let tree = ProcessTree::of(child.id());
 
         if let (Some(mut pipe), Some(text)) = (child.stdin.take(), req.stdin) {
             let bytes = text.as_bytes().to_vec();
@@ -254,19 +253,49 @@ impl Runner {
         })
     }
 
-    fn command(&self, req: &RunRequest<'_>, scratch: &Path) -> std::process::Command {
+    /// Linux: our own `clone(CLONE_VM | CLONE_VFORK)` spawner runs the sandbox's steps in the child
+    /// (`spawn.rs`; std's `pre_exec` would fork the whole server).
+    #[cfg(target_os = "linux")]
+    fn spawn(
+        &self,
+        req: &RunRequest<'_>,
+        sandbox: &Sandbox,
+        slot: &Slot,
+    ) -> Result<crate::spawn::Child, RunError> {
+        let steps = sandbox.child_steps(slot.rules())?;
+        let apply = steps.as_ref().map(|steps| move || steps.apply());
+        let hook = apply
+            .as_ref()
+            .map(|apply| apply as &(dyn Fn() -> io::Result<()> + Sync));
+        let spec = crate::spawn::Spec {
+            program: &self.python,
+            args: std::iter::once(req.script.absolute().as_os_str())
+                .chain(req.args.iter().map(OsStr::new))
+                .collect(),
+            env: self.run_env(slot.dir()),
+            cwd: req.script.directory(),
+            stdin_piped: req.stdin.is_some(),
+        };
+        self.spawner
+            .spawn(&spec, hook)
+            .map_err(|e| RunError::Spawn(e.into()))
+    }
+
+    /// Elsewhere: tokio's `Command`, with the sandbox's `pre_exec` hook where it has one.
+    #[cfg(not(target_os = "linux"))]
+    fn spawn(
+        &self,
+        req: &RunRequest<'_>,
+        sandbox: &Sandbox,
+        slot: &Slot,
+    ) -> Result<tokio::process::Child, RunError> {
+        use std::process::Stdio;
         let mut cmd = std::process::Command::new(&self.python);
         cmd.arg(req.script.absolute())
             .args(req.args)
             .current_dir(req.script.directory())
             .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .env("HOME", scratch)
-            .env("TMPDIR", scratch)
-            .env("TEMP", scratch)
-            .env("TMP", scratch)
-            .env("PYTHONUNBUFFERED", "1")
-            .env("PYTHONIOENCODING", "utf-8")
+            .envs(self.run_env(slot.dir()))
             .stdin(if req.stdin.is_some() {
                 Stdio::piped()
             } else {
@@ -274,15 +303,39 @@ impl Runner {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        #[cfg(windows)]
-        cmd.env("USERPROFILE", scratch);
         #[cfg(unix)]
         {
             use std::os::unix::process::CommandExt;
             // Its own group, so that one signal reaches every descendant that stays in it.
             cmd.process_group(0);
         }
-        cmd
+        sandbox.confine(&mut cmd, slot.rules())?;
+        let mut cmd = tokio::process::Command::from(cmd);
+        cmd.kill_on_drop(true);
+        cmd.spawn().map_err(RunError::Spawn)
+    }
+
+    /// The run's whole environment: the scrubbed server environment, with HOME and the temp
+    /// variables on the slot's scratch dir and Python's I/O settings (these win over passed names).
+    fn run_env<'a>(&'a self, scratch: &'a Path) -> Vec<(&'a OsStr, &'a OsStr)> {
+        let scratch = scratch.as_os_str();
+        let mut set: Vec<(&OsStr, &OsStr)> = vec![
+            (OsStr::new("HOME"), scratch),
+            (OsStr::new("TMPDIR"), scratch),
+            (OsStr::new("TEMP"), scratch),
+            (OsStr::new("TMP"), scratch),
+            (OsStr::new("PYTHONUNBUFFERED"), OsStr::new("1")),
+            (OsStr::new("PYTHONIOENCODING"), OsStr::new("utf-8")),
+        ];
+        if cfg!(windows) {
+            set.push((OsStr::new("USERPROFILE"), scratch));
+        }
+        let kept = self
+            .env
+            .iter()
+            .filter(|(name, _)| !set.iter().any(|(n, _)| n == name))
+            .map(|(k, v)| (k.as_os_str(), v.as_os_str()));
+        kept.chain(set.iter().copied()).collect()
     }
 }
 
@@ -327,18 +380,18 @@ struct ProcessTree {
 }
 
 impl ProcessTree {
-    fn of(child: &tokio::process::Child) -> Self {
+    /// The group of the child with this pid (its group leader).
+    fn of(pid: Option<u32>) -> Self {
         #[cfg(unix)]
         {
-            let group = child
-                .id()
+            let group = pid
                 .and_then(|id| i32::try_from(id).ok())
                 .and_then(rustix::process::Pid::from_raw);
             Self { group }
         }
         #[cfg(not(unix))]
         {
-            let _ = child;
+            let _ = pid;
             Self {}
         }
     }

@@ -34,6 +34,8 @@ use std::path::{Path, PathBuf};
 
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::ChildSteps;
 #[cfg(all(unix, not(target_os = "linux")))]
 mod other_unix;
 mod python;
@@ -219,6 +221,22 @@ impl Sandbox {
                 imp.confine(cmd)
             }
             None => Ok(()),
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Sandbox {
+    /// Linux: what a child spawned without `std::process::Command` (see `spawn.rs`) must do
+    /// between clone and exec for a run in `slot`; `None` with the sandbox off. The same steps
+    /// [`Sandbox::confine`] installs as a `pre_exec` hook.
+    pub fn child_steps(&self, slot: &SandboxSlot) -> Result<Option<ChildSteps>, SandboxError> {
+        match (&self.imp, &slot.imp) {
+            (Some(imp), Some(slot)) => Ok(Some(imp.child_steps(slot))),
+            (Some(_), None) => Err(SandboxError::Landlock(
+                "a slot made with the sandbox off cannot confine a run".into(),
+            )),
+            (None, _) => Ok(None),
         }
     }
 }

@@ -182,17 +182,21 @@ impl LinuxSandbox {
         })))
     }
 
+    pub(super) fn child_steps(&self, slot: &LinuxSlot) -> ChildSteps {
+        ChildSteps {
+            slot: Arc::clone(&slot.0),
+            rlimits: self.rlimits.clone(),
+            namespaces: self.namespaces.clone(),
+            seccomp: self.seccomp.clone(),
+        }
+    }
+
     pub(super) fn confine(
         &self,
         cmd: &mut std::process::Command,
         slot: &LinuxSlot,
     ) -> Result<(), SandboxError> {
-        let steps = ChildSteps {
-            slot: Arc::clone(&slot.0),
-            rlimits: self.rlimits.clone(),
-            namespaces: self.namespaces.clone(),
-            seccomp: self.seccomp.clone(),
-        };
+        let steps = self.child_steps(slot);
         // SAFETY: the hook runs in the forked child before exec; `ChildSteps::apply` only makes
         // raw syscalls on data prepared here (no allocation, no locks), so it is async-signal-safe
         // even though the server is multi-threaded.
@@ -203,8 +207,9 @@ impl LinuxSandbox {
     }
 }
 
-/// Everything the child does between fork and exec, prepared in the server.
-struct ChildSteps {
+/// Everything the child does between fork (or `clone`) and exec, prepared in the server.
+#[derive(Debug)]
+pub struct ChildSteps {
     slot: Arc<SlotRules>,
     rlimits: RlimitTable,
     namespaces: Option<Arc<Namespaces>>,
@@ -213,7 +218,8 @@ struct ChildSteps {
 
 impl ChildSteps {
     /// Runs in the child: any error aborts the spawn, so no run starts half-confined.
-    fn apply(&self) -> std::io::Result<()> {
+    /// Async-signal-safe: raw syscalls only, no allocation.
+    pub fn apply(&self) -> std::io::Result<()> {
         self.slot.cgroups.join()?;
         self.rlimits.apply()?;
         if let Some(namespaces) = &self.namespaces {
