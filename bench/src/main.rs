@@ -164,11 +164,15 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // 4. Load: N clients over /mcp, and the raw spawn ceiling with N workers.
+    // The ceiling is measured right before and right after the loads and averaged, so that a
+    // change in the machine's other load shifts both sides alike.
+    let ceiling_before = raw_ceiling(&python, &projects, args.clients, args.load_secs).await?;
     procs::reset_peak(http.pid());
     let load = load_http(&http.base_url, Route::Mcp, args.clients, args.load_secs).await?;
     let load_peak = rss_kib(http.pid()).map(|(_, hwm)| hwm).unwrap_or(0);
     let sse_load = load_http(&http.base_url, Route::Sse, args.clients, args.load_secs).await?;
-    let ceiling = raw_ceiling(&python, &projects, args.clients, args.load_secs).await?;
+    let ceiling_after = raw_ceiling(&python, &projects, args.clients, args.load_secs).await?;
+    let ceiling = (ceiling_before + ceiling_after) / 2.0;
     report.row(
         &format!(
             "{} clients × {} s over /mcp: calls/s (p50 / p99)",
@@ -189,8 +193,10 @@ async fn main() -> anyhow::Result<()> {
             )
         }),
         format!(
-            "raw ceiling {:.0}/s; pyrun at {:.0} %",
+            "raw ceiling {:.0}/s (before {:.0}, after {:.0}); pyrun at {:.0} %",
             ceiling,
+            ceiling_before,
+            ceiling_after,
             100.0 * load.rate / ceiling.max(1e-9)
         ),
     );
@@ -417,22 +423,37 @@ async fn output_growth(stdio: &mut StdioSession) -> anyhow::Result<u64> {
 }
 
 async fn sandbox_cost(bin: &Path, projects: &Path, python_arg: &[&str], calls: usize) -> String {
-    let measure = |mode: &'static str| async move {
+    let start = |mode: &'static str| async move {
         let extra = [python_arg, &["--sandbox", mode]].concat();
-        let mut s = StdioSession::start(bin, projects, &extra).await?;
-        sequential(&mut s, calls).await
+        StdioSession::start(bin, projects, &extra).await
     };
-    match (measure("off").await, measure("standard").await) {
-        (Ok(off), Ok(on)) => {
+    let measure = async {
+        let (mut off, mut on) = (start("off").await?, start("standard").await?);
+        // Interleaved, one call each in turn: both servers see the same machine.
+        let (mut t_off, mut t_on) = (Samples::default(), Samples::default());
+        for id in 0..(calls + 10) as u64 {
+            let t = Instant::now();
+            off.run(5000 + id, SCRIPT).await?;
+            let between = Instant::now();
+            on.run(5000 + id, SCRIPT).await?;
+            if id >= 10 {
+                t_off.push(between - t);
+                t_on.push(between.elapsed());
+            }
+        }
+        Ok::<_, anyhow::Error>((t_off, t_on))
+    };
+    match measure.await {
+        Ok((off, on)) => {
             let diff = on.median().as_secs_f64() - off.median().as_secs_f64();
             format!(
-                "{:+.2} ms (off {}, standard {})",
+                "{:+.2} ms (off {}, standard {}; interleaved)",
                 diff * 1000.0,
                 ms(off.median()),
                 ms(on.median())
             )
         }
-        (Err(e), _) | (_, Err(e)) => format!("n/a ({e})"),
+        Err(e) => format!("n/a ({e})"),
     }
 }
 
