@@ -192,8 +192,8 @@ fn message_event(message: &ServerJsonRpcMessage) -> Event {
 
 /// Serve one session until the client leaves, it idles out, or the server shuts down.
 ///
-/// The MCP service (a handler, rmcp's peer channels and its task state: ~16 KiB) starts only with the
-/// session's first message. Until then a session that merely opened its stream costs this small task
+/// The MCP service (a handler, rmcp's channels and tasks: ~22 KiB) starts only with the session's
+/// first message. Until then a session that merely opened its stream costs this small task
 /// and two empty channels.
 async fn run_session<S>(
     state: SseState<S>,
@@ -208,18 +208,16 @@ async fn run_session<S>(
     S: ServerHandler + Send + 'static,
 {
     let serve = async {
-        let Some(first) = from_client.next().await else {
-            return;
+        // Boxed: rmcp's futures are KiB large, and inline they would size this task (so every idle
+        // session) from the start. Built in a `match` so that nothing of it outlives the arm.
+        let serving = match from_client.next().await {
+            Some(first) => Box::pin(serve_mcp(
+                (state.factory)(),
+                (to_client, futures::stream::iter([first]).chain(from_client)),
+                session_ct.clone(),
+            )),
+            None => return,
         };
-        let from_client = futures::stream::iter([first]).chain(from_client);
-        let handler = (state.factory)();
-        let ct = session_ct.clone();
-        // Boxed: rmcp's serve future is several KiB, and inline it would size this task from the start.
-        let serving = Box::pin(async move {
-            let running = handler.serve_with_ct((to_client, from_client), ct).await?;
-            let _ = running.waiting().await;
-            Ok::<_, ServerInitializeError>(())
-        });
         if let Err(error) = serving.await {
             tracing::debug!(session = %id, %error, "sse session did not initialize");
         }
@@ -235,6 +233,22 @@ async fn run_session<S>(
     session_ct.cancel();
     state.sessions.lock().remove(&id);
     tracing::info!(session = %id, "sse session closed");
+}
+
+/// Serves one MCP session over `transport` until it ends or `ct` fires.
+async fn serve_mcp<S, St>(
+    handler: S,
+    transport: (mpsc::Sender<ServerJsonRpcMessage>, St),
+    ct: CancellationToken,
+) -> Result<(), ServerInitializeError>
+where
+    S: ServerHandler + Send + 'static,
+    St: Stream<Item = ClientJsonRpcMessage> + Send + Unpin + 'static,
+{
+    // The initialization future is the largest (~8 KiB): in its own box, freed once it is done.
+    let running = Box::pin(handler.serve_with_ct(transport, ct)).await?;
+    let _ = running.waiting().await;
+    Ok(())
 }
 
 #[derive(Deserialize)]
