@@ -5,11 +5,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pyrun_mcp_server::sandbox::{
     python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy,
 };
+use pyrun_mcp_server::slots::SlotPool;
 
 #[cfg(not(unix))]
 fn main() {
@@ -64,6 +66,9 @@ fn main() -> anyhow::Result<()> {
         standard.layers()
     );
 
+    // Each sandbox with its slots, as the runner keeps them: the first run makes the slot.
+    let off = (off, Arc::new(SlotPool::new()?));
+    let standard = (standard, Arc::new(SlotPool::new()?));
     let (mut t_off, mut t_std, mut t_confine) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..runs + 5 {
         let (a, _) = run_once(&off, &python, &script)?;
@@ -93,26 +98,28 @@ fn main() -> anyhow::Result<()> {
 }
 
 #[cfg(unix)]
-/// Spawns the script as the runner does and waits for it; returns (total, confine) times.
+/// Spawns the script as the runner does and waits for it; returns (total, take slot + confine)
+/// times.
 fn run_once(
-    sandbox: &Sandbox,
+    (sandbox, slots): &(Sandbox, Arc<SlotPool>),
     python: &Path,
     script: &Path,
 ) -> anyhow::Result<(Duration, Duration)> {
     use std::os::unix::process::CommandExt;
-    let scratch = tempfile::tempdir()?;
     let start = Instant::now();
+    let slot = slots.take(sandbox)?;
+    let scratch = slot.dir();
     let mut cmd = Command::new(python);
     cmd.arg(script)
         .current_dir(script.parent().unwrap_or(Path::new("/")))
         .env_clear()
-        .env("HOME", scratch.path())
-        .env("TMPDIR", scratch.path())
+        .env("HOME", scratch)
+        .env("TMPDIR", scratch)
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    sandbox.confine(&mut cmd, scratch.path())?;
+    sandbox.confine(&mut cmd, slot.rules())?;
     let confined = start.elapsed();
     let out = cmd.output()?;
     let total = start.elapsed();

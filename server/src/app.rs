@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::paths::{PathError, ProjectRoot};
 use crate::runner::{Runner, RunnerSettings};
 use crate::sandbox::{python_read_paths, Sandbox, SandboxError, SandboxMode, SandboxPolicy};
+use crate::sandbox_cell::SandboxCell;
 
 #[derive(Debug)]
 pub struct App {
@@ -22,24 +23,36 @@ pub enum AppError {
     Root(#[from] PathError),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+    #[error("cannot make the private scratch folder for runs: {0}")]
+    Scratch(std::io::Error),
 }
 
 impl App {
     /// `shutdown` kills every run in flight when it fires.
     pub fn build(config: Config, shutdown: CancellationToken) -> Result<Arc<Self>, AppError> {
         let root = ProjectRoot::open(&config.projects_dir)?;
-        let settings = &config.sandbox;
-        let mut read_paths = vec![root.path().to_path_buf()];
-        if settings.mode != SandboxMode::Off {
-            read_paths.extend(python_read_paths(&config.python)?);
-        }
-        let sandbox = Sandbox::new(SandboxPolicy {
-            mode: settings.mode,
-            read_paths,
-            write_paths: vec![root.path().to_path_buf()],
-            allow_network: settings.allow_network,
-            limits: settings.limits.clone(),
-        })?;
+        let settings = config.sandbox.clone();
+        let (projects, python) = (root.path().to_path_buf(), config.python.clone());
+        let build = move || {
+            let mut read_paths = vec![projects.clone()];
+            if settings.mode != SandboxMode::Off {
+                read_paths.extend(python_read_paths(&python)?);
+            }
+            Sandbox::new(SandboxPolicy {
+                mode: settings.mode,
+                read_paths,
+                write_paths: vec![projects],
+                allow_network: settings.allow_network,
+                limits: settings.limits,
+            })
+        };
+        // Strict refuses to start without every layer, so it must know before serving; otherwise
+        // the probe (~10 ms, mostly the interpreter's start) runs while the client connects.
+        let sandbox = if config.sandbox.mode == SandboxMode::Strict {
+            SandboxCell::ready(build()?)
+        } else {
+            SandboxCell::probe_in_background(build)
+        };
         let runner = Runner::new(
             RunnerSettings {
                 python: config.python.clone(),
@@ -49,7 +62,8 @@ impl App {
             },
             sandbox,
             shutdown,
-        );
+        )
+        .map_err(AppError::Scratch)?;
         Ok(Arc::new(Self {
             config,
             root,

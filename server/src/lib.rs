@@ -1,7 +1,8 @@
 //! pyrun-mcp server: runs the Python files of one projects folder for MCP clients, safely.
 //!
 //! Data walks one way: `transport` → `tools` → `paths` (a proven [`paths::ProjectPath`]) →
-//! `runner` (spawn, limits, kill, caps) → `sandbox` (kernel policy) → python.
+//! `runner` (spawn, limits, kill, caps; a reused `slots` scratch dir) → `sandbox` (kernel policy) →
+//! python.
 
 pub mod app;
 pub mod config;
@@ -11,6 +12,10 @@ pub mod integrations;
 pub mod paths;
 pub mod runner;
 pub mod sandbox;
+pub mod sandbox_cell;
+pub mod slots;
+#[cfg(target_os = "linux")]
+pub mod spawn;
 pub mod tools;
 pub mod transport;
 pub mod tunnel;

@@ -58,7 +58,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         let app = App::build(config, shutdown.clone())?;
         tracing::info!(
             python = %app.config.python.display(),
-            sandbox = ?app.runner.sandbox().layers(),
+            sandbox = %app
+                .runner
+                .sandbox()
+                .layers_now()
+                .map_or_else(|| "probing".to_owned(), |l| format!("{l:?}")),
             "pyrun-mcp {} ready", env!("CARGO_PKG_VERSION")
         );
         tokio::spawn(cancel_on_signal(shutdown.clone()));

@@ -1,15 +1,16 @@
 //! The only module that spawns processes: one Python run with a scrubbed environment, its own
 //! process group, a timeout, cancellation, capped output and a bounded number of runs at once.
 //!
-//! Steps of a run, in order: wait for a permit; make a scratch dir (HOME/TMPDIR); build the argv
-//! (never a shell); let the sandbox confine it; spawn; feed stdin; read both pipes with a cap; wait
+//! Steps of a run, in order: wait for a permit; wait for the sandbox's start-up probe (done long
+//! before, usually); take a slot (a reused scratch dir for HOME/TMPDIR with its sandbox rules);
+//! build the argv (never a shell); let the sandbox confine it; spawn; feed stdin; read both pipes with a cap; wait
 //! for exit, timeout or cancellation; kill the whole process group whatever happened; drain the
 //! pipes for a bounded time; report a plain [`RunOutcome`].
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,13 +21,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::paths::ProjectPath;
 use crate::sandbox::{Sandbox, SandboxError};
+use crate::sandbox_cell::SandboxCell;
+use crate::slots::{Slot, SlotError, SlotPool};
 
 /// How long pipes are read after the process group is gone. Data the script wrote before dying is
 /// already in the pipe; only a process that escaped the group can keep a pipe open this long.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// How long to wait for the kernel to reap a process after SIGKILL.
 const REAP_GRACE: Duration = Duration::from_secs(5);
-const READ_CHUNK: usize = 64 * 1024;
+/// Room added to a capture when it is full (it grows by doubling up to the cap, never past it).
+const READ_CHUNK: usize = 16 * 1024;
+/// What is read and dropped at a time once a stream is over its cap.
+const DISCARD_CHUNK: usize = 16 * 1024;
 
 /// Variables a script sees from the server's environment; everything else (tokens, API keys) is
 /// dropped unless the user passes it with `--pass-env`.
@@ -84,6 +90,8 @@ pub enum RunError {
     Scratch(io::Error),
     #[error("the run was refused because the sandbox could not be applied: {0}")]
     Sandbox(#[from] SandboxError),
+    #[error("the run was refused because the sandbox could not be set up: {0}")]
+    SandboxUnavailable(Arc<SandboxError>),
     #[error("the run was cancelled before it started")]
     CancelledWhileQueued,
 }
@@ -94,7 +102,11 @@ pub struct Runner {
     max_output: usize,
     permits: Arc<Semaphore>,
     running: AtomicUsize,
-    sandbox: Sandbox,
+    // Before `sandbox`: slots drop their rules (cgroups) before the sandbox removes their parent.
+    slots: Arc<SlotPool>,
+    sandbox: SandboxCell,
+    #[cfg(target_os = "linux")]
+    spawner: crate::spawn::Spawner,
     shutdown: CancellationToken,
 }
 
@@ -108,18 +120,26 @@ impl std::fmt::Debug for Runner {
 }
 
 impl Runner {
-    /// `shutdown` kills every run in flight when it fires.
-    pub fn new(settings: RunnerSettings, sandbox: Sandbox, shutdown: CancellationToken) -> Self {
+    /// `sandbox` is a [`Sandbox`](crate::sandbox::Sandbox) or one still being probed. `shutdown`
+    /// kills every run in flight when it fires. Fails when no private scratch root can be made.
+    pub fn new(
+        settings: RunnerSettings,
+        sandbox: impl Into<SandboxCell>,
+        shutdown: CancellationToken,
+    ) -> io::Result<Self> {
         let env = scrubbed_env(std::env::vars_os(), &settings.pass_env);
-        Self {
+        Ok(Self {
             python: settings.python,
             env,
             max_output: settings.max_output_bytes,
             permits: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             running: AtomicUsize::new(0),
-            sandbox,
+            slots: Arc::new(SlotPool::new()?),
+            sandbox: sandbox.into(),
+            #[cfg(target_os = "linux")]
+            spawner: crate::spawn::Spawner::new(),
             shutdown,
-        }
+        })
     }
 
     /// Runs in flight (not counting those waiting for a permit).
@@ -127,8 +147,8 @@ impl Runner {
         self.running.load(Ordering::Relaxed)
     }
 
-    /// The sandbox's active layers, for reports.
-    pub fn sandbox(&self) -> &Sandbox {
+    /// The sandbox (possibly still being probed), for reports.
+    pub fn sandbox(&self) -> &SandboxCell {
         &self.sandbox
     }
 
@@ -147,24 +167,25 @@ impl Runner {
         self.running.fetch_add(1, Ordering::Relaxed);
         let _running = DecrementOnDrop(&self.running);
 
-        let scratch = tempfile::Builder::new()
-            .prefix("pyrun-")
-            .tempdir()
-            .map_err(RunError::Scratch)?;
-        let mut cmd = self.command(&req, scratch.path());
-        self.sandbox.confine(&mut cmd, scratch.path())?;
-        let mut cmd = tokio::process::Command::from(cmd);
-        cmd.kill_on_drop(true);
-
+        let sandbox = self
+            .sandbox
+            .get()
+            .await
+            .map_err(RunError::SandboxUnavailable)?;
+        // Dropped after the process tree below: the slot goes back only once the run is dead.
+        let slot = self.slots.take(&sandbox).map_err(|e| match e {
+            SlotError::Scratch(e) => RunError::Scratch(e),
+            SlotError::Sandbox(e) => RunError::Sandbox(e),
+        })?;
         let started = Instant::now();
-        let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+        let mut child = self.spawn(&req, &sandbox, &slot)?;
         // Windows: a kill-on-close Job Object holds the whole tree (on error, kill_on_drop).
         #[cfg(windows)]
         let _job = match child.raw_handle() {
-            Some(handle) => self.sandbox.assign_job(handle)?,
+            Some(handle) => sandbox.assign_job(handle)?,
             None => None,
         };
-        let tree = ProcessTree::of(&child);
+        let tree = ProcessTree::of(child.id());
 
         if let (Some(mut pipe), Some(text)) = (child.stdin.take(), req.stdin) {
             let bytes = text.as_bytes().to_vec();
@@ -218,8 +239,8 @@ impl Runner {
         deadline.abort();
 
         Ok(RunOutcome {
-            stdout: String::from_utf8_lossy(&out.bytes).into_owned(),
-            stderr: String::from_utf8_lossy(&err.bytes).into_owned(),
+            stdout: text_of(out.bytes),
+            stderr: text_of(err.bytes),
             exit_code: match ending {
                 Ending::Exited(_) => status.and_then(exit_code),
                 _ => None,
@@ -232,19 +253,49 @@ impl Runner {
         })
     }
 
-    fn command(&self, req: &RunRequest<'_>, scratch: &Path) -> std::process::Command {
+    /// Linux: our own `clone(CLONE_VM | CLONE_VFORK)` spawner runs the sandbox's steps in the child
+    /// (`spawn.rs`; std's `pre_exec` would fork the whole server).
+    #[cfg(target_os = "linux")]
+    fn spawn(
+        &self,
+        req: &RunRequest<'_>,
+        sandbox: &Sandbox,
+        slot: &Slot,
+    ) -> Result<crate::spawn::Child, RunError> {
+        let steps = sandbox.child_steps(slot.rules())?;
+        let apply = steps.as_ref().map(|steps| move || steps.apply());
+        let hook = apply
+            .as_ref()
+            .map(|apply| apply as &(dyn Fn() -> io::Result<()> + Sync));
+        let spec = crate::spawn::Spec {
+            program: &self.python,
+            args: std::iter::once(req.script.absolute().as_os_str())
+                .chain(req.args.iter().map(OsStr::new))
+                .collect(),
+            env: self.run_env(slot.dir()),
+            cwd: req.script.directory(),
+            stdin_piped: req.stdin.is_some(),
+        };
+        self.spawner
+            .spawn(&spec, hook)
+            .map_err(|e| RunError::Spawn(e.into()))
+    }
+
+    /// Elsewhere: tokio's `Command`, with the sandbox's `pre_exec` hook where it has one.
+    #[cfg(not(target_os = "linux"))]
+    fn spawn(
+        &self,
+        req: &RunRequest<'_>,
+        sandbox: &Sandbox,
+        slot: &Slot,
+    ) -> Result<tokio::process::Child, RunError> {
+        use std::process::Stdio;
         let mut cmd = std::process::Command::new(&self.python);
         cmd.arg(req.script.absolute())
             .args(req.args)
             .current_dir(req.script.directory())
             .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .env("HOME", scratch)
-            .env("TMPDIR", scratch)
-            .env("TEMP", scratch)
-            .env("TMP", scratch)
-            .env("PYTHONUNBUFFERED", "1")
-            .env("PYTHONIOENCODING", "utf-8")
+            .envs(self.run_env(slot.dir()))
             .stdin(if req.stdin.is_some() {
                 Stdio::piped()
             } else {
@@ -252,15 +303,39 @@ impl Runner {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        #[cfg(windows)]
-        cmd.env("USERPROFILE", scratch);
         #[cfg(unix)]
         {
             use std::os::unix::process::CommandExt;
             // Its own group, so that one signal reaches every descendant that stays in it.
             cmd.process_group(0);
         }
-        cmd
+        sandbox.confine(&mut cmd, slot.rules())?;
+        let mut cmd = tokio::process::Command::from(cmd);
+        cmd.kill_on_drop(true);
+        cmd.spawn().map_err(RunError::Spawn)
+    }
+
+    /// The run's whole environment: the scrubbed server environment, with HOME and the temp
+    /// variables on the slot's scratch dir and Python's I/O settings (these win over passed names).
+    fn run_env<'a>(&'a self, scratch: &'a Path) -> Vec<(&'a OsStr, &'a OsStr)> {
+        let scratch = scratch.as_os_str();
+        let mut set: Vec<(&OsStr, &OsStr)> = vec![
+            (OsStr::new("HOME"), scratch),
+            (OsStr::new("TMPDIR"), scratch),
+            (OsStr::new("TEMP"), scratch),
+            (OsStr::new("TMP"), scratch),
+            (OsStr::new("PYTHONUNBUFFERED"), OsStr::new("1")),
+            (OsStr::new("PYTHONIOENCODING"), OsStr::new("utf-8")),
+        ];
+        if cfg!(windows) {
+            set.push((OsStr::new("USERPROFILE"), scratch));
+        }
+        let kept = self
+            .env
+            .iter()
+            .filter(|(name, _)| !set.iter().any(|(n, _)| n == name))
+            .map(|(k, v)| (k.as_os_str(), v.as_os_str()));
+        kept.chain(set.iter().copied()).collect()
     }
 }
 
@@ -305,18 +380,18 @@ struct ProcessTree {
 }
 
 impl ProcessTree {
-    fn of(child: &tokio::process::Child) -> Self {
+    /// The group of the child with this pid (its group leader).
+    fn of(pid: Option<u32>) -> Self {
         #[cfg(unix)]
         {
-            let group = child
-                .id()
+            let group = pid
                 .and_then(|id| i32::try_from(id).ok())
                 .and_then(rustix::process::Pid::from_raw);
             Self { group }
         }
         #[cfg(not(unix))]
         {
-            let _ = child;
+            let _ = pid;
             Self {}
         }
     }
@@ -343,7 +418,8 @@ struct Captured {
 }
 
 /// Reads a pipe to its end (or until told to stop), keeping at most `cap` bytes: memory stays flat
-/// however much the script writes, and the script never blocks on a full pipe.
+/// however much the script writes, and the script never blocks on a full pipe. Bytes are read
+/// straight into the capture, which grows only as output comes (a short run allocates little).
 async fn read_capped<R: AsyncRead + Unpin>(
     pipe: Option<R>,
     cap: usize,
@@ -353,23 +429,45 @@ async fn read_capped<R: AsyncRead + Unpin>(
     let Some(mut pipe) = pipe else {
         return captured;
     };
-    let mut chunk = vec![0u8; READ_CHUNK];
+    let mut discard = Vec::new();
     loop {
-        let n = tokio::select! {
-            read = pipe.read(&mut chunk) => match read {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            },
-            _ = stop.cancelled() => break,
+        let bytes = &mut captured.bytes;
+        let room = cap.saturating_sub(bytes.len());
+        let read = if room > 0 {
+            if bytes.capacity() == bytes.len() {
+                bytes.reserve_exact(room.min(bytes.len().max(READ_CHUNK)));
+            }
+            let spare = (bytes.capacity() - bytes.len()).min(room);
+            let mut limited = (&mut pipe).take(spare as u64);
+            tokio::select! {
+                read = limited.read_buf(bytes) => read,
+                _ = stop.cancelled() => break,
+            }
+        } else {
+            discard.resize(DISCARD_CHUNK, 0);
+            tokio::select! {
+                read = pipe.read(&mut discard) => {
+                    if matches!(read, Ok(n) if n > 0) {
+                        captured.truncated = true;
+                    }
+                    read
+                }
+                _ = stop.cancelled() => break,
+            }
         };
-        let room = cap.saturating_sub(captured.bytes.len());
-        let keep = n.min(room);
-        captured.bytes.extend_from_slice(&chunk[..keep]);
-        if keep < n {
-            captured.truncated = true;
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
         }
     }
     captured
+}
+
+/// The text of a stream: the bytes as they are when they are UTF-8 (no copy), else with U+FFFD
+/// for what is not.
+fn text_of(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes)
+        .unwrap_or_else(|invalid| String::from_utf8_lossy(invalid.as_bytes()).into_owned())
 }
 
 #[cfg(test)]
@@ -401,5 +499,12 @@ mod tests {
         let got = read_capped(Some(&data[..10]), 1000, CancellationToken::new()).await;
         assert_eq!(got.bytes.len(), 10);
         assert!(!got.truncated);
+        // Exactly the cap is not truncated; the capture never holds more than the cap.
+        let got = read_capped(Some(&data[..1000]), 1000, CancellationToken::new()).await;
+        assert_eq!((got.bytes.len(), got.truncated), (1000, false));
+        let got = read_capped(Some(&data[..]), 100_000, CancellationToken::new()).await;
+        assert_eq!(got.bytes.len(), 100_000);
+        assert!(got.bytes.capacity() <= 100_000, "{}", got.bytes.capacity());
+        assert!(got.truncated);
     }
 }

@@ -43,7 +43,7 @@ pub struct RunPythonArgs {
 }
 
 /// The structured result of a run.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RunReport {
     /// The script's standard output (lossy UTF-8, capped).
     pub stdout: String,
@@ -61,6 +61,28 @@ pub struct RunReport {
     pub duration_ms: u64,
     /// The isolation layers that protected this run.
     pub sandbox: Vec<String>,
+}
+
+impl RunReport {
+    /// The same JSON as its `Serialize`, but moving the output strings instead of copying them:
+    /// a run's result then holds its (up to twice `--max-output-bytes`) output fewer times.
+    fn into_value(self) -> serde_json::Value {
+        use serde_json::Value;
+        let fields = [
+            ("stdout", Value::String(self.stdout)),
+            ("stderr", Value::String(self.stderr)),
+            ("exit_code", self.exit_code.map_or(Value::Null, Value::from)),
+            ("timed_out", Value::Bool(self.timed_out)),
+            ("stdout_truncated", Value::Bool(self.stdout_truncated)),
+            ("stderr_truncated", Value::Bool(self.stderr_truncated)),
+            ("duration_ms", Value::from(self.duration_ms)),
+            (
+                "sandbox",
+                Value::Array(self.sandbox.into_iter().map(Value::String).collect()),
+            ),
+        ];
+        Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -179,16 +201,20 @@ impl PyRunServer {
             stdout_truncated: outcome.stdout_truncated,
             stderr_truncated: outcome.stderr_truncated,
             duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            // A run has ended: the sandbox was probed before it started.
             sandbox: self
                 .app
                 .runner
                 .sandbox()
-                .layers()
+                .layers_now()
+                .unwrap_or_default()
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),
         };
-        structured(text, &report)
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(report.into_value());
+        result
     }
 }
 
@@ -323,6 +349,30 @@ fn refusal(message: String) -> CallToolResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_moved_report_is_the_serialized_report() {
+        let report = RunReport {
+            stdout: "out \u{1F600}\n".into(),
+            stderr: "err".into(),
+            exit_code: Some(3),
+            timed_out: true,
+            stdout_truncated: true,
+            stderr_truncated: false,
+            duration_ms: 42,
+            sandbox: vec!["landlock".into(), "seccomp".into()],
+        };
+        let serialized = serde_json::to_value(&report).unwrap();
+        assert_eq!(report.clone().into_value(), serialized);
+        let killed = RunReport {
+            exit_code: None,
+            ..report
+        };
+        assert_eq!(
+            killed.clone().into_value(),
+            serde_json::to_value(&killed).unwrap()
+        );
+    }
 
     fn outcome() -> RunOutcome {
         RunOutcome {

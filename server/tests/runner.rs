@@ -216,3 +216,34 @@ async fn exit_codes_are_reported() {
         .unwrap();
     assert_eq!(outcome.exit_code, Some(7));
 }
+
+#[tokio::test]
+async fn a_run_never_sees_what_an_earlier_run_left_in_its_home() {
+    let script = r#"
+import os, pathlib, sys
+home = pathlib.Path(os.environ["HOME"])
+assert os.environ["TMPDIR"] == str(home)
+print("seen", sorted(p.name for p in home.iterdir()))
+if sys.argv[1] == "leave":
+    (home / "left.txt").write_text("from an earlier run")
+    (home / ".local/lib").mkdir(parents=True)
+    os.chmod(home, 0o777)
+"#;
+    let (_dir, root) = project(&[("home.py", script)]);
+    let script = root.resolve_script("home.py").unwrap();
+    let r = runner(1 << 20, 1, &[]);
+    let cancel = CancellationToken::new();
+    let (leave, look) = (["leave".to_owned()], ["look".to_owned()]);
+    for _ in 0..3 {
+        let first = r.run(request(&script, &leave, None, 30), &cancel).await;
+        assert_eq!(first.unwrap().stdout, "seen []\n");
+        let second = r.run(request(&script, &look, None, 30), &cancel).await;
+        let second = second.unwrap();
+        assert_eq!(second.stdout, "seen []\n", "{}", second.stderr);
+    }
+    // Runs that leave nothing reuse their scratch dir; the next run still starts empty.
+    for _ in 0..3 {
+        let out = r.run(request(&script, &look, None, 30), &cancel).await;
+        assert_eq!(out.unwrap().stdout, "seen []\n");
+    }
+}

@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use pyrun_mcp_server::sandbox::{
-    python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy,
+    python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy, SandboxSlot,
 };
 
 /// The interpreter, resolved once (`python3` on PATH may be a slow shim).
@@ -37,6 +37,9 @@ struct Fixture {
     /// A directory no policy allows, holding `secret.txt`.
     outside: PathBuf,
     python: PathBuf,
+    /// The scratch dir's lasting rules, reused by every run of the fixture as the runner reuses
+    /// a slot; dropped before the sandbox.
+    slot: SandboxSlot,
     sandbox: Sandbox,
 }
 
@@ -85,10 +88,12 @@ impl Fixture {
             limits,
         })
         .unwrap();
+        let scratch = scratch.canonicalize().unwrap();
         Self {
             _root: root,
             project,
-            scratch: scratch.canonicalize().unwrap(),
+            slot: sandbox.slot(&scratch).unwrap(),
+            scratch,
             outside: outside.canonicalize().unwrap(),
             python: python.to_path_buf(),
             sandbox,
@@ -120,7 +125,7 @@ impl Fixture {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        self.sandbox.confine(&mut cmd, &self.scratch).unwrap();
+        self.sandbox.confine(&mut cmd, &self.slot).unwrap();
         let mut child = cmd.spawn().expect("spawn the confined script");
         let pid = child.id() as i32;
         let stdout = drain(child.stdout.take().unwrap());
@@ -351,6 +356,39 @@ except OSError as e:
         .unwrap();
     let mut buf = [0u8; 16];
     assert!(udp.recv(&mut buf).is_err(), "the UDP socket got a datagram");
+}
+
+#[test]
+fn every_run_is_outside_the_servers_user_and_network_namespaces() {
+    let fx = Fixture::new();
+    if !fx.has_layer(
+        "user-netns",
+        "every_run_is_outside_the_servers_user_and_network_namespaces",
+    ) {
+        return;
+    }
+    let ours = |kind: &str| std::fs::read_link(format!("/proc/self/ns/{kind}")).unwrap();
+    let script = r#"
+import os
+for kind in ("net", "user"):
+    print(kind, os.readlink("/proc/self/ns/" + kind))
+print("uid", os.getuid())
+"#;
+    // Twice: the second run enters what the first left (the namespaces are made once).
+    for _ in 0..2 {
+        let out = fx.run(script, &[], Duration::from_secs(20));
+        for kind in ["net", "user"] {
+            let theirs = out.value(kind).unwrap_or_default();
+            assert!(theirs.starts_with(&format!("{kind}:[")), "{}", out.stderr);
+            assert_ne!(
+                theirs,
+                ours(kind).display().to_string(),
+                "run shares our {kind} ns"
+            );
+        }
+        // Unmapped in its user namespace: no identity (and so no capabilities) of the server's.
+        assert_eq!(out.value("uid").as_deref(), Some("65534"), "{}", out.stderr);
+    }
 }
 
 #[test]
@@ -666,7 +704,8 @@ fn off_mode_confines_nothing_and_says_so() {
     assert_eq!(sandbox.layers(), vec!["process-group"]);
     let mut cmd = Command::new(python());
     cmd.args(["-c", "print(open('/etc/passwd').read()[:5])"]);
-    sandbox.confine(&mut cmd, Path::new("/tmp")).unwrap();
+    let slot = sandbox.slot(Path::new("/tmp")).unwrap();
+    sandbox.confine(&mut cmd, &slot).unwrap();
     let out = cmd.output().unwrap();
     assert!(out.status.success());
 }

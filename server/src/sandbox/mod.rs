@@ -3,15 +3,17 @@
 //! The runner builds a `std::process::Command` (program = resolved Python, scrubbed env, own process
 //! group, piped stdio) and hands it to [`Sandbox::confine`] just before spawning. Everything that
 //! allocates or may fail is prepared in the server process (probing, the compiled seccomp BPF, the
-//! Landlock ruleset fd, per-run cgroups); the child runs only raw syscalls between `fork` and `exec`.
+//! shared namespaces, and per run slot (see `slots.rs`) the Landlock ruleset fd and cgroups); the
+//! child runs only raw syscalls between `fork` and `exec`.
 //! If a layer that [`Sandbox::new`] reported as active cannot be applied, the child fails before
 //! `exec` and the run never starts: the sandbox fails closed.
 //!
 //! Linux steps in the child, in this order (see `linux/mod.rs`):
-//! 1. join the run's cgroups (`pids.max`, `memory.limit_in_bytes`), while still having the rights to;
+//! 1. join the slot's cgroups (`pids.max`, `memory.limit_in_bytes`), while still having the rights to;
 //! 2. rlimits: address space, CPU seconds, file size, open files, processes, no core dumps;
-//! 3. `unshare(CLONE_NEWUSER | CLONE_NEWNET)`: no capabilities outside, and no network interfaces
-//!    but a downed loopback (only `CLONE_NEWUSER` with `--allow-network`);
+//! 3. `setns` into the user + network namespaces made at start-up (`linux/namespaces.rs`; `unshare`
+//!    per run where joining is refused): no capabilities outside, and no network interfaces but a
+//!    downed loopback (only the user namespace with `--allow-network`);
 //! 4. `PR_SET_NO_NEW_PRIVS`, then Landlock: read-only Python and system files, read-write projects
 //!    folder and scratch, nothing else; no signals or abstract sockets out of the sandbox; no TCP;
 //! 5. seccomp, last: no ptrace, mount, bpf, keyctl, io_uring, namespaces, module loading, `socket()`
@@ -32,6 +34,8 @@ use std::path::{Path, PathBuf};
 
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::ChildSteps;
 #[cfg(all(unix, not(target_os = "linux")))]
 mod other_unix;
 mod python;
@@ -111,6 +115,8 @@ pub enum SandboxError {
     Landlock(String),
     #[error("cannot compile the seccomp filter: {0}")]
     Seccomp(String),
+    #[error("the sandbox probe ended without an answer (see the server log)")]
+    ProbeLost,
     #[error("cannot ask the interpreter {python} for its paths: {reason}")]
     PythonPaths { python: PathBuf, reason: String },
 }
@@ -177,17 +183,87 @@ impl Sandbox {
         layers
     }
 
-    /// Install the policy on the runner's command. `scratch` is the run's own writable directory.
-    /// Fails closed: on error the command must not be spawned; if a layer cannot be applied in the
-    /// child, the spawn itself fails.
+    /// The lasting rules of a run slot whose runs write in `scratch` (their HOME and TMPDIR): made
+    /// once per slot and used by each of its runs, so a run pays only for joining them.
+    pub fn slot(&self, scratch: &Path) -> Result<SandboxSlot, SandboxError> {
+        #[cfg(target_os = "linux")]
+        let imp = match &self.imp {
+            Some(imp) => Some(imp.slot(scratch)?),
+            None => None,
+        };
+        #[cfg(not(target_os = "linux"))]
+        let _ = scratch;
+        Ok(SandboxSlot {
+            #[cfg(target_os = "linux")]
+            imp,
+        })
+    }
+
+    /// Install the policy on the runner's command, for a run in `slot` (made by [`Sandbox::slot`]
+    /// of this sandbox). Fails closed: on error the command must not be spawned; if a layer cannot
+    /// be applied in the child, the spawn itself fails.
     pub fn confine(
         &self,
         cmd: &mut std::process::Command,
-        scratch: &Path,
+        slot: &SandboxSlot,
     ) -> Result<(), SandboxError> {
         match &self.imp {
-            Some(imp) => imp.confine(cmd, scratch),
+            #[cfg(target_os = "linux")]
+            Some(imp) => match &slot.imp {
+                Some(slot) => imp.confine(cmd, slot),
+                None => Err(SandboxError::Landlock(
+                    "a slot made with the sandbox off cannot confine a run".into(),
+                )),
+            },
+            #[cfg(not(target_os = "linux"))]
+            Some(imp) => {
+                let _ = slot;
+                imp.confine(cmd)
+            }
             None => Ok(()),
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Sandbox {
+    /// Linux: what a child spawned without `std::process::Command` (see `spawn.rs`) must do
+    /// between clone and exec for a run in `slot`; `None` with the sandbox off. The same steps
+    /// [`Sandbox::confine`] installs as a `pre_exec` hook.
+    pub fn child_steps(&self, slot: &SandboxSlot) -> Result<Option<ChildSteps>, SandboxError> {
+        match (&self.imp, &slot.imp) {
+            (Some(imp), Some(slot)) => Ok(Some(imp.child_steps(slot))),
+            (Some(_), None) => Err(SandboxError::Landlock(
+                "a slot made with the sandbox off cannot confine a run".into(),
+            )),
+            (None, _) => Ok(None),
+        }
+    }
+}
+
+/// A run slot's lasting sandbox rules (Linux: its Landlock ruleset and cgroups). Dropping it
+/// removes them.
+#[derive(Debug)]
+pub struct SandboxSlot {
+    #[cfg(target_os = "linux")]
+    imp: Option<linux::LinuxSlot>,
+}
+
+impl SandboxSlot {
+    /// True when nothing of an earlier run is left in the slot's cgroups: it may take a new run.
+    pub fn is_idle(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        if let Some(imp) = &self.imp {
+            return imp.is_idle();
+        }
+        true
+    }
+
+    /// Kills whatever an earlier run left in the slot's cgroups. Blocking (a few ms at most).
+    pub fn kill_leftovers(&self) {
+        #[cfg(target_os = "linux")]
+        if let Some(imp) = &self.imp {
+            imp.kill_leftovers();
         }
     }
 }

@@ -1,7 +1,6 @@
 //! macOS and other Unixes: rlimits in a `pre_exec` hook; no file or network layer.
 
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 
 use super::unix_limits::RlimitTable;
 use super::{SandboxError, SandboxMode, SandboxPolicy};
@@ -30,11 +29,7 @@ impl UnixSandbox {
         vec!["rlimits", "process-group"]
     }
 
-    pub(super) fn confine(
-        &self,
-        cmd: &mut std::process::Command,
-        _scratch: &Path,
-    ) -> Result<(), SandboxError> {
+    pub(super) fn confine(&self, cmd: &mut std::process::Command) -> Result<(), SandboxError> {
         let rlimits = self.rlimits.clone();
         // SAFETY: the hook runs in the forked child before exec and only calls setrlimit on a
         // table prepared here: async-signal-safe, no allocation.

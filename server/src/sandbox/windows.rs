@@ -8,7 +8,6 @@
 //! processes the child starts in the instant before it is assigned.
 
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle, RawHandle};
-use std::path::Path;
 
 use windows_sys::Win32::System::JobObjects::{
     AssignProcessToJobObject, CreateJobObjectW, JobObjectExtendedLimitInformation,
@@ -49,11 +48,7 @@ impl JobSandbox {
         vec!["job-object"]
     }
 
-    pub(super) fn confine(
-        &self,
-        _cmd: &mut std::process::Command,
-        _scratch: &Path,
-    ) -> Result<(), SandboxError> {
+    pub(super) fn confine(&self, _cmd: &mut std::process::Command) -> Result<(), SandboxError> {
         Ok(())
     }
 

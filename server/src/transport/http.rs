@@ -163,7 +163,11 @@ async fn health(State(app): State<Arc<App>>) -> Json<Health> {
         version: env!("CARGO_PKG_VERSION"),
         transports: ["streamable-http", "sse"],
         running: app.runner.running(),
-        sandbox: app.runner.sandbox().layers(),
+        // Waits for the start-up probe (milliseconds); empty when the sandbox failed to set up.
+        sandbox: match app.runner.sandbox().get().await {
+            Ok(sandbox) => sandbox.layers(),
+            Err(_) => Vec::new(),
+        },
     })
 }
 

@@ -54,6 +54,7 @@ pub fn runner(max_output_bytes: usize, max_concurrent: usize, pass_env: &[&str])
         sandbox,
         CancellationToken::new(),
     )
+    .unwrap()
 }
 
 /// Whether a pid is still a live process (a zombie awaiting its reaper counts as dead).

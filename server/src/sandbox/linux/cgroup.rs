@@ -1,22 +1,19 @@
 //! Per-run cgroups (v1 `pids` and `memory`): bound a run's process count and total memory.
 //!
-//! At start-up the server creates `pyrun-mcp-<pid>-<n>` under its own cgroup in each hierarchy it can
-//! write to. Each run gets `run-<n>` below it with `pids.max` / `memory.limit_in_bytes` set; the
-//! child joins by writing `0` to a `tasks` fd opened before fork. Empty run cgroups are
-//! removed by later runs (the interface has no "run ended" call) and at shutdown, when any process
-//! still inside is killed first.
+//! At start-up the server creates `pyrun-mcp-<pid>-<n>-<nanos>` under its own cgroup in each
+//! hierarchy it can write to. Each run slot (see `slots.rs`) gets `slot-<n>` below it, with
+//! `pids.max` / `memory.limit_in_bytes` set, once; every run of the slot joins it by writing `0`
+//! to a `tasks` fd opened when the slot was made. Reusing the cgroups spares each run two `mkdir`s,
+//! their limit writes and the `rmdir`s (most of the sandbox's cost per run when they were made per
+//! run). A slot's cgroups are removed with the slot, after any process still inside is killed.
 
 use std::fs::{self, File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::sandbox::{ResourceLimits, SandboxError};
-
-/// A run cgroup younger than this may still be waiting for its child to join; never swept.
-const SWEEP_AFTER: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Controller {
@@ -62,17 +59,18 @@ pub(super) struct RunCgroups {
     hierarchies: Vec<Hierarchy>,
     limits: ResourceLimits,
     next: AtomicU64,
-    made: Mutex<Vec<(Instant, PathBuf)>>,
 }
 
-/// Open `tasks` files of one run; the child writes `0` to each to join.
+/// One slot's cgroups, with their `tasks` files open; removed on drop (processes inside killed).
 #[derive(Debug)]
-pub(super) struct Joiner(Vec<File>);
+pub(super) struct SlotCgroups {
+    joined: Vec<(PathBuf, File)>,
+}
 
-impl Joiner {
-    /// Moves the calling process into the run's cgroups. Async-signal-safe: one write per cgroup.
+impl SlotCgroups {
+    /// Moves the calling process into the slot's cgroups. Async-signal-safe: one write per cgroup.
     pub(super) fn join(&self) -> std::io::Result<()> {
-        for file in &self.0 {
+        for (_, file) in &self.joined {
             // SAFETY: writes one byte from a static buffer to an fd owned by `file`.
             let n = unsafe { libc::write(file.as_raw_fd(), b"0".as_ptr().cast(), 1) };
             if n != 1 {
@@ -81,11 +79,37 @@ impl Joiner {
         }
         Ok(())
     }
+
+    /// True when no process is left in any of the slot's cgroups.
+    pub(super) fn is_empty(&self) -> bool {
+        self.joined.iter().all(|(dir, _)| {
+            fs::read_to_string(dir.join("cgroup.procs")).is_ok_and(|t| t.trim().is_empty())
+        })
+    }
+
+    /// SIGKILLs whatever is left in the slot's cgroups (blocking: waits a little for them to go).
+    pub(super) fn kill_leftovers(&self) {
+        for (dir, _) in &self.joined {
+            kill_all(dir);
+        }
+    }
+}
+
+impl Drop for SlotCgroups {
+    fn drop(&mut self) {
+        for (dir, file) in std::mem::take(&mut self.joined) {
+            drop(file);
+            kill_all(&dir);
+            if let Err(e) = fs::remove_dir(&dir) {
+                tracing::debug!(dir = %dir.display(), %e, "sandbox: slot cgroup not removed");
+            }
+        }
+    }
 }
 
 impl RunCgroups {
     /// Sets up the server's cgroup in every wanted hierarchy it can write to; proves each works by
-    /// making and removing one run cgroup with its limit.
+    /// making and removing one slot cgroup with its limit.
     pub(super) fn probe(limits: &ResourceLimits) -> Self {
         let mut hierarchies = Vec::new();
         for controller in [Controller::Pids, Controller::Memory] {
@@ -105,7 +129,6 @@ impl RunCgroups {
             hierarchies,
             limits: limits.clone(),
             next: AtomicU64::new(0),
-            made: Mutex::new(Vec::new()),
         }
     }
 
@@ -113,42 +136,25 @@ impl RunCgroups {
         self.hierarchies.iter().map(|h| h.controller)
     }
 
-    /// Makes this run's cgroups and opens their `tasks` files for the child to join.
-    pub(super) fn prepare_run(&self) -> Result<Joiner, SandboxError> {
-        self.sweep();
+    /// Makes one slot's cgroups and opens their `tasks` files for its runs to join.
+    pub(super) fn make_slot(&self) -> Result<SlotCgroups, SandboxError> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut files = Vec::new();
+        let mut slot = SlotCgroups { joined: Vec::new() };
         for h in &self.hierarchies {
-            let dir = h.base.join(format!("run-{n}"));
-            let procs = make_run_cgroup(&dir, h.controller, &self.limits)
+            let dir = h.base.join(format!("slot-{n}"));
+            // On error, `slot` drops and removes the cgroups made so far.
+            let tasks = make_run_cgroup(&dir, h.controller, &self.limits)
                 .map_err(|e| SandboxError::prepare(format!("cgroup {}", dir.display()), e))?;
-            if let Ok(mut made) = self.made.lock() {
-                made.push((Instant::now(), dir));
-            }
-            files.push(procs);
+            slot.joined.push((dir, tasks));
         }
-        Ok(Joiner(files))
-    }
-
-    /// Removes run cgroups that are old enough and empty (rmdir fails on a busy cgroup).
-    fn sweep(&self) {
-        let Ok(mut made) = self.made.lock() else {
-            return;
-        };
-        made.retain(|(at, dir)| at.elapsed() < SWEEP_AFTER || fs::remove_dir(dir).is_err());
+        Ok(slot)
     }
 }
 
 impl Drop for RunCgroups {
     fn drop(&mut self) {
-        let made = match self.made.get_mut() {
-            Ok(made) => std::mem::take(made),
-            Err(poisoned) => std::mem::take(poisoned.into_inner()),
-        };
-        for (_, dir) in made {
-            kill_all(&dir);
-            let _ = fs::remove_dir(&dir);
-        }
+        // Slots still alive keep their cgroups: the base is removed only once it is empty, and a
+        // base left behind is swept by the next server (its pid is then dead).
         for h in &self.hierarchies {
             let _ = fs::remove_dir(&h.base);
         }

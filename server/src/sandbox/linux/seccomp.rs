@@ -1,12 +1,6 @@
-//! seccomp: the syscalls a run may not make, compiled to BPF once at start-up.
+//! seccomp: the syscalls a run may not make, compiled to one BPF program once at start-up.
 
-use std::collections::BTreeMap;
-
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
-};
-
+use super::bpf::{self, Action, ArgTest, BpfError, FilterSpec, Outcome, Rule};
 use crate::sandbox::SandboxError;
 
 /// Refused with `EPERM` whatever their arguments.
@@ -68,137 +62,324 @@ const DENIED: &[i64] = &[
 
 /// `clone` flags that would create a namespace (`clone3` cannot be inspected: it gets `ENOSYS`,
 /// and libc falls back to `clone`).
-const CLONE_NAMESPACES: &[u64] = &[
-    libc::CLONE_NEWNS as u64,
-    libc::CLONE_NEWCGROUP as u64,
-    libc::CLONE_NEWUTS as u64,
-    libc::CLONE_NEWIPC as u64,
-    libc::CLONE_NEWUSER as u64,
-    libc::CLONE_NEWPID as u64,
-    libc::CLONE_NEWNET as u64,
-];
+const CLONE_NAMESPACES: u32 = (libc::CLONE_NEWNS
+    | libc::CLONE_NEWCGROUP
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET) as u32;
 
-/// The two BPF programs of a run, in `libc` layout, ready to install without allocating.
+const EPERM: Action = Action::Errno(libc::EPERM as u16);
+const ENOSYS: Action = Action::Errno(libc::ENOSYS as u16);
+
+/// The run's BPF program in `libc` layout, ready to install without allocating.
 #[derive(Debug)]
 pub(super) struct SeccompFilters {
-    /// `EPERM` for the denied syscalls, namespace-creating `clone`, and `socket`.
-    deny: Vec<libc::sock_filter>,
-    /// `ENOSYS` for `clone3`.
-    no_clone3: Vec<libc::sock_filter>,
+    program: Vec<libc::sock_filter>,
 }
 
 impl SeccompFilters {
+    /// `EPERM` for the denied syscalls, namespace-creating `clone` and `socket` (with
+    /// `allow_network`: `AF_UNIX` only); `ENOSYS` for `clone3`; the process is killed for a
+    /// syscall of another architecture's table (`int 0x80` on x86_64).
     pub(super) fn compile(allow_network: bool) -> Result<Self, SandboxError> {
-        let arch = target_arch()?;
-        let masked = |flag: u64| -> Result<SeccompRule, SandboxError> {
-            let cond = SeccompCondition::new(
-                0,
-                SeccompCmpArgLen::Qword,
-                SeccompCmpOp::MaskedEq(flag),
-                flag,
-            )
-            .map_err(err)?;
-            SeccompRule::new(vec![cond]).map_err(err)
-        };
-
-        let mut deny: BTreeMap<i64, Vec<SeccompRule>> =
-            DENIED.iter().map(|&nr| (nr, Vec::new())).collect();
-        let clone_rules = CLONE_NAMESPACES
-            .iter()
-            .map(|&flag| masked(flag))
-            .collect::<Result<Vec<_>, _>>()?;
-        deny.insert(libc::SYS_clone, clone_rules);
-        let socket_rules = if allow_network {
-            // UNIX sockets reach local daemons (docker, systemd, dbus) that trust our uid.
-            let unix = SeccompCondition::new(
-                0,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::Eq,
-                libc::AF_UNIX as u64,
-            )
-            .map_err(err)?;
-            vec![SeccompRule::new(vec![unix]).map_err(err)?]
-        } else {
-            // No socket at all; `socketpair` (pipes for multiprocessing, asyncio) stays allowed.
-            Vec::new()
-        };
-        deny.insert(libc::SYS_socket, socket_rules);
-
-        let errno = |n: i32| SeccompAction::Errno(n as u32);
-        let deny = SeccompFilter::new(deny, SeccompAction::Allow, errno(libc::EPERM), arch)
-            .map_err(err)?;
-        let no_clone3 = SeccompFilter::new(
-            BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
-            SeccompAction::Allow,
-            errno(libc::ENOSYS),
-            arch,
-        )
+        let program = bpf::assemble(&FilterSpec {
+            arch: audit_arch()?,
+            wrong_arch: Action::KillProcess,
+            rules: &rules(allow_network)?,
+            default: Action::Allow,
+        })
         .map_err(err)?;
         Ok(Self {
-            deny: to_libc(deny.try_into().map_err(err)?),
-            no_clone3: to_libc(no_clone3.try_into().map_err(err)?),
+            program: program.into_iter().map(bpf::Insn::to_sock_filter).collect(),
         })
     }
 
-    /// Installs both filters on the calling thread (inherited by everything it execs and forks).
-    /// Async-signal-safe: two syscalls. `PR_SET_NO_NEW_PRIVS` must be set already.
+    /// Installs the filter on the calling thread (inherited by everything it execs and forks).
+    /// Async-signal-safe: one syscall. `PR_SET_NO_NEW_PRIVS` must be set already.
     pub(super) fn install(&self) -> std::io::Result<()> {
-        install(&self.no_clone3)?;
-        install(&self.deny)
+        let Ok(len) = u16::try_from(self.program.len()) else {
+            return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
+        };
+        let fprog = libc::sock_fprog {
+            len,
+            filter: self.program.as_ptr().cast_mut(),
+        };
+        // SAFETY: `fprog` points to `len` valid instructions that outlive the call; the kernel
+        // copies the program and never writes through the pointer.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0u32,
+                &fprog as *const libc::sock_fprog,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
     }
 }
 
-fn install(program: &[libc::sock_filter]) -> std::io::Result<()> {
-    let Ok(len) = u16::try_from(program.len()) else {
-        return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
-    };
-    let fprog = libc::sock_fprog {
-        len,
-        filter: program.as_ptr().cast_mut(),
-    };
-    // SAFETY: `fprog` points to `len` valid instructions that outlive the call; the kernel copies
-    // the program and never writes through the pointer.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0u32,
-            &fprog as *const libc::sock_fprog,
-        )
-    };
-    if rc == 0 {
-        Ok(())
+/// Every syscall number that does not get `Allow`.
+fn rules(allow_network: bool) -> Result<Vec<Rule>, SandboxError> {
+    let socket = if allow_network {
+        // UNIX sockets reach local daemons (docker, systemd, dbus) that trust our uid.
+        Outcome::Arg {
+            arg: 0,
+            test: ArgTest::Equals(libc::AF_UNIX as u32),
+            matched: EPERM,
+            otherwise: Action::Allow,
+        }
     } else {
-        Err(std::io::Error::last_os_error())
-    }
+        // No socket at all; `socketpair` (pipes for multiprocessing, asyncio) stays allowed.
+        Outcome::Always(EPERM)
+    };
+    let clone = Outcome::Arg {
+        arg: 0,
+        test: ArgTest::AnyBit(CLONE_NAMESPACES),
+        matched: EPERM,
+        otherwise: Action::Allow,
+    };
+    let mut rules = DENIED
+        .iter()
+        .map(|&nr| Ok(Rule::one(syscall_nr(nr)?, Outcome::Always(EPERM))))
+        .collect::<Result<Vec<_>, SandboxError>>()?;
+    rules.push(Rule::one(syscall_nr(libc::SYS_clone)?, clone));
+    rules.push(Rule::one(
+        syscall_nr(libc::SYS_clone3)?,
+        Outcome::Always(ENOSYS),
+    ));
+    rules.push(Rule::one(syscall_nr(libc::SYS_socket)?, socket));
+    // x32 syscalls share x86_64's audit arch but number from 0x4000_0000, past every rule above.
+    // Refused as a kernel without x32 support would refuse them.
+    #[cfg(target_arch = "x86_64")]
+    rules.push(Rule {
+        first: 0x4000_0000,
+        last: u32::MAX,
+        outcome: Outcome::Always(ENOSYS),
+    });
+    Ok(rules)
 }
 
-fn err(e: impl std::fmt::Display) -> SandboxError {
+fn syscall_nr(nr: libc::c_long) -> Result<u32, SandboxError> {
+    u32::try_from(nr).map_err(|_| SandboxError::Seccomp(format!("bad syscall number {nr}")))
+}
+
+fn err(e: BpfError) -> SandboxError {
     SandboxError::Seccomp(e.to_string())
 }
 
-fn to_libc(program: BpfProgram) -> Vec<libc::sock_filter> {
-    program
-        .into_iter()
-        .map(|i| libc::sock_filter {
-            code: i.code,
-            jt: i.jt,
-            jf: i.jf,
-            k: i.k,
-        })
-        .collect()
-}
-
-fn target_arch() -> Result<TargetArch, SandboxError> {
+/// The `AUDIT_ARCH_*` value of this build's syscall table (linux/audit.h).
+fn audit_arch() -> Result<u32, SandboxError> {
+    const LE_64BIT: u32 = 0x8000_0000 | 0x4000_0000; // __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE
     if cfg!(target_arch = "x86_64") {
-        Ok(TargetArch::x86_64)
+        Ok(LE_64BIT | 62) // EM_X86_64
     } else if cfg!(target_arch = "aarch64") {
-        Ok(TargetArch::aarch64)
+        Ok(LE_64BIT | 183) // EM_AARCH64
     } else if cfg!(target_arch = "riscv64") {
-        Ok(TargetArch::riscv64)
+        Ok(LE_64BIT | 243) // EM_RISCV
     } else {
         Err(SandboxError::Seccomp(
             "no seccomp filter for this CPU architecture".into(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::bpf::interpreter::{run, SeccompData};
+    use super::*;
+
+    const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+    const KILL: u32 = libc::SECCOMP_RET_KILL_PROCESS;
+    const RET_EPERM: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    const RET_ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+
+    /// The program as the generator made it, back from `libc` layout.
+    fn program(allow_network: bool) -> Vec<bpf::Insn> {
+        let filters = SeccompFilters::compile(allow_network).expect("compiles");
+        filters
+            .program
+            .iter()
+            .map(|i| bpf::Insn {
+                code: i.code,
+                jt: i.jt,
+                jf: i.jf,
+                k: i.k,
+            })
+            .collect()
+    }
+
+    fn syscall(nr: i64, arg0: u64) -> SeccompData {
+        SeccompData {
+            nr: nr as u32,
+            arch: audit_arch().expect("supported arch"),
+            args: [arg0, 0, 0, 0, 0, 0],
+        }
+    }
+
+    /// The policy, written out independently of the rule builder.
+    fn policy(allow_network: bool, data: &SeccompData) -> u32 {
+        let nr = i64::from(data.nr);
+        let arg0 = data.args[0];
+        if data.arch != audit_arch().expect("supported arch") {
+            KILL
+        } else if cfg!(target_arch = "x86_64") && data.nr >= 0x4000_0000 {
+            RET_ENOSYS
+        } else if DENIED.contains(&nr) {
+            RET_EPERM
+        } else if nr == libc::SYS_clone3 {
+            RET_ENOSYS
+        } else if nr == libc::SYS_clone {
+            let namespaced = [
+                libc::CLONE_NEWNS,
+                libc::CLONE_NEWCGROUP,
+                libc::CLONE_NEWUTS,
+                libc::CLONE_NEWIPC,
+                libc::CLONE_NEWUSER,
+                libc::CLONE_NEWPID,
+                libc::CLONE_NEWNET,
+            ]
+            .iter()
+            .any(|&flag| arg0 & flag as u64 != 0);
+            if namespaced {
+                RET_EPERM
+            } else {
+                ALLOW
+            }
+        } else if nr == libc::SYS_socket {
+            if !allow_network || arg0 as u32 == libc::AF_UNIX as u32 {
+                RET_EPERM
+            } else {
+                ALLOW
+            }
+        } else {
+            ALLOW
+        }
+    }
+
+    /// First arguments worth trying on every syscall: none, namespace flags, socket families,
+    /// garbage in the high word.
+    fn arg0_variants() -> Vec<u64> {
+        let fork_flags = (libc::CLONE_VM
+            | libc::CLONE_FS
+            | libc::CLONE_FILES
+            | libc::CLONE_SIGHAND
+            | libc::CLONE_THREAD
+            | libc::CLONE_SETTLS
+            | libc::CLONE_PARENT_SETTID
+            | libc::CLONE_CHILD_CLEARTID) as u64;
+        let mut variants = vec![
+            0,
+            libc::SIGCHLD as u64,
+            fork_flags,
+            libc::AF_UNIX as u64,
+            libc::AF_INET as u64,
+            libc::AF_INET6 as u64,
+            libc::AF_NETLINK as u64,
+            1 << 32 | libc::AF_UNIX as u64,
+            1 << 32 | libc::AF_INET as u64,
+            u64::MAX,
+        ];
+        for flag in [
+            libc::CLONE_NEWNS,
+            libc::CLONE_NEWCGROUP,
+            libc::CLONE_NEWUTS,
+            libc::CLONE_NEWIPC,
+            libc::CLONE_NEWUSER,
+            libc::CLONE_NEWPID,
+            libc::CLONE_NEWNET,
+        ] {
+            variants.push(flag as u64 | libc::SIGCHLD as u64);
+            variants.push(flag as u64 | fork_flags);
+        }
+        variants
+    }
+
+    #[test]
+    fn every_syscall_number_gets_the_policy_verdict() {
+        for allow_network in [false, true] {
+            let program = program(allow_network);
+            let numbers = (0..512).chain([0x4000_0000, 0x4000_0000 | 112, u32::MAX]);
+            for nr in numbers {
+                for arg0 in arg0_variants() {
+                    let data = syscall(nr.into(), arg0);
+                    assert_eq!(
+                        run(&program, &data).ret,
+                        policy(allow_network, &data),
+                        "allow_network {allow_network}, nr {nr}, arg0 {arg0:#x}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_syscalls_the_sandbox_relies_on_get_the_right_answer() {
+        for allow_network in [false, true] {
+            let program = program(allow_network);
+            let ret = |nr: i64, arg0: u64| run(&program, &syscall(nr, arg0)).ret;
+            assert_eq!(ret(libc::SYS_ptrace, 0), RET_EPERM);
+            assert_eq!(ret(libc::SYS_setsid, 0), RET_EPERM);
+            assert_eq!(ret(libc::SYS_setpgid, 0), RET_EPERM);
+            assert_eq!(
+                ret(libc::SYS_unshare, libc::CLONE_NEWUSER as u64),
+                RET_EPERM
+            );
+            assert_eq!(ret(libc::SYS_mount, 0), RET_EPERM);
+            assert_eq!(ret(libc::SYS_bpf, 0), RET_EPERM);
+            assert_eq!(ret(libc::SYS_io_uring_setup, 0), RET_EPERM);
+            assert_eq!(ret(libc::SYS_clone3, 0), RET_ENOSYS);
+            assert_eq!(ret(libc::SYS_clone, libc::SIGCHLD as u64), ALLOW);
+            let new_user = (libc::CLONE_NEWUSER | libc::SIGCHLD) as u64;
+            assert_eq!(ret(libc::SYS_clone, new_user), RET_EPERM);
+            assert_eq!(ret(libc::SYS_socket, libc::AF_UNIX as u64), RET_EPERM);
+            let inet = if allow_network { ALLOW } else { RET_EPERM };
+            assert_eq!(ret(libc::SYS_socket, libc::AF_INET as u64), inet);
+            assert_eq!(ret(libc::SYS_socketpair, libc::AF_UNIX as u64), ALLOW);
+            for nr in [
+                libc::SYS_read,
+                libc::SYS_write,
+                libc::SYS_openat,
+                libc::SYS_exit_group,
+            ] {
+                assert_eq!(ret(nr, 0), ALLOW, "nr {nr}");
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn other_syscall_tables_are_refused() {
+        let program = program(true);
+        // i386 `int 0x80`: another syscall table, the process is killed.
+        let mut i386 = syscall(20, 0); // getpid in the i386 table
+        i386.arch = 0x4000_0003; // AUDIT_ARCH_I386
+        assert_eq!(run(&program, &i386).ret, KILL);
+        // x32 setsid: the x86_64 arch, number | 0x4000_0000.
+        let x32 = syscall(0x4000_0000 | libc::SYS_setsid, 0);
+        assert_eq!(run(&program, &x32).ret, RET_ENOSYS);
+    }
+
+    /// What makes installing cheap: the kernel emulates the filter for each syscall number on
+    /// install, and caches the numbers that are allowed without looking at arguments.
+    #[test]
+    fn allowed_syscalls_are_decided_in_a_few_instructions_without_arguments() {
+        for allow_network in [false, true] {
+            let program = program(allow_network);
+            assert!(program.len() < 128, "{} instructions", program.len());
+            for nr in 0..512 {
+                let data = syscall(nr, 0);
+                let r = run(&program, &data);
+                if nr != libc::SYS_clone && nr != libc::SYS_socket {
+                    assert!(!r.read_args, "nr {nr} reads arguments");
+                }
+                assert!(r.steps <= 13, "nr {nr} takes {} steps", r.steps);
+            }
+        }
     }
 }

@@ -1,0 +1,272 @@
+//! Run slots: a scratch directory (a run's HOME and TMPDIR) with the sandbox rules made for it
+//! (Linux: a Landlock ruleset and cgroups), made once and reused run after run.
+//!
+//! Making them per run cost more than everything else the server does for a run (two `mkdir`s
+//! on ext4 with their `rmdir`s and block discards, two cgroups, a ruleset of a dozen paths). A
+//! slot goes back to the pool after its run only when nothing of the run is left: the directory
+//! is empty (and gets mode 0700 back) and no process is in its cgroups. Otherwise it is cleaned
+//! on a blocking thread, off the run's response path, and then returned, or dropped (removing
+//! its directory and cgroups) when it cannot be cleaned.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::sandbox::{Sandbox, SandboxError, SandboxSlot};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SlotError {
+    #[error("a scratch directory for the run could not be created: {0}")]
+    Scratch(io::Error),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+}
+
+/// The free slots of one runner, under one private scratch root (removed with the pool).
+#[derive(Debug)]
+pub struct SlotPool {
+    // Dropped before `root`, so each slot removes its own rules first.
+    free: Mutex<Vec<Slot>>,
+    next: AtomicU64,
+    root: tempfile::TempDir,
+}
+
+#[derive(Debug)]
+pub struct Slot {
+    dir: PathBuf,
+    rules: SandboxSlot,
+}
+
+impl Slot {
+    /// The slot's scratch directory: HOME and TMPDIR of its runs.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn rules(&self) -> &SandboxSlot {
+        &self.rules
+    }
+
+    /// True (after restoring its mode) when the slot holds nothing of an earlier run.
+    fn is_reusable(&self) -> bool {
+        let is_real_dir = std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.is_dir());
+        is_real_dir
+            && std::fs::read_dir(&self.dir).is_ok_and(|mut entries| entries.next().is_none())
+            && private(&self.dir).is_ok()
+            && self.rules.is_idle()
+    }
+
+    /// Kills what the run left in the slot's cgroups and empties its directory (blocking).
+    fn clean(&self) -> bool {
+        self.rules.kill_leftovers();
+        let emptied = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries.flatten().all(|entry| {
+                let path = entry.path();
+                // `file_type` does not follow symlinks: a link is removed, never its target.
+                match entry.file_type() {
+                    Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path).is_ok(),
+                    Ok(_) => std::fs::remove_file(&path).is_ok(),
+                    Err(_) => false,
+                }
+            }),
+            Err(_) => false,
+        };
+        emptied && self.is_reusable()
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // The rules (cgroups) go with `self.rules`; the directory and what is left in it here.
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl SlotPool {
+    pub fn new() -> io::Result<Self> {
+        Ok(Self {
+            free: Mutex::new(Vec::new()),
+            next: AtomicU64::new(0),
+            root: tempfile::Builder::new().prefix("pyrun-mcp-").tempdir()?,
+        })
+    }
+
+    /// A free slot, or a new one with `sandbox`'s rules. Dropping the lease gives it back.
+    pub fn take(self: &Arc<Self>, sandbox: &Sandbox) -> Result<SlotLease, SlotError> {
+        let free = self.free.lock().ok().and_then(|mut free| free.pop());
+        let slot = match free {
+            Some(slot) => slot,
+            None => self.make(sandbox)?,
+        };
+        Ok(SlotLease {
+            pool: Arc::clone(self),
+            slot: Some(slot),
+        })
+    }
+
+    /// Slots ready for a run now.
+    pub fn free_count(&self) -> usize {
+        self.free.lock().map_or(0, |free| free.len())
+    }
+
+    fn make(&self, sandbox: &Sandbox) -> Result<Slot, SlotError> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let dir = self.root.path().join(format!("slot-{n}"));
+        #[cfg(unix)]
+        let made = {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new().mode(0o700).create(&dir)
+        };
+        #[cfg(not(unix))]
+        let made = std::fs::create_dir(&dir);
+        made.map_err(SlotError::Scratch)?;
+        match sandbox.slot(&dir) {
+            Ok(rules) => Ok(Slot { dir, rules }),
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                Err(e.into())
+            }
+        }
+    }
+
+    fn put(&self, slot: Slot) {
+        if let Ok(mut free) = self.free.lock() {
+            free.push(slot);
+        }
+    }
+
+    fn give_back(self: Arc<Self>, slot: Slot) {
+        if slot.is_reusable() {
+            return self.put(slot);
+        }
+        let clean = move || {
+            if slot.clean() {
+                self.put(slot);
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(clean)),
+            Err(_) => clean(),
+        }
+    }
+}
+
+/// Gives `dir` back its owner-only mode, whatever a run set.
+fn private(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+/// A slot in use by one run; back to the pool (or cleaned, or removed) when dropped.
+#[derive(Debug)]
+pub struct SlotLease {
+    pool: Arc<SlotPool>,
+    slot: Option<Slot>,
+}
+
+impl std::ops::Deref for SlotLease {
+    type Target = Slot;
+
+    fn deref(&self) -> &Slot {
+        // Only `drop` takes the slot out.
+        self.slot.as_ref().unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl Drop for SlotLease {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            Arc::clone(&self.pool).give_back(slot);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::{ResourceLimits, SandboxMode, SandboxPolicy};
+
+    fn off() -> Sandbox {
+        Sandbox::new(SandboxPolicy {
+            mode: SandboxMode::Off,
+            read_paths: Vec::new(),
+            write_paths: Vec::new(),
+            allow_network: false,
+            limits: ResourceLimits::default(),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn an_untouched_slot_is_reused_as_is() {
+        let pool = Arc::new(SlotPool::new().unwrap());
+        let sandbox = off();
+        let first = pool.take(&sandbox).unwrap();
+        let dir = first.dir().to_path_buf();
+        drop(first);
+        assert_eq!(pool.free_count(), 1);
+        let again = pool.take(&sandbox).unwrap();
+        assert_eq!(again.dir(), dir);
+        // Two at once get two different directories.
+        let other = pool.take(&sandbox).unwrap();
+        assert_ne!(other.dir(), again.dir());
+    }
+
+    #[test]
+    fn a_used_slot_comes_back_empty_and_private() {
+        let pool = Arc::new(SlotPool::new().unwrap());
+        let sandbox = off();
+        let lease = pool.take(&sandbox).unwrap();
+        let dir = lease.dir().to_path_buf();
+        std::fs::create_dir_all(dir.join(".local/lib/site-packages")).unwrap();
+        std::fs::write(dir.join(".local/lib/site-packages/evil.pth"), "import os").unwrap();
+        std::fs::write(dir.join("note.txt"), "left behind").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep.txt"), "not ours").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::os::unix::fs::symlink(outside.path(), dir.join("link")).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        // No runtime here: the slot is cleaned at once.
+        drop(lease);
+        let again = pool.take(&sandbox).unwrap();
+        assert_eq!(again.dir(), dir);
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "slot not emptied"
+        );
+        assert!(
+            outside.path().join("keep.txt").exists(),
+            "cleaning followed a symlink out of the slot"
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700);
+        }
+    }
+
+    #[test]
+    fn slots_and_their_root_go_with_the_pool() {
+        let pool = Arc::new(SlotPool::new().unwrap());
+        let root = pool.root.path().to_path_buf();
+        let lease = pool.take(&off()).unwrap();
+        std::fs::write(lease.dir().join("x"), "1").unwrap();
+        drop(lease);
+        drop(pool);
+        assert!(!root.exists(), "scratch root left behind");
+    }
+}
