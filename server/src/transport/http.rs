@@ -1,12 +1,12 @@
 //! HTTP transport: one axum router with Streamable HTTP on `/mcp`, legacy HTTP+SSE on `/sse` and
 //! `/messages`, and `/health`; auth, Host/Origin checks, session limits and the access log are layers.
 
+mod accept;
 mod access_log;
 mod auth;
 mod host_check;
 mod session_limit;
 
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,11 +79,10 @@ pub async fn serve(
     }
     // A plain line on stderr, stable for scripts and tests that bind port 0.
     eprintln!("pyrun-mcp listening on http://{addr}");
-    let server = axum::serve(listener, router(app, shutdown.clone()))
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-        .into_future();
+    let server =
+        accept::serve_connections(listener, router(app, shutdown.clone()), shutdown.clone());
     tokio::select! {
-        result = server => result.context("serving HTTP")?,
+        () = server => {}
         () = async { shutdown.cancelled().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
             tracing::warn!("connections still open after the shutdown grace period; stopping anyway");
         }

@@ -23,6 +23,7 @@ use axum::Router;
 use futures::channel::mpsc;
 use futures::{SinkExt, Stream, StreamExt};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::service::ServerInitializeError;
 use rmcp::{ServerHandler, ServiceExt};
 use serde::Deserialize;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -190,10 +191,14 @@ fn message_event(message: &ServerJsonRpcMessage) -> Event {
 }
 
 /// Serve one session until the client leaves, it idles out, or the server shuts down.
+///
+/// The MCP service (a handler, rmcp's channels and tasks: ~22 KiB) starts only with the session's
+/// first message. Until then a session that merely opened its stream costs this small task
+/// and two empty channels.
 async fn run_session<S>(
     state: SseState<S>,
     id: String,
-    transport: (
+    (to_client, mut from_client): (
         mpsc::Sender<ServerJsonRpcMessage>,
         mpsc::Receiver<ClientJsonRpcMessage>,
     ),
@@ -202,13 +207,19 @@ async fn run_session<S>(
 ) where
     S: ServerHandler + Send + 'static,
 {
-    let handler = (state.factory)();
     let serve = async {
-        match handler.serve_with_ct(transport, session_ct.clone()).await {
-            Ok(running) => {
-                let _ = running.waiting().await;
-            }
-            Err(error) => tracing::debug!(session = %id, %error, "sse session did not initialize"),
+        // Boxed: rmcp's futures are KiB large, and inline they would size this task (so every idle
+        // session) from the start. Built in a `match` so that nothing of it outlives the arm.
+        let serving = match from_client.next().await {
+            Some(first) => Box::pin(serve_mcp(
+                (state.factory)(),
+                (to_client, futures::stream::iter([first]).chain(from_client)),
+                session_ct.clone(),
+            )),
+            None => return,
+        };
+        if let Err(error) = serving.await {
+            tracing::debug!(session = %id, %error, "sse session did not initialize");
         }
     };
     tokio::select! {
@@ -222,6 +233,22 @@ async fn run_session<S>(
     session_ct.cancel();
     state.sessions.lock().remove(&id);
     tracing::info!(session = %id, "sse session closed");
+}
+
+/// Serves one MCP session over `transport` until it ends or `ct` fires.
+async fn serve_mcp<S, St>(
+    handler: S,
+    transport: (mpsc::Sender<ServerJsonRpcMessage>, St),
+    ct: CancellationToken,
+) -> Result<(), ServerInitializeError>
+where
+    S: ServerHandler + Send + 'static,
+    St: Stream<Item = ClientJsonRpcMessage> + Send + Unpin + 'static,
+{
+    // The initialization future is the largest (~8 KiB): in its own box, freed once it is done.
+    let running = Box::pin(handler.serve_with_ct(transport, ct)).await?;
+    let _ = running.waiting().await;
+    Ok(())
 }
 
 #[derive(Deserialize)]
@@ -320,6 +347,43 @@ mod tests {
 
     const DEADLINE: Duration = Duration::from_secs(10);
 
+    fn router(
+        sessions: &Arc<SseSessions>,
+        shutdown: &CancellationToken,
+        keep_alive: Duration,
+        idle_timeout: Duration,
+    ) -> Router {
+        let timings = SseTimings {
+            keep_alive,
+            idle_timeout,
+        };
+        routes(SseState::new(
+            sessions.clone(),
+            Arc::new(|| Idle),
+            timings,
+            shutdown.clone(),
+        ))
+    }
+
+    /// Opens a stream; returns the message endpoint it announced, and the rest of the stream.
+    async fn open_on(
+        router: Router,
+    ) -> (
+        String,
+        impl Stream<Item = Result<Bytes, axum::Error>> + Unpin,
+    ) {
+        let request = Request::get(SSE_PATH).body(Body::empty()).unwrap();
+        let response = router.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let mut body = response.into_body().into_data_stream();
+        let first = tokio::time::timeout(DEADLINE, body.next()).await.unwrap();
+        let first = String::from_utf8(first.unwrap().unwrap().to_vec()).unwrap();
+        let endpoint = first
+            .strip_prefix("event: endpoint\ndata: ")
+            .unwrap_or_else(|| panic!("not an endpoint event: {first:?}"));
+        (endpoint.trim_end().to_owned(), body)
+    }
+
     async fn open(
         keep_alive: Duration,
         idle_timeout: Duration,
@@ -330,23 +394,8 @@ mod tests {
     ) {
         let sessions = Arc::new(SseSessions::default());
         let shutdown = CancellationToken::new();
-        let timings = SseTimings {
-            keep_alive,
-            idle_timeout,
-        };
-        let router = routes(SseState::new(
-            sessions.clone(),
-            Arc::new(|| Idle),
-            timings,
-            shutdown.clone(),
-        ));
-        let request = Request::get(SSE_PATH).body(Body::empty()).unwrap();
-        let response = router.oneshot(request).await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let mut body = response.into_body().into_data_stream();
-        let first = tokio::time::timeout(DEADLINE, body.next()).await.unwrap();
-        let first = String::from_utf8(first.unwrap().unwrap().to_vec()).unwrap();
-        assert!(first.starts_with("event: endpoint\n"), "{first}");
+        let router = router(&sessions, &shutdown, keep_alive, idle_timeout);
+        let (_endpoint, body) = open_on(router).await;
         assert_eq!(sessions.len(), 1);
         (sessions, shutdown, body)
     }
@@ -401,5 +450,55 @@ mod tests {
             open(Duration::from_secs(60), Duration::from_secs(60)).await;
         drop(body);
         assert!(forgotten(&sessions).await, "session outlived its client");
+    }
+
+    /// Half the sessions initialize (so rmcp serves them), half never send a message; once their
+    /// clients leave, no task of any of them is left running.
+    #[tokio::test]
+    async fn closed_sessions_leave_no_tasks_behind() {
+        let metrics = tokio::runtime::Handle::current().metrics();
+        let tasks_before = metrics.num_alive_tasks();
+        let sessions = Arc::new(SseSessions::default());
+        let shutdown = CancellationToken::new();
+        let router = router(&sessions, &shutdown, DEADLINE, DEADLINE);
+        let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+        let mut streams = Vec::new();
+        for n in 0..20 {
+            let (endpoint, mut body) = open_on(router.clone()).await;
+            if n % 2 == 0 {
+                let post = Request::post(endpoint)
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(initialize))
+                    .unwrap();
+                let response = router.clone().oneshot(post).await.unwrap();
+                assert_eq!(response.status(), StatusCode::ACCEPTED);
+                let reply = tokio::time::timeout(DEADLINE, body.next()).await.unwrap();
+                let reply = String::from_utf8(reply.unwrap().unwrap().to_vec()).unwrap();
+                assert!(
+                    reply.contains(r#""result""#),
+                    "no initialize result: {reply}"
+                );
+            }
+            streams.push(body);
+        }
+        assert_eq!(sessions.len(), 20);
+
+        drop(streams);
+        assert!(
+            forgotten(&sessions).await,
+            "sessions outlived their clients"
+        );
+        let settled = tokio::time::timeout(DEADLINE, async {
+            while metrics.num_alive_tasks() > tasks_before {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        assert!(
+            settled.is_ok(),
+            "{} tasks still alive, {tasks_before} before the sessions",
+            metrics.num_alive_tasks()
+        );
     }
 }

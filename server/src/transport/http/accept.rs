@@ -1,0 +1,107 @@
+//! The accept loop: each connection is served by hyper's HTTP/1 directly, and drained on shutdown.
+//!
+//! Not `axum::serve`, for memory: it first sniffs every connection for HTTP/2, and handing the 24
+//! sniffed bytes back to hyper makes hyper's read buffer grow from 8 to 16 KiB, for as long as the
+//! connection lives (so for every open SSE stream). It also rebuilds the router per connection. This
+//! server speaks only HTTP/1.1 (axum is built without `http2`), so nothing is lost.
+
+use std::pin::pin;
+
+use axum::serve::Listener;
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Serves `router` on every connection `listener` accepts until `shutdown` fires; then stops
+/// accepting, lets each connection finish its current response, and returns once all have closed.
+pub async fn serve_connections<L: Listener>(
+    mut listener: L,
+    router: Router,
+    shutdown: CancellationToken,
+) {
+    // Every route resolved once; each connection then holds only a reference to the router.
+    let router = router.with_state::<()>(());
+    // Each connection task holds a sender: when all are dropped, every connection has closed.
+    let (open_tx, mut all_closed) = mpsc::channel::<()>(1);
+    loop {
+        let (io, _addr) = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let service = TowerToHyperService::new(router.clone());
+        let shutdown = shutdown.clone();
+        let open = open_tx.clone();
+        tokio::spawn(async move {
+            let mut connection = pin!(http1::Builder::new()
+                .serve_connection(TokioIo::new(io), service)
+                .with_upgrades());
+            let result = tokio::select! {
+                result = connection.as_mut() => result,
+                () = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = result {
+                tracing::trace!(%error, "connection ended with an error");
+            }
+            drop(open);
+        });
+    }
+    drop(listener);
+    drop(open_tx);
+    let _ = all_closed.recv().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    /// A client that keeps its connection open after a response must not keep the server up.
+    #[tokio::test]
+    async fn shutdown_closes_idle_keep_alive_connections_and_returns() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let router = Router::new().route("/", get(|| async { "hello" }));
+        let server = tokio::spawn(serve_connections(listener, router, shutdown.clone()));
+
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut response = vec![0; 1024];
+        let n = tokio::time::timeout(DEADLINE, client.read(&mut response))
+            .await
+            .unwrap()
+            .unwrap();
+        let response = String::from_utf8_lossy(&response[..n]);
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        assert!(response.ends_with("hello"), "{response}");
+
+        shutdown.cancel();
+        tokio::time::timeout(DEADLINE, server)
+            .await
+            .expect("server still waiting for an idle connection")
+            .unwrap();
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(DEADLINE, client.read_to_end(&mut rest)).await;
+        assert!(
+            matches!(closed, Ok(Ok(0))),
+            "connection left open: {closed:?}"
+        );
+    }
+}
