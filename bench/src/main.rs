@@ -119,7 +119,7 @@ async fn main() -> anyhow::Result<()> {
 
     // 3. run_python, sequential, per transport.
     let mut stdio = StdioSession::start(bin, &projects, &python_arg).await?;
-    let stdio_s = sequential(&mut stdio, args.calls).await?;
+    let stdio_s = sequential(&mut stdio, args.calls, &python, &projects).await?;
     let http = procs::start_pyrun_http(
         bin,
         &projects,
@@ -131,9 +131,9 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
     let mut mcp = StreamableHttpSession::start(&format!("{}/mcp", http.base_url), &[]).await?;
-    let mcp_s = sequential(&mut mcp, args.calls).await?;
+    let mcp_s = sequential(&mut mcp, args.calls, &python, &projects).await?;
     let mut sse = SseSession::start(&http.base_url, "/sse").await?;
-    let sse_s = sequential(&mut sse, args.calls).await?;
+    let sse_s = sequential(&mut sse, args.calls, &python, &projects).await?;
 
     let base = match &args.fastmcp_python {
         Some(py) => Some(Baseline::measure(py, &baseline_script, &projects, &python, &args).await?),
@@ -146,20 +146,19 @@ async fn main() -> anyhow::Result<()> {
         ("/sse", &sse_s, base.as_ref().map(|b| &b.sse)),
     ] {
         report.row(
-            &format!("run_python {name}: median / p99 (ratio to raw)"),
-            latency_cell(s, &raw),
+            &format!(
+                "run_python {name}: median / p99 (ratio to the raw spawns interleaved with them)"
+            ),
+            s.cell(),
             b.map_or(
                 if name == "stdio" {
                     "—".into()
                 } else {
                     "not run".into()
                 },
-                |b| latency_cell(b, &raw),
+                |b| format!("{} (overhead {:+.2} ms)", b.cell(), b.overhead_ms()),
             ),
-            format!(
-                "overhead {:+.2} ms",
-                (s.median().as_secs_f64() - raw.median().as_secs_f64()) * 1000.0
-            ),
+            format!("overhead {:+.2} ms", s.overhead_ms()),
         );
     }
 
@@ -225,6 +224,7 @@ async fn main() -> anyhow::Result<()> {
     // 5. Memory: idle, under load, with idle SSE sessions.
     let idle = idle_rss(bin, &projects, &python_arg).await?;
     let sessions = idle_sse_rss(&http, args.idle_sessions).await;
+    let initialized = initialized_sse_rss(&http, args.idle_sessions).await;
     report.row(
         "server RSS idle",
         mib(idle),
@@ -241,7 +241,16 @@ async fn main() -> anyhow::Result<()> {
         &format!("server RSS with {} idle SSE sessions", args.idle_sessions),
         sessions.map_or_else(|e| format!("failed: {e}"), mib),
         cell(&|b| b.sessions.clone()),
-        String::new(),
+        "GET /sse only, never initialized".into(),
+    );
+    report.row(
+        &format!(
+            "server RSS with {} initialized idle SSE sessions",
+            args.idle_sessions
+        ),
+        initialized.map_or_else(|e| format!("failed: {e}"), mib),
+        cell(&|b| b.initialized.clone()),
+        "initialize + initialized, then idle (what real clients leave open)".into(),
     );
 
     // 6. 100 MB of output: peak RSS growth.
@@ -268,22 +277,50 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn latency_cell(s: &Samples, raw: &Samples) -> String {
-    let ratio = s.median().as_secs_f64() / raw.median().as_secs_f64().max(1e-9);
-    format!("{} / {} ({ratio:.2}×)", ms(s.median()), ms(s.p99()))
-}
-
-async fn sequential(session: &mut impl Session, calls: usize) -> anyhow::Result<Samples> {
+/// `calls` run_python calls, each followed by one raw spawn of the same script: the two sets of
+/// samples see the same machine, so their difference is the server's overhead and not drift.
+async fn sequential(
+    session: &mut impl Session,
+    calls: usize,
+    python: &Path,
+    projects: &Path,
+) -> anyhow::Result<Timed> {
     for id in 0..10 {
         session.run(1000 + id, SCRIPT).await?;
     }
-    let mut samples = Samples::default();
+    let mut timed = Timed::default();
     for id in 0..calls as u64 {
         let t = Instant::now();
         session.run(2000 + id, SCRIPT).await?;
-        samples.push(t.elapsed());
+        timed.calls.push(t.elapsed());
+        let t = Instant::now();
+        spawn_once(python, projects).await?;
+        timed.raw.push(t.elapsed());
     }
-    Ok(samples)
+    Ok(timed)
+}
+
+/// Calls and the raw spawns interleaved with them.
+#[derive(Default)]
+struct Timed {
+    calls: Samples,
+    raw: Samples,
+}
+
+impl Timed {
+    fn cell(&self) -> String {
+        let ratio = self.calls.median().as_secs_f64() / self.raw.median().as_secs_f64().max(1e-9);
+        format!(
+            "{} / {} ({ratio:.2}×; raw {})",
+            ms(self.calls.median()),
+            ms(self.calls.p99()),
+            ms(self.raw.median())
+        )
+    }
+
+    fn overhead_ms(&self) -> f64 {
+        (self.calls.median().as_secs_f64() - self.raw.median().as_secs_f64()) * 1000.0
+    }
 }
 
 async fn spawn_once(python: &Path, projects: &Path) -> anyhow::Result<()> {
@@ -413,6 +450,18 @@ async fn idle_sse_rss(server: &Server, n: usize) -> anyhow::Result<u64> {
     Ok(rss)
 }
 
+/// Server RSS with `n` SSE sessions that each initialized, then stay idle.
+async fn initialized_sse_rss(server: &Server, n: usize) -> anyhow::Result<u64> {
+    let mut open = Vec::with_capacity(n);
+    for _ in 0..n {
+        open.push(SseSession::start(&server.base_url, "/sse").await?);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss = rss_kib(server.pid()).map(|(rss, _)| rss).unwrap_or(0);
+    drop(open);
+    Ok(rss)
+}
+
 async fn output_growth(stdio: &mut StdioSession) -> anyhow::Result<u64> {
     let pid = stdio.pid();
     procs::reset_peak(pid);
@@ -458,13 +507,14 @@ async fn sandbox_cost(bin: &Path, projects: &Path, python_arg: &[&str], calls: u
 }
 
 struct Baseline {
-    mcp: Samples,
-    sse: Samples,
+    mcp: Timed,
+    sse: Timed,
     load: Load,
     sse_load: Load,
     idle_rss: u64,
     load_peak: u64,
     sessions: String,
+    initialized: String,
 }
 
 impl Baseline {
@@ -480,14 +530,14 @@ impl Baseline {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let idle_rss = rss_kib(http.pid()).map(|(r, _)| r).unwrap_or(0);
         let mut mcp = StreamableHttpSession::start(&format!("{}/mcp", http.base_url), &[]).await?;
-        let mcp_s = sequential(&mut mcp, args.calls).await?;
+        let mcp_s = sequential(&mut mcp, args.calls, &python, &projects).await?;
         procs::reset_peak(http.pid());
         let load = load_http(&http.base_url, Route::Mcp, args.clients, args.load_secs).await?;
         let load_peak = rss_kib(http.pid()).map(|(_, h)| h).unwrap_or(0);
         drop(http);
         let sse_server = procs::start_fastmcp(py, script, projects, "sse", python).await?;
         let mut sse = SseSession::start(&sse_server.base_url, "/sse").await?;
-        let sse_s = sequential(&mut sse, args.calls).await?;
+        let sse_s = sequential(&mut sse, args.calls, &python, &projects).await?;
         let sse_load = load_http(
             &sse_server.base_url,
             Route::Sse,
@@ -498,6 +548,9 @@ impl Baseline {
         let sessions = idle_sse_rss(&sse_server, args.idle_sessions)
             .await
             .map_or_else(|e| format!("failed: {e}"), mib);
+        let initialized = initialized_sse_rss(&sse_server, args.idle_sessions)
+            .await
+            .map_or_else(|e| format!("failed: {e}"), mib);
         Ok(Self {
             mcp: mcp_s,
             sse: sse_s,
@@ -506,6 +559,7 @@ impl Baseline {
             idle_rss,
             load_peak,
             sessions,
+            initialized,
         })
     }
 }
