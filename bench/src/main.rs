@@ -530,14 +530,14 @@ impl Baseline {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let idle_rss = rss_kib(http.pid()).map(|(r, _)| r).unwrap_or(0);
         let mut mcp = StreamableHttpSession::start(&format!("{}/mcp", http.base_url), &[]).await?;
-        let mcp_s = sequential(&mut mcp, args.calls, &python, &projects).await?;
+        let mcp_s = sequential(&mut mcp, args.calls, python, projects).await?;
         procs::reset_peak(http.pid());
         let load = load_http(&http.base_url, Route::Mcp, args.clients, args.load_secs).await?;
         let load_peak = rss_kib(http.pid()).map(|(_, h)| h).unwrap_or(0);
         drop(http);
         let sse_server = procs::start_fastmcp(py, script, projects, "sse", python).await?;
         let mut sse = SseSession::start(&sse_server.base_url, "/sse").await?;
-        let sse_s = sequential(&mut sse, args.calls, &python, &projects).await?;
+        let sse_s = sequential(&mut sse, args.calls, python, projects).await?;
         let sse_load = load_http(
             &sse_server.base_url,
             Route::Sse,
