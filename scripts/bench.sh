@@ -28,7 +28,9 @@ if ((baseline)); then
   if [[ ! -x $venv/bin/python ]]; then
     echo "creating $venv with fastmcp for the baseline…" >&2
     python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check fastmcp >&2
+    # The fastmcp the real-client tests pin (the newest may not install).
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+      -r tests/clients/requirements.txt >&2
   fi
   args+=(--fastmcp-python "$venv/bin/python")
 fi

@@ -7,6 +7,10 @@
 //! is empty (and gets mode 0700 back) and no process is in its cgroups. Otherwise it is cleaned
 //! on a blocking thread, off the run's response path, and then returned, or dropped (removing
 //! its directory and cgroups) when it cannot be cleaned.
+//!
+//! The scratch root is named `pyrun-mcp-<pid>-…`: a server killed before it could remove its
+//! root (SIGKILL, power loss) leaves it behind, and the next server to start removes the roots
+//! whose pid is no longer running (Unix; Windows' own temp clean-up handles its temp folder).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -85,10 +89,22 @@ impl Drop for Slot {
 
 impl SlotPool {
     pub fn new() -> io::Result<Self> {
+        let temp = std::env::temp_dir();
+        // tempfile makes the root owner-only (0700) on Unix.
+        let root = tempfile::Builder::new()
+            .prefix(&format!("{ROOT_PREFIX}{}-", std::process::id()))
+            .tempdir_in(&temp)?;
+        #[cfg(unix)]
+        {
+            // Off the start-up path: hundreds of stale roots take a while to remove.
+            let _ = std::thread::Builder::new()
+                .name("pyrun-sweep".into())
+                .spawn(move || sweep_stale_roots(&temp));
+        }
         Ok(Self {
             free: Mutex::new(Vec::new()),
             next: AtomicU64::new(0),
-            root: tempfile::Builder::new().prefix("pyrun-mcp-").tempdir()?,
+            root,
         })
     }
 
@@ -148,6 +164,40 @@ impl SlotPool {
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => drop(runtime.spawn_blocking(clean)),
             Err(_) => clean(),
+        }
+    }
+}
+
+const ROOT_PREFIX: &str = "pyrun-mcp-";
+
+/// Removes the scratch roots in `temp` of servers that are no longer running: their name carries
+/// the pid, and `kill(pid, 0)` answering ESRCH means no such process. Only directories this user
+/// owns are touched; a symlink is never followed (`remove_dir_all` removes the link itself).
+#[cfg(unix)]
+fn sweep_stale_roots(temp: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return;
+    };
+    let me = rustix::process::geteuid().as_raw();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(ROOT_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<i32>().ok())
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            continue;
+        };
+        let gone = matches!(
+            rustix::process::test_kill_process(pid),
+            Err(rustix::io::Errno::SRCH)
+        );
+        let ours = entry.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if gone && ours {
+            let _ = std::fs::remove_dir_all(entry.path());
         }
     }
 }
@@ -257,6 +307,36 @@ mod tests {
             let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o700);
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn roots_of_dead_servers_are_swept_and_live_ones_kept() {
+        let temp = tempfile::tempdir().unwrap();
+        // A pid that cannot be running (above Linux's and macOS's pid_max).
+        let dead = temp.path().join(format!("{ROOT_PREFIX}2100000000-abc"));
+        std::fs::create_dir_all(dead.join("slot-0/.cache")).unwrap();
+        std::fs::write(dead.join("slot-0/.cache/x"), "left").unwrap();
+        let live = temp
+            .path()
+            .join(format!("{ROOT_PREFIX}{}-abc", std::process::id()));
+        std::fs::create_dir(&live).unwrap();
+        let not_ours = temp.path().join("pyrun-mcp-notapid");
+        std::fs::create_dir(&not_ours).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep.txt"), "not ours").unwrap();
+        let link = temp.path().join(format!("{ROOT_PREFIX}2100000001-lnk"));
+        std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+
+        sweep_stale_roots(temp.path());
+
+        assert!(!dead.exists(), "a dead server's root was kept");
+        assert!(live.exists(), "a running server's root was removed");
+        assert!(not_ours.exists(), "a directory without a pid was removed");
+        assert!(
+            outside.path().join("keep.txt").exists(),
+            "the sweep followed a symlink"
+        );
     }
 
     #[test]
