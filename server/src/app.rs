@@ -1,6 +1,7 @@
 //! The server's shared state, built once from the [`Config`] and handed to every transport.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -9,6 +10,10 @@ use crate::paths::{PathError, ProjectRoot};
 use crate::runner::{Runner, RunnerSettings};
 use crate::sandbox::{python_read_paths, Sandbox, SandboxError, SandboxMode, SandboxPolicy};
 use crate::sandbox_cell::SandboxCell;
+
+/// How long the sandbox probe leaves the CPU to a connecting client when no run asks for it
+/// first: assistants send `initialize` and the `*/list` requests within tens of milliseconds.
+const PROBE_IDLE_DELAY: Duration = Duration::from_millis(100);
 
 #[derive(Debug)]
 pub struct App {
@@ -47,11 +52,12 @@ impl App {
             })
         };
         // Strict refuses to start without every layer, so it must know before serving; otherwise
-        // the probe (~10 ms, mostly the interpreter's start) runs while the client connects.
+        // the probe (~10 ms, mostly the interpreter's start) runs after the client's opening
+        // requests, or as soon as a run needs it.
         let sandbox = if config.sandbox.mode == SandboxMode::Strict {
             SandboxCell::ready(build()?)
         } else {
-            SandboxCell::probe_in_background(build)
+            SandboxCell::probe_in_background(PROBE_IDLE_DELAY, build)
         };
         let runner = Runner::new(
             RunnerSettings {
