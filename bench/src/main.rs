@@ -120,16 +120,12 @@ async fn main() -> anyhow::Result<()> {
     // 3. run_python, sequential, per transport.
     let mut stdio = StdioSession::start(bin, &projects, &python_arg).await?;
     let stdio_s = sequential(&mut stdio, args.calls, &python, &projects).await?;
-    let http = procs::start_pyrun_http(
-        bin,
-        &projects,
-        &[
-            &python_arg[..],
-            &["--max-sessions", "5000", "--max-concurrent", "64"],
-        ]
-        .concat(),
-    )
-    .await?;
+    let http_args = [
+        &python_arg[..],
+        &["--max-sessions", "5000", "--max-concurrent", "64"],
+    ]
+    .concat();
+    let http = procs::start_pyrun_http(bin, &projects, &http_args).await?;
     let mut mcp = StreamableHttpSession::start(&format!("{}/mcp", http.base_url), &[]).await?;
     let mcp_s = sequential(&mut mcp, args.calls, &python, &projects).await?;
     let mut sse = SseSession::start(&http.base_url, "/sse").await?;
@@ -223,8 +219,15 @@ async fn main() -> anyhow::Result<()> {
 
     // 5. Memory: idle, under load, with idle SSE sessions.
     let idle = idle_rss(bin, &projects, &python_arg).await?;
-    let sessions = idle_sse_rss(&http, args.idle_sessions).await;
-    let initialized = initialized_sse_rss(&http, args.idle_sessions).await;
+    // Each on a fresh server, so that the figure is the sessions' and not the heap the loads left.
+    let sessions = match procs::start_pyrun_http(bin, &projects, &http_args).await {
+        Ok(server) => idle_sse_rss(&server, args.idle_sessions).await,
+        Err(e) => Err(e),
+    };
+    let initialized = match procs::start_pyrun_http(bin, &projects, &http_args).await {
+        Ok(server) => initialized_sse_rss(&server, args.idle_sessions).await,
+        Err(e) => Err(e),
+    };
     report.row(
         "server RSS idle",
         mib(idle),
@@ -241,7 +244,7 @@ async fn main() -> anyhow::Result<()> {
         &format!("server RSS with {} idle SSE sessions", args.idle_sessions),
         sessions.map_or_else(|e| format!("failed: {e}"), mib),
         cell(&|b| b.sessions.clone()),
-        "GET /sse only, never initialized".into(),
+        "fresh server; GET /sse only, never initialized".into(),
     );
     report.row(
         &format!(
@@ -250,7 +253,7 @@ async fn main() -> anyhow::Result<()> {
         ),
         initialized.map_or_else(|e| format!("failed: {e}"), mib),
         cell(&|b| b.initialized.clone()),
-        "initialize + initialized, then idle (what real clients leave open)".into(),
+        "fresh server; initialize + initialized, then idle (what real clients leave open)".into(),
     );
 
     // 6. 100 MB of output: peak RSS growth.
@@ -545,12 +548,19 @@ impl Baseline {
             args.load_secs,
         )
         .await?;
-        let sessions = idle_sse_rss(&sse_server, args.idle_sessions)
-            .await
-            .map_or_else(|e| format!("failed: {e}"), mib);
-        let initialized = initialized_sse_rss(&sse_server, args.idle_sessions)
-            .await
-            .map_or_else(|e| format!("failed: {e}"), mib);
+        drop(sse_server);
+        // Fresh servers, as for pyrun-mcp.
+        let fresh = || procs::start_fastmcp(py, script, projects, "sse", python);
+        let sessions = match fresh().await {
+            Ok(server) => idle_sse_rss(&server, args.idle_sessions).await,
+            Err(e) => Err(e),
+        }
+        .map_or_else(|e| format!("failed: {e}"), mib);
+        let initialized = match fresh().await {
+            Ok(server) => initialized_sse_rss(&server, args.idle_sessions).await,
+            Err(e) => Err(e),
+        }
+        .map_or_else(|e| format!("failed: {e}"), mib);
         Ok(Self {
             mcp: mcp_s,
             sse: sse_s,

@@ -31,6 +31,9 @@ pub use auth::RequiredToken;
 pub use host_check::HostPolicy;
 use session_limit::SessionLimit;
 
+/// Time a connection gets to send a request head, idle keep-alive included (hyper's default,
+/// which needs a timer to take effect; see `accept`).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Keep-alive comments on every SSE stream: tunnels and proxies drop streams idle for longer.
 const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// After shutdown fires, how long open connections get to finish before the server stops anyway.
@@ -79,8 +82,12 @@ pub async fn serve(
     }
     // A plain line on stderr, stable for scripts and tests that bind port 0.
     eprintln!("pyrun-mcp listening on http://{addr}");
-    let server =
-        accept::serve_connections(listener, router(app, shutdown.clone()), shutdown.clone());
+    let server = accept::serve_connections(
+        listener,
+        router(app, shutdown.clone()),
+        HEADER_TIMEOUT,
+        shutdown.clone(),
+    );
     tokio::select! {
         () = server => {}
         () = async { shutdown.cancelled().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
