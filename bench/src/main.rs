@@ -220,14 +220,10 @@ async fn main() -> anyhow::Result<()> {
     // 5. Memory: idle, under load, with idle SSE sessions.
     let idle = idle_rss(bin, &projects, &python_arg).await?;
     // Each on a fresh server, so that the figure is the sessions' and not the heap the loads left.
-    let sessions = match procs::start_pyrun_http(bin, &projects, &http_args).await {
-        Ok(server) => idle_sse_rss(&server, args.idle_sessions).await,
-        Err(e) => Err(e),
-    };
-    let initialized = match procs::start_pyrun_http(bin, &projects, &http_args).await {
-        Ok(server) => initialized_sse_rss(&server, args.idle_sessions).await,
-        Err(e) => Err(e),
-    };
+    let fresh = || procs::start_pyrun_http(bin, &projects, &http_args);
+    let sessions = async { idle_sse_rss(&fresh().await?, args.idle_sessions).await }.await;
+    let initialized =
+        async { initialized_sse_rss(&fresh().await?, args.idle_sessions).await }.await;
     report.row(
         "server RSS idle",
         mib(idle),
@@ -551,16 +547,12 @@ impl Baseline {
         drop(sse_server);
         // Fresh servers, as for pyrun-mcp.
         let fresh = || procs::start_fastmcp(py, script, projects, "sse", python);
-        let sessions = match fresh().await {
-            Ok(server) => idle_sse_rss(&server, args.idle_sessions).await,
-            Err(e) => Err(e),
-        }
-        .map_or_else(|e| format!("failed: {e}"), mib);
-        let initialized = match fresh().await {
-            Ok(server) => initialized_sse_rss(&server, args.idle_sessions).await,
-            Err(e) => Err(e),
-        }
-        .map_or_else(|e| format!("failed: {e}"), mib);
+        let sessions = async { idle_sse_rss(&fresh().await?, args.idle_sessions).await }
+            .await
+            .map_or_else(|e| format!("failed: {e}"), mib);
+        let initialized = async { initialized_sse_rss(&fresh().await?, args.idle_sessions).await }
+            .await
+            .map_or_else(|e| format!("failed: {e}"), mib);
         Ok(Self {
             mcp: mcp_s,
             sse: sse_s,

@@ -111,12 +111,8 @@ mod tests {
             .await
             .expect("server still waiting for an idle connection")
             .unwrap();
-        let mut rest = Vec::new();
-        let closed = tokio::time::timeout(DEADLINE, client.read_to_end(&mut rest)).await;
-        assert!(
-            matches!(closed, Ok(Ok(0))),
-            "connection left open: {closed:?}"
-        );
+        let rest = closed_by_server(&mut client).await;
+        assert_eq!(rest.as_deref(), Some(""), "connection left open");
     }
 
     /// Reads what the server sends until it closes the connection; `None` if it stays open.
