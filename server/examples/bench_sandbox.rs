@@ -56,6 +56,9 @@ fn main() -> anyhow::Result<()> {
             write_paths: vec![project_dir.clone()],
             allow_network: false,
             limits: limits.clone(),
+            projects: None,
+            read_only_projects: false,
+            pycache: None,
         })?)
     };
     let off = sandbox(SandboxMode::Off)?;

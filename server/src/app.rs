@@ -39,16 +39,22 @@ impl App {
         let settings = config.sandbox.clone();
         let (projects, python) = (root.path().to_path_buf(), config.python.clone());
         let build = move || {
-            let mut read_paths = vec![projects.clone()];
-            if settings.mode != SandboxMode::Off {
-                read_paths.extend(python_read_paths(&python)?);
-            }
+            // The projects folder is writable (and readable) but never executable: a program a
+            // script wrote there does not run.
+            let read_paths = if settings.mode != SandboxMode::Off {
+                python_read_paths(&python)?
+            } else {
+                Vec::new()
+            };
             Sandbox::new(SandboxPolicy {
                 mode: settings.mode,
                 read_paths,
-                write_paths: vec![projects],
+                write_paths: vec![projects.clone()],
                 allow_network: settings.allow_network,
                 limits: settings.limits,
+                projects: Some(projects),
+                read_only_projects: false,
+                pycache: None,
             })
         };
         // Strict refuses to start without every layer, so it must know before serving; otherwise

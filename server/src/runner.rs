@@ -262,18 +262,26 @@ impl Runner {
         sandbox: &Sandbox,
         slot: &Slot,
     ) -> Result<crate::spawn::Child, RunError> {
-        let steps = sandbox.child_steps(slot.rules())?;
+        let steps = sandbox.child_steps(slot.rules(), req.script.directory())?;
         let apply = steps.as_ref().map(|steps| move || steps.apply());
         let hook = apply
             .as_ref()
             .map(|apply| apply as &(dyn Fn() -> io::Result<()> + Sync));
+        // In the sandbox's own view, the run sees neutral paths (`/projects/...`, `/tmp`).
+        let script = sandbox.view_path(req.script.absolute());
+        let cwd = sandbox.view_path(req.script.directory());
+        let scratch = if sandbox.has_view() {
+            Path::new(crate::sandbox::RUN_SCRATCH_DIR)
+        } else {
+            slot.dir()
+        };
         let spec = crate::spawn::Spec {
             program: &self.python,
-            args: std::iter::once(req.script.absolute().as_os_str())
+            args: std::iter::once(script.as_os_str())
                 .chain(req.args.iter().map(OsStr::new))
                 .collect(),
-            env: self.run_env(slot.dir()),
-            cwd: req.script.directory(),
+            env: self.run_env(scratch),
+            cwd: &cwd,
             stdin_piped: req.stdin.is_some(),
         };
         self.spawner

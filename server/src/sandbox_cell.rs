@@ -122,6 +122,9 @@ mod tests {
             write_paths: Vec::new(),
             allow_network: false,
             limits: ResourceLimits::default(),
+            projects: None,
+            read_only_projects: false,
+            pycache: None,
         })
     }
 

@@ -92,6 +92,7 @@ const STEP_STDIO: i32 = 2;
 const STEP_CWD: i32 = 3;
 const STEP_GROUP: i32 = 4;
 const STEP_EXEC: i32 = 5;
+const STEP_FDS: i32 = 6;
 
 /// How the child is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,6 +305,7 @@ fn step_name(step: i32) -> &'static str {
         STEP_STDIO => "the child's stdio could not be set up",
         STEP_CWD => "the child could not enter the script's folder",
         STEP_GROUP => "the child could not get its own process group",
+        STEP_FDS => "the child could not close the server's file descriptors",
         _ => "the interpreter could not be executed",
     }
 }
@@ -342,9 +344,6 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
                 return fail(STEP_STDIO, errno());
             }
         }
-        if libc::chdir(p.cwd.as_ptr()) != 0 {
-            return fail(STEP_CWD, errno());
-        }
         if libc::setpgid(0, 0) != 0 {
             return fail(STEP_GROUP, errno());
         }
@@ -353,10 +352,52 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
                 return fail(STEP_HOOK, e.raw_os_error().unwrap_or(libc::EPERM));
             }
         }
+        // After the hook: joining the sandbox's file view moves the child to the view's root.
+        if libc::chdir(p.cwd.as_ptr()) != 0 {
+            return fail(STEP_CWD, errno());
+        }
+        // Only fds 0-2 (and the report pipe, already close-on-exec) cross into the program,
+        // whatever the server inherited or opened without close-on-exec.
+        if close_from(3) != 0 {
+            return fail(STEP_FDS, errno());
+        }
         libc::pthread_sigmask(libc::SIG_SETMASK, &p.mask, std::ptr::null_mut());
         libc::execve(p.program.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr());
     }
     fail(STEP_EXEC, errno())
+}
+
+/// Marks every fd from `first` up close-on-exec (`close_range`, Linux 5.11); on older kernels,
+/// closes them one by one up to the fd limit. Async-signal-safe. 0 on success.
+///
+/// # Safety
+/// Raw syscalls only; the caller is a child between clone and exec.
+unsafe fn close_from(first: libc::c_uint) -> libc::c_int {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    let rc = libc::syscall(
+        libc::SYS_close_range,
+        first,
+        libc::c_uint::MAX,
+        CLOSE_RANGE_CLOEXEC,
+    );
+    if rc == 0 {
+        return 0;
+    }
+    if *libc::__errno_location() != libc::ENOSYS && *libc::__errno_location() != libc::EINVAL {
+        return -1;
+    }
+    let mut limit: libc::rlimit = std::mem::zeroed();
+    if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+        return -1;
+    }
+    let last = limit.rlim_cur.min(1 << 20) as libc::c_int;
+    for fd in first as libc::c_int..last {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+        }
+    }
+    0
 }
 
 fn errno() -> i32 {

@@ -86,6 +86,9 @@ impl Fixture {
             write_paths: vec![project.clone()],
             allow_network,
             limits,
+            projects: None,
+            read_only_projects: false,
+            pycache: None,
         })
         .unwrap();
         let scratch = scratch.canonicalize().unwrap();
@@ -699,6 +702,9 @@ fn off_mode_confines_nothing_and_says_so() {
         write_paths: vec![],
         allow_network: false,
         limits: ResourceLimits::default(),
+        projects: None,
+        read_only_projects: false,
+        pycache: None,
     })
     .unwrap();
     assert_eq!(sandbox.layers(), vec!["process-group"]);
@@ -718,6 +724,9 @@ fn strict_mode_starts_only_when_every_layer_is_there() {
         write_paths: vec![],
         allow_network: false,
         limits: ResourceLimits::default(),
+        projects: None,
+        read_only_projects: false,
+        pycache: None,
     };
     let standard = Sandbox::new(policy(SandboxMode::Standard)).unwrap();
     let layers = standard.layers();

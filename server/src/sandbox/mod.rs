@@ -86,6 +86,13 @@ impl Default for ResourceLimits {
     }
 }
 
+/// Where a run sees the projects folder when the sandbox gives it its own file view (Linux).
+pub const RUN_PROJECTS_DIR: &str = "/projects";
+/// Where a run sees its scratch folder (its HOME and TMPDIR) in that view.
+pub const RUN_SCRATCH_DIR: &str = "/tmp";
+/// Where a run sees the server's bytecode cache in that view.
+pub const RUN_PYCACHE_DIR: &str = "/pycache";
+
 /// What a run may touch. System directories Python needs (`/usr`, `/lib*`, `/etc/ld.so.cache`, a few
 /// devices) are added by the sandbox itself; see [`python_read_paths`] for the interpreter's own.
 #[derive(Clone, Debug)]
@@ -97,6 +104,13 @@ pub struct SandboxPolicy {
     pub write_paths: Vec<PathBuf>,
     pub allow_network: bool,
     pub limits: ResourceLimits,
+    /// The projects folder (canonical): shown to runs at [`RUN_PROJECTS_DIR`] in a read-only
+    /// view of the host (Linux). `None`: no view; runs see host paths.
+    pub projects: Option<PathBuf>,
+    /// Scripts may read the projects folder but not write it (they write only their scratch).
+    pub read_only_projects: bool,
+    /// The server's bytecode cache, readable by runs at [`RUN_PYCACHE_DIR`].
+    pub pycache: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -199,6 +213,26 @@ impl Sandbox {
         })
     }
 
+    /// True when runs see the neutral paths ([`RUN_PROJECTS_DIR`], [`RUN_SCRATCH_DIR`]) instead
+    /// of the host's.
+    pub fn has_view(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        if let Some(imp) = &self.imp {
+            return imp.has_view();
+        }
+        false
+    }
+
+    /// Where a run sees the host path `path` (the neutral form inside the projects folder when
+    /// runs have their own view; `path` itself otherwise).
+    pub fn view_path(&self, path: &Path) -> PathBuf {
+        #[cfg(target_os = "linux")]
+        if let Some(imp) = &self.imp {
+            return imp.view_path(path);
+        }
+        path.to_path_buf()
+    }
+
     /// Install the policy on the runner's command, for a run in `slot` (made by [`Sandbox::slot`]
     /// of this sandbox). Fails closed: on error the command must not be spawned; if a layer cannot
     /// be applied in the child, the spawn itself fails.
@@ -230,9 +264,16 @@ impl Sandbox {
     /// Linux: what a child spawned without `std::process::Command` (see `spawn.rs`) must do
     /// between clone and exec for a run in `slot`; `None` with the sandbox off. The same steps
     /// [`Sandbox::confine`] installs as a `pre_exec` hook.
-    pub fn child_steps(&self, slot: &SandboxSlot) -> Result<Option<ChildSteps>, SandboxError> {
+    ///
+    /// `script_dir` (canonical, inside the projects folder) decides which protected names the
+    /// slot's view must hold read-only; the view is rebuilt when they changed since its last run.
+    pub fn child_steps(
+        &self,
+        slot: &SandboxSlot,
+        script_dir: &Path,
+    ) -> Result<Option<ChildSteps>, SandboxError> {
         match (&self.imp, &slot.imp) {
-            (Some(imp), Some(slot)) => Ok(Some(imp.child_steps(slot))),
+            (Some(imp), Some(slot)) => Ok(Some(imp.child_steps(slot, script_dir)?)),
             (Some(_), None) => Err(SandboxError::Landlock(
                 "a slot made with the sandbox off cannot confine a run".into(),
             )),

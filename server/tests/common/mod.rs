@@ -42,6 +42,9 @@ pub fn runner(max_output_bytes: usize, max_concurrent: usize, pass_env: &[&str])
         write_paths: vec![],
         allow_network: true,
         limits: ResourceLimits::default(),
+        projects: None,
+        read_only_projects: false,
+        pycache: None,
     })
     .unwrap();
     Runner::new(

@@ -3,18 +3,22 @@
 mod bpf;
 mod cgroup;
 mod landlock;
+mod mount;
 mod namespaces;
 mod seccomp;
 
-use std::os::fd::OwnedFd;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use super::unix_limits::RlimitTable;
 use super::{SandboxError, SandboxMode, SandboxPolicy};
 use cgroup::{RunCgroups, SlotCgroups};
 use landlock::FsRules;
+use mount::{MountPlan, ViewSpec};
 use namespaces::Namespaces;
 use seccomp::SeccompFilters;
 
@@ -37,6 +41,27 @@ pub(super) struct LinuxSandbox {
     namespaces: Option<Arc<Namespaces>>,
     seccomp: Option<Arc<SeccompFilters>>,
     cgroups: RunCgroups,
+    view: Option<ViewTemplate>,
+}
+
+/// What every slot's file view holds (`mount.rs`), known to work on this machine.
+#[derive(Debug)]
+struct ViewTemplate {
+    projects: PathBuf,
+    pycache: Option<PathBuf>,
+    read_only_projects: bool,
+}
+
+impl ViewTemplate {
+    fn plan(&self, scratch: &Path, protected: &[PathBuf]) -> std::io::Result<MountPlan> {
+        MountPlan::new(&ViewSpec {
+            projects: &self.projects,
+            scratch,
+            pycache: self.pycache.as_deref(),
+            read_only_projects: self.read_only_projects,
+            protected,
+        })
+    }
 }
 
 /// A run slot's own rules, made once and used by each of its runs: the Landlock ruleset that
@@ -48,6 +73,9 @@ pub(super) struct LinuxSlot(Arc<SlotRules>);
 struct SlotRules {
     ruleset: Option<OwnedFd>,
     cgroups: SlotCgroups,
+    scratch: PathBuf,
+    /// The slot's mount namespace and the protected names it was built with.
+    view: Mutex<Option<(Vec<PathBuf>, Arc<OwnedFd>)>>,
 }
 
 impl LinuxSlot {
@@ -82,6 +110,20 @@ impl LinuxSandbox {
             .then(|| namespaces.unwrap_or_else(|| Arc::new(Namespaces::unshared(flags))));
         let cgroups = RunCgroups::probe(&policy.limits);
         let root = rustix::process::geteuid().is_root();
+        let view = match (
+            &policy.projects,
+            namespaces.as_deref().and_then(Namespaces::user),
+        ) {
+            (Some(projects), Some(user)) => {
+                let template = ViewTemplate {
+                    projects: projects.clone(),
+                    pycache: policy.pycache.clone(),
+                    read_only_projects: policy.read_only_projects,
+                };
+                probe_view(&template, user).then_some(template)
+            }
+            _ => None,
+        };
 
         let mut layers = Vec::new();
         let mut missing = Vec::new();
@@ -112,6 +154,14 @@ impl LinuxSandbox {
             ns_layer,
             "the network and the server's capabilities are reachable",
         );
+        if policy.projects.is_some() {
+            note(
+                view.is_some(),
+                "mount-ns",
+                "files outside the projects folder can have their mode, owner and times changed, \
+                 and runs see host paths",
+            );
+        }
         layers.push("rlimits");
         layers.push("process-group");
         let cgroup_controllers: Vec<_> = cgroups.controllers().collect();
@@ -160,7 +210,12 @@ impl LinuxSandbox {
             namespaces,
             seccomp: probe.seccomp.then(|| Arc::new(filters)),
             cgroups,
+            view,
         })
+    }
+
+    pub(super) fn has_view(&self) -> bool {
+        self.view.is_some()
     }
 
     pub(super) fn layers(&self) -> Vec<&'static str> {
@@ -179,16 +234,60 @@ impl LinuxSandbox {
         Ok(LinuxSlot(Arc::new(SlotRules {
             ruleset,
             cgroups: self.cgroups.make_slot()?,
+            scratch: scratch.to_path_buf(),
+            view: Mutex::new(None),
         })))
     }
 
-    pub(super) fn child_steps(&self, slot: &LinuxSlot) -> ChildSteps {
-        ChildSteps {
+    /// The steps of a run in `slot` for a script in `script_dir`; (re)builds the slot's view
+    /// when the protected names on the way to the script are not the ones it holds.
+    pub(super) fn child_steps(
+        &self,
+        slot: &LinuxSlot,
+        script_dir: &Path,
+    ) -> Result<ChildSteps, SandboxError> {
+        let mount_ns = match &self.view {
+            Some(template) => Some(self.slot_view(template, &slot.0, script_dir)?),
+            None => None,
+        };
+        Ok(ChildSteps {
             slot: Arc::clone(&slot.0),
             rlimits: self.rlimits.clone(),
             namespaces: self.namespaces.clone(),
+            mount_ns,
             seccomp: self.seccomp.clone(),
+            cwd: None,
+        })
+    }
+
+    fn slot_view(
+        &self,
+        template: &ViewTemplate,
+        slot: &SlotRules,
+        script_dir: &Path,
+    ) -> Result<Arc<OwnedFd>, SandboxError> {
+        let protected = mount::protected_paths(&template.projects, script_dir);
+        let mut view = slot
+            .view
+            .lock()
+            .map_err(|_| SandboxError::Landlock("a slot's view lock was poisoned".into()))?;
+        if let Some((held, ns)) = view.as_ref() {
+            if *held == protected {
+                return Ok(Arc::clone(ns));
+            }
         }
+        let user = self
+            .namespaces
+            .as_deref()
+            .and_then(Namespaces::user)
+            .ok_or_else(|| SandboxError::Landlock("no shared user namespace".into()))?;
+        let ns = template
+            .plan(&slot.scratch, &protected)
+            .and_then(|plan| plan.build(user))
+            .map(Arc::new)
+            .map_err(|e| SandboxError::prepare("the run's file view", e))?;
+        *view = Some((protected, Arc::clone(&ns)));
+        Ok(ns)
     }
 
     pub(super) fn confine(
@@ -196,7 +295,12 @@ impl LinuxSandbox {
         cmd: &mut std::process::Command,
         slot: &LinuxSlot,
     ) -> Result<(), SandboxError> {
-        let steps = self.child_steps(slot);
+        let cwd = cmd
+            .get_current_dir()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let mut steps = self.child_steps(slot, &cwd)?;
+        steps.set_cwd(self.view_path(&cwd))?;
         // SAFETY: the hook runs in the forked child before exec; `ChildSteps::apply` only makes
         // raw syscalls on data prepared here (no allocation, no locks), so it is async-signal-safe
         // even though the server is multi-threaded.
@@ -207,23 +311,78 @@ impl LinuxSandbox {
     }
 }
 
+impl LinuxSandbox {
+    /// Where a run sees the host path `path`: under [`RUN_PROJECTS_DIR`](crate::sandbox::RUN_PROJECTS_DIR)
+    /// when it lies in the projects folder and runs have a view; as it is otherwise.
+    pub(super) fn view_path(&self, path: &Path) -> PathBuf {
+        match &self.view {
+            Some(template) => match path.strip_prefix(&template.projects) {
+                Ok(rel) => Path::new(crate::sandbox::RUN_PROJECTS_DIR).join(rel),
+                Err(_) => path.to_path_buf(),
+            },
+            None => path.to_path_buf(),
+        }
+    }
+}
+
+/// Builds a view once at start-up in a temporary scratch: true when this machine can.
+fn probe_view(template: &ViewTemplate, user: &OwnedFd) -> bool {
+    let built = tempfile::tempdir().and_then(|scratch| {
+        template
+            .plan(scratch.path(), &[])
+            .and_then(|plan| plan.build(user))
+    });
+    match built {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::debug!(%e, "sandbox: no read-only file view for runs");
+            false
+        }
+    }
+}
+
 /// Everything the child does between fork (or `clone`) and exec, prepared in the server.
 #[derive(Debug)]
 pub struct ChildSteps {
     slot: Arc<SlotRules>,
     rlimits: RlimitTable,
     namespaces: Option<Arc<Namespaces>>,
+    mount_ns: Option<Arc<OwnedFd>>,
     seccomp: Option<Arc<SeccompFilters>>,
+    /// Where to go once in the view (joining a mount namespace moves to its root).
+    cwd: Option<CString>,
 }
 
 impl ChildSteps {
+    /// Makes the steps end in `cwd` (as the run sees it), for spawners that cannot `chdir` after
+    /// the steps themselves (std's `pre_exec`).
+    pub fn set_cwd(&mut self, cwd: PathBuf) -> Result<(), SandboxError> {
+        let cwd = CString::new(cwd.as_os_str().as_bytes())
+            .map_err(|_| SandboxError::Landlock("NUL byte in the run's folder".into()))?;
+        self.cwd = Some(cwd);
+        Ok(())
+    }
+
     /// Runs in the child: any error aborts the spawn, so no run starts half-confined.
-    /// Async-signal-safe: raw syscalls only, no allocation.
+    /// Async-signal-safe: raw syscalls only, no allocation. Joining the slot's view moves the
+    /// child to its root: the spawner changes to the run's folder after these steps.
     pub fn apply(&self) -> std::io::Result<()> {
         self.slot.cgroups.join()?;
         self.rlimits.apply()?;
         if let Some(namespaces) = &self.namespaces {
             namespaces.enter()?;
+        }
+        if let Some(mount_ns) = &self.mount_ns {
+            // SAFETY: setns takes an fd we own (open for the whole call) and a flag.
+            if unsafe { libc::setns(mount_ns.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        if let Some(cwd) = &self.cwd {
+            // SAFETY: chdir on a NUL-terminated string prepared in the server.
+            if unsafe { libc::chdir(cwd.as_ptr()) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
         }
         no_new_privs()?;
         if let Some(ruleset) = &self.slot.ruleset {

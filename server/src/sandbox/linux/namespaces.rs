@@ -7,6 +7,11 @@
 //! namespace: still no interface but a loopback no run can bring up (its capabilities end at
 //! `execve`, its uid being unmapped), and the abstract UNIX sockets it would share are closed
 //! between runs by Landlock's scopes. When joining is refused, each run unshares its own.
+//!
+//! The shared user namespace maps one id, [`RUN_UID`], to the server's own uid and gid: a run
+//! looks like `nobody` from inside, as with no map at all, but the namespace can own files (the
+//! tmpfs root of a slot's view, `mount.rs`). A run still has the server's kernel uid; what keeps
+//! it from the server's files is Landlock and the read-only view, not the id.
 
 use std::fs::File;
 use std::io;
@@ -42,6 +47,11 @@ impl Namespaces {
             return None;
         }
         let stopped = wait_status(pid, libc::WUNTRACED).is_some_and(|s| libc::WIFSTOPPED(s));
+        if stopped && flags & libc::CLONE_NEWUSER != 0 {
+            if let Err(e) = map_ids(pid) {
+                tracing::debug!(%e, "sandbox: cannot map the run's uid in its user namespace");
+            }
+        }
         let open = |name: &str| {
             File::open(format!("/proc/{pid}/ns/{name}"))
                 .map(OwnedFd::from)
@@ -70,6 +80,14 @@ impl Namespaces {
         shared
     }
 
+    /// The user namespace runs join, when it was made once (not per run).
+    pub(super) fn user(&self) -> Option<&OwnedFd> {
+        match self {
+            Self::Shared { user, .. } => Some(user),
+            Self::Unshared(_) => None,
+        }
+    }
+
     pub(super) fn unshared(flags: libc::c_int) -> Self {
         Self::Unshared(flags)
     }
@@ -88,6 +106,24 @@ impl Namespaces {
             Self::Unshared(flags) => unshare(*flags),
         }
     }
+}
+
+/// The id a run has inside its user namespace (mapped to the server's uid and gid).
+pub(super) const RUN_UID: u32 = 65534;
+
+/// Maps [`RUN_UID`] to our own uid and gid in the user namespace of `pid` (stopped, our child).
+/// An unprivileged process may map its own ids once `setgroups` is denied.
+fn map_ids(pid: libc::pid_t) -> io::Result<()> {
+    let write = |name: &str, text: String| std::fs::write(format!("/proc/{pid}/{name}"), text);
+    write(
+        "uid_map",
+        format!("{RUN_UID} {} 1", rustix::process::geteuid().as_raw()),
+    )?;
+    write("setgroups", "deny".into())?;
+    write(
+        "gid_map",
+        format!("{RUN_UID} {} 1", rustix::process::getegid().as_raw()),
+    )
 }
 
 fn setns(fd: &OwnedFd, kind: libc::c_int) -> io::Result<()> {
@@ -116,7 +152,7 @@ pub(super) fn wait_exit_code(pid: libc::pid_t) -> Option<i32> {
 }
 
 /// `waitpid(pid, options)`, retried on EINTR; the status, `None` on error.
-fn wait_status(pid: libc::pid_t, options: libc::c_int) -> Option<libc::c_int> {
+pub(super) fn wait_status(pid: libc::pid_t, options: libc::c_int) -> Option<libc::c_int> {
     if pid <= 0 {
         return None;
     }

@@ -1,0 +1,443 @@
+//! A run slot's mount namespace: the filesystem a run sees, made once per slot and joined by each
+//! of its runs with `setns` (microseconds).
+//!
+//! Why: Landlock decides what a run may open, but not who may `chmod`, `chown`, `utime` or set
+//! xattrs on what it can name; and a run keeps the server's kernel uid (root's, when the server
+//! runs as root), so it owns every file the server owns. In this namespace every mount is
+//! read-only except the projects folder and the slot's scratch, so those calls fail with `EROFS`
+//! everywhere else, whatever the uid. It also shows neutral paths: the projects folder at
+//! [`RUN_PROJECTS_DIR`] and the scratch at [`RUN_SCRATCH_DIR`], so `os.getcwd()`, `__file__`,
+//! `$HOME` and tracebacks carry no host layout.
+//!
+//! The view, built by a throw-away child inside the shared user namespace (a [`MountPlan`] made
+//! here, executed there with raw syscalls only, as bubblewrap does):
+//! 1. a private copy of the server's mounts; a tmpfs on the scratch dir as a building site, made
+//!    the root with `pivot_root` so the host's root is reachable at `/oldroot`;
+//! 2. `/newroot`: every top-level directory of the host bound (recursively), its symlinks copied,
+//!    the projects folder at `/projects` and the scratch at `/tmp`, the bytecode cache at
+//!    `/pycache` when there is one;
+//! 3. everything read-only and `nosuid`; `/projects` and `/tmp` writable again but `noexec`
+//!    (unless the projects are read-only); protected names inside the projects folder (`.git`,
+//!    `.venv`, `.env`...) bound read-only over themselves (a venv keeps `exec`, so its compiled
+//!    extensions load);
+//! 4. `pivot_root` into `/newroot`, the old root detached: nothing else of the host is left.
+//!
+//! Landlock rules are attached to inodes, and bind mounts share them: the rules made on host
+//! paths hold for the same files under their neutral names.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::namespaces::wait_status;
+use crate::sandbox::{RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR};
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// One step of the plan; every path is absolute in the building child's view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Op {
+    Mkdir(CString),
+    /// A recursive bind of `from` on `to`.
+    Bind {
+        from: CString,
+        to: CString,
+    },
+    Symlink {
+        target: CString,
+        path: CString,
+    },
+    /// `mount_setattr` on the mount at `path`.
+    Attr {
+        path: CString,
+        set: u64,
+        clear: u64,
+        recursive: bool,
+    },
+}
+
+/// What a slot's view holds: host paths (canonical) and the names to protect.
+#[derive(Debug, Clone)]
+pub(crate) struct ViewSpec<'a> {
+    pub projects: &'a Path,
+    pub scratch: &'a Path,
+    pub pycache: Option<&'a Path>,
+    pub read_only_projects: bool,
+    /// Paths inside `projects` (relative) that runs may read but not change.
+    pub protected: &'a [PathBuf],
+}
+
+/// The mounts of one slot's view, as steps prepared in the server (allocation, the host's
+/// top-level listing), to be executed by a forked child that may only make raw syscalls.
+#[derive(Debug)]
+pub(super) struct MountPlan {
+    site: CString,
+    ops: Vec<Op>,
+}
+
+fn cstring(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in a path"))
+}
+
+fn under(prefix: &str, path: &Path) -> io::Result<CString> {
+    let mut joined = PathBuf::from(prefix);
+    joined.push(path.strip_prefix("/").unwrap_or(path));
+    cstring(&joined)
+}
+
+impl MountPlan {
+    /// The plan for `spec`, listing the host's top-level entries now.
+    pub(super) fn new(spec: &ViewSpec<'_>) -> io::Result<Self> {
+        let mut ops = Vec::new();
+        let mut taken = vec![
+            RUN_PROJECTS_DIR.trim_start_matches('/').to_owned(),
+            RUN_SCRATCH_DIR.trim_start_matches('/').to_owned(),
+        ];
+        if spec.pycache.is_some() {
+            taken.push(RUN_PYCACHE_DIR.trim_start_matches('/').to_owned());
+        }
+        let mut entries: Vec<_> = std::fs::read_dir("/")?.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let name = entry.file_name();
+            if taken.iter().any(|t| t.as_bytes() == name.as_bytes()) {
+                continue;
+            }
+            let host = Path::new("/").join(&name);
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_symlink() {
+                let target = std::fs::read_link(&host)?;
+                ops.push(Op::Symlink {
+                    target: cstring(&target)?,
+                    path: under("/newroot", &host)?,
+                });
+            } else if kind.is_dir() {
+                ops.push(Op::Mkdir(under("/newroot", &host)?));
+                ops.push(Op::Bind {
+                    from: under("/oldroot", &host)?,
+                    to: under("/newroot", &host)?,
+                });
+            }
+            // Other top-level files (rare: `/.dockerenv`) are left out.
+        }
+        let mut place = |host: &Path, view: &str| -> io::Result<()> {
+            let to = under("/newroot", Path::new(view))?;
+            ops.push(Op::Mkdir(to.clone()));
+            ops.push(Op::Bind {
+                from: under("/oldroot", host)?,
+                to,
+            });
+            Ok(())
+        };
+        place(spec.projects, RUN_PROJECTS_DIR)?;
+        place(spec.scratch, RUN_SCRATCH_DIR)?;
+        if let Some(pycache) = spec.pycache {
+            place(pycache, RUN_PYCACHE_DIR)?;
+        }
+        ops.push(Op::Attr {
+            path: cstring(Path::new("/newroot"))?,
+            set: MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID,
+            clear: 0,
+            recursive: true,
+        });
+        let writable = |view: &str, writable: bool| -> io::Result<Op> {
+            Ok(Op::Attr {
+                path: under("/newroot", Path::new(view))?,
+                set: MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NODEV,
+                clear: if writable { MOUNT_ATTR_RDONLY } else { 0 },
+                recursive: false,
+            })
+        };
+        ops.push(writable(RUN_PROJECTS_DIR, !spec.read_only_projects)?);
+        ops.push(writable(RUN_SCRATCH_DIR, true)?);
+        for rel in spec.protected {
+            let at = under("/newroot", &Path::new(RUN_PROJECTS_DIR).join(rel))?;
+            ops.push(Op::Bind {
+                from: at.clone(),
+                to: at.clone(),
+            });
+            let venv = rel.file_name().is_some_and(|n| n == ".venv" || n == "venv");
+            ops.push(Op::Attr {
+                path: at,
+                set: MOUNT_ATTR_RDONLY,
+                // A venv's compiled extensions are mapped executable.
+                clear: if venv { MOUNT_ATTR_NOEXEC } else { 0 },
+                recursive: true,
+            });
+        }
+        Ok(Self {
+            site: cstring(spec.scratch)?,
+            ops,
+        })
+    }
+
+    /// Builds the view in a child that has joined `user_ns`, and returns the new mount
+    /// namespace's fd. Blocking (about a millisecond: one fork and a few dozen mounts).
+    pub(super) fn build(&self, user_ns: &std::os::fd::OwnedFd) -> io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsRawFd;
+        let user = user_ns.as_raw_fd();
+        // SAFETY: fork in a possibly multi-threaded process: the child below only makes raw
+        // syscalls on data prepared before the fork, then stops or `_exit`s.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: raw syscalls on prepared strings; never returns.
+            unsafe {
+                let code = match self.execute(user) {
+                    Ok(()) => {
+                        libc::kill(libc::getpid(), libc::SIGSTOP);
+                        0
+                    }
+                    Err(step) => step,
+                };
+                libc::_exit(code)
+            }
+        }
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let status = wait_status(pid, libc::WUNTRACED);
+        let stopped = status.is_some_and(|s| libc::WIFSTOPPED(s));
+        let ns = if stopped {
+            std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map(std::os::fd::OwnedFd::from)
+        } else {
+            let failed = status
+                .filter(|&s| libc::WIFEXITED(s))
+                .map(|s| libc::WEXITSTATUS(s));
+            Err(io::Error::other(format!(
+                "building the run's file view failed at step {failed:?}"
+            )))
+        };
+        if stopped {
+            // SAFETY: signals our own stopped child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            wait_status(pid, 0);
+        }
+        ns
+    }
+
+    /// Runs in the forked child. On failure, the exit code names the step (1-based, after the
+    /// fixed steps 1–8). Raw syscalls only.
+    unsafe fn execute(&self, user_ns: libc::c_int) -> Result<(), libc::c_int> {
+        let ok = |rc: libc::c_int, step: libc::c_int| if rc == 0 { Ok(()) } else { Err(step) };
+        let c = |s: &'static [u8]| s.as_ptr().cast::<libc::c_char>();
+        ok(libc::setns(user_ns, libc::CLONE_NEWUSER), 1)?;
+        ok(libc::unshare(libc::CLONE_NEWNS), 2)?;
+        let none = std::ptr::null::<libc::c_char>();
+        ok(
+            libc::mount(
+                none,
+                c(b"/\0"),
+                none,
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ),
+            3,
+        )?;
+        ok(
+            libc::mount(
+                c(b"tmpfs\0"),
+                self.site.as_ptr(),
+                c(b"tmpfs\0"),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                c(b"mode=0755\0").cast(),
+            ),
+            4,
+        )?;
+        ok(libc::chdir(self.site.as_ptr()), 5)?;
+        ok(libc::mkdir(c(b"newroot\0"), 0o755), 6)?;
+        ok(
+            libc::mount(
+                c(b"newroot\0"),
+                c(b"newroot\0"),
+                none,
+                libc::MS_BIND | libc::MS_REC,
+                std::ptr::null(),
+            ),
+            7,
+        )?;
+        ok(libc::mkdir(c(b"oldroot\0"), 0o755), 7)?;
+        let pivot = libc::syscall(libc::SYS_pivot_root, self.site.as_ptr(), c(b"oldroot\0"));
+        ok(pivot as libc::c_int, 8)?;
+        ok(libc::chdir(c(b"/\0")), 8)?;
+        for (i, op) in self.ops.iter().enumerate() {
+            let step = 9 + i as libc::c_int;
+            let rc = match op {
+                Op::Mkdir(path) => libc::mkdir(path.as_ptr(), 0o755),
+                Op::Bind { from, to } => libc::mount(
+                    from.as_ptr(),
+                    to.as_ptr(),
+                    none,
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                ),
+                Op::Symlink { target, path } => libc::symlink(target.as_ptr(), path.as_ptr()),
+                Op::Attr {
+                    path,
+                    set,
+                    clear,
+                    recursive,
+                } => {
+                    let attr = MountAttr {
+                        attr_set: *set,
+                        attr_clr: *clear,
+                        propagation: 0,
+                        userns_fd: 0,
+                    };
+                    let flags = if *recursive { AT_RECURSIVE } else { 0 };
+                    libc::syscall(
+                        libc::SYS_mount_setattr,
+                        libc::AT_FDCWD,
+                        path.as_ptr(),
+                        flags,
+                        &attr as *const MountAttr,
+                        std::mem::size_of::<MountAttr>(),
+                    ) as libc::c_int
+                }
+            };
+            // A read-only host mount stays read-only: clearing the flag is refused, not fatal.
+            let refused_clear = matches!(op, Op::Attr { clear, .. } if *clear != 0)
+                && rc != 0
+                && *libc::__errno_location() == libc::EPERM;
+            if !refused_clear {
+                ok(rc, step.min(120))?;
+            }
+        }
+        ok(libc::chdir(c(b"/newroot\0")), 121)?;
+        let pivot = libc::syscall(libc::SYS_pivot_root, c(b".\0"), c(b".\0"));
+        ok(pivot as libc::c_int, 122)?;
+        ok(libc::umount2(c(b".\0"), libc::MNT_DETACH), 123)?;
+        ok(libc::chdir(c(b"/\0")), 124)?;
+        Ok(())
+    }
+}
+
+/// Names inside the projects folder that runs may read but not change: repository metadata the
+/// user's git runs (hooks, `core.fsmonitor`), environments the user's Python runs, settings that
+/// tools load. Looked for at the top level and in each folder on the way to the script.
+pub(crate) const PROTECTED_NAMES: &[&str] = &[
+    ".git", ".hg", ".svn", ".venv", "venv", ".envrc", ".vscode", ".idea",
+];
+
+/// The protected paths (relative to `projects`) that exist now for a script in `script_dir`
+/// (canonical, inside `projects`): checked in each folder from the top to the script's, plus
+/// `.env*` files there. Real files and folders only: a symlink is not followed (Landlock and the
+/// read-only bind it would need see its target, not the link).
+pub(crate) fn protected_paths(projects: &Path, script_dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let rel = script_dir.strip_prefix(projects).unwrap_or(Path::new(""));
+    let mut dir = projects.to_path_buf();
+    let mut levels = vec![dir.clone()];
+    for part in rel.components() {
+        dir.push(part);
+        levels.push(dir.clone());
+    }
+    for level in levels {
+        let Ok(entries) = std::fs::read_dir(&level) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let bytes = name.as_bytes();
+            let listed =
+                PROTECTED_NAMES.iter().any(|n| n.as_bytes() == bytes) || bytes.starts_with(b".env");
+            let real = entry.file_type().is_ok_and(|t| t.is_dir() || t.is_file());
+            if listed && real {
+                if let Ok(rel) = level.join(&name).strip_prefix(projects) {
+                    found.push(rel.to_path_buf());
+                }
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_paths_are_found_on_the_way_to_the_script_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for d in [".git/hooks", "a/.venv/lib", "a/b", "other/.git"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(root.join(".env.local"), "X=1").unwrap();
+        std::fs::write(root.join("a/b/.envrc"), "x").unwrap();
+        std::fs::write(root.join("a/b/venvish"), "x").unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("a/.idea")).unwrap();
+        let found = protected_paths(root, &root.join("a/b"));
+        let want: Vec<PathBuf> = [".env.local", ".git", "a/.venv", "a/b/.envrc"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        assert_eq!(found, want);
+        assert_eq!(
+            protected_paths(root, root),
+            [".env.local", ".git"].map(PathBuf::from)
+        );
+    }
+
+    #[test]
+    fn the_plan_binds_the_host_read_only_and_the_run_folders_at_neutral_paths() {
+        let projects = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let plan = MountPlan::new(&ViewSpec {
+            projects: projects.path(),
+            scratch: scratch.path(),
+            pycache: None,
+            read_only_projects: false,
+            protected: &[PathBuf::from(".git"), PathBuf::from("a/.venv")],
+        })
+        .unwrap();
+        let text = format!("{:?}", plan.ops);
+        assert!(text.contains("\"/oldroot/usr\""), "{text}");
+        let usr = plan
+            .ops
+            .iter()
+            .position(|op| matches!(op, Op::Bind { to, .. } if to.as_bytes() == b"/newroot/usr"))
+            .expect("usr bound");
+        let all_read_only = plan
+            .ops
+            .iter()
+            .position(|op| {
+                matches!(op, Op::Attr { path, set, recursive: true, .. }
+                    if path.as_bytes() == b"/newroot" && set & MOUNT_ATTR_RDONLY != 0)
+            })
+            .expect("everything read-only");
+        assert!(usr < all_read_only);
+        let projects_to = format!("/oldroot{}", projects.path().display());
+        assert!(
+            plan.ops.iter().any(|op| matches!(op, Op::Bind { from, to }
+            if from.to_bytes() == projects_to.as_bytes() && to.as_bytes() == b"/newroot/projects"))
+        );
+        // The venv is read-only but keeps exec; .git is read-only.
+        let venv = plan.ops.iter().find_map(|op| match op {
+            Op::Attr {
+                path, set, clear, ..
+            } if path.as_bytes() == b"/newroot/projects/a/.venv" => Some((*set, *clear)),
+            _ => None,
+        });
+        assert_eq!(venv, Some((MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOEXEC)));
+        // No host /tmp: the scratch is the run's /tmp.
+        assert!(!text.contains("\"/oldroot/tmp\""), "{text}");
+    }
+}
