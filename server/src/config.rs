@@ -1,20 +1,28 @@
 //! Settings: the only module that reads flags, the environment and `.env`. Parsing happens in two
 //! stages: clap validates the text (no I/O), then [`Cli::resolve`] checks the world (the folder
 //! exists, the interpreter runs) and produces the plain [`Config`] the rest of the server receives.
-//! Precedence: flag > environment > `.env` > default.
+//! Precedence: flag > environment > `.env` > default. A `.env` that lies inside the projects folder
+//! is never read: scripts can write there.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, Parser, ValueEnum};
 
 use crate::integrations::{Assistant, BadUrl, RemoteUrl, Target};
 use crate::sandbox::{ResourceLimits, SandboxMode};
 
+include!("env_vars.rs");
+
 /// Upper bound for `--timeout`: a day. Anything longer is almost surely a typo.
 const MAX_TIMEOUT_SECS: u64 = 86_400;
+/// The settings file, read from the working directory only.
+const DOTENV: &str = ".env";
+/// The variable (and `.env` key) that names the projects folder.
+const PROJECTS_DIR_VAR: &str = "PYTHON_PROJECTS_DIR";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Transport {
@@ -156,6 +164,14 @@ pub struct HttpCli {
     /// Largest request body, in bytes.
     #[arg(long, env = "MCP_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..=(1 << 30)))]
     pub max_body_bytes: u64,
+
+    /// Seconds a request gets to send its whole body, counted from its head; a slower one gets 408.
+    #[arg(long, env = "MCP_BODY_TIMEOUT", default_value_t = 30, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub body_timeout: u64,
+
+    /// Open connections at once (idle keep-alive ones and SSE streams count); more are closed at once.
+    #[arg(long, env = "MCP_MAX_CONNECTIONS", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
 }
 
 /// What to do instead of serving.
@@ -248,6 +264,9 @@ pub struct HttpConfig {
     pub max_sessions: usize,
     pub session_idle_timeout: Duration,
     pub max_body_bytes: usize,
+    /// Time a request gets to send its whole body.
+    pub body_timeout: Duration,
+    pub max_connections: usize,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -260,6 +279,8 @@ impl std::fmt::Debug for HttpConfig {
             .field("max_sessions", &self.max_sessions)
             .field("session_idle_timeout", &self.session_idle_timeout)
             .field("max_body_bytes", &self.max_body_bytes)
+            .field("body_timeout", &self.body_timeout)
+            .field("max_connections", &self.max_connections)
             .finish()
     }
 }
@@ -317,11 +338,23 @@ pub enum ConfigError {
 }
 
 impl Cli {
-    /// Loads `.env` from the current directory (the real environment wins), then parses the flags.
-    pub fn load() -> Self {
-        // A missing .env is normal; a malformed one is reported by clap's view of the environment.
-        let _ = dotenvy::dotenv();
-        Self::parse()
+    /// Loads `.env` from the current directory (the real environment wins) unless it lies inside
+    /// the projects folder, then parses the flags. Call before any thread starts (it sets
+    /// variables); log the returned [`Dotenv`] once logging is set up.
+    pub fn load() -> (Self, Dotenv) {
+        let dotenv = Dotenv::read(Path::new(DOTENV), |from_file| {
+            // Which folder would be served with the file applied: flag > environment > file >
+            // default. Flags are parsed here without the file (clap exits on --help or a bad flag,
+            // as the parse below would).
+            let matches = Self::command().get_matches();
+            let given = matches.get_one::<PathBuf>("projects_dir").cloned();
+            match (matches.value_source("projects_dir"), from_file) {
+                (Some(ValueSource::DefaultValue) | None, Some(dir)) => Some(PathBuf::from(dir)),
+                _ => given,
+            }
+        });
+        dotenv.apply();
+        (Self::parse(), dotenv)
     }
 
     /// Second stage: checks the folder and the interpreter and resolves defaults.
@@ -496,6 +529,8 @@ impl HttpCli {
             max_sessions: usize::try_from(self.max_sessions).unwrap_or(usize::MAX),
             session_idle_timeout: Duration::from_secs(self.session_idle_timeout),
             max_body_bytes: usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX),
+            body_timeout: Duration::from_secs(self.body_timeout),
+            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
         })
     }
 }
@@ -524,6 +559,124 @@ fn is_host_and_port(entry: &str) -> bool {
             .strip_prefix(':')
             .is_some_and(|p| p.parse::<u16>().is_ok());
     host_ok && port_ok
+}
+
+/// What start-up did with `.env`: the entries are read without applying them, the projects folder
+/// they would select is resolved, and the whole file is ignored when it lies inside that folder
+/// (a script could have written it: `PYRUN_SANDBOX=off`, a token, another interpreter...).
+#[derive(Debug)]
+pub enum Dotenv {
+    /// No `.env` in the working directory.
+    Absent,
+    /// Read, and applied below the real environment.
+    Loaded {
+        file: PathBuf,
+        entries: Vec<(String, String)>,
+        /// The first line dotenvy could not parse (the lines before it are kept).
+        malformed: Option<String>,
+    },
+    /// Found inside the projects folder, so not read into the environment at all.
+    IgnoredInsideProjects { file: PathBuf, projects: PathBuf },
+}
+
+impl Dotenv {
+    /// Reads `file` if it exists. `projects_for` gets the file's `PYTHON_PROJECTS_DIR` (if any)
+    /// and returns the projects folder the server would serve with the file applied.
+    fn read(file: &Path, projects_for: impl FnOnce(Option<&str>) -> Option<PathBuf>) -> Self {
+        if !file.is_file() {
+            return Self::Absent;
+        }
+        let (entries, malformed) = match dotenvy::from_path_iter(file) {
+            Ok(iter) => {
+                let mut entries = Vec::new();
+                let mut malformed = None;
+                for item in iter {
+                    match item {
+                        Ok(entry) => entries.push(entry),
+                        Err(e) => {
+                            malformed = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
+                (entries, malformed)
+            }
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        };
+        let from_file = entries
+            .iter()
+            .rev()
+            .find(|(key, _)| key == PROJECTS_DIR_VAR)
+            .map(|(_, value)| value.as_str());
+        if let Some(projects) = projects_for(from_file).and_then(|p| dunce::canonicalize(p).ok()) {
+            if lies_inside(file, &projects) {
+                return Self::IgnoredInsideProjects {
+                    file: file.to_path_buf(),
+                    projects,
+                };
+            }
+        }
+        Self::Loaded {
+            file: file.to_path_buf(),
+            entries,
+            malformed,
+        }
+    }
+
+    /// Sets each entry that the real environment does not already set (the environment wins).
+    fn apply(&self) {
+        if let Self::Loaded { entries, .. } = self {
+            for (key, value) in entries {
+                if std::env::var_os(key).is_none() {
+                    std::env::set_var(key, value);
+                }
+            }
+        }
+    }
+
+    /// Reports what happened, once tracing is set up.
+    pub fn log(&self) {
+        match self {
+            Self::Absent => {}
+            Self::Loaded {
+                file, malformed, ..
+            } => {
+                let file = file.display();
+                match malformed {
+                    None => tracing::debug!(%file, "settings read from .env"),
+                    Some(error) => tracing::warn!(
+                        %file,
+                        %error,
+                        "part of .env could not be read; the lines before the error were applied"
+                    ),
+                }
+            }
+            Self::IgnoredInsideProjects { file, projects } => tracing::warn!(
+                file = %file.display(),
+                projects = %projects.display(),
+                ".env IGNORED: it lies inside the projects folder, where scripts can write it; \
+                 none of its settings apply. Move it out of the folder (e.g. start the server \
+                 from the folder's parent), or set the variables in the environment"
+            ),
+        }
+    }
+}
+
+/// Whether `file` is inside `projects` (canonical), by where it is or by where it points.
+fn lies_inside(file: &Path, projects: &Path) -> bool {
+    let folder = match file.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let located = dunce::canonicalize(folder)
+        .ok()
+        .zip(file.file_name())
+        .map(|(folder, name)| folder.join(name));
+    let target = dunce::canonicalize(file).ok();
+    [located, target]
+        .into_iter()
+        .flatten()
+        .any(|path| path.starts_with(projects))
 }
 
 /// Resolves the interpreter once, so a version-manager shim (pyenv, asdf: a shell script costing
@@ -708,6 +861,128 @@ mod tests {
         ])
         .unwrap();
         assert!(matches!(cli.resolve(), Err(ConfigError::BadEnvName(_))));
+    }
+
+    /// Every variable named in this file's clap attributes or read by name here or in main.rs.
+    fn variables_read_in(source: &str) -> Vec<String> {
+        let patterns = ["env = \"", "var_os(\"", "var(\"", "try_from_env(\""];
+        let mut names = Vec::new();
+        for pattern in patterns {
+            for (at, _) in source.match_indices(pattern) {
+                let rest = &source[at + pattern.len()..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && rest[name.len()..].starts_with('"') {
+                    names.push(name);
+                }
+            }
+        }
+        names
+    }
+
+    #[test]
+    fn env_vars_lists_every_variable_the_server_reads() {
+        let read: Vec<String> = [include_str!("config.rs"), include_str!("main.rs")]
+            .into_iter()
+            .flat_map(variables_read_in)
+            .filter(|name| name != "PATH")
+            .collect();
+        assert!(
+            read.len() >= 20,
+            "the scan found too few variables: {read:?}"
+        );
+        for name in &read {
+            assert!(
+                ENV_VARS.contains(&name.as_str()),
+                "{name} is read by the server but missing from ENV_VARS (server/src/env_vars.rs)"
+            );
+        }
+        // Every clap variable is really one of the server's (no stale entry hides a typo).
+        let cli = Cli::command();
+        let mut declared: Vec<String> = Vec::new();
+        let mut commands = vec![&cli];
+        while let Some(command) = commands.pop() {
+            declared.extend(
+                command
+                    .get_arguments()
+                    .filter_map(|a| a.get_env())
+                    .map(|e| e.to_string_lossy().into_owned()),
+            );
+            commands.extend(command.get_subcommands());
+        }
+        for name in &declared {
+            assert!(read.contains(name), "{name} was not found by the scan");
+        }
+    }
+
+    #[test]
+    fn new_http_limits_have_defaults_and_bounds() {
+        let http = resolve_http(&[]).unwrap();
+        assert_eq!(http.body_timeout, Duration::from_secs(30));
+        assert_eq!(http.max_connections, 512);
+        let http = resolve_http(&["--body-timeout", "2", "--max-connections", "8"]).unwrap();
+        assert_eq!(http.body_timeout, Duration::from_secs(2));
+        assert_eq!(http.max_connections, 8);
+        assert!(parse(&["--body-timeout", "0"]).is_err());
+        assert!(parse(&["--max-connections", "0"]).is_err());
+    }
+
+    fn dotenv_in(dir: &Path, text: &str) -> PathBuf {
+        let file = dir.join(".env");
+        std::fs::write(&file, text).unwrap();
+        file
+    }
+
+    #[test]
+    fn a_dotenv_inside_the_projects_folder_is_ignored_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let projects = dir.path().join("projects");
+        std::fs::create_dir(&projects).unwrap();
+        let file = dotenv_in(&projects, "PYRUN_SANDBOX=off\nMCP_AUTH_TOKEN=x\n");
+        let read = Dotenv::read(&file, |_| Some(projects.clone()));
+        assert!(
+            matches!(read, Dotenv::IgnoredInsideProjects { .. }),
+            "{read:?}"
+        );
+        // The same file beside the folder is read.
+        let file = dotenv_in(dir.path(), "PYRUN_SANDBOX=off\n");
+        match Dotenv::read(&file, |_| Some(projects.clone())) {
+            Dotenv::Loaded {
+                entries, malformed, ..
+            } => {
+                assert_eq!(entries, [("PYRUN_SANDBOX".into(), "off".into())]);
+                assert_eq!(malformed, None);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_folder_a_dotenv_names_counts_and_so_does_a_link_into_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let projects = dir.path().join("projects");
+        std::fs::create_dir(&projects).unwrap();
+        // `.env` says the folder is the directory it lies in: ignored.
+        let file = dotenv_in(dir.path(), "PYTHON_PROJECTS_DIR=.\n");
+        let read = Dotenv::read(&file, |from_file| {
+            assert_eq!(from_file, Some("."));
+            Some(dir.path().to_path_buf())
+        });
+        assert!(matches!(read, Dotenv::IgnoredInsideProjects { .. }));
+        #[cfg(unix)]
+        {
+            let outside = tempfile::tempdir().unwrap();
+            let inner = dotenv_in(&projects, "PYRUN_SANDBOX=off\n");
+            let link = outside.path().join(".env");
+            std::os::unix::fs::symlink(&inner, &link).unwrap();
+            let read = Dotenv::read(&link, |_| Some(projects.clone()));
+            assert!(
+                matches!(read, Dotenv::IgnoredInsideProjects { .. }),
+                "{read:?}"
+            );
+        }
     }
 
     #[test]

@@ -14,7 +14,11 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    let cli = Cli::load();
+    // First, before anything opens a file: what the server inherited must not reach a run, and
+    // every connection and run pipe needs a descriptor.
+    let inherited = process_setup::seal_inherited_fds();
+    let fd_limit = process_setup::raise_fd_limit();
+    let (cli, dotenv) = Cli::load();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -23,6 +27,14 @@ fn main() -> ExitCode {
         )
         .with_ansi(std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal())
         .init();
+    dotenv.log();
+    if let Err(error) = inherited {
+        tracing::warn!(%error, "could not mark inherited file descriptors close-on-exec");
+    }
+    match fd_limit {
+        Ok(limit) => tracing::debug!(limit, "open-file limit (RLIMIT_NOFILE)"),
+        Err(error) => tracing::warn!(%error, "could not raise the open-file limit (RLIMIT_NOFILE)"),
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -126,4 +138,84 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
     let _ = tokio::signal::ctrl_c().await;
     tracing::info!("shutting down");
     shutdown.cancel();
+}
+
+/// Process-wide settings made first thing in `main`, while the server is one thread.
+mod process_setup {
+    /// Marks every descriptor from 3 up close-on-exec: whatever the server inherited (a
+    /// supervisor's socket, a terminal's pipe, a leaked log file) never reaches a script.
+    #[cfg(target_os = "linux")]
+    pub fn seal_inherited_fds() -> std::io::Result<()> {
+        const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC closes nothing; it only sets a flag on
+        // descriptors of this process. No pointer is passed.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_uint,
+                libc::c_uint::MAX,
+                CLOSE_RANGE_CLOEXEC,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        // Before Linux 5.11 (ENOSYS) or without the flag (EINVAL): one descriptor at a time.
+        let open: Vec<i32> = std::fs::read_dir("/proc/self/fd")?
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|fd| *fd >= 3)
+            .collect();
+        for fd in open {
+            // SAFETY: F_GETFD/F_SETFD on a number read from /proc/self/fd; on a descriptor closed
+            // since (the listing's own), fcntl fails with EBADF and nothing happens.
+            unsafe {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                    libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn seal_inherited_fds() -> std::io::Result<()> {
+        Ok(())
+    }
+
+    /// Raises the soft open-file limit to the hard one (often 1024 of 4096 or more): every
+    /// connection, SSE stream and run pipe holds a descriptor. Returns the limit now in force.
+    #[cfg(unix)]
+    pub fn raise_fd_limit() -> std::io::Result<u64> {
+        use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+        let limit = getrlimit(Resource::Nofile);
+        let current = limit.current.unwrap_or(u64::MAX);
+        let wanted = limit.maximum.unwrap_or(u64::MAX);
+        if current >= wanted {
+            return Ok(current);
+        }
+        let raise = |to: u64| {
+            setrlimit(
+                Resource::Nofile,
+                Rlimit {
+                    current: Some(to),
+                    maximum: limit.maximum,
+                },
+            )
+        };
+        match raise(wanted) {
+            Ok(()) => Ok(wanted),
+            // macOS refuses more than OPEN_MAX (10240) when the hard limit is unlimited.
+            Err(_) if cfg!(target_os = "macos") && wanted > 10_240 => {
+                raise(10_240)?;
+                Ok(10_240)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    #[cfg(not(unix))]
+    pub fn raise_fd_limit() -> std::io::Result<u64> {
+        Ok(0)
+    }
 }

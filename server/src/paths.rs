@@ -5,12 +5,22 @@
 //! resolve symlinks ourselves, hop by hop, so that a symlink pointing out of the folder is reported as
 //! "outside" whether or not its target exists: the answer never tells a caller what exists outside.
 //! The final answer is then confirmed with the OS's own canonicalization.
+//!
+//! A caller names a file relative to the folder (`mathpkg/main.py`), by its neutral absolute form
+//! ([`RUN_PROJECTS_DIR`]`/mathpkg/main.py`), or by its full host path. A host path, or a relative
+//! one whose `..` climbs out of the folder, is accepted only when it leads to something usable;
+//! any other answer to it is one and the same refusal ([`PathError::Outside`]), so no answer tells
+//! whether a host path exists, what it is, or where the folder lives.
 
 use std::ffi::OsStr;
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+/// Where runs see the projects folder (`/projects`): the sandbox mounts it there, so callers may
+/// also name files as `/projects/<path>`, the same as `<path>` relative to the folder. One
+/// constant for both: the sandbox's own.
+pub use crate::sandbox::RUN_PROJECTS_DIR;
 /// Longest path a caller may give, in bytes.
 pub const MAX_PATH_BYTES: usize = 4096;
 /// Symlink hops followed before giving up (Linux's own limit is 40).
@@ -29,7 +39,8 @@ pub enum PathError {
     NulByte,
     #[error("the path is longer than {MAX_PATH_BYTES} bytes")]
     TooLong,
-    #[error("'{0}' is outside the projects folder")]
+    /// Also the one answer to a host path (or a `..` climb out) that leads nowhere usable.
+    #[error("'{0}' is outside the projects folder\nhint: name files relative to the projects folder, e.g. hello_world.py or {RUN_PROJECTS_DIR}/hello_world.py")]
     Outside(String),
     #[error("'{0}' was not found in the projects folder")]
     NotFound(String),
@@ -97,17 +108,24 @@ impl ProjectRoot {
 
     /// Resolves a caller's file name to a runnable Python file inside the folder.
     pub fn resolve_script(&self, input: &str) -> Result<ProjectPath, PathError> {
-        let resolved = self.resolve_inside(input)?;
-        let meta = fs::metadata(&resolved).map_err(|_| PathError::NotFound(input.to_owned()))?;
-        if meta.is_dir() {
-            return Err(PathError::Directory(input.to_owned()));
-        }
-        if !meta.is_file() {
-            return Err(PathError::NotRegularFile(input.to_owned()));
-        }
-        if resolved.extension() != Some(OsStr::new("py")) {
-            return Err(PathError::NotPython(input.to_owned()));
-        }
+        let named = Named::parse(input)?;
+        let found = self
+            .resolve_inside(named.path(), input)
+            .and_then(|resolved| {
+                let meta =
+                    fs::metadata(&resolved).map_err(|_| PathError::NotFound(input.to_owned()))?;
+                if meta.is_dir() {
+                    return Err(PathError::Directory(input.to_owned()));
+                }
+                if !meta.is_file() {
+                    return Err(PathError::NotRegularFile(input.to_owned()));
+                }
+                if resolved.extension() != Some(OsStr::new("py")) {
+                    return Err(PathError::NotPython(input.to_owned()));
+                }
+                Ok(resolved)
+            });
+        let resolved = named.judge(found, input)?;
         Ok(ProjectPath {
             relative: self.relative_of(&resolved),
             absolute: resolved,
@@ -121,12 +139,14 @@ impl ProjectRoot {
             Some(s) if s.is_empty() || s == "." => return Ok(self.canonical.clone()),
             Some(s) => s,
         };
-        let resolved = self.resolve_inside(input)?;
-        match fs::metadata(&resolved) {
-            Ok(m) if m.is_dir() => Ok(resolved),
-            Ok(_) => Err(PathError::NotFound(input.to_owned())),
-            Err(_) => Err(PathError::NotFound(input.to_owned())),
-        }
+        let named = Named::parse(input)?;
+        let found =
+            self.resolve_inside(named.path(), input)
+                .and_then(|resolved| match fs::metadata(&resolved) {
+                    Ok(m) if m.is_dir() => Ok(resolved),
+                    _ => Err(PathError::NotFound(input.to_owned())),
+                });
+        named.judge(found, input)
     }
 
     /// The runnable `.py` files below `dir` (already resolved inside), relative, `/`-separated, sorted.
@@ -175,18 +195,8 @@ impl ProjectRoot {
         parts.join("/")
     }
 
-    /// Validates the text, then resolves it (following links hop by hop) and proves containment.
-    fn resolve_inside(&self, input: &str) -> Result<PathBuf, PathError> {
-        if input.is_empty() {
-            return Err(PathError::Empty);
-        }
-        if input.contains('\0') {
-            return Err(PathError::NulByte);
-        }
-        if input.len() > MAX_PATH_BYTES {
-            return Err(PathError::TooLong);
-        }
-        let given = Path::new(input);
+    /// Resolves `given` (following links hop by hop) and proves containment; errors name `input`.
+    fn resolve_inside(&self, given: &Path, input: &str) -> Result<PathBuf, PathError> {
         let start = if given.is_absolute() {
             given.to_path_buf()
         } else {
@@ -217,6 +227,72 @@ impl ProjectRoot {
         }
         Ok(canonical)
     }
+}
+
+/// How the caller's text names a path, once its text is known to be acceptable.
+enum Named<'a> {
+    /// Relative to the folder (also the neutral `/projects/...` form, stripped), staying inside.
+    Inside(&'a str),
+    /// A host path, or a relative one whose `..` climbs out of the folder.
+    Escaping(&'a Path),
+}
+
+impl<'a> Named<'a> {
+    fn parse(input: &'a str) -> Result<Self, PathError> {
+        if input.is_empty() {
+            return Err(PathError::Empty);
+        }
+        if input.contains('\0') {
+            return Err(PathError::NulByte);
+        }
+        if input.len() > MAX_PATH_BYTES {
+            return Err(PathError::TooLong);
+        }
+        let relative = match input.strip_prefix(RUN_PROJECTS_DIR) {
+            Some("") => ".",
+            Some(rest) if rest.starts_with('/') => match rest.trim_start_matches('/') {
+                "" => ".",
+                rest => rest,
+            },
+            _ => input,
+        };
+        let path = Path::new(relative);
+        if path.has_root() || path.is_absolute() || climbs_out(path) {
+            return Ok(Self::Escaping(path));
+        }
+        Ok(Self::Inside(relative))
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            Self::Inside(relative) => Path::new(relative),
+            Self::Escaping(path) => path,
+        }
+    }
+
+    /// An escaping path succeeds or gets the one refusal; an inside one keeps its precise error.
+    fn judge<T>(&self, found: Result<T, PathError>, input: &str) -> Result<T, PathError> {
+        match self {
+            Self::Inside(_) => found,
+            Self::Escaping(_) => found.map_err(|_| PathError::Outside(input.to_owned())),
+        }
+    }
+}
+
+/// Whether a relative path's `..` components climb above its starting folder, judged on the text.
+fn climbs_out(path: &Path) -> bool {
+    let mut depth = 0usize;
+    for component in path.components() {
+        match component {
+            Component::Normal(_) => depth += 1,
+            Component::ParentDir => match depth.checked_sub(1) {
+                Some(up) => depth = up,
+                None => return true,
+            },
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+        }
+    }
+    false
 }
 
 enum ResolveError {
@@ -356,6 +432,110 @@ mod tests {
                 .unwrap()
                 .absolute(),
             abs
+        );
+    }
+
+    #[test]
+    fn accepts_the_neutral_projects_form_like_a_relative_path() {
+        let f = fixture();
+        for (input, relative) in [
+            ("/projects/ok.py", "ok.py"),
+            ("/projects/sub/inner.py", "sub/inner.py"),
+            ("/projects//sub/../ok.py", "ok.py"),
+        ] {
+            assert_eq!(
+                f.root
+                    .resolve_script(input)
+                    .map(|p| p.relative().to_owned()),
+                Ok(relative.to_owned()),
+                "{input}"
+            );
+        }
+        assert_eq!(
+            f.root.resolve_dir(Some("/projects")).unwrap(),
+            f.root.path()
+        );
+        assert_eq!(
+            f.root.resolve_dir(Some("/projects/")).unwrap(),
+            f.root.path()
+        );
+        assert_eq!(
+            f.root.resolve_dir(Some("/projects/sub")).unwrap(),
+            f.root.path().join("sub")
+        );
+        // Neutral names tell nothing about the host: their errors stay precise.
+        assert_eq!(
+            f.root.resolve_script("/projects/nope.py"),
+            Err(PathError::NotFound("/projects/nope.py".into()))
+        );
+        assert_eq!(
+            f.root.resolve_script("/projects/sub"),
+            Err(PathError::Directory("/projects/sub".into()))
+        );
+        outside(&f, "/projects/../outside.py");
+        outside(&f, "/projectsX/ok.py");
+    }
+
+    /// A host path probes nothing: missing, a directory, a text file, inside or outside the
+    /// folder, all get the same words (but the caller's own path).
+    #[test]
+    fn every_unusable_host_path_gets_one_and_the_same_refusal() {
+        let f = fixture();
+        let project = f.base.join("project");
+        let host = |p: PathBuf| p.to_str().unwrap().to_owned();
+        let scripts = [
+            host(project.join("nope.py")),
+            host(project.join("sub")),
+            host(project.join("notes.txt")),
+            host(project.join("ok.py/x.py")),
+            host(f.base.join("outside.py")),
+            host(f.base.join("missing.py")),
+            host(f.base.clone()),
+            "/etc/passwd".to_owned(),
+            "/definitely/not/here.py".to_owned(),
+            "../project/nope.py".to_owned(),
+            "../project/sub".to_owned(),
+            "sub/../../project/notes.txt".to_owned(),
+        ];
+        let shape = |input: &str, err: PathError| err.to_string().replace(input, "INPUT");
+        let mut answers = Vec::new();
+        for input in &scripts {
+            let err = f.root.resolve_script(input).unwrap_err();
+            assert_eq!(err, PathError::Outside(input.clone()), "{input}");
+            answers.push(shape(input, err));
+        }
+        let dirs = [
+            host(project.join("ok.py")),
+            host(project.join("nope")),
+            host(f.base.join("project2")),
+            "/etc".to_owned(),
+            "../project/nope".to_owned(),
+        ];
+        for input in &dirs {
+            let err = f.root.resolve_dir(Some(input)).unwrap_err();
+            assert_eq!(err, PathError::Outside(input.clone()), "{input}");
+            answers.push(shape(input, err));
+        }
+        answers.dedup();
+        assert_eq!(answers.len(), 1, "{answers:#?}");
+        // What is usable still works by its host path, and a climb that comes back in too.
+        let ok = host(project.join("sub/inner.py"));
+        assert_eq!(
+            f.root.resolve_script(&ok).unwrap().relative(),
+            "sub/inner.py"
+        );
+        assert_eq!(
+            f.root
+                .resolve_dir(Some(&host(project.join("sub"))))
+                .unwrap(),
+            project.join("sub")
+        );
+        assert_eq!(
+            f.root
+                .resolve_script("../project/ok.py")
+                .unwrap()
+                .relative(),
+            "ok.py"
         );
     }
 

@@ -263,10 +263,16 @@ impl Runner {
         slot: &Slot,
     ) -> Result<crate::spawn::Child, RunError> {
         let steps = sandbox.child_steps(slot.rules(), req.script.directory())?;
-        let apply = steps.as_ref().map(|steps| move || steps.apply());
-        let hook = apply
-            .as_ref()
-            .map(|apply| apply as &(dyn Fn() -> io::Result<()> + Sync));
+        let enter = steps.as_ref().map(|steps| move || steps.enter());
+        let confine = steps.as_ref().map(|steps| move || steps.confine());
+        let hooks = match (&steps, &enter, &confine) {
+            (Some(steps), Some(enter), Some(confine)) => Some(crate::spawn::Hooks {
+                enter,
+                confine,
+                pid_namespace: steps.pid_namespace(),
+            }),
+            _ => None,
+        };
         // In the sandbox's own view, the run sees neutral paths (`/projects/...`, `/tmp`).
         let script = sandbox.view_path(req.script.absolute());
         let cwd = sandbox.view_path(req.script.directory());
@@ -285,7 +291,7 @@ impl Runner {
             stdin_piped: req.stdin.is_some(),
         };
         self.spawner
-            .spawn(&spec, hook)
+            .spawn(&spec, hooks)
             .map_err(|e| RunError::Spawn(e.into()))
     }
 

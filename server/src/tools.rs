@@ -29,7 +29,7 @@ const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunPythonArgs {
     /// Path of the .py file, relative to the projects folder (e.g. `hello_world.py` or
-    /// `mathpkg/main.py`).
+    /// `mathpkg/main.py`; `/projects/mathpkg/main.py` names the same file).
     pub file_name: String,
     /// Command-line arguments for the script (its `sys.argv[1:]`).
     #[serde(default)]
@@ -95,7 +95,8 @@ pub struct ListFilesArgs {
 /// The runnable files.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct FileList {
-    /// Paths relative to the projects folder, with `/` separators, sorted.
+    /// Paths relative to the projects folder, with `/` separators, sorted. (The text listing
+    /// shows one per line, with control characters and backslashes escaped.)
     pub files: Vec<String>,
 }
 
@@ -177,7 +178,15 @@ impl PyRunServer {
         let text = if files.is_empty() {
             "(no Python files)".to_owned()
         } else {
-            files.join("\n")
+            // A file name (scripts can make files) must not add lines of its own to the listing.
+            let mut text = String::new();
+            for file in &files {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                push_escaped(&mut text, file);
+            }
+            text
         };
         Ok(structured(text, &FileList { files }))
     }
@@ -335,6 +344,26 @@ fn fmt_secs(d: Duration) -> String {
     }
 }
 
+/// Appends `name` with every character that could break or disguise a line made visible: `\n`,
+/// `\r`, `\t`, `\\`, other C0/C1 controls and DEL as `\u{..}`, and so the Unicode line
+/// separators and bidirectional overrides.
+fn push_escaped(text: &mut String, name: &str) {
+    for c in name.chars() {
+        match c {
+            '\n' => text.push_str("\\n"),
+            '\r' => text.push_str("\\r"),
+            '\t' => text.push_str("\\t"),
+            '\\' => text.push_str("\\\\"),
+            c if c.is_control()
+                || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') =>
+            {
+                let _ = write!(text, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => text.push(c),
+        }
+    }
+}
+
 fn structured<T: Serialize>(text: String, value: &T) -> CallToolResult {
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = serde_json::to_value(value).ok();
@@ -414,6 +443,20 @@ mod tests {
             render_text(&outcome(), Duration::from_secs(1)),
             "(no output)"
         );
+    }
+
+    #[test]
+    fn listed_names_cannot_add_or_disguise_lines() {
+        let mut text = String::new();
+        push_escaped(
+            &mut text,
+            "a\nb.py\r\t\u{0}\u{1b}[31m\u{7f}\u{85}\u{2028}\u{202e}x\\y é.py",
+        );
+        assert_eq!(
+            text,
+            "a\\nb.py\\r\\t\\u{0}\\u{1b}[31m\\u{7f}\\u{85}\\u{2028}\\u{202e}x\\\\y é.py"
+        );
+        assert!(!text.chars().any(char::is_control), "{text:?}");
     }
 
     #[test]

@@ -97,14 +97,16 @@ fn free_port() -> u16 {
 
 /// pyrun-mcp-server on a free loopback port, with a token and the public name allowed.
 fn start_server(projects: &Path) -> (Running, u16) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"));
+    for name in pyrun_mcp_server::config::ENV_VARS {
+        command.env_remove(name);
+    }
+    let mut child = command
         .args(["--transport", "http", "--bind", "127.0.0.1:0"])
         .arg("--projects-dir")
         .arg(projects)
         .args(["--auth-token", TOKEN, "--allowed-host", PUBLIC_HOST])
         .current_dir(projects)
-        .env_remove("MCP_ALLOWED_HOSTS")
-        .env_remove("MCP_AUTH_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -8,10 +8,11 @@ use serde_json::Value;
 
 fn config(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"));
+    for name in pyrun_mcp_server::config::ENV_VARS {
+        cmd.env_remove(name);
+    }
     cmd.args(args)
         .current_dir(dir)
-        .env_remove("MCP_AUTH_TOKEN")
-        .env_remove("PYTHON_PROJECTS_DIR")
         .envs(env.iter().copied())
         .stdin(Stdio::null());
     cmd.output().unwrap()

@@ -18,14 +18,7 @@ fn server(args: &[&str], env: &[(&str, &str)]) -> Output {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    for name in [
-        "MCP_TRANSPORT",
-        "MCP_AUTH_TOKEN",
-        "MCP_TUNNEL",
-        "NGROK_AUTHTOKEN",
-        "MCP_TUNNEL_DOMAIN",
-        "NGROK_SERVER_ADDR",
-    ] {
+    for name in pyrun_mcp_server::config::ENV_VARS {
         cmd.env_remove(name);
     }
     cmd.envs(env.iter().copied());

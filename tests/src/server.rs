@@ -13,19 +13,10 @@ use crate::paths::{bin_path, projects_copy};
 /// How long a server may take to print its `listening on` line.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Settings a developer's shell or `.env` might hold; a test server must not pick them up.
-const SERVER_ENV: &[&str] = &[
-    "MCP_TRANSPORT",
-    "MCP_BIND",
-    "MCP_AUTH_TOKEN",
-    "MCP_ALLOWED_HOSTS",
-    "PYTHON_PROJECTS_DIR",
-    "PYTHON_TIMEOUT",
-    "PYTHON_BIN",
-    "PYRUN_MAX_OUTPUT_BYTES",
-    "PYRUN_MAX_CONCURRENT",
-    "PYRUN_PASS_ENV",
-];
+// `ENV_VARS`: every variable the server reads as a setting (the server's `config::ENV_VARS`, from
+// the one file that lists them, checked against config.rs by its unit test). A developer's shell
+// may hold any of them (`PYRUN_SANDBOX=off`...); a test server must not pick them up.
+include!("../../server/src/env_vars.rs");
 
 /// A `pyrun-mcp-server --transport http` on `127.0.0.1:<free port>`, serving a private copy of
 /// `python_projects/`. The process is killed when this is dropped.
@@ -63,7 +54,7 @@ impl HttpServer {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-        for name in SERVER_ENV {
+        for name in ENV_VARS {
             cmd.env_remove(name);
         }
         let mut child = cmd

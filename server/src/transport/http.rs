@@ -1,9 +1,11 @@
 //! HTTP transport: one axum router with Streamable HTTP on `/mcp`, legacy HTTP+SSE on `/sse` and
-//! `/messages`, and `/health`; auth, Host/Origin checks, session limits and the access log are layers.
+//! `/messages`, and `/health`; auth, Host/Origin checks, session limits, the body deadline and the
+//! access log are layers.
 
 mod accept;
 mod access_log;
 mod auth;
+mod body_timeout;
 mod host_check;
 mod session_limit;
 
@@ -27,7 +29,9 @@ use crate::app::App;
 use crate::tools::PyRunServer;
 use crate::transport::sse::{self, SseSessions, SseState, SseTimings};
 
+use accept::ConnectionLimits;
 pub use auth::RequiredToken;
+use body_timeout::BodyTimeout;
 pub use host_check::HostPolicy;
 use session_limit::SessionLimit;
 
@@ -82,10 +86,14 @@ pub async fn serve(
     }
     // A plain line on stderr, stable for scripts and tests that bind port 0.
     eprintln!("pyrun-mcp listening on http://{addr}");
+    let limits = ConnectionLimits {
+        header_timeout: HEADER_TIMEOUT,
+        max_open: app.config.http.max_connections,
+    };
     let server = accept::serve_connections(
         listener,
         router(app, shutdown.clone()),
-        HEADER_TIMEOUT,
+        limits,
         shutdown.clone(),
     );
     tokio::select! {
@@ -151,6 +159,10 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
         .route("/health", get(health).with_state(app))
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
         .layer(from_fn_with_state(hosts, host_check::check_host_and_origin))
+        .layer(from_fn_with_state(
+            BodyTimeout(settings.body_timeout),
+            body_timeout::limit_body_time,
+        ))
         .layer(from_fn(access_log::log_request))
 }
 

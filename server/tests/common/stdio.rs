@@ -21,7 +21,12 @@ pub struct StdioServer {
 impl StdioServer {
     /// Starts the server on `projects` and completes the initialize handshake.
     pub fn start(projects: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"));
+        // Settings come only from `extra`: none of the developer's shell may change the test.
+        for name in pyrun_mcp_server::config::ENV_VARS {
+            command.env_remove(name);
+        }
+        let mut child = command
             .args(["--transport", "stdio", "--projects-dir"])
             .arg(projects)
             .args(extra)

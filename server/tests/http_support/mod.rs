@@ -136,18 +136,16 @@ impl Drop for Server {
     }
 }
 
-/// Spawns the binary without waiting for it; settings come only from flags (no MCP_* leaks in).
+/// Spawns the binary without waiting for it; settings come only from flags (no variable of the
+/// developer's shell leaks in).
 pub fn spawn(projects: &Path, bind: &str, extra: &[&str]) -> Child {
     spawn_logging(projects, bind, extra, "info")
 }
 
 fn spawn_logging(projects: &Path, bind: &str, extra: &[&str], log: &str) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"));
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy().into_owned();
-        if name.starts_with("MCP_") || name.starts_with("PYRUN_") || name.starts_with("PYTHON_") {
-            cmd.env_remove(name);
-        }
+    for name in pyrun_mcp_server::config::ENV_VARS {
+        cmd.env_remove(name);
     }
     cmd.current_dir(projects)
         .args(["--transport", "http", "--bind", bind, "--projects-dir"])

@@ -31,6 +31,8 @@ struct Probe {
     landlock_abi: i64,
     namespaces: bool,
     seccomp: bool,
+    /// A pid namespace could be made after joining the user namespace.
+    pid_namespace: bool,
 }
 
 #[derive(Debug)]
@@ -42,6 +44,7 @@ pub(super) struct LinuxSandbox {
     seccomp: Option<Arc<SeccompFilters>>,
     cgroups: RunCgroups,
     view: Option<ViewTemplate>,
+    pid_namespace: bool,
 }
 
 /// What every slot's file view holds (`mount.rs`), known to work on this machine.
@@ -154,6 +157,12 @@ impl LinuxSandbox {
             ns_layer,
             "the network and the server's capabilities are reachable",
         );
+        let pid_namespace = probe.pid_namespace && crate::spawn::PID_NAMESPACE_SUPPORTED;
+        note(
+            pid_namespace,
+            "pid-ns",
+            "scripts can see, signal and limit other processes of the server's user",
+        );
         if policy.projects.is_some() {
             note(
                 view.is_some(),
@@ -211,6 +220,7 @@ impl LinuxSandbox {
             seccomp: probe.seccomp.then(|| Arc::new(filters)),
             cgroups,
             view,
+            pid_namespace,
         })
     }
 
@@ -257,6 +267,7 @@ impl LinuxSandbox {
             mount_ns,
             seccomp: self.seccomp.clone(),
             cwd: None,
+            pid_namespace: self.pid_namespace,
         })
     }
 
@@ -351,6 +362,7 @@ pub struct ChildSteps {
     seccomp: Option<Arc<SeccompFilters>>,
     /// Where to go once in the view (joining a mount namespace moves to its root).
     cwd: Option<CString>,
+    pid_namespace: bool,
 }
 
 impl ChildSteps {
@@ -363,10 +375,22 @@ impl ChildSteps {
         Ok(())
     }
 
-    /// Runs in the child: any error aborts the spawn, so no run starts half-confined.
-    /// Async-signal-safe: raw syscalls only, no allocation. Joining the slot's view moves the
-    /// child to its root: the spawner changes to the run's folder after these steps.
+    /// Whether the spawner must put the run in a pid namespace of its own, with a pid 1 in front.
+    pub fn pid_namespace(&self) -> bool {
+        self.pid_namespace
+    }
+
+    /// Both halves in one process, for spawners without a pid 1 (std's `pre_exec`).
     pub fn apply(&self) -> std::io::Result<()> {
+        self.enter()?;
+        self.confine()
+    }
+
+    /// Runs in the child, first: cgroups, rlimits, namespaces, the slot's view (which moves the
+    /// child to the view's root: the spawner changes to the run's folder after these steps).
+    /// Any error aborts the spawn, so no run starts half-confined. Async-signal-safe: raw
+    /// syscalls only, no allocation.
+    pub fn enter(&self) -> std::io::Result<()> {
         self.slot.cgroups.join()?;
         self.rlimits.apply()?;
         if let Some(namespaces) = &self.namespaces {
@@ -384,6 +408,12 @@ impl ChildSteps {
                 return Err(std::io::Error::last_os_error());
             }
         }
+        Ok(())
+    }
+
+    /// Runs in the process that execs the interpreter, last: no new privileges, Landlock,
+    /// seccomp. Same rules as [`ChildSteps::enter`].
+    pub fn confine(&self) -> std::io::Result<()> {
         no_new_privs()?;
         if let Some(ruleset) = &self.slot.ruleset {
             landlock::restrict_self(ruleset)?;
@@ -433,6 +463,7 @@ fn probe_with(enter_namespaces: impl Fn() -> bool, filters: &SeccompFilters) -> 
     const NS_OK: i32 = 1;
     const LANDLOCK_OK: i32 = 2;
     const SECCOMP_OK: i32 = 4;
+    const PID_NS_OK: i32 = 8;
     // SAFETY: fork in a possibly multi-threaded process: the child below makes only raw
     // syscalls on data prepared before the fork, then `_exit`s without running destructors.
     let pid = unsafe { libc::fork() };
@@ -440,6 +471,10 @@ fn probe_with(enter_namespaces: impl Fn() -> bool, filters: &SeccompFilters) -> 
         let mut ok = 0;
         if enter_namespaces() {
             ok |= NS_OK;
+            // SAFETY: unshare only changes this (forked, about to exit) process's namespaces.
+            if unsafe { libc::unshare(libc::CLONE_NEWPID) } == 0 {
+                ok |= PID_NS_OK;
+            }
         }
         let nnp = no_new_privs().is_ok();
         if let (true, Some(fd)) = (nnp, &ruleset) {
@@ -465,5 +500,6 @@ fn probe_with(enter_namespaces: impl Fn() -> bool, filters: &SeccompFilters) -> 
         },
         namespaces: ok & NS_OK != 0,
         seccomp: ok & SECCOMP_OK != 0,
+        pid_namespace: ok & PID_NS_OK != 0,
     }
 }

@@ -9,39 +9,64 @@
 //! starts waiting for it: a client that trickles its headers (slowloris) is cut off, and a
 //! keep-alive connection left idle that long is closed (~12 KiB each, mostly hyper's buffers).
 //! An open SSE stream or a response in progress is not waiting for a head, so it is never cut.
+//!
+//! At most `max_open` connections are served at once, each holding a permit from the moment it
+//! is accepted until it closes. A connection past the cap is closed at once, before anything is
+//! read from it: a flood of idle connections costs its own descriptors, not the server's
+//! (`/health` and every client within the cap keep being answered), and it cannot stall the loop.
 
 use std::pin::pin;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::serve::Listener;
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::sync::mpsc;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+
+/// How long refusals past the cap are counted before they are logged again.
+const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(10);
+
+/// What each connection may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Time to send each request head, idle keep-alive included.
+    pub header_timeout: Duration,
+    /// Connections served at once.
+    pub max_open: usize,
+}
 
 /// Serves `router` on every connection `listener` accepts until `shutdown` fires; then stops
 /// accepting, lets each connection finish its current response, and returns once all have closed.
 pub async fn serve_connections<L: Listener>(
     mut listener: L,
     router: Router,
-    header_timeout: Duration,
+    limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) {
     // Every route resolved once; each connection then holds only a reference to the router.
     let router = router.with_state::<()>(());
-    // Each connection task holds a sender: when all are dropped, every connection has closed.
-    let (open_tx, mut all_closed) = mpsc::channel::<()>(1);
+    // One permit per open connection: all permits back means every connection has closed.
+    let max_open = limits.max_open.clamp(1, Semaphore::MAX_PERMITS);
+    let open = Arc::new(Semaphore::new(max_open));
+    let mut refusals = RefusalLog::default();
     loop {
         let (io, _addr) = tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            refusals.note(max_open);
+            drop(io);
+            continue;
+        };
         let service = TowerToHyperService::new(router.clone());
         let shutdown = shutdown.clone();
-        let open = open_tx.clone();
+        let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
             let mut connection = pin!(http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -58,12 +83,39 @@ pub async fn serve_connections<L: Listener>(
             if let Err(error) = result {
                 tracing::trace!(%error, "connection ended with an error");
             }
-            drop(open);
+            drop(permit);
         });
     }
     drop(listener);
-    drop(open_tx);
-    let _ = all_closed.recv().await;
+    let all = u32::try_from(max_open).unwrap_or(u32::MAX);
+    let _ = open.acquire_many(all).await;
+}
+
+/// Logs connections refused past the cap: the first at once, then a count at most every
+/// [`REFUSALS_LOGGED_EVERY`], so a flood does not flood the log too.
+#[derive(Default)]
+struct RefusalLog {
+    last: Option<Instant>,
+    unlogged: u64,
+}
+
+impl RefusalLog {
+    fn note(&mut self, max_open: usize) {
+        self.unlogged += 1;
+        if self
+            .last
+            .is_some_and(|last| last.elapsed() < REFUSALS_LOGGED_EVERY)
+        {
+            return;
+        }
+        tracing::warn!(
+            refused = self.unlogged,
+            max = max_open,
+            "connections closed at once: the open-connection limit is reached (--max-connections)"
+        );
+        self.last = Some(Instant::now());
+        self.unlogged = 0;
+    }
 }
 
 #[cfg(test)]
@@ -78,6 +130,13 @@ mod tests {
 
     const DEADLINE: Duration = Duration::from_secs(10);
 
+    fn limits(header_timeout: Duration, max_open: usize) -> ConnectionLimits {
+        ConnectionLimits {
+            header_timeout,
+            max_open,
+        }
+    }
+
     /// A client that keeps its connection open after a response must not keep the server up.
     #[tokio::test]
     async fn shutdown_closes_idle_keep_alive_connections_and_returns() {
@@ -88,7 +147,7 @@ mod tests {
         let server = tokio::spawn(serve_connections(
             listener,
             router,
-            DEADLINE,
+            limits(DEADLINE, 16),
             shutdown.clone(),
         ));
 
@@ -122,6 +181,55 @@ mod tests {
         matches!(read, Ok(Ok(_))).then(|| String::from_utf8_lossy(&seen).into_owned())
     }
 
+    /// Past the cap a connection is closed before anything is read; below it again, all is served.
+    #[tokio::test]
+    async fn connections_past_the_cap_are_closed_at_once_and_served_again_below_it() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let router = Router::new().route("/", get(|| async { "hello" }));
+        let server = tokio::spawn(serve_connections(
+            listener,
+            router,
+            limits(DEADLINE * 3, 3),
+            shutdown.clone(),
+        ));
+        let mut idle = Vec::new();
+        for _ in 0..3 {
+            idle.push(TcpStream::connect(addr).await.unwrap());
+        }
+        for _ in 0..2 {
+            let mut extra = TcpStream::connect(addr).await.unwrap();
+            let mut buf = [0; 64];
+            let read = tokio::time::timeout(Duration::from_secs(2), extra.read(&mut buf)).await;
+            assert!(
+                matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+                "a connection past the cap was kept: {read:?}"
+            );
+        }
+        idle.truncate(1);
+        let started = std::time::Instant::now();
+        loop {
+            let mut client = TcpStream::connect(addr).await.unwrap();
+            let _ = client
+                .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                .await;
+            let mut seen = Vec::new();
+            let _ = tokio::time::timeout(DEADLINE, client.read_to_end(&mut seen)).await;
+            if String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200") {
+                break;
+            }
+            assert!(started.elapsed() < DEADLINE, "never served again");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        shutdown.cancel();
+        drop(idle);
+        tokio::time::timeout(DEADLINE, server)
+            .await
+            .expect("server waits for connections that closed")
+            .unwrap();
+    }
+
     /// Idle keep-alive connections and clients that never finish their headers are closed after
     /// the header timeout; a streaming response is not.
     #[tokio::test]
@@ -146,7 +254,7 @@ mod tests {
         let _server = tokio::spawn(serve_connections(
             listener,
             router,
-            timeout,
+            limits(timeout, 16),
             shutdown.clone(),
         ));
 

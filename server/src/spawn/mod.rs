@@ -14,6 +14,13 @@
 //! so no server signal handler ever runs in it. A failing step writes (step, errno) to a
 //! close-on-exec pipe and the child exits: the spawn fails and nothing runs half-confined.
 //!
+//! With a pid namespace (the sandbox's `pid-ns` layer), the child does the sandbox's entering
+//! steps, unshares a pid namespace and clones, into the server's memory again and as the server's
+//! own child (`CLONE_PARENT`), the namespace's pid 1 (`init.rs`), then exits. Pid 1 starts the
+//! interpreter with a `CLONE_VFORK` clone that confines itself (Landlock, seccomp) and execs,
+//! then stays as its reaper. The server waits only until the interpreter has exec'd, as before.
+//! The spawned [`Child`] is pid 1; its wait reports the interpreter's own exit status.
+//!
 //! Should a kernel refuse a step in a child that shares the server's memory (`EINVAL`, as
 //! `unshare(CLONE_NEWUSER)` does for threads), the [`Spawner`] falls back to a plain fork-like
 //! clone for that run and every later one, and says so once in the log.
@@ -29,6 +36,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::io::unix::AsyncFd;
 
+mod init;
+
 /// What to start.
 #[derive(Debug)]
 pub struct Spec<'a> {
@@ -43,6 +52,27 @@ pub struct Spec<'a> {
 
 /// Runs in the child before `exec`: must be async-signal-safe (see the module doc).
 pub type Hook<'a> = &'a (dyn Fn() -> io::Result<()> + Sync);
+
+/// The sandbox's steps in the child, in two parts: `enter` (cgroups, limits, namespaces) runs
+/// in the first child; `confine` (Landlock, seccomp) runs in the process that execs. With
+/// `pid_namespace`, a pid 1 stands between them (see the module doc).
+#[derive(Clone, Copy)]
+pub struct Hooks<'a> {
+    pub enter: Hook<'a>,
+    pub confine: Hook<'a>,
+    pub pid_namespace: bool,
+}
+
+impl std::fmt::Debug for Hooks<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("pid_namespace", &self.pid_namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether this build can give runs a pid namespace (pid 1 needs raw syscalls for its CPU).
+pub const PID_NAMESPACE_SUPPORTED: bool = init::SUPPORTED;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
@@ -79,6 +109,11 @@ pub struct Child {
     pid: libc::pid_t,
     pidfd: Option<AsyncFd<OwnedFd>>,
     reaped: bool,
+    /// With a pid namespace: where pid 1 writes the interpreter's wait status before it exits.
+    status: Option<OwnedFd>,
+    /// With a pid namespace: the stack pid 1 runs on, in the server's memory; freed only once
+    /// pid 1 is reaped.
+    init_stack: Option<Vec<u128>>,
     pub stdin: Option<tokio::net::unix::pipe::Sender>,
     pub stdout: Option<tokio::net::unix::pipe::Receiver>,
     pub stderr: Option<tokio::net::unix::pipe::Receiver>,
@@ -93,6 +128,10 @@ const STEP_CWD: i32 = 3;
 const STEP_GROUP: i32 = 4;
 const STEP_EXEC: i32 = 5;
 const STEP_FDS: i32 = 6;
+const STEP_PID_NAMESPACE: i32 = 7;
+const STEP_INIT: i32 = 8;
+/// Not a failure: the message carries pid 1's pid (in the server's namespace) in place of errno.
+const REPORT_INIT_PID: i32 = 0;
 
 /// How the child is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +151,13 @@ struct Prepared<'a> {
     stdio: [RawFd; 3],
     report: RawFd,
     mask: libc::sigset_t,
-    hook: Option<Hook<'a>>,
+    hooks: Option<Hooks<'a>>,
+    /// Pid namespace only: pid 1's stack top, the interpreter's stack top, the fds of the
+    /// "interpreter started" pipe and of the status pipe.
+    init_stack: *mut libc::c_void,
+    exec_stack: *mut libc::c_void,
+    ready: [RawFd; 2],
+    status: RawFd,
 }
 
 /// Spawns runs; remembers when this kernel needs the fork-like fallback.
@@ -128,7 +173,7 @@ impl Spawner {
 
     /// Starts `spec` with `hook` applied in the child, in a new process group whose id is its
     /// pid. Blocks the calling thread until the child has exec'd (well under a millisecond).
-    pub fn spawn(&self, spec: &Spec<'_>, hook: Option<Hook<'_>>) -> Result<Child, SpawnError> {
+    pub fn spawn(&self, spec: &Spec<'_>, hooks: Option<Hooks<'_>>) -> Result<Child, SpawnError> {
         let c = |s: &OsStr| {
             CString::new(s.as_bytes()).map_err(|_| SpawnError::Start {
                 what: "preparing the command",
@@ -176,6 +221,7 @@ impl Spawner {
             stdout_child.as_raw_fd(),
             stderr_child.as_raw_fd(),
         ];
+        let pid_namespace = hooks.is_some_and(|h| h.pid_namespace);
         let start = |mode| {
             start(
                 Prepared {
@@ -187,12 +233,17 @@ impl Spawner {
                     report: -1,
                     // SAFETY: a zeroed sigset_t is valid; `start` overwrites it.
                     mask: unsafe { std::mem::zeroed() },
-                    hook,
+                    hooks,
+                    init_stack: std::ptr::null_mut(),
+                    exec_stack: std::ptr::null_mut(),
+                    ready: [-1, -1],
+                    status: -1,
                 },
                 mode,
+                pid_namespace,
             )
         };
-        let pid = if self.copy_only.load(Ordering::Relaxed) {
+        let started = if self.copy_only.load(Ordering::Relaxed) {
             start(Mode::Copy)?
         } else {
             match start(Mode::SharedMemory) {
@@ -207,6 +258,7 @@ impl Spawner {
                 other => other?,
             }
         };
+        let pid = started.pid;
         drop((stdin_child, stdout_child, stderr_child));
 
         // From here on, an error drops `child`, which kills and reaps the process.
@@ -214,6 +266,8 @@ impl Spawner {
             pid,
             pidfd: None,
             reaped: false,
+            status: started.status,
+            init_stack: started.init_stack,
             stdin: None,
             stdout: None,
             stderr: None,
@@ -243,11 +297,40 @@ impl Spawner {
     }
 }
 
-/// Clones the child in `mode` and waits for its report: the pid once it has exec'd.
-fn start(mut prepared: Prepared<'_>, mode: Mode) -> Result<libc::pid_t, SpawnError> {
+/// What `start` made: the process to wait for, and with a pid namespace, pid 1's status pipe and
+/// stack.
+struct Started {
+    pid: libc::pid_t,
+    status: Option<OwnedFd>,
+    init_stack: Option<Vec<u128>>,
+}
+
+/// Clones the child in `mode` and waits for its report: the pid once the program has exec'd.
+fn start(
+    mut prepared: Prepared<'_>,
+    mode: Mode,
+    pid_namespace: bool,
+) -> Result<Started, SpawnError> {
     let (report_r, report_w) = pipe().map_err(SpawnError::start("making the report pipe"))?;
     prepared.report = report_w.as_raw_fd();
     let mut stack = vec![0u128; CHILD_STACK / 16];
+    // Pid namespace only: pid 1's stack (lives as long as pid 1), the interpreter's (until it
+    // exec'd), the "interpreter started" pipe, the status pipe.
+    let mut extra = None;
+    if pid_namespace {
+        let ready = pipe().map_err(SpawnError::start("making the report pipe"))?;
+        let status = pipe().map_err(SpawnError::start("making the status pipe"))?;
+        let mut init_stack = vec![0u128; CHILD_STACK / 16];
+        let mut exec_stack = vec![0u128; CHILD_STACK / 16];
+        // SAFETY: one past the end of each stack, which grows down.
+        unsafe {
+            prepared.init_stack = init_stack.as_mut_ptr().add(init_stack.len()).cast();
+            prepared.exec_stack = exec_stack.as_mut_ptr().add(exec_stack.len()).cast();
+        }
+        prepared.ready = [ready.0.as_raw_fd(), ready.1.as_raw_fd()];
+        prepared.status = status.1.as_raw_fd();
+        extra = Some((ready, status, init_stack, exec_stack));
+    }
     let flags = match mode {
         Mode::SharedMemory => libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
         Mode::Copy => libc::SIGCHLD,
@@ -260,8 +343,9 @@ fn start(mut prepared: Prepared<'_>, mode: Mode) -> Result<libc::pid_t, SpawnErr
     }
     // SAFETY: the child runs `child_main` on `stack` (16-byte aligned; its top is passed, as
     // stacks grow down). Sharing our memory, it only reads `prepared` and what it points to,
-    // which CLONE_VFORK keeps alive and unchanged until it has exec'd or exited; with a copy of
-    // our memory, it reads its own copy.
+    // which CLONE_VFORK keeps alive and unchanged until it has exec'd or exited (with a pid
+    // namespace, it exits only once the interpreter has exec'd); with a copy of our memory, it
+    // reads its own copy.
     let pid = unsafe {
         let top = stack.as_mut_ptr().add(stack.len()).cast::<libc::c_void>();
         libc::clone(
@@ -281,23 +365,74 @@ fn start(mut prepared: Prepared<'_>, mode: Mode) -> Result<libc::pid_t, SpawnErr
             source: clone_error,
         });
     }
-    // EOF: the child exec'd (the pipe is close-on-exec). Otherwise it says what failed, and exits.
-    let mut report = [0u8; 8];
-    if read_full(&report_r, &mut report) {
-        reap_blocking(pid);
-        let step = i32::from_ne_bytes([report[0], report[1], report[2], report[3]]);
-        let errno = i32::from_ne_bytes([report[4], report[5], report[6], report[7]]);
-        let cause = io::Error::from_raw_os_error(errno);
-        return Err(match step {
-            STEP_HOOK => SpawnError::Hook(cause),
-            step => SpawnError::Start {
-                what: step_name(step),
-                source: cause,
-            },
+    let Some((ready, status, init_stack, exec_stack)) = extra else {
+        // EOF: the child exec'd (the pipe is close-on-exec). Otherwise it says what failed.
+        let mut report = [0u8; 8];
+        if read_full(&report_r, &mut report) {
+            reap_blocking(pid);
+            return Err(report_error(report));
+        }
+        drop(stack);
+        return Ok(Started {
+            pid,
+            status: None,
+            init_stack: None,
         });
+    };
+    drop((ready, status.1));
+    // The first child exits once pid 1 has started the interpreter (or something failed).
+    reap_blocking(pid);
+    drop((stack, exec_stack));
+    let mut init = None;
+    let mut report = [0u8; 8];
+    let failure = loop {
+        if !read_full(&report_r, &mut report) {
+            break None;
+        }
+        let (step, value) = decode(report);
+        if step == REPORT_INIT_PID {
+            init = Some(value);
+        } else {
+            break Some(report_error(report));
+        }
+    };
+    match (init, failure) {
+        (Some(init), None) => Ok(Started {
+            pid: init,
+            status: Some(status.0),
+            init_stack: Some(init_stack),
+        }),
+        (init, failure) => {
+            if let Some(init) = init {
+                // SAFETY: our own child (CLONE_PARENT), not reaped yet.
+                unsafe { libc::kill(init, libc::SIGKILL) };
+                reap_blocking(init);
+            }
+            drop(init_stack);
+            Err(failure.unwrap_or_else(|| SpawnError::Start {
+                what: "the run's pid 1 did not start",
+                source: io::Error::from_raw_os_error(libc::ECHILD),
+            }))
+        }
     }
-    drop(stack);
-    Ok(pid)
+}
+
+fn decode(report: [u8; 8]) -> (i32, i32) {
+    let step = i32::from_ne_bytes([report[0], report[1], report[2], report[3]]);
+    let value = i32::from_ne_bytes([report[4], report[5], report[6], report[7]]);
+    (step, value)
+}
+
+fn report_error(report: [u8; 8]) -> SpawnError {
+    let (step, errno) = decode(report);
+    let cause = io::Error::from_raw_os_error(errno);
+    match step {
+        STEP_HOOK => SpawnError::Hook(cause),
+        step => SpawnError::Start {
+            what: step_name(step),
+            source: cause,
+        },
+    }
 }
 
 fn step_name(step: i32) -> &'static str {
@@ -306,25 +441,37 @@ fn step_name(step: i32) -> &'static str {
         STEP_CWD => "the child could not enter the script's folder",
         STEP_GROUP => "the child could not get its own process group",
         STEP_FDS => "the child could not close the server's file descriptors",
+        STEP_PID_NAMESPACE => "the run's pid namespace could not be made",
+        STEP_INIT => "the run's pid 1 could not be started",
         _ => "the interpreter could not be executed",
     }
 }
 
-/// The child: stdio, folder, group, sandbox, then exec. Never returns to the server's code.
+/// Writes (step, value) to the report pipe. Async-signal-safe.
+///
+/// # Safety
+/// `fd` is the report pipe's write end.
+unsafe fn report(fd: RawFd, step: i32, value: i32) {
+    let mut message = [0u8; 8];
+    message[..4].copy_from_slice(&step.to_ne_bytes());
+    message[4..].copy_from_slice(&value.to_ne_bytes());
+    libc::write(fd, message.as_ptr().cast(), message.len());
+}
+
+/// The first child: stdio, sandbox, folder, fds; then either exec (no pid namespace) or a pid
+/// namespace and its pid 1. Never returns to the server's code.
 extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the `Prepared` of `start`, alive and unchanged while the child needs it.
     let p = unsafe { &*(arg as *const Prepared<'_>) };
     let fail = |step: i32, errno: i32| -> libc::c_int {
-        let mut report = [0u8; 8];
-        report[..4].copy_from_slice(&step.to_ne_bytes());
-        report[4..].copy_from_slice(&errno.to_ne_bytes());
-        // SAFETY: one write from a stack buffer to the report pipe, then leaves the child at once,
-        // without running any of the server's code.
+        // SAFETY: one write to the report pipe, then leaves the child at once, without running
+        // any of the server's code.
         unsafe {
-            libc::write(p.report, report.as_ptr().cast(), report.len());
+            report(p.report, step, errno);
             libc::_exit(127)
         }
     };
+    let hook_error = |e: io::Error| e.raw_os_error().unwrap_or(libc::EPERM);
     // SAFETY: raw syscalls on fds, strings and masks prepared by the parent.
     unsafe {
         // No server handler may run here: back to defaults (ignored signals stay ignored).
@@ -344,27 +491,103 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
                 return fail(STEP_STDIO, errno());
             }
         }
-        if libc::setpgid(0, 0) != 0 {
+        let pid_namespace = p.hooks.is_some_and(|h| h.pid_namespace);
+        if !pid_namespace && libc::setpgid(0, 0) != 0 {
             return fail(STEP_GROUP, errno());
         }
-        if let Some(hook) = p.hook {
-            if let Err(e) = hook() {
-                return fail(STEP_HOOK, e.raw_os_error().unwrap_or(libc::EPERM));
+        if let Some(hooks) = p.hooks {
+            if let Err(e) = (hooks.enter)() {
+                return fail(STEP_HOOK, hook_error(e));
             }
         }
         // After the hook: joining the sandbox's file view moves the child to the view's root.
         if libc::chdir(p.cwd.as_ptr()) != 0 {
             return fail(STEP_CWD, errno());
         }
-        // Only fds 0-2 (and the report pipe, already close-on-exec) cross into the program,
+        // Only fds 0-2 (and the spawner's own pipes, close-on-exec) cross into the program,
         // whatever the server inherited or opened without close-on-exec.
         if close_from(3) != 0 {
             return fail(STEP_FDS, errno());
+        }
+        if pid_namespace {
+            if libc::unshare(libc::CLONE_NEWPID) != 0 {
+                return fail(STEP_PID_NAMESPACE, errno());
+            }
+            // Pid 1 shares this memory (no copy) and is the server's own child.
+            let init = libc::clone(
+                init_main,
+                p.init_stack,
+                libc::CLONE_VM | libc::CLONE_PARENT | libc::SIGCHLD,
+                arg,
+            );
+            if init < 0 {
+                return fail(STEP_INIT, errno());
+            }
+            report(p.report, REPORT_INIT_PID, init);
+            // Wait until pid 1 has started the interpreter: `prepared` must stay alive until
+            // then, and the server's thread waits for this child to exit.
+            libc::close(p.ready[1]);
+            let mut byte = 0u8;
+            while libc::read(p.ready[0], (&mut byte as *mut u8).cast(), 1) < 0
+                && errno() == libc::EINTR
+            {}
+            libc::_exit(0);
+        }
+        if let Some(hooks) = p.hooks {
+            if let Err(e) = (hooks.confine)() {
+                return fail(STEP_HOOK, hook_error(e));
+            }
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, &p.mask, std::ptr::null_mut());
         libc::execve(p.program.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr());
     }
     fail(STEP_EXEC, errno())
+}
+
+/// Pid 1 of the run's pid namespace: its own process group, the interpreter, then `init::serve`.
+extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Prepared` of `start`, alive until this process closes `ready`.
+    let p = unsafe { &*(arg as *const Prepared<'_>) };
+    // SAFETY: raw syscalls while the server's thread waits (see `child_main`); after `ready` is
+    // closed, only `init::serve`, which writes no errno and touches only its stack.
+    unsafe {
+        if libc::setpgid(0, 0) != 0 {
+            report(p.report, STEP_GROUP, errno());
+            libc::_exit(127);
+        }
+        let interpreter = libc::clone(
+            exec_main,
+            p.exec_stack,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            arg,
+        );
+        if interpreter < 0 {
+            report(p.report, STEP_EXEC, errno());
+            libc::_exit(127);
+        }
+        // Pid 1 keeps only the status pipe. Closing `ready` lets the first child exit and the
+        // server's thread go on: from here, no libc (it would write that thread's errno).
+        init::serve(interpreter, p.status)
+    }
+}
+
+/// The interpreter's process: the sandbox's confining steps, the caller's signal mask, exec.
+extern "C" fn exec_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Prepared` of `start`, alive until this process has exec'd or died.
+    let p = unsafe { &*(arg as *const Prepared<'_>) };
+    // SAFETY: raw syscalls on prepared data; pid 1 waits (CLONE_VFORK).
+    unsafe {
+        if let Some(hooks) = p.hooks {
+            if let Err(e) = (hooks.confine)() {
+                report(p.report, STEP_HOOK, e.raw_os_error().unwrap_or(libc::EPERM));
+                libc::_exit(127);
+            }
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &p.mask, std::ptr::null_mut());
+        libc::execve(p.program.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr());
+        report(p.report, STEP_EXEC, errno());
+        libc::_exit(127)
+    }
 }
 
 /// Marks every fd from `first` up close-on-exec (`close_range`, Linux 5.11); on older kernels,
@@ -486,13 +709,26 @@ impl Child {
             if rc == self.pid {
                 self.reaped = true;
                 self.pidfd = None;
-                return Ok(ExitStatus::from_raw(status));
+                self.init_stack = None;
+                return Ok(ExitStatus::from_raw(
+                    self.interpreter_status().unwrap_or(status),
+                ));
             }
             if rc < 0 {
                 return Err(io::Error::last_os_error());
             }
             ready.clear_ready();
         }
+    }
+
+    /// With a pid namespace, the interpreter's wait status as pid 1 wrote it before exiting;
+    /// `None` when pid 1 was killed first (then its own status tells how the run ended).
+    fn interpreter_status(&self) -> Option<libc::c_int> {
+        let fd = self.status.as_ref()?;
+        let mut bytes = [0u8; 4];
+        // SAFETY: reads into a stack buffer from a pipe we own whose writers are all gone.
+        let n = unsafe { libc::read(fd.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len()) };
+        (n == 4).then(|| libc::c_int::from_ne_bytes(bytes))
     }
 
     /// Sends SIGKILL to the child (not its group; the runner kills the group).
@@ -512,10 +748,16 @@ impl Drop for Child {
         }
         let _ = self.start_kill();
         let pid = self.pid;
+        // Pid 1 runs on this stack until it is reaped.
+        let stack = self.init_stack.take();
+        let reap = move || {
+            reap_blocking(pid);
+            drop(stack);
+        };
         // Reaping after SIGKILL takes microseconds to milliseconds; off the async threads.
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn_blocking(move || reap_blocking(pid))),
-            Err(_) => drop(reap_blocking(pid)),
+            Ok(runtime) => drop(runtime.spawn_blocking(reap)),
+            Err(_) => reap(),
         }
     }
 }
@@ -544,6 +786,19 @@ mod tests {
                 copy_only: AtomicBool::new(true),
             },
         ]
+    }
+
+    fn no_step() -> io::Result<()> {
+        Ok(())
+    }
+
+    /// `hook` as the entering step, nothing to confine, no pid namespace.
+    fn entering(hook: Hook<'_>) -> Option<Hooks<'_>> {
+        Some(Hooks {
+            enter: hook,
+            confine: &no_step,
+            pid_namespace: false,
+        })
     }
 
     async fn read_all(mut r: tokio::net::unix::pipe::Receiver) -> String {
@@ -595,7 +850,7 @@ mod tests {
         let hook = || Err(io::Error::from_raw_os_error(libc::EACCES));
         for spawner in spawners() {
             let err = spawner
-                .spawn(&spec(&["-c", &script], false), Some(&hook))
+                .spawn(&spec(&["-c", &script], false), entering(&hook))
                 .unwrap_err();
             assert!(
                 matches!(&err, SpawnError::Hook(e) if e.raw_os_error() == Some(libc::EACCES)),
@@ -620,7 +875,7 @@ mod tests {
         let spawner = Spawner::new();
         for _ in 0..2 {
             let mut child = spawner
-                .spawn(&spec(&["-c", "echo ran"], false), Some(&hook))
+                .spawn(&spec(&["-c", "echo ran"], false), entering(&hook))
                 .unwrap();
             let out = child.stdout.take().unwrap();
             assert!(child.wait().await.unwrap().success());
@@ -648,7 +903,7 @@ mod tests {
         };
         for spawner in spawners() {
             let mut child = spawner
-                .spawn(&spec(&["-c", "ulimit -n"], false), Some(&hook))
+                .spawn(&spec(&["-c", "ulimit -n"], false), entering(&hook))
                 .unwrap();
             let out = child.stdout.take().unwrap();
             child.wait().await.unwrap();
