@@ -152,11 +152,9 @@ struct Prepared<'a> {
     report: RawFd,
     mask: libc::sigset_t,
     hooks: Option<Hooks<'a>>,
-    /// Pid namespace only: pid 1's stack top, the interpreter's stack top, the fds of the
-    /// "interpreter started" pipe and of the status pipe.
+    /// Pid namespace only: pid 1's stack top, the interpreter's stack top, the status pipe.
     init_stack: *mut libc::c_void,
     exec_stack: *mut libc::c_void,
-    ready: [RawFd; 2],
     status: RawFd,
 }
 
@@ -236,7 +234,6 @@ impl Spawner {
                     hooks,
                     init_stack: std::ptr::null_mut(),
                     exec_stack: std::ptr::null_mut(),
-                    ready: [-1, -1],
                     status: -1,
                 },
                 mode,
@@ -315,10 +312,9 @@ fn start(
     prepared.report = report_w.as_raw_fd();
     let mut stack = vec![0u128; CHILD_STACK / 16];
     // Pid namespace only: pid 1's stack (lives as long as pid 1), the interpreter's (until it
-    // exec'd), the "interpreter started" pipe, the status pipe.
+    // exec'd), the status pipe.
     let mut extra = None;
     if pid_namespace {
-        let ready = pipe().map_err(SpawnError::start("making the report pipe"))?;
         let status = pipe().map_err(SpawnError::start("making the status pipe"))?;
         let mut init_stack = vec![0u128; CHILD_STACK / 16];
         let mut exec_stack = vec![0u128; CHILD_STACK / 16];
@@ -327,9 +323,8 @@ fn start(
             prepared.init_stack = init_stack.as_mut_ptr().add(init_stack.len()).cast();
             prepared.exec_stack = exec_stack.as_mut_ptr().add(exec_stack.len()).cast();
         }
-        prepared.ready = [ready.0.as_raw_fd(), ready.1.as_raw_fd()];
         prepared.status = status.1.as_raw_fd();
-        extra = Some((ready, status, init_stack, exec_stack));
+        extra = Some((status, init_stack, exec_stack));
     }
     let flags = match mode {
         Mode::SharedMemory => libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
@@ -365,7 +360,7 @@ fn start(
             source: clone_error,
         });
     }
-    let Some((ready, status, init_stack, exec_stack)) = extra else {
+    let Some((status, init_stack, exec_stack)) = extra else {
         // EOF: the child exec'd (the pipe is close-on-exec). Otherwise it says what failed.
         let mut report = [0u8; 8];
         if read_full(&report_r, &mut report) {
@@ -379,7 +374,7 @@ fn start(
             init_stack: None,
         });
     };
-    drop((ready, status.1));
+    drop(status.1);
     // The first child exits once pid 1 has started the interpreter (or something failed).
     reap_blocking(pid);
     drop((stack, exec_stack));
@@ -513,6 +508,13 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             if libc::unshare(libc::CLONE_NEWPID) != 0 {
                 return fail(STEP_PID_NAMESPACE, errno());
             }
+            // "Interpreter started": made here, not by the server, so that only this child, pid 1
+            // and the interpreter (until its exec, close-on-exec) hold its write end. A pipe the
+            // server held would never reach EOF while the server's thread waits for this child.
+            let mut ready = [-1; 2];
+            if libc::pipe2(ready.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                return fail(STEP_INIT, errno());
+            }
             // Pid 1 shares this memory (no copy) and is the server's own child.
             let init = libc::clone(
                 init_main,
@@ -526,9 +528,9 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             report(p.report, REPORT_INIT_PID, init);
             // Wait until pid 1 has started the interpreter: `prepared` must stay alive until
             // then, and the server's thread waits for this child to exit.
-            libc::close(p.ready[1]);
+            libc::close(ready[1]);
             let mut byte = 0u8;
-            while libc::read(p.ready[0], (&mut byte as *mut u8).cast(), 1) < 0
+            while libc::read(ready[0], (&mut byte as *mut u8).cast(), 1) < 0
                 && errno() == libc::EINTR
             {}
             libc::_exit(0);
@@ -546,7 +548,8 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
 
 /// Pid 1 of the run's pid namespace: its own process group, the interpreter, then `init::serve`.
 extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the `Prepared` of `start`, alive until this process closes `ready`.
+    // SAFETY: `arg` is the `Prepared` of `start`, alive until this process closes the first
+    // child's "interpreter started" pipe.
     let p = unsafe { &*(arg as *const Prepared<'_>) };
     // SAFETY: raw syscalls while the server's thread waits (see `child_main`); after `ready` is
     // closed, only `init::serve`, which writes no errno and touches only its stack.
@@ -565,7 +568,7 @@ extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
             report(p.report, STEP_EXEC, errno());
             libc::_exit(127);
         }
-        // Pid 1 keeps only the status pipe. Closing `ready` lets the first child exit and the
+        // Pid 1 keeps only the status pipe. Closing "started" lets the first child exit and the
         // server's thread go on: from here, no libc (it would write that thread's errno).
         init::serve(interpreter, p.status)
     }
@@ -830,6 +833,81 @@ mod tests {
             assert_eq!(read_all(err).await, "oops\n");
             assert_eq!(status.code(), Some(3));
         }
+    }
+
+    /// As root a pid namespace needs nothing more; otherwise a user namespace first.
+    fn may_make_a_pid_namespace() -> io::Result<()> {
+        // SAFETY: geteuid has no preconditions; unshare changes only this child's namespaces.
+        unsafe {
+            if libc::geteuid() != 0 && libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+
+    fn in_pid_namespace() -> Option<Hooks<'static>> {
+        Some(Hooks {
+            enter: &may_make_a_pid_namespace,
+            confine: &no_step,
+            pid_namespace: PID_NAMESPACE_SUPPORTED,
+        })
+    }
+
+    #[tokio::test]
+    async fn in_a_pid_namespace_the_script_is_pid_2_and_its_exit_code_or_signal_is_reported() {
+        for spawner in spawners() {
+            let mut child = spawner
+                .spawn(&spec(&["-c", "echo $$; exit 7"], false), in_pid_namespace())
+                .unwrap();
+            let out = child.stdout.take().unwrap();
+            let status = child.wait().await.unwrap();
+            assert_eq!(read_all(out).await.trim(), "2", "pid 1 is the reaper");
+            assert_eq!(status.code(), Some(7));
+
+            let mut child = spawner
+                .spawn(&spec(&["-c", "kill -KILL $$"], false), in_pid_namespace())
+                .unwrap();
+            let status = child.wait().await.unwrap();
+            assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn signals_sent_to_the_run_reach_the_script_through_pid_1() {
+        for signal in [libc::SIGTERM, libc::SIGINT] {
+            let script = "trap 'echo caught; exit 3' TERM INT; echo ready; \
+                          while :; do sleep 0.05; done";
+            let mut child = Spawner::new()
+                .spawn(&spec(&["-c", script], false), in_pid_namespace())
+                .unwrap();
+            let mut out = child.stdout.take().unwrap();
+            let mut seen = Vec::new();
+            while !seen.ends_with(b"ready\n") {
+                let mut byte = [0u8; 1];
+                assert_eq!(out.read(&mut byte).await.unwrap(), 1, "no ready line");
+                seen.push(byte[0]);
+            }
+            // SAFETY: our own child, not reaped yet.
+            assert_eq!(unsafe { libc::kill(child.pid, signal) }, 0);
+            let status = child.wait().await.unwrap();
+            assert_eq!(status.code(), Some(3), "signal {signal}: {status:?}");
+            assert_eq!(read_all(out).await, "caught\n");
+        }
+    }
+
+    #[tokio::test]
+    async fn in_a_pid_namespace_orphans_die_with_the_script() {
+        let marker = tempfile::tempdir().unwrap();
+        let file = marker.path().join("orphan-alive");
+        // The orphan would touch the file after the script is gone, were it still alive.
+        let script = format!("(sleep 0.5; touch {}) & exit 0", file.display());
+        let mut child = Spawner::new()
+            .spawn(&spec(&["-c", &script], false), in_pid_namespace())
+            .unwrap();
+        assert_eq!(child.wait().await.unwrap().code(), Some(0));
+        tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+        assert!(!file.exists(), "an orphan outlived its run");
     }
 
     #[tokio::test]

@@ -65,6 +65,11 @@ impl StdioServer {
         server
     }
 
+    /// The server process's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn send(&mut self, message: &Value) {
         let stdin = self.stdin.as_mut().expect("stdin open");
         writeln!(stdin, "{message}").unwrap();

@@ -26,7 +26,9 @@ const SYSTEM_READ: &[&str] = &[
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
     "/etc/localtime",
-    "/etc/ssl",
+    // Not all of /etc/ssl: a run of a root server would read /etc/ssl/private (root owns it).
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
     "/etc/ca-certificates",
     "/etc/fonts",
     "/etc/mime.types",

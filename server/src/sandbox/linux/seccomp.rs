@@ -30,6 +30,23 @@ const DENIED: &[i64] = &[
     libc::SYS_mount_setattr,
     libc::SYS_open_by_handle_at,
     libc::SYS_name_to_handle_at,
+    // Owners and extended attributes (file capabilities are an xattr). Landlock does not govern
+    // them, and a run of a root server keeps kernel uid 0, which owns every root-owned file.
+    libc::SYS_chown,
+    libc::SYS_fchown,
+    libc::SYS_lchown,
+    libc::SYS_fchownat,
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    libc::SYS_removexattr,
+    libc::SYS_lremovexattr,
+    libc::SYS_fremovexattr,
+    SYS_SETXATTRAT,
+    SYS_REMOVEXATTRAT,
+    // Running a file by descriptor (a memfd, a file deleted after opening): Landlock's execute
+    // right is checked on paths. `fexecve` needs it; nothing a script usually does.
+    libc::SYS_execveat,
     // Kernel attack surface a script never needs.
     libc::SYS_bpf,
     libc::SYS_keyctl,
@@ -60,6 +77,40 @@ const DENIED: &[i64] = &[
     libc::SYS_ioperm,
 ];
 
+/// `setxattrat`/`removexattrat` (Linux 6.13; the same number on every architecture's generic
+/// table and on x86_64), not in `libc` yet.
+const SYS_SETXATTRAT: i64 = 463;
+const SYS_REMOVEXATTRAT: i64 = 466;
+
+/// Mode bits no run may set on anything: a set-user-ID or set-group-ID file made by a root
+/// server's run would run as root for every local user (`nosuid` on the run's own mounts does not
+/// help: the host's mount of the same folder honours the bit).
+const SET_ID_BITS: u32 = (libc::S_ISUID | libc::S_ISGID) as u32;
+
+/// The syscalls that take a file mode, and which argument (0-based) holds it. `open`'s mode is
+/// only read with `O_CREAT`/`O_TMPFILE`; libc passes 0 otherwise, so testing it always is safe.
+const MODE_ARGUMENT: &[(i64, u8)] = &[
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_chmod, 1),
+    (libc::SYS_fchmod, 1),
+    (libc::SYS_fchmodat, 2),
+    (SYS_FCHMODAT2, 2),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_open, 2),
+    (libc::SYS_openat, 3),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_creat, 1),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_mkdir, 1),
+    (libc::SYS_mkdirat, 2),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_mknod, 1),
+    (libc::SYS_mknodat, 2),
+];
+
+/// `fchmodat2` (Linux 6.6), not in every `libc` release.
+const SYS_FCHMODAT2: i64 = 452;
+
 /// `clone` flags that would create a namespace (`clone3` cannot be inspected: it gets `ENOSYS`,
 /// and libc falls back to `clone`).
 const CLONE_NAMESPACES: u32 = (libc::CLONE_NEWNS
@@ -69,6 +120,10 @@ const CLONE_NAMESPACES: u32 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWUSER
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNET) as u32;
+
+/// `clone` flags refused besides: `CLONE_PARENT` makes the new process the sibling of the caller,
+/// so the run's pid 1 (or the server) would inherit it: zombies nobody waits for.
+const CLONE_REFUSED: u32 = CLONE_NAMESPACES | libc::CLONE_PARENT as u32;
 
 const EPERM: Action = Action::Errno(libc::EPERM as u16);
 const ENOSYS: Action = Action::Errno(libc::ENOSYS as u16);
@@ -140,7 +195,7 @@ fn rules(allow_network: bool) -> Result<Vec<Rule>, SandboxError> {
     };
     let clone = Outcome::Arg {
         arg: 0,
-        test: ArgTest::AnyBit(CLONE_NAMESPACES),
+        test: ArgTest::AnyBit(CLONE_REFUSED),
         matched: EPERM,
         otherwise: Action::Allow,
     };
@@ -154,6 +209,34 @@ fn rules(allow_network: bool) -> Result<Vec<Rule>, SandboxError> {
         Outcome::Always(ENOSYS),
     ));
     rules.push(Rule::one(syscall_nr(libc::SYS_socket)?, socket));
+    // `openat2`'s mode sits in a struct seccomp cannot read: `ENOSYS`, and libc falls back to
+    // `openat`, whose mode it can.
+    rules.push(Rule::one(
+        syscall_nr(libc::SYS_openat2)?,
+        Outcome::Always(ENOSYS),
+    ));
+    for &(nr, arg) in MODE_ARGUMENT {
+        rules.push(Rule::one(
+            syscall_nr(nr)?,
+            Outcome::Arg {
+                arg,
+                test: ArgTest::AnyBit(SET_ID_BITS),
+                matched: EPERM,
+                otherwise: Action::Allow,
+            },
+        ));
+    }
+    // Resource limits of the run itself only (pid 0): another process's `RLIMIT_NOFILE` or
+    // `RLIMIT_CPU` cripples it (the pid namespace already hides the server; this holds without).
+    rules.push(Rule::one(
+        syscall_nr(libc::SYS_prlimit64)?,
+        Outcome::Arg {
+            arg: 0,
+            test: ArgTest::Equals(0),
+            matched: Action::Allow,
+            otherwise: EPERM,
+        },
+    ));
     // x32 syscalls share x86_64's audit arch but number from 0x4000_0000, past every rule above.
     // Refused as a kernel without x32 support would refuse them.
     #[cfg(target_arch = "x86_64")]
@@ -225,17 +308,30 @@ mod tests {
     /// The policy, written out independently of the rule builder.
     fn policy(allow_network: bool, data: &SeccompData) -> u32 {
         let nr = i64::from(data.nr);
-        let arg0 = data.args[0];
+        let arg = |i: usize| data.args[i] as u32;
+        let mode_arg = |nr: i64| -> Option<usize> {
+            match nr {
+                #[cfg(target_arch = "x86_64")]
+                libc::SYS_chmod | libc::SYS_creat | libc::SYS_mkdir | libc::SYS_mknod => Some(1),
+                #[cfg(target_arch = "x86_64")]
+                libc::SYS_open => Some(2),
+                libc::SYS_fchmod => Some(1),
+                libc::SYS_fchmodat | 452 | libc::SYS_mkdirat | libc::SYS_mknodat => Some(2),
+                libc::SYS_openat => Some(3),
+                _ => None,
+            }
+        };
+        let set_id = (libc::S_ISUID | libc::S_ISGID) as u32;
         if data.arch != audit_arch().expect("supported arch") {
             KILL
         } else if cfg!(target_arch = "x86_64") && data.nr >= 0x4000_0000 {
             RET_ENOSYS
         } else if DENIED.contains(&nr) {
             RET_EPERM
-        } else if nr == libc::SYS_clone3 {
+        } else if nr == libc::SYS_clone3 || nr == libc::SYS_openat2 {
             RET_ENOSYS
         } else if nr == libc::SYS_clone {
-            let namespaced = [
+            let refused = [
                 libc::CLONE_NEWNS,
                 libc::CLONE_NEWCGROUP,
                 libc::CLONE_NEWUTS,
@@ -243,16 +339,29 @@ mod tests {
                 libc::CLONE_NEWUSER,
                 libc::CLONE_NEWPID,
                 libc::CLONE_NEWNET,
+                libc::CLONE_PARENT,
             ]
             .iter()
-            .any(|&flag| arg0 & flag as u64 != 0);
-            if namespaced {
+            .any(|&flag| arg(0) & flag as u32 != 0);
+            if refused {
                 RET_EPERM
             } else {
                 ALLOW
             }
         } else if nr == libc::SYS_socket {
-            if !allow_network || arg0 as u32 == libc::AF_UNIX as u32 {
+            if !allow_network || arg(0) == libc::AF_UNIX as u32 {
+                RET_EPERM
+            } else {
+                ALLOW
+            }
+        } else if nr == libc::SYS_prlimit64 {
+            if arg(0) == 0 {
+                ALLOW
+            } else {
+                RET_EPERM
+            }
+        } else if let Some(i) = mode_arg(nr) {
+            if arg(i) & set_id != 0 {
                 RET_EPERM
             } else {
                 ALLOW
@@ -286,6 +395,7 @@ mod tests {
             u64::MAX,
         ];
         for flag in [
+            libc::CLONE_PARENT,
             libc::CLONE_NEWNS,
             libc::CLONE_NEWCGROUP,
             libc::CLONE_NEWUTS,
@@ -312,6 +422,16 @@ mod tests {
                         run(&program, &data).ret,
                         policy(allow_network, &data),
                         "allow_network {allow_network}, nr {nr}, arg0 {arg0:#x}"
+                    );
+                }
+                // Modes in every argument: set-id bits alone, with others, in the high word.
+                for mode in [0o4755u64, 0o2755, 0o6000, 0o755, 0o777, 1 << 32 | 0o644] {
+                    let mut data = syscall(nr.into(), 0);
+                    data.args = [mode; 6];
+                    assert_eq!(
+                        run(&program, &data).ret,
+                        policy(allow_network, &data),
+                        "allow_network {allow_network}, nr {nr}, args {mode:#o}"
                     );
                 }
             }
@@ -341,6 +461,24 @@ mod tests {
             let inet = if allow_network { ALLOW } else { RET_EPERM };
             assert_eq!(ret(libc::SYS_socket, libc::AF_INET as u64), inet);
             assert_eq!(ret(libc::SYS_socketpair, libc::AF_UNIX as u64), ALLOW);
+            let parent = (libc::CLONE_PARENT | libc::SIGCHLD) as u64;
+            assert_eq!(ret(libc::SYS_clone, parent), RET_EPERM);
+            assert_eq!(ret(libc::SYS_prlimit64, 0), ALLOW);
+            assert_eq!(ret(libc::SYS_prlimit64, 1), RET_EPERM);
+            assert_eq!(ret(libc::SYS_openat2, 0), RET_ENOSYS);
+            for nr in [libc::SYS_fchownat, libc::SYS_setxattr, libc::SYS_execveat] {
+                assert_eq!(ret(nr, 0), RET_EPERM, "nr {nr}");
+            }
+            let mode = |nr: i64, arg: usize, mode: u64| {
+                let mut data = syscall(nr, 0);
+                data.args[arg] = mode;
+                run(&program, &data).ret
+            };
+            assert_eq!(mode(libc::SYS_fchmodat, 2, 0o4755), RET_EPERM);
+            assert_eq!(mode(libc::SYS_fchmodat, 2, 0o755), ALLOW);
+            assert_eq!(mode(libc::SYS_openat, 3, 0o2644), RET_EPERM);
+            assert_eq!(mode(libc::SYS_openat, 3, 0o644), ALLOW);
+            assert_eq!(mode(libc::SYS_mkdirat, 2, 0o2775), RET_EPERM);
             for nr in [
                 libc::SYS_read,
                 libc::SYS_write,
@@ -375,7 +513,8 @@ mod tests {
             for nr in 0..512 {
                 let data = syscall(nr, 0);
                 let r = run(&program, &data);
-                if nr != libc::SYS_clone && nr != libc::SYS_socket {
+                let with_args = [libc::SYS_clone, libc::SYS_socket, libc::SYS_prlimit64];
+                if !with_args.contains(&nr) && !MODE_ARGUMENT.iter().any(|&(m, _)| m == nr) {
                     assert!(!r.read_args, "nr {nr} reads arguments");
                 }
                 assert!(r.steps <= 13, "nr {nr} takes {} steps", r.steps);
