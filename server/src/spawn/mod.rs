@@ -911,6 +911,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn only_stdin_stdout_and_stderr_cross_into_the_program() {
+        // A descriptor the server holds without close-on-exec (inherited from whoever started
+        // it): a file the run must not read.
+        let secret = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(secret.path(), "secret").unwrap();
+        let file = std::fs::File::open(secret.path()).unwrap();
+        let fd = file.as_raw_fd();
+        // SAFETY: F_SETFD on a descriptor this test owns.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
+        let script = format!("(cat <&{fd}) 2>/dev/null; ls /proc/self/fd");
+        for hooks in [None, in_pid_namespace()] {
+            let mut child = Spawner::new()
+                .spawn(&spec(&["-c", &script], false), hooks)
+                .unwrap();
+            let out = child.stdout.take().unwrap();
+            child.wait().await.unwrap();
+            let out = read_all(out).await;
+            assert!(!out.contains("secret"), "{out}");
+            // 0-2, and the one `ls` opened to list them.
+            let fds: Vec<&str> = out.split_whitespace().collect();
+            assert_eq!(fds, ["0", "1", "2", "3"], "{out}");
+        }
+        drop(file);
+    }
+
+    #[tokio::test]
     async fn stdin_is_empty_unless_piped() {
         let mut child = Spawner::new()
             .spawn(&spec(&["-c", "cat; echo end"], false), None)
