@@ -95,6 +95,11 @@ pub struct SandboxCli {
     #[arg(long, env = "PYRUN_ALLOW_NETWORK")]
     pub allow_network: bool,
 
+    /// Scripts may read the projects folder but not change it; they write only to their scratch
+    /// folder ($HOME, $TMPDIR). Implied by --sandbox strict.
+    #[arg(long, env = "PYRUN_READ_ONLY_PROJECTS")]
+    pub read_only_projects: bool,
+
     /// Memory of a run in MiB (address space per process; the whole run where a memory cgroup
     /// exists). 0 = unlimited.
     #[arg(long, env = "PYRUN_MAX_MEMORY_MB", default_value_t = 2048)]
@@ -249,6 +254,8 @@ pub struct Config {
 pub struct SandboxConfig {
     pub mode: SandboxMode,
     pub allow_network: bool,
+    /// Runs may not change the projects folder (`--read-only-projects`, or `strict`).
+    pub read_only_projects: bool,
     pub limits: ResourceLimits,
 }
 
@@ -476,6 +483,7 @@ impl SandboxCli {
         SandboxConfig {
             mode: self.mode,
             allow_network: self.allow_network,
+            read_only_projects: self.read_only_projects || self.mode == SandboxMode::Strict,
             limits: ResourceLimits {
                 memory_bytes: self.max_memory_mb.saturating_mul(MIB),
                 cpu_secs,
@@ -991,6 +999,7 @@ mod tests {
         let sandbox = cli.sandbox.resolve(30);
         assert_eq!(sandbox.mode, SandboxMode::Standard);
         assert!(!sandbox.allow_network);
+        assert!(!sandbox.read_only_projects);
         assert_eq!(sandbox.limits, ResourceLimits::default());
     }
 
@@ -1011,6 +1020,9 @@ mod tests {
         assert!(sandbox.allow_network);
         assert_eq!(sandbox.limits.memory_bytes, 512 << 20);
         assert_eq!(sandbox.limits.cpu_secs, 60);
+        assert!(sandbox.read_only_projects, "strict implies --read-only-projects");
+        let cli = parse(&["--read-only-projects"]).unwrap();
+        assert!(cli.sandbox.resolve(30).read_only_projects);
         assert!(parse(&["--sandbox", "loose"]).is_err());
     }
 }

@@ -19,6 +19,7 @@ pub const ENV_VARS: &[&str] = &[
     // Sandbox (`SandboxCli`).
     "PYRUN_SANDBOX",
     "PYRUN_ALLOW_NETWORK",
+    "PYRUN_READ_ONLY_PROJECTS",
     "PYRUN_MAX_MEMORY_MB",
     "PYRUN_MAX_CPU_SECS",
     "PYRUN_MAX_FILE_SIZE_MB",
