@@ -75,17 +75,53 @@ fn script(body: &str) -> String {
     format!("{ATTEMPT}\n{body}\nreport()\n")
 }
 
+/// When the tests run as root: a uid no account uses, for a second, unprivileged server (and its
+/// canary), so each attack is tried with the server as root and as a normal user. `None` when the
+/// tests already run unprivileged (then the one server is that).
+fn other_user() -> Option<u32> {
+    // SAFETY: geteuid has no preconditions.
+    (unsafe { libc::geteuid() } == 0).then_some(61_234)
+}
+
+/// The servers to try an attack on: as the test's own user, and as [`other_user`] when there is
+/// one (its projects folder made that user's, and the interpreter one that user can reach).
+fn servers_for(files: &[(&str, &str)]) -> Vec<(tempfile::TempDir, StdioServer, Option<u32>)> {
+    let mut servers = Vec::new();
+    let (dir, _) = common::project(files);
+    let server = StdioServer::start(dir.path(), &[]);
+    servers.push((dir, server, None));
+    if let Some(uid) = other_user() {
+        let (dir, _) = common::project(files);
+        let chown = Command::new("chown")
+            .args(["-R", &format!("{uid}:{uid}")])
+            .arg(dir.path())
+            .status()
+            .expect("chown runs");
+        assert!(chown.success());
+        let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("a system python3 for the unprivileged server");
+        let server = StdioServer::start_as(dir.path(), &["--python", python], Some(uid));
+        servers.push((dir, server, Some(uid)));
+    }
+    servers
+}
+
 /// A process of the test's own, to aim at: `sleep 60`, killed when dropped.
 struct Canary(Child);
 
 impl Canary {
-    fn start() -> Self {
-        let child = Command::new("sleep")
-            .arg("60")
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("sleep starts");
-        Self(child)
+    /// Started as `uid` when given (the server's user: what a run could reach without a pid
+    /// namespace).
+    fn start(uid: Option<u32>) -> Self {
+        use std::os::unix::process::CommandExt;
+        let mut command = Command::new("sleep");
+        command.arg("60").stdin(Stdio::null());
+        if let Some(uid) = uid {
+            command.uid(uid).gid(uid);
+        }
+        Self(command.spawn().expect("sleep starts"))
     }
 
     fn pid(&self) -> u32 {
@@ -149,31 +185,34 @@ attempt("file_capability", lambda: os.setxattr("suid_id", "security.capability",
     bytes([1, 0, 0, 2]) + bytes(16)))
 attempt("chmod_plain", lambda: os.chmod("suid_id", 0o755))
 "##;
-    let (dir, _) = common::project(&[("setid.py", &script(body))]);
-    let mut server = StdioServer::start(dir.path(), &[]);
-    let result = run(&mut server, "setid.py", &[]);
-    require_layers(&result, &["seccomp"]);
-    let tried = attempts(&result);
-    all_refused(
-        &tried,
-        &[
-            "chmod_suid",
-            "chmod_sgid",
-            "fchmod_suid",
-            "open_creat_suid",
-            "mkdir_sgid",
-            "mknod_suid",
-            "chown",
-            "lchown",
-            "setxattr",
-            "file_capability",
-        ],
-        &["EPERM"],
-    );
-    // Ordinary modes still work: a script may make its own files executable or private.
-    assert_eq!(tried["chmod_plain"], "DONE", "{tried:?}");
-    assert_eq!(set_id_files(dir.path()), Vec::<String>::new());
-    server.close();
+    for (dir, mut server, uid) in servers_for(&[("setid.py", &script(body))]) {
+        let result = run(&mut server, "setid.py", &[]);
+        require_layers(&result, &["seccomp"]);
+        let tried = attempts(&result);
+        all_refused(
+            &tried,
+            &[
+                "chmod_suid",
+                "chmod_sgid",
+                "fchmod_suid",
+                "open_creat_suid",
+                "mkdir_sgid",
+                "mknod_suid",
+                "chown",
+                "lchown",
+                "setxattr",
+                "file_capability",
+            ],
+            &["EPERM"],
+        );
+        // Ordinary modes still work: a script may make its own files executable or private.
+        assert_eq!(
+            tried["chmod_plain"], "DONE",
+            "server uid {uid:?}: {tried:?}"
+        );
+        assert_eq!(set_id_files(dir.path()), Vec::<String>::new());
+        server.close();
+    }
 }
 
 #[test]
@@ -237,7 +276,6 @@ attempt("read_certs", lambda: os.listdir("/etc/ssl/certs"))
 
 #[test]
 fn a_run_can_neither_limit_nor_signal_nor_find_any_process_but_its_own() {
-    let canary = Canary::start();
     let body = r##"
 import resource, signal
 for name, pid in (("canary", int(sys.argv[1])), ("server", int(sys.argv[2]))):
@@ -251,33 +289,42 @@ attempt("own_prlimit", lambda: resource.prlimit(0, resource.RLIMIT_NOFILE, (64, 
 attempt("own_setrlimit", lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
 _results["own_pid"] = str(os.getpid())
 "##;
-    let (dir, _) = common::project(&[("others.py", &script(body))]);
-    let mut server = StdioServer::start(dir.path(), &[]);
-    let canary_limit = open_files_limit(canary.pid());
-    let server_limit = open_files_limit(server.pid());
-    let (canary_pid, server_pid) = (canary.pid().to_string(), server.pid().to_string());
-    let result = run(&mut server, "others.py", &[&canary_pid, &server_pid]);
-    require_layers(&result, &["pid-ns", "seccomp"]);
-    let tried = attempts(&result);
-    let mut refused = Vec::new();
-    for who in ["canary", "server"] {
-        for what in ["prlimit_nofile", "prlimit_cpu", "kill_0", "kill_term"] {
-            refused.push(format!("{who}_{what}"));
+    for (_dir, mut server, uid) in servers_for(&[("others.py", &script(body))]) {
+        // A process of the server's own user: what `prlimit` and `kill` reach without a pid
+        // namespace.
+        let canary = Canary::start(uid);
+        let canary_limit = open_files_limit(canary.pid());
+        let server_limit = open_files_limit(server.pid());
+        let (canary_pid, server_pid) = (canary.pid().to_string(), server.pid().to_string());
+        let result = run(&mut server, "others.py", &[&canary_pid, &server_pid]);
+        require_layers(&result, &["pid-ns", "seccomp"]);
+        let tried = attempts(&result);
+        let mut refused = Vec::new();
+        for who in ["canary", "server"] {
+            for what in ["prlimit_nofile", "prlimit_cpu", "kill_0", "kill_term"] {
+                refused.push(format!("{who}_{what}"));
+            }
         }
+        let refused: Vec<&str> = refused.iter().map(String::as_str).collect();
+        all_refused(&tried, &refused, &["ESRCH", "EPERM"]);
+        assert_eq!(
+            tried["own_prlimit"], "DONE",
+            "server uid {uid:?}: {tried:?}"
+        );
+        assert_eq!(
+            tried["own_setrlimit"], "DONE",
+            "server uid {uid:?}: {tried:?}"
+        );
+        // Pid 1 is the run's reaper; the interpreter comes right after it.
+        assert_eq!(tried["own_pid"], "2", "server uid {uid:?}: {tried:?}");
+        assert_eq!(open_files_limit(canary.pid()), canary_limit);
+        assert_eq!(open_files_limit(server.pid()), server_limit);
+        assert!(common::alive(canary.pid()), "the canary was killed");
+        // The server still serves.
+        let again = run(&mut server, "others.py", &[&canary_pid, &server_pid]);
+        assert_eq!(again["isError"], false, "{again}");
+        server.close();
     }
-    let refused: Vec<&str> = refused.iter().map(String::as_str).collect();
-    all_refused(&tried, &refused, &["ESRCH", "EPERM"]);
-    assert_eq!(tried["own_prlimit"], "DONE", "{tried:?}");
-    assert_eq!(tried["own_setrlimit"], "DONE", "{tried:?}");
-    // Pid 1 is the run's reaper; the interpreter comes right after it.
-    assert_eq!(tried["own_pid"], "2", "{tried:?}");
-    assert_eq!(open_files_limit(canary.pid()), canary_limit);
-    assert_eq!(open_files_limit(server.pid()), server_limit);
-    assert!(common::alive(canary.pid()), "the canary was killed");
-    // The server still serves.
-    let again = run(&mut server, "others.py", &[&canary_pid, &server_pid]);
-    assert_eq!(again["isError"], false, "{again}");
-    server.close();
 }
 
 #[test]

@@ -21,7 +21,17 @@ pub struct StdioServer {
 impl StdioServer {
     /// Starts the server on `projects` and completes the initialize handshake.
     pub fn start(projects: &Path, extra: &[&str]) -> Self {
+        Self::start_as(projects, extra, None)
+    }
+
+    /// Like [`StdioServer::start`], with the server running as `uid` (and the same gid) when
+    /// given: the caller, root, has made `projects` that user's.
+    pub fn start_as(projects: &Path, extra: &[&str], uid: Option<u32>) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"));
+        if let Some(uid) = uid {
+            use std::os::unix::process::CommandExt;
+            command.uid(uid).gid(uid);
+        }
         // Settings come only from `extra`: none of the developer's shell may change the test.
         for name in pyrun_mcp_server::config::ENV_VARS {
             command.env_remove(name);
