@@ -1020,7 +1020,10 @@ mod tests {
         assert!(sandbox.allow_network);
         assert_eq!(sandbox.limits.memory_bytes, 512 << 20);
         assert_eq!(sandbox.limits.cpu_secs, 60);
-        assert!(sandbox.read_only_projects, "strict implies --read-only-projects");
+        assert!(
+            sandbox.read_only_projects,
+            "strict implies --read-only-projects"
+        );
         let cli = parse(&["--read-only-projects"]).unwrap();
         assert!(cli.sandbox.resolve(30).read_only_projects);
         assert!(parse(&["--sandbox", "loose"]).is_err());

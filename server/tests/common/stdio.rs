@@ -28,10 +28,13 @@ impl StdioServer {
     /// given: the caller, root, has made `projects` that user's.
     pub fn start_as(projects: &Path, extra: &[&str], uid: Option<u32>) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"));
+        #[cfg(unix)]
         if let Some(uid) = uid {
             use std::os::unix::process::CommandExt;
             command.uid(uid).gid(uid);
         }
+        #[cfg(not(unix))]
+        assert!(uid.is_none(), "another user's server is a Unix test");
         // Settings come only from `extra`: none of the developer's shell may change the test.
         for name in pyrun_mcp_server::config::ENV_VARS {
             command.env_remove(name);
