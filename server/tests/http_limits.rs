@@ -176,7 +176,8 @@ fn stateless_call(host: &str, progress: bool) -> Vec<u8> {
 fn call_then_hang_up(progress: bool) {
     let projects = projects();
     std::fs::write(projects.path().join("marker.py"), MARKER).unwrap();
-    let server = Server::start(projects.path(), &[]);
+    // Runs may last longer than any wait here: only the hang-up can end this one early.
+    let server = Server::start(projects.path(), &["--timeout", "600"]);
     let mut client = TcpStream::connect(addr(&server)).unwrap();
     client
         .write_all(&stateless_call(&addr(&server), progress))

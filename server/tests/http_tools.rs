@@ -108,19 +108,43 @@ async fn progress_arrives_while_the_run_is_going_over_sse() {
 mod kills {
     use super::*;
 
-    /// Waits until sleeper.py's process is visible (the server's own command line names only
-    /// the folder, not the script).
-    async fn sleeper_is_running(projects: &std::path::Path) {
-        let needle = projects.canonicalize().unwrap().join("sleeper.py");
-        assert!(
-            eventually(|| !processes_mentioning(&needle).is_empty()).await,
-            "sleeper.py never started"
-        );
+    use http_support::procs::{processes_carrying, unique_token};
+
+    /// Server flags: runs may last far longer than any wait here, so that only what a test
+    /// does (not the default 30 s limit) can end the sleeper.
+    const LONG_RUNS: &[&str] = &["--timeout", "600"];
+
+    /// A run of sleeper.py that only this test can find on the host. Every run's command line
+    /// reads `python /projects/sleeper.py` and its pids are its own namespace's, so the run gets
+    /// a fresh token as its argument and is found by that.
+    struct Sleeper {
+        token: String,
     }
 
-    async fn sleeper_is_gone(projects: &std::path::Path) -> bool {
-        let needle = projects.canonicalize().unwrap().join("sleeper.py");
-        eventually(|| processes_mentioning(&needle).is_empty()).await
+    impl Sleeper {
+        fn new() -> Self {
+            Self {
+                token: unique_token("sleeper"),
+            }
+        }
+
+        fn call(&self, id: u64) -> Value {
+            let mut call = run_python(id, "sleeper.py", None);
+            call["params"]["arguments"]["args"] = json!([self.token]);
+            call
+        }
+
+        /// Waits until the run's process is visible, or fails the test.
+        async fn is_running(&self) {
+            assert!(
+                eventually(|| !processes_carrying(&self.token).is_empty()).await,
+                "sleeper.py never started"
+            );
+        }
+
+        async fn is_gone(&self) -> bool {
+            eventually(|| processes_carrying(&self.token).is_empty()).await
+        }
     }
 
     fn cancel(id: u64) -> Value {
@@ -133,16 +157,17 @@ mod kills {
     #[tokio::test]
     async fn cancelling_over_mcp_kills_the_run() {
         let projects = projects();
-        let server = Server::start(projects.path(), &[]);
+        let server = Server::start(projects.path(), LONG_RUNS);
         let session = McpSession::open(&server, None).await;
-        let _stream = session.stream(&run_python(1, "sleeper.py", None)).await;
-        sleeper_is_running(projects.path()).await;
+        let sleeper = Sleeper::new();
+        let _stream = session.stream(&sleeper.call(1)).await;
+        sleeper.is_running().await;
         assert_eq!(
             session.send(&cancel(1)).await.status(),
             StatusCode::ACCEPTED
         );
         assert!(
-            sleeper_is_gone(projects.path()).await,
+            sleeper.is_gone().await,
             "run survived cancellation; server log:\n{}",
             server.stderr_so_far()
         );
@@ -151,16 +176,14 @@ mod kills {
     #[tokio::test]
     async fn cancelling_over_sse_kills_the_run() {
         let projects = projects();
-        let server = Server::start(projects.path(), &[]);
+        let server = Server::start(projects.path(), LONG_RUNS);
         let session = SseSession::open(&server, None).await;
-        assert_eq!(
-            session.post(&run_python(1, "sleeper.py", None)).await,
-            StatusCode::ACCEPTED
-        );
-        sleeper_is_running(projects.path()).await;
+        let sleeper = Sleeper::new();
+        assert_eq!(session.post(&sleeper.call(1)).await, StatusCode::ACCEPTED);
+        sleeper.is_running().await;
         assert_eq!(session.post(&cancel(1)).await, StatusCode::ACCEPTED);
         assert!(
-            sleeper_is_gone(projects.path()).await,
+            sleeper.is_gone().await,
             "run survived cancellation; server log:\n{}",
             server.stderr_so_far()
         );
@@ -169,17 +192,15 @@ mod kills {
     #[tokio::test]
     async fn sse_client_that_disconnects_loses_its_session_and_runs() {
         let projects = projects();
-        let server = Server::start(projects.path(), &[]);
+        let server = Server::start(projects.path(), LONG_RUNS);
         let session = SseSession::open(&server, None).await;
         let message_url = session.message_url.clone();
-        assert_eq!(
-            session.post(&run_python(1, "sleeper.py", None)).await,
-            StatusCode::ACCEPTED
-        );
-        sleeper_is_running(projects.path()).await;
+        let sleeper = Sleeper::new();
+        assert_eq!(session.post(&sleeper.call(1)).await, StatusCode::ACCEPTED);
+        sleeper.is_running().await;
         drop(session);
         assert!(
-            sleeper_is_gone(projects.path()).await,
+            sleeper.is_gone().await,
             "run survived the disconnect; server log:\n{}",
             server.stderr_so_far()
         );
@@ -196,22 +217,17 @@ mod kills {
     #[tokio::test]
     async fn sigterm_kills_runs_closes_streams_and_exits() {
         let projects = projects();
-        let mut server = Server::start(projects.path(), &[]);
+        let mut server = Server::start(projects.path(), LONG_RUNS);
         let mut sse = SseSession::open(&server, None).await;
-        assert_eq!(
-            sse.post(&run_python(1, "sleeper.py", None)).await,
-            StatusCode::ACCEPTED
-        );
-        sleeper_is_running(projects.path()).await;
+        let sleeper = Sleeper::new();
+        assert_eq!(sse.post(&sleeper.call(1)).await, StatusCode::ACCEPTED);
+        sleeper.is_running().await;
         let status = std::process::Command::new("kill")
             .args(["-TERM", &server.pid().to_string()])
             .status()
             .unwrap();
         assert!(status.success());
-        assert!(
-            sleeper_is_gone(projects.path()).await,
-            "run survived shutdown"
-        );
+        assert!(sleeper.is_gone().await, "run survived shutdown");
         // The stream ends (perhaps after the cancelled call's answer) instead of hanging.
         while sse.events.next_message().await.is_some() {}
         assert!(

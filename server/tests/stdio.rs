@@ -2,6 +2,9 @@
 //! a clean exit, as Claude Desktop and other stdio clients drive it.
 
 mod common;
+#[cfg(target_os = "linux")]
+#[path = "http_support/procs.rs"]
+mod procs;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -123,12 +126,12 @@ fn slow_project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("slow.py"),
-        "import os, time\nopen('slow.pid', 'w').write(str(os.getpid()))\nprint('working', flush=True)\ntime.sleep(3)\nprint('finished')\n",
+        "import time\nprint('working', flush=True)\ntime.sleep(3)\nprint('finished')\n",
     )
     .unwrap();
     std::fs::write(
         dir.path().join("forever.py"),
-        "import os, time\nopen('forever.pid', 'w').write(str(os.getpid()))\ntime.sleep(600)\n",
+        "import time\ntime.sleep(600)\n",
     )
     .unwrap();
     dir
@@ -156,24 +159,34 @@ fn progress_notifications_arrive_while_a_run_lasts() {
         .all(|n| n["params"]["progressToken"] == "p1"));
 }
 
-#[cfg(unix)]
+/// The run is found on the host by a token in its arguments (see `procs`): its own pids are
+/// its pid namespace's.
+#[cfg(target_os = "linux")]
 #[test]
 fn notifications_cancelled_kills_the_run() {
     let dir = slow_project();
-    let mut server = StdioServer::start(dir.path(), &[]);
+    // Runs may last far longer than the waits below: only the cancellation can end this one.
+    let mut server = StdioServer::start(dir.path(), &["--timeout", "600"]);
+    let token = procs::unique_token("forever");
     let id = server.start_request(
         "tools/call",
-        json!({"name": "run_python", "arguments": {"file_name": "forever.py"}}),
+        json!({"name": "run_python", "arguments": {"file_name": "forever.py", "args": [token]}}),
     );
-    let pid = common::read_pid(&dir.path().join("forever.pid"));
-    assert!(common::alive(pid));
+    assert!(
+        procs::holds_within(Duration::from_secs(30), || {
+            !procs::processes_carrying(&token).is_empty()
+        }),
+        "forever.py never started"
+    );
     server.notify(
         "notifications/cancelled",
         json!({"requestId": id, "reason": "test"}),
     );
     assert!(
-        common::gone_within(pid, Duration::from_secs(10)),
-        "cancelled run {pid} still alive"
+        procs::holds_within(Duration::from_secs(10), || {
+            procs::processes_carrying(&token).is_empty()
+        }),
+        "the cancelled run is still alive"
     );
     // The server keeps serving.
     let list = server.request("tools/list", json!({}));

@@ -1,6 +1,7 @@
 //! HTTP transport: one axum router with Streamable HTTP on `/mcp`, legacy HTTP+SSE on `/sse` and
 //! `/messages`, and `/health`; auth, Host/Origin checks, session limits, the body deadline and the
-//! access log are layers.
+//! access log are layers. A stateless (2026-07-28) request's run ends with its connection; a
+//! session's does not (see [`router`]).
 
 mod accept;
 mod access_log;
@@ -122,6 +123,11 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
         sse_sessions.clone(),
     );
 
+    // rmcp ties a stateless (2026-07-28) request to its connection, as that protocol wants: the
+    // request gets its own cancellation token, fired when hyper drops the pending answer or the
+    // SSE body of a client that went away; the tool's token is its child, so the runner kills
+    // the run. Only without an event store: a persisted stream keeps its request running for a
+    // resume. A dropped session stream is not a cancellation (the client may come back).
     let mcp_app = app.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(PyRunServer::new(mcp_app.clone())),

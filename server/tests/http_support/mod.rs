@@ -2,6 +2,9 @@
 //! JSON-RPC over Streamable HTTP (`/mcp`) and legacy SSE (`/sse` + `/messages`) with reqwest.
 #![allow(dead_code)] // each test file uses a different part of this support module
 
+#[cfg(target_os = "linux")]
+pub mod procs;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -44,7 +47,7 @@ pub fn projects() -> Projects {
             "wait_for_go.py",
             "import os, time\nfor _ in range(600):\n    if os.path.exists(os.path.join(os.path.dirname(__file__), 'go')):\n        break\n    time.sleep(0.05)\nprint('went')\n",
         ),
-        // Runs until killed; its command line carries the folder path, so the test can look for it.
+        // Runs until killed; tests give it a token argument to find its process (`procs`).
         ("sleeper.py", "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n"),
     ];
     for (name, text) in scripts {
@@ -438,36 +441,6 @@ pub fn result_text(response: &Value) -> String {
                 .join("\n")
         })
         .unwrap_or_default()
-}
-
-/// Live processes whose command line mentions `needle` (Linux: read from /proc).
-#[cfg(target_os = "linux")]
-pub fn processes_mentioning(needle: &Path) -> Vec<u32> {
-    let needle = needle.to_string_lossy().into_owned();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(&needle))
-                .unwrap_or(false)
-        })
-        .filter(|pid| {
-            // Zombies have exited; only their parent's bookkeeping remains.
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map(|s| {
-                    !s.rsplit(')')
-                        .next()
-                        .unwrap_or("")
-                        .trim_start()
-                        .starts_with('Z')
-                })
-                .unwrap_or(false)
-        })
-        .collect()
 }
 
 /// Polls until `check` holds or the deadline passes.
