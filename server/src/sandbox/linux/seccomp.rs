@@ -85,7 +85,7 @@ const SYS_REMOVEXATTRAT: i64 = 466;
 /// Mode bits no run may set on anything: a set-user-ID or set-group-ID file made by a root
 /// server's run would run as root for every local user (`nosuid` on the run's own mounts does not
 /// help: the host's mount of the same folder honours the bit).
-const SET_ID_BITS: u32 = (libc::S_ISUID | libc::S_ISGID) as u32;
+const SET_ID_BITS: u32 = libc::S_ISUID | libc::S_ISGID;
 
 /// The syscalls that take a file mode, and which argument (0-based) holds it. `open`'s mode is
 /// only read with `O_CREAT`/`O_TMPFILE`; libc passes 0 otherwise, so testing it always is safe.
@@ -321,7 +321,7 @@ mod tests {
                 _ => None,
             }
         };
-        let set_id = (libc::S_ISUID | libc::S_ISGID) as u32;
+        let set_id = libc::S_ISUID | libc::S_ISGID;
         if data.arch != audit_arch().expect("supported arch") {
             KILL
         } else if cfg!(target_arch = "x86_64") && data.nr >= 0x4000_0000 {
