@@ -49,6 +49,8 @@ struct Args {
 }
 
 const SCRIPT: &str = "hello_world.py";
+/// Stdlib imports only: what a run pays to load bytecode (from the server's cache when sandboxed).
+const IMPORT_SCRIPT: &str = "import_heavy.py";
 
 struct Report {
     rows: Vec<[String; 4]>,
@@ -80,6 +82,10 @@ async fn main() -> anyhow::Result<()> {
     std::fs::write(
         projects.join("flood.py"),
         "import sys\nchunk = 'x' * 1_000_000\nfor _ in range(100):\n    sys.stdout.write(chunk)\n",
+    )?;
+    std::fs::write(
+        projects.join(IMPORT_SCRIPT),
+        include_str!("../import_heavy.py"),
     )?;
     let baseline_script = work.path().join("fastmcp_baseline.py");
     std::fs::write(&baseline_script, FASTMCP_BASELINE)?;
@@ -269,6 +275,15 @@ async fn main() -> anyhow::Result<()> {
         String::new(),
     );
 
+    // 8. An import-heavy script on the stdio server, interleaved with the same raw spawn.
+    let imports = sequential_of(&mut stdio, IMPORT_SCRIPT, args.calls, &python, &projects).await?;
+    report.row(
+        &format!("run_python `{IMPORT_SCRIPT}` stdio: median / p99 (ratio to raw)"),
+        imports.cell(),
+        "—".into(),
+        format!("overhead {:+.2} ms", imports.overhead_ms()),
+    );
+
     drop(http);
     report.print(&format!(
         "{machine}\n\nScript: `{SCRIPT}`, same interpreter everywhere."
@@ -284,16 +299,27 @@ async fn sequential(
     python: &Path,
     projects: &Path,
 ) -> anyhow::Result<Timed> {
+    sequential_of(session, SCRIPT, calls, python, projects).await
+}
+
+/// [`sequential`] for any script of the projects folder.
+async fn sequential_of(
+    session: &mut impl Session,
+    script: &str,
+    calls: usize,
+    python: &Path,
+    projects: &Path,
+) -> anyhow::Result<Timed> {
     for id in 0..10 {
-        session.run(1000 + id, SCRIPT).await?;
+        session.run(1000 + id, script).await?;
     }
     let mut timed = Timed::default();
     for id in 0..calls as u64 {
         let t = Instant::now();
-        session.run(2000 + id, SCRIPT).await?;
+        session.run(2000 + id, script).await?;
         timed.calls.push(t.elapsed());
         let t = Instant::now();
-        spawn_once(python, projects).await?;
+        spawn_script(python, projects, script).await?;
         timed.raw.push(t.elapsed());
     }
     Ok(timed)
@@ -323,8 +349,12 @@ impl Timed {
 }
 
 async fn spawn_once(python: &Path, projects: &Path) -> anyhow::Result<()> {
+    spawn_script(python, projects, SCRIPT).await
+}
+
+async fn spawn_script(python: &Path, projects: &Path, script: &str) -> anyhow::Result<()> {
     let out = tokio::process::Command::new(python)
-        .arg(projects.join(SCRIPT))
+        .arg(projects.join(script))
         .current_dir(projects)
         .stdin(std::process::Stdio::null())
         .output()

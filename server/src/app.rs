@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::bytecode_cache::BytecodeCache;
 use crate::config::Config;
 use crate::paths::{PathError, ProjectRoot};
 use crate::runner::{Runner, RunnerSettings};
@@ -41,21 +42,37 @@ impl App {
         let build = move || {
             // The projects folder is writable (and readable) but never executable: a program a
             // script wrote there does not run.
-            let read_paths = if settings.mode != SandboxMode::Off {
+            let sandboxed = settings.mode != SandboxMode::Off;
+            let read_paths = if sandboxed {
                 python_read_paths(&python)?
             } else {
                 Vec::new()
             };
-            Sandbox::new(SandboxPolicy {
+            // With the sandbox off, scripts are trusted and read the stdlib's own `__pycache__`:
+            // no cache to make or fill (runs still write no bytecode, see `runner`).
+            let pycache = if sandboxed {
+                BytecodeCache::open(&python, &projects)
+                    .map_err(|e| {
+                        tracing::warn!("{e}; runs compile the stdlib they import each time");
+                    })
+                    .ok()
+            } else {
+                None
+            };
+            let sandbox = Sandbox::new(SandboxPolicy {
                 mode: settings.mode,
                 read_paths,
                 write_paths: vec![projects.clone()],
                 allow_network: settings.allow_network,
                 limits: settings.limits,
-                projects: Some(projects),
+                projects: Some(projects.clone()),
                 read_only_projects: false,
-                pycache: None,
-            })
+                pycache: pycache.as_ref().map(|cache| cache.dir().to_path_buf()),
+            })?;
+            if let Some(cache) = pycache {
+                cache.fill_in_background(python, projects, PROBE_IDLE_DELAY);
+            }
+            Ok(sandbox)
         };
         // Strict refuses to start without every layer, so it must know before serving; otherwise
         // the probe (~10 ms, mostly the interpreter's start) runs after the client's opening

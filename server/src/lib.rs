@@ -5,6 +5,7 @@
 //! python.
 
 pub mod app;
+pub mod bytecode_cache;
 pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;

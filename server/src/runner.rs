@@ -20,7 +20,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::paths::ProjectPath;
-use crate::sandbox::{Sandbox, SandboxError};
+use crate::sandbox::{Sandbox, SandboxError, SandboxMode};
 use crate::sandbox_cell::SandboxCell;
 use crate::slots::{Slot, SlotError, SlotPool};
 
@@ -281,12 +281,13 @@ impl Runner {
         } else {
             slot.dir()
         };
+        let pycache = pycache_prefix(sandbox, scratch);
         let spec = crate::spawn::Spec {
             program: &self.python,
             args: std::iter::once(script.as_os_str())
                 .chain(req.args.iter().map(OsStr::new))
                 .collect(),
-            env: self.run_env(scratch),
+            env: self.run_env(scratch, pycache.as_deref()),
             cwd: &cwd,
             stdin_piped: req.stdin.is_some(),
         };
@@ -304,12 +305,13 @@ impl Runner {
         slot: &Slot,
     ) -> Result<tokio::process::Child, RunError> {
         use std::process::Stdio;
+        let pycache = pycache_prefix(sandbox, slot.dir());
         let mut cmd = std::process::Command::new(&self.python);
         cmd.arg(req.script.absolute())
             .args(req.args)
             .current_dir(req.script.directory())
             .env_clear()
-            .envs(self.run_env(slot.dir()))
+            .envs(self.run_env(slot.dir(), pycache.as_deref()))
             .stdin(if req.stdin.is_some() {
                 Stdio::piped()
             } else {
@@ -330,8 +332,18 @@ impl Runner {
     }
 
     /// The run's whole environment: the scrubbed server environment, with HOME and the temp
-    /// variables on the slot's scratch dir and Python's I/O settings (these win over passed names).
-    fn run_env<'a>(&'a self, scratch: &'a Path) -> Vec<(&'a OsStr, &'a OsStr)> {
+    /// variables on the slot's scratch dir, Python's I/O settings and its bytecode settings
+    /// (these win over passed names).
+    ///
+    /// Bytecode: a run never writes any (`PYTHONDONTWRITEBYTECODE`): beside a project module it
+    /// would leave `__pycache__` in the projects folder, and the cache is read-only to it anyway
+    /// (a write there would only fail, after a few wasted syscalls). With `pycache`, Python reads
+    /// bytecode only from there, never from a `__pycache__` a script may have forged.
+    fn run_env<'a>(
+        &'a self,
+        scratch: &'a Path,
+        pycache: Option<&'a Path>,
+    ) -> Vec<(&'a OsStr, &'a OsStr)> {
         let scratch = scratch.as_os_str();
         let mut set: Vec<(&OsStr, &OsStr)> = vec![
             (OsStr::new("HOME"), scratch),
@@ -340,7 +352,11 @@ impl Runner {
             (OsStr::new("TMP"), scratch),
             (OsStr::new("PYTHONUNBUFFERED"), OsStr::new("1")),
             (OsStr::new("PYTHONIOENCODING"), OsStr::new("utf-8")),
+            (OsStr::new("PYTHONDONTWRITEBYTECODE"), OsStr::new("1")),
         ];
+        if let Some(pycache) = pycache {
+            set.push((OsStr::new("PYTHONPYCACHEPREFIX"), pycache.as_os_str()));
+        }
         if cfg!(windows) {
             set.push((OsStr::new("USERPROFILE"), scratch));
         }
@@ -351,6 +367,22 @@ impl Runner {
             .map(|(k, v)| (k.as_os_str(), v.as_os_str()));
         kept.chain(set.iter().copied()).collect()
     }
+}
+
+/// Where a run's Python looks for bytecode: the server's cache as the run sees it. With the
+/// sandbox on but no cache (no private folder could be made), a folder in the run's scratch,
+/// empty since nothing writes bytecode: slower runs (the stdlib compiles each time), never a
+/// forged `.pyc` read. With the sandbox off, no prefix: scripts are trusted, they have every right
+/// the server has, and the stdlib's own `__pycache__` spares compiling it.
+fn pycache_prefix(sandbox: &Sandbox, scratch: &Path) -> Option<PathBuf> {
+    if sandbox.mode() == SandboxMode::Off {
+        return None;
+    }
+    Some(
+        sandbox
+            .pycache_prefix()
+            .unwrap_or_else(|| scratch.join(".pycache")),
+    )
 }
 
 /// The allowlisted part of an environment, plus the names the user passes explicitly.
@@ -502,6 +534,45 @@ mod tests {
         let kept = scrubbed_env(vars, &["MY_SETTING".to_owned()]);
         let names: Vec<_> = kept.iter().map(|(k, _)| k.to_string_lossy()).collect();
         assert_eq!(names, ["PATH", "LC_ALL", "MY_SETTING"]);
+    }
+
+    #[test]
+    fn bytecode_is_read_from_the_cache_or_scratch_when_sandboxed_and_as_usual_when_off() {
+        use crate::sandbox::{ResourceLimits, SandboxPolicy};
+        let sandbox = |mode, pycache: Option<PathBuf>| {
+            Sandbox::new(SandboxPolicy {
+                mode,
+                read_paths: Vec::new(),
+                write_paths: Vec::new(),
+                allow_network: false,
+                limits: ResourceLimits::default(),
+                projects: None,
+                read_only_projects: false,
+                pycache,
+            })
+            .unwrap()
+        };
+        let scratch = Path::new("/scratch/slot-0");
+        let cache = std::env::temp_dir();
+        assert_eq!(
+            pycache_prefix(
+                &sandbox(SandboxMode::Standard, Some(cache.clone())),
+                scratch
+            ),
+            Some(cache)
+        );
+        // No cache: never `__pycache__` beside the sources; an empty folder of the run's own.
+        assert_eq!(
+            pycache_prefix(&sandbox(SandboxMode::Standard, None), scratch),
+            Some(scratch.join(".pycache"))
+        );
+        assert_eq!(
+            pycache_prefix(
+                &sandbox(SandboxMode::Off, Some(std::env::temp_dir())),
+                scratch
+            ),
+            None
+        );
     }
 
     #[tokio::test]

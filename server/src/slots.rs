@@ -11,6 +11,10 @@
 //! The scratch root is named `pyrun-mcp-<pid>-…`: a server killed before it could remove its
 //! root (SIGKILL, power loss) leaves it behind, and the next server to start removes the roots
 //! whose pid is no longer running (Unix; Windows' own temp clean-up handles its temp folder).
+//!
+//! Every removal (a run's clean-up, a slot or the pool dropped, the sweep) goes through
+//! [`remove_tree`]: a run may `chmod 000` a folder it made (or its scratch itself), which its
+//! owner can then neither list nor empty; owner rwx is given back to every folder first.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -30,10 +34,20 @@ pub enum SlotError {
 /// The free slots of one runner, under one private scratch root (removed with the pool).
 #[derive(Debug)]
 pub struct SlotPool {
-    // Dropped before `root`, so each slot removes its own rules first.
     free: Mutex<Vec<Slot>>,
     next: AtomicU64,
     root: tempfile::TempDir,
+}
+
+impl Drop for SlotPool {
+    fn drop(&mut self) {
+        // Each slot removes its own rules and directory first; then whatever is left in the root
+        // (`TempDir`'s own removal gives up on a folder its owner cannot enter).
+        if let Ok(free) = self.free.get_mut() {
+            free.clear();
+        }
+        let _ = remove_tree(self.root.path());
+    }
 }
 
 #[derive(Debug)]
@@ -64,18 +78,22 @@ impl Slot {
     /// Kills what the run left in the slot's cgroups and empties its directory (blocking).
     fn clean(&self) -> bool {
         self.rules.kill_leftovers();
-        let emptied = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries.flatten().all(|entry| {
-                let path = entry.path();
-                // `file_type` does not follow symlinks: a link is removed, never its target.
-                match entry.file_type() {
-                    Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path).is_ok(),
-                    Ok(_) => std::fs::remove_file(&path).is_ok(),
-                    Err(_) => false,
-                }
-            }),
-            Err(_) => false,
-        };
+        // First: a scratch the run made unreadable (`chmod 000 $HOME`) cannot be listed.
+        let is_real_dir = std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.is_dir());
+        let emptied = is_real_dir
+            && private(&self.dir).is_ok()
+            && match std::fs::read_dir(&self.dir) {
+                Ok(entries) => entries.flatten().all(|entry| {
+                    let path = entry.path();
+                    // `file_type` does not follow symlinks: a link is removed, never its target.
+                    match entry.file_type() {
+                        Ok(t) if t.is_dir() => remove_tree(&path).is_ok(),
+                        Ok(_) => std::fs::remove_file(&path).is_ok(),
+                        Err(_) => false,
+                    }
+                }),
+                Err(_) => false,
+            };
         emptied && self.is_reusable()
     }
 }
@@ -83,7 +101,7 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         // The rules (cgroups) go with `self.rules`; the directory and what is left in it here.
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = remove_tree(&self.dir);
     }
 }
 
@@ -197,9 +215,109 @@ fn sweep_stale_roots(temp: &Path) {
         );
         let ours = entry.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
         if gone && ours {
-            let _ = std::fs::remove_dir_all(entry.path());
+            let _ = remove_tree(&entry.path());
         }
     }
+}
+
+/// Removes the directory `path` and all it holds (a symlink at `path` is removed itself), also
+/// when folders in it were made unreadable or unwritable to their owner: after a failed first
+/// try, owner rwx is given back to every folder (without following symlinks) and it tries again.
+/// Root needs no such help (it bypasses file modes), every other user does.
+fn remove_tree(path: &Path) -> io::Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            #[cfg(unix)]
+            let _ = open_up(path);
+            std::fs::remove_dir_all(path)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// How deep [`open_up`] goes: one open folder per level is held while walking.
+#[cfg(unix)]
+const OPEN_UP_MAX_DEPTH: usize = 256;
+
+/// Gives owner rwx back to the folder `path` and every folder below it. Walks by file
+/// descriptor and never follows a symlink: a name swapped for a link on the way is refused by
+/// `O_NOFOLLOW` or `AT_SYMLINK_NOFOLLOW`, so no mode outside the tree is ever changed.
+#[cfg(unix)]
+fn open_up(path: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in a path"))?;
+    let_owner_in(rustix::fs::CWD, &name)?;
+    open_up_below(open_dir_at(rustix::fs::CWD, &name)?, 0)
+}
+
+#[cfg(unix)]
+fn open_up_below(dir: std::os::fd::OwnedFd, depth: usize) -> io::Result<()> {
+    use rustix::fs::{AtFlags, FileType};
+    if depth >= OPEN_UP_MAX_DEPTH {
+        return Err(io::Error::other("folders nested too deep to open up"));
+    }
+    let mut folders = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        let is_dir = match entry.file_type() {
+            FileType::Directory => true,
+            // Some filesystems do not say in the listing.
+            FileType::Unknown => rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory),
+            _ => false,
+        };
+        if is_dir {
+            folders.push(name.to_owned());
+        }
+    }
+    // Best effort: a folder that cannot be opened up leaves the others to try.
+    let mut first_error = None;
+    for name in folders {
+        let opened = let_owner_in(&dir, &name)
+            .and_then(|()| open_dir_at(&dir, &name))
+            .and_then(|sub| open_up_below(sub, depth + 1));
+        if let Err(e) = opened {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// `chmod 0700` on the folder `name` in `dir`, refused (not followed) when it is a symlink.
+#[cfg(unix)]
+fn let_owner_in(dir: impl std::os::fd::AsFd, name: &std::ffi::CStr) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // libc's fchmodat honours AT_SYMLINK_NOFOLLOW (fchmodat2, or a check through O_PATH);
+    // rustix's refuses the flag on Linux.
+    // SAFETY: a borrowed open fd and a NUL-terminated name, both valid for the call.
+    let rc = unsafe {
+        libc::fchmodat(
+            dir.as_fd().as_raw_fd(),
+            name.as_ptr(),
+            0o700,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(unix)]
+fn open_dir_at(
+    dir: impl std::os::fd::AsFd,
+    name: &std::ffi::CStr,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rustix::fs::openat(dir, name, flags, Mode::empty())?)
 }
 
 /// Gives `dir` back its owner-only mode, whatever a run set.
@@ -340,6 +458,108 @@ mod tests {
             outside.path().join("keep.txt").exists(),
             "the sweep followed a symlink"
         );
+    }
+
+    /// Root bypasses file modes, so a folder its owner cannot enter shows nothing when the tests
+    /// run as root: then the test runs again in a child as `nobody`. True in the parent, whose
+    /// job is done once the child passed.
+    #[cfg(unix)]
+    fn rerun_as_nobody(test: &str) -> bool {
+        use std::os::unix::process::CommandExt;
+        const CHILD: &str = "PYRUN_TEST_AS_NOBODY";
+        if std::env::var_os(CHILD).is_some() || !rustix::process::geteuid().is_root() {
+            return false;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test, "--exact", "--test-threads=1", "--nocapture"])
+            .env(CHILD, "1")
+            .env_remove("TMPDIR")
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && said.contains("1 passed"),
+            "as nobody: {said}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        true
+    }
+
+    /// `dir/d/e/f.txt` with `d` and `e` made unreadable to their owner (`chmod 000`), and a
+    /// link `d/e/out` to `outside`.
+    #[cfg(unix)]
+    fn locked_tree(dir: &Path, outside: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(dir.join("d/e")).unwrap();
+        std::fs::write(dir.join("d/e/f.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(outside, dir.join("d/e/out")).unwrap();
+        for locked in ["d/e", "d"] {
+            std::fs::set_permissions(dir.join(locked), std::fs::Permissions::from_mode(0o000))
+                .unwrap();
+        }
+    }
+
+    #[cfg(unix)]
+    fn mode(path: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::symlink_metadata(path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn folders_a_run_locked_go_with_the_clean_up_the_pool_and_the_sweep() {
+        use std::os::unix::fs::PermissionsExt;
+        if rerun_as_nobody(
+            "slots::tests::folders_a_run_locked_go_with_the_clean_up_the_pool_and_the_sweep",
+        ) {
+            return;
+        }
+        // A folder the walk must not touch (its mode would become 0700), reached through a link
+        // in the locked tree.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep.txt"), "not ours").unwrap();
+        std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o750)).unwrap();
+
+        // The run's clean-up: a locked tree, and the scratch itself locked.
+        let pool = Arc::new(SlotPool::new().unwrap());
+        let sandbox = off();
+        let lease = pool.take(&sandbox).unwrap();
+        let dir = lease.dir().to_path_buf();
+        locked_tree(&dir, outside.path());
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o000)).unwrap();
+        drop(lease);
+        assert_eq!(pool.free_count(), 1, "the slot was not cleaned for reuse");
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "slot not emptied"
+        );
+        assert_eq!(mode(outside.path()), 0o750, "the walk followed a symlink");
+        assert!(outside.path().join("keep.txt").exists());
+
+        // The pool's drop (what is left in its root, as after a slot that could not be cleaned).
+        let root = pool.root.path().to_path_buf();
+        locked_tree(&root.join("stray"), outside.path());
+        drop(pool);
+        assert!(!root.exists(), "scratch root left behind");
+
+        // The sweep of a dead server's root.
+        let temp = tempfile::tempdir().unwrap();
+        let dead = temp.path().join(format!("{ROOT_PREFIX}2100000000-abc"));
+        std::fs::create_dir_all(dead.join("slot-0")).unwrap();
+        locked_tree(&dead.join("slot-0"), outside.path());
+        std::fs::set_permissions(dead.join("slot-0"), std::fs::Permissions::from_mode(0o000))
+            .unwrap();
+        sweep_stale_roots(temp.path());
+        assert!(!dead.exists(), "a dead server's locked root was kept");
+        assert_eq!(mode(outside.path()), 0o750, "the walk followed a symlink");
     }
 
     #[test]

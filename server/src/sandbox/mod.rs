@@ -109,7 +109,8 @@ pub struct SandboxPolicy {
     pub projects: Option<PathBuf>,
     /// Scripts may read the projects folder but not write it (they write only their scratch).
     pub read_only_projects: bool,
-    /// The server's bytecode cache, readable by runs at [`RUN_PYCACHE_DIR`].
+    /// The server's bytecode cache (canonical): read-only to runs, at [`RUN_PYCACHE_DIR`] in
+    /// their view (Linux) or at its host path without one; added to the readable trees here.
     pub pycache: Option<PathBuf>,
 }
 
@@ -149,6 +150,8 @@ impl SandboxError {
 #[derive(Debug)]
 pub struct Sandbox {
     mode: SandboxMode,
+    /// The server's bytecode cache (host path); `None` with the sandbox off.
+    pycache: Option<PathBuf>,
     #[cfg(target_os = "linux")]
     imp: Option<linux::LinuxSandbox>,
     #[cfg(all(unix, not(target_os = "linux")))]
@@ -159,15 +162,22 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// Probe the kernel once at start-up. Strict: error if any layer is missing. Off: loud warning.
-    pub fn new(policy: SandboxPolicy) -> Result<Sandbox, SandboxError> {
+    pub fn new(mut policy: SandboxPolicy) -> Result<Sandbox, SandboxError> {
         let mode = policy.mode;
         if mode == SandboxMode::Off {
             tracing::warn!(
                 "SANDBOX OFF: scripts run with all the rights of this server (files, network, processes); \
                  use --sandbox standard unless every script is trusted"
             );
-            return Ok(Sandbox { mode, imp: None });
+            return Ok(Sandbox {
+                mode,
+                pycache: None,
+                imp: None,
+            });
         }
+        let pycache = policy.pycache.clone();
+        // Runs read the cache (read-only: it is not among the writable trees).
+        policy.read_paths.extend(pycache.iter().cloned());
         #[cfg(target_os = "linux")]
         let imp = linux::LinuxSandbox::new(policy)?;
         #[cfg(all(unix, not(target_os = "linux")))]
@@ -176,6 +186,7 @@ impl Sandbox {
         let imp = windows::JobSandbox::new(policy)?;
         Ok(Sandbox {
             mode,
+            pycache,
             imp: Some(imp),
         })
     }
@@ -221,6 +232,18 @@ impl Sandbox {
             return imp.has_view();
         }
         false
+    }
+
+    /// Where runs find the server's bytecode cache (their `PYTHONPYCACHEPREFIX`):
+    /// [`RUN_PYCACHE_DIR`] in their own view, the host path without one (Landlock keeps it
+    /// read-only where it exists). `None` when there is no cache or the sandbox is off.
+    pub fn pycache_prefix(&self) -> Option<PathBuf> {
+        let cache = self.pycache.as_ref()?;
+        Some(if self.has_view() {
+            PathBuf::from(RUN_PYCACHE_DIR)
+        } else {
+            cache.clone()
+        })
     }
 
     /// Where a run sees the host path `path` (the neutral form inside the projects folder when
