@@ -40,13 +40,20 @@ impl App {
         let settings = config.sandbox.clone();
         let (projects, python) = (root.path().to_path_buf(), config.python.clone());
         let build = move || {
-            // The projects folder is writable (and readable) but never executable: a program a
-            // script wrote there does not run.
+            // The projects folder is writable (and readable) unless `--read-only-projects`, and
+            // never executable: a program a script wrote there does not run.
             let sandboxed = settings.mode != SandboxMode::Off;
-            let read_paths = if sandboxed {
+            let mut read_paths = if sandboxed {
                 python_read_paths(&python)?
             } else {
                 Vec::new()
+            };
+            // `--read-only-projects`: scripts read the folder and write only their scratch.
+            let write_paths = if settings.read_only_projects {
+                read_paths.push(projects.clone());
+                Vec::new()
+            } else {
+                vec![projects.clone()]
             };
             // With the sandbox off, scripts are trusted and read the stdlib's own `__pycache__`:
             // no cache to make or fill (runs still write no bytecode, see `runner`).
@@ -62,11 +69,11 @@ impl App {
             let sandbox = Sandbox::new(SandboxPolicy {
                 mode: settings.mode,
                 read_paths,
-                write_paths: vec![projects.clone()],
+                write_paths,
                 allow_network: settings.allow_network,
                 limits: settings.limits,
                 projects: Some(projects.clone()),
-                read_only_projects: false,
+                read_only_projects: settings.read_only_projects,
                 pycache: pycache.as_ref().map(|cache| cache.dir().to_path_buf()),
             })?;
             if let Some(cache) = pycache {

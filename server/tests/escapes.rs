@@ -525,3 +525,33 @@ except RuntimeError:
     );
     server.close();
 }
+
+#[test]
+fn with_read_only_projects_a_run_reads_the_folder_and_writes_only_its_scratch() {
+    let body = r##"
+attempt("read_own_source", lambda: open(__file__).read())
+attempt("write_new", lambda: open("made.txt", "w").write("x"))
+attempt("append_existing", lambda: open("data.txt", "a").write("x"))
+attempt("remove", lambda: os.remove("data.txt"))
+attempt("mkdir", lambda: os.mkdir("newdir"))
+attempt("write_scratch", lambda: open(os.path.join(os.environ["HOME"], "ok.txt"), "w").write("x"))
+"##;
+    let (dir, _) = common::project(&[("ro.py", &script(body)), ("data.txt", "keep\n")]);
+    let mut server = StdioServer::start(dir.path(), &["--read-only-projects"]);
+    let result = run(&mut server, "ro.py", &[]);
+    require_layers(&result, &["landlock", "mount-ns"]);
+    let tried = attempts(&result);
+    assert_eq!(tried["read_own_source"], "DONE", "{tried:?}");
+    assert_eq!(tried["write_scratch"], "DONE", "{tried:?}");
+    all_refused(
+        &tried,
+        &["write_new", "append_existing", "remove", "mkdir"],
+        &["EROFS", "EACCES", "EPERM"],
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("data.txt")).unwrap(),
+        "keep\n"
+    );
+    assert!(!dir.path().join("made.txt").exists());
+    server.close();
+}
