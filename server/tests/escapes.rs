@@ -284,6 +284,9 @@ for name, pid in (("canary", int(sys.argv[1])), ("server", int(sys.argv[2]))):
     attempt(name + "_prlimit_cpu", lambda: resource.prlimit(pid, resource.RLIMIT_CPU, (1, 1)))
     attempt(name + "_kill_0", lambda: os.kill(pid, 0))
     attempt(name + "_kill_term", lambda: os.kill(pid, signal.SIGTERM))
+    attempt(name + "_proc_stat", lambda: os.stat("/proc/%d" % pid))
+attempt("proc_self", lambda: os.readlink("/proc/self"))
+attempt("proc_cpuinfo", lambda: open("/proc/cpuinfo").read())
 # Its own limits stay its own to lower.
 attempt("own_prlimit", lambda: resource.prlimit(0, resource.RLIMIT_NOFILE, (64, 64)))
 attempt("own_setrlimit", lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
@@ -307,6 +310,16 @@ _results["own_pid"] = str(os.getpid())
         }
         let refused: Vec<&str> = refused.iter().map(String::as_str).collect();
         all_refused(&tried, &refused, &["ESRCH", "EPERM"]);
+        // Not even whether a host pid exists: the view's /proc has no pid entries at all.
+        all_refused(
+            &tried,
+            &["canary_proc_stat", "server_proc_stat", "proc_self"],
+            &["ENOENT"],
+        );
+        assert_eq!(
+            tried["proc_cpuinfo"], "DONE",
+            "server uid {uid:?}: {tried:?}"
+        );
         assert_eq!(
             tried["own_prlimit"], "DONE",
             "server uid {uid:?}: {tried:?}"

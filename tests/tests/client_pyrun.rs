@@ -189,9 +189,9 @@ fn ctrl_c_cancels_the_run(server: &Server) {
     }
     args.extend(["run", "sleeper.py"]);
     let mut child = spawn_client(&args);
-    let pid = wait_for_sleeper(server.projects(), &mut child);
+    let beat = wait_for_sleeper(server.projects(), &mut child);
     assert!(
-        sleeper_alive(pid),
+        sleeper_alive(&beat),
         "the script should be running before Ctrl-C"
     );
 
@@ -199,8 +199,8 @@ fn ctrl_c_cancels_the_run(server: &Server) {
     let status = wait_with_limit(&mut child, Duration::from_secs(30));
     assert_eq!(status.code(), Some(130), "Ctrl-C must exit 130");
     assert!(
-        sleeper_gone_within(pid, Duration::from_secs(10)),
-        "the script (pid {pid}) still runs after the client was interrupted"
+        sleeper_gone_within(&beat, Duration::from_secs(10)),
+        "the script still runs after the client was interrupted"
     );
 }
 
@@ -234,7 +234,7 @@ fn timeouts_exit_124() {
         .code(124)
         .stdout("sleeping\n");
     // The client's --timeout: the call is cancelled and the script does not outlive it.
-    std::fs::remove_file(server.projects().join("sleeper.pid")).expect("remove the pid file");
+    std::fs::remove_file(sleeper_beat(server.projects())).expect("remove the heartbeat file");
     server
         .client()
         .args(["--timeout", "2", "run", "sleeper.py"])
@@ -243,11 +243,10 @@ fn timeouts_exit_124() {
         .stderr(predicate::str::contains("timed out"));
     #[cfg(target_os = "linux")]
     {
-        let text =
-            std::fs::read_to_string(server.projects().join("sleeper.pid")).expect("the script ran");
-        let pid: u32 = text.trim().parse().expect("a pid");
+        let beat = sleeper_beat(server.projects());
+        assert!(beat.exists(), "the script never ran");
         assert!(
-            sleeper_gone_within(pid, Duration::from_secs(10)),
+            sleeper_gone_within(&beat, Duration::from_secs(10)),
             "the script outlived --timeout"
         );
     }

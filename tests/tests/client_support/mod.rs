@@ -31,34 +31,31 @@ pub fn command_line(program: &Path, args: &[String]) -> String {
         .join(" ")
 }
 
-/// Writes `sleeper.py` into `projects`: it records its host pid in `sleeper.pid` (next to itself)
-/// and then sleeps for a minute.
+/// Writes `sleeper.py` into `projects`: for a minute it appends a byte to `sleeper.beat` (next to
+/// itself) every 50 ms. The file tells whether the run is alive: the pids a sandboxed script sees
+/// are its pid namespace's, and its view has no host `/proc`.
 pub fn add_sleeper(projects: &Path) {
     let script = r#"
-import os, time
-try:
-    pid = os.readlink("/proc/self")  # the host's pid, even inside a pid namespace
-except OSError:
-    pid = str(os.getpid())
-with open("sleeper.pid.tmp", "w") as f:
-    f.write(pid)
-os.replace("sleeper.pid.tmp", "sleeper.pid")
+import time
 print("sleeping", flush=True)
-time.sleep(60)
+for _ in range(1200):
+    with open("sleeper.beat", "a") as f:
+        f.write(".")
+    time.sleep(0.05)
 "#;
     std::fs::write(projects.join("sleeper.py"), script).expect("write sleeper.py");
 }
 
-/// Waits for `sleeper.pid` in `projects` and returns the pid it holds.
-pub fn wait_for_sleeper(projects: &Path, client: &mut Child) -> u32 {
-    let pid_file = projects.join("sleeper.pid");
+/// The sleeper's heartbeat file in `projects`.
+pub fn sleeper_beat(projects: &Path) -> PathBuf {
+    projects.join("sleeper.beat")
+}
+
+/// Waits until the sleeper's heartbeat file exists in `projects` and returns its path.
+pub fn wait_for_sleeper(projects: &Path, client: &mut Child) -> PathBuf {
+    let beat = sleeper_beat(projects);
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(&pid_file) {
-            if let Ok(pid) = text.trim().parse() {
-                return pid;
-            }
-        }
+    while !beat.exists() {
         if let Ok(Some(status)) = client.try_wait() {
             panic!("the client exited ({status}) before the script started");
         }
@@ -68,30 +65,29 @@ pub fn wait_for_sleeper(projects: &Path, client: &mut Child) -> u32 {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    beat
 }
 
-/// Whether `pid` is a live (not zombie) process running our sleeper script.
-pub fn sleeper_alive(pid: u32) -> bool {
-    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
-    let cmdline = std::fs::read(proc_dir.join("cmdline")).unwrap_or_default();
-    let stat = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
-    let state = stat
-        .rsplit(')')
-        .next()
-        .and_then(|rest| rest.split_whitespace().next());
-    String::from_utf8_lossy(&cmdline).contains("sleeper") && state != Some("Z")
+fn beat_len(beat: &Path) -> u64 {
+    std::fs::metadata(beat).map_or(0, |m| m.len())
 }
 
-/// Polls until `pid` is gone; true if it went within `limit`.
-pub fn sleeper_gone_within(pid: u32, limit: Duration) -> bool {
+/// Whether the sleeper still beats: its file grows within half a second.
+pub fn sleeper_alive(beat: &Path) -> bool {
+    let before = beat_len(beat);
+    std::thread::sleep(Duration::from_millis(500));
+    beat_len(beat) > before
+}
+
+/// Polls until the sleeper stops beating; true if it did within `limit`.
+pub fn sleeper_gone_within(beat: &Path, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
-        if !sleeper_alive(pid) {
+        if !sleeper_alive(beat) {
             return true;
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
-    !sleeper_alive(pid)
+    false
 }
 
 /// Sends SIGINT (what Ctrl-C sends) to one process.

@@ -48,10 +48,16 @@ struct MountAttr {
     userns_fd: u64,
 }
 
+/// The files of `/proc` a run's view shows (bound from the host's, read-only); Landlock lets runs
+/// read these and nothing else of `/proc`.
+const PROC_FILES: &[&str] = &["cpuinfo", "meminfo"];
+
 /// One step of the plan; every path is absolute in the building child's view.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Op {
     Mkdir(CString),
+    /// An empty file to bind a single file onto.
+    File(CString),
     /// A recursive bind of `from` on `to`.
     Bind {
         from: CString,
@@ -128,6 +134,21 @@ impl MountPlan {
                     target: cstring(&target)?,
                     path: under("/newroot", &host)?,
                 });
+            } else if name.as_bytes() == b"proc" {
+                // Not the host's /proc: a run would learn every host pid from `stat`
+                // (Landlock governs opening, not looking up), and `/proc/self` names its host
+                // pid. Only what Landlock lets runs read anyway.
+                ops.push(Op::Mkdir(under("/newroot", &host)?));
+                for file in PROC_FILES {
+                    let host = Path::new("/proc").join(file);
+                    if host.exists() {
+                        ops.push(Op::File(under("/newroot", &host)?));
+                        ops.push(Op::Bind {
+                            from: under("/oldroot", &host)?,
+                            to: under("/newroot", &host)?,
+                        });
+                    }
+                }
             } else if kind.is_dir() {
                 ops.push(Op::Mkdir(under("/newroot", &host)?));
                 ops.push(Op::Bind {
@@ -280,6 +301,19 @@ impl MountPlan {
             let step = 9 + i as libc::c_int;
             let rc = match op {
                 Op::Mkdir(path) => libc::mkdir(path.as_ptr(), 0o755),
+                Op::File(path) => {
+                    let fd = libc::open(
+                        path.as_ptr(),
+                        libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                        0o444,
+                    );
+                    if fd >= 0 {
+                        libc::close(fd);
+                        0
+                    } else {
+                        -1
+                    }
+                }
                 Op::Bind { from, to } => libc::mount(
                     from.as_ptr(),
                     to.as_ptr(),
