@@ -12,7 +12,7 @@ use rmcp::service::NotificationContext;
 use rmcp::{ClientHandler, RoleClient};
 use serde_json::Value;
 
-use crate::output::Reporter;
+use crate::reporter::Reporter;
 
 #[derive(Debug, Clone)]
 pub struct Notifier {

@@ -6,8 +6,11 @@ pub mod commands;
 pub mod connect;
 pub mod error;
 mod handler;
+pub mod interactive;
 pub mod output;
+pub mod reporter;
 pub mod session;
+mod term;
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -18,7 +21,8 @@ use crate::cli::{Cli, Command};
 use crate::connect::{HttpOptions, Target};
 use crate::error::{exit_code, ClientError};
 use crate::handler::Notifier;
-use crate::output::{Output, Reporter};
+use crate::output::Output;
+use crate::reporter::Reporter;
 use crate::session::{Limits, Session};
 
 /// Runs the command line to completion; `Ok` carries the exit code (for `run`, the script's).
@@ -119,7 +123,7 @@ async fn execute(session: &Session, command: Command, output: &Output) -> Result
             output.ping(&commands::ping::execute(session, count).await?);
             Ok(0)
         }
-        Command::Interactive => commands::interactive::execute(session, output).await,
+        Command::Interactive => interactive::execute(session, output).await,
     }
 }
 

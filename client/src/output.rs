@@ -1,9 +1,7 @@
-//! Everything the client prints: data to stdout (text or `--json`), diagnostics, hints and the
-//! terminal-only spinner with server progress/log lines to stderr. Respects `NO_COLOR`.
+//! Renders what the commands return: data to stdout (text or `--json`), diagnostics, hints and
+//! the interactive menu's lines to stderr. Respects `NO_COLOR`. The spinner is `reporter`'s.
 
-use std::io::{IsTerminal, Write};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::io::IsTerminal;
 
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{json, Value};
@@ -12,6 +10,7 @@ use crate::commands::files::FileList;
 use crate::commands::ping::PingReport;
 use crate::commands::run::{RunOutcome, RunReport};
 use crate::error::ClientError;
+use crate::term::{write_stderr, write_stdout};
 
 /// Prints command results and diagnostics.
 #[derive(Debug, Clone)]
@@ -166,6 +165,25 @@ impl Output {
         write_stdout(&text);
     }
 
+    /// The interactive menu's greeting.
+    pub fn connected(&self, server: &str) {
+        write_stderr(&format!("connected to {server}\n"));
+    }
+
+    /// A question of the interactive menu, answered on the same line.
+    pub fn prompt(&self, text: &str) {
+        write_stderr(text);
+    }
+
+    /// The exit code of a script run from the interactive menu.
+    pub fn run_exit_code(&self, code: u8) {
+        write_stderr(&format!("[exit code {code}]\n"));
+    }
+
+    pub fn unknown_choice(&self, choice: &str) {
+        write_stderr(&format!("unknown choice `{choice}`\n"));
+    }
+
     fn paint(&self, text: &str, sgr: &str) -> String {
         if self.color {
             format!("\x1b[{sgr}m{text}\x1b[0m")
@@ -191,118 +209,4 @@ fn print_json(value: &Value) {
         "{}\n",
         serde_json::to_string_pretty(value).unwrap_or_default()
     ));
-}
-
-/// A closed pipe (`| head`) is not an error worth reporting.
-pub fn write_stdout(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
-}
-
-fn write_stderr(text: &str) {
-    let mut err = std::io::stderr().lock();
-    let _ = err.write_all(text.as_bytes());
-    let _ = err.flush();
-}
-
-/// Spinner with elapsed time plus the server's progress and log lines, drawn on stderr only when
-/// stderr is a terminal; a no-op otherwise, so piped output stays clean.
-#[derive(Debug, Clone, Default)]
-pub struct Reporter {
-    state: Option<Arc<Mutex<SpinState>>>,
-}
-
-#[derive(Debug, Default)]
-struct SpinState {
-    activity: Option<(String, Instant)>,
-    /// The latest progress report, shown after the label.
-    detail: String,
-    frame: usize,
-    drawn: bool,
-}
-
-const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
-
-impl Reporter {
-    /// Must be called inside the tokio runtime (it spawns the ticker).
-    pub fn for_terminal(json: bool) -> Self {
-        if json || !std::io::stderr().is_terminal() {
-            return Self::default();
-        }
-        let state = Arc::new(Mutex::new(SpinState::default()));
-        let ticker = Arc::downgrade(&state);
-        tokio::spawn(async move {
-            let mut interval = tokio::time::interval(Duration::from_millis(100));
-            loop {
-                interval.tick().await;
-                let Some(state) = ticker.upgrade() else { break };
-                let mut state = lock(&state);
-                state.frame = state.frame.wrapping_add(1);
-                draw(&mut state);
-            }
-        });
-        Self { state: Some(state) }
-    }
-
-    pub fn begin(&self, label: impl Into<String>) {
-        if let Some(state) = &self.state {
-            let mut state = lock(state);
-            state.activity = Some((label.into(), Instant::now()));
-            state.detail.clear();
-            draw(&mut state);
-        }
-    }
-
-    pub fn end(&self) {
-        if let Some(state) = &self.state {
-            let mut state = lock(state);
-            clear(&mut state);
-            state.activity = None;
-        }
-    }
-
-    /// A server progress report: replaces the text after the spinner (progress comes often).
-    pub fn progress(&self, text: &str) {
-        if let Some(state) = &self.state {
-            let mut state = lock(state);
-            state.detail = text.to_owned();
-            draw(&mut state);
-        }
-    }
-
-    /// A server log line, printed above the spinner.
-    pub fn message(&self, text: &str) {
-        if let Some(state) = &self.state {
-            let mut state = lock(state);
-            clear(&mut state);
-            write_stderr(&format!("{text}\n"));
-            draw(&mut state);
-        }
-    }
-}
-
-fn lock(state: &Mutex<SpinState>) -> MutexGuard<'_, SpinState> {
-    state
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn draw(state: &mut SpinState) {
-    if let Some((label, started)) = &state.activity {
-        let frame = FRAMES[state.frame % FRAMES.len()];
-        write_stderr(&format!(
-            "\r\x1b[2K{frame} {label}  {:.1} s  {}",
-            started.elapsed().as_secs_f64(),
-            state.detail
-        ));
-        state.drawn = true;
-    }
-}
-
-fn clear(state: &mut SpinState) {
-    if state.drawn {
-        write_stderr("\r\x1b[2K");
-        state.drawn = false;
-    }
 }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connect::McpSession;
 use crate::error::ClientError;
-use crate::output::Reporter;
+use crate::reporter::Reporter;
 
 /// When to stop waiting: Ctrl-C (`interrupt`) or the `--timeout` deadline.
 #[derive(Debug, Clone)]

@@ -1,4 +1,5 @@
 //! Classifies HTTP-level failures (refused, TLS, 401, 403/421, HTML pages, 404) into `ClientError`s.
+//! Imports no transport: the transports (`sse`, `connect`'s Streamable HTTP) call it.
 
 use std::error::Error as StdError;
 
@@ -6,8 +7,25 @@ use http::{HeaderMap, StatusCode};
 use reqwest::Url;
 use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
 
-use super::sse::SseTransportError;
 use crate::error::ClientError;
+
+/// The SSE transport's error: a POST to its message endpoint that failed or was refused. Defined
+/// here, not in `sse`, so `from_error_chain` can recognise it without importing the transport.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SseTransportError {
+    #[error("POST {endpoint} failed")]
+    Http {
+        endpoint: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("POST {endpoint} answered HTTP {status}")]
+    Status {
+        endpoint: String,
+        status: u16,
+        content_type: Option<String>,
+    },
+}
 
 /// `err: cause: cause…` on one line.
 pub(crate) fn chain(err: &(dyn StdError + 'static)) -> String {

@@ -12,26 +12,10 @@ use rmcp::transport::Transport;
 use rmcp::RoleClient;
 use sse_stream::{Sse, SseStream};
 
-use super::diagnose;
+use super::diagnose::{self, SseTransportError};
 use crate::error::ClientError;
 
 type EventStream = BoxStream<'static, Result<Sse, sse_stream::Error>>;
-
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum SseTransportError {
-    #[error("POST {endpoint} failed")]
-    Http {
-        endpoint: String,
-        #[source]
-        source: reqwest::Error,
-    },
-    #[error("POST {endpoint} answered HTTP {status}")]
-    Status {
-        endpoint: String,
-        status: u16,
-        content_type: Option<String>,
-    },
-}
 
 pub(crate) struct SseTransport {
     client: reqwest::Client,

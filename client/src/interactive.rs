@@ -1,9 +1,11 @@
-//! `interactive`: a small menu on a terminal — run a file, list files, list tools, quit.
+//! `interactive`: a small menu on a terminal — run a file, list files, list tools, quit. A driver
+//! beside `execute` in lib.rs, not a command: it runs the commands and hands their data to `output`,
+//! which prints every line of the conversation.
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines, Stdin};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
-use super::{files, run, tools};
 use crate::cli::RunArgs;
+use crate::commands::{files, run, tools};
 use crate::error::ClientError;
 use crate::output::Output;
 use crate::session::Session;
@@ -14,16 +16,16 @@ const MENU: &str = "\n  1) run a file   2) list files   3) list tools   q) quit\
 pub async fn execute(session: &Session, output: &Output) -> Result<u8, ClientError> {
     let mut input = BufReader::new(tokio::io::stdin()).lines();
     let name = session.server_name().unwrap_or_else(|| "the server".into());
-    eprintln!("connected to {name}");
+    output.connected(&name);
     loop {
-        let Some(choice) = prompt(session, &mut input, &format!("{MENU}> ")).await? else {
+        let Some(choice) = prompt(session, &mut input, output, &format!("{MENU}> ")).await? else {
             return Ok(0);
         };
         // A failed action is reported and the menu comes back; Ctrl-C still ends the session.
         let step = match choice.as_str() {
             "1" | "r" | "run" => run_one(session, &mut input, output).await.map(|code| {
                 if let Some(code) = code {
-                    eprintln!("[exit code {code}]");
+                    output.run_exit_code(code);
                 }
             }),
             "2" | "f" | "files" => files::execute(session, None)
@@ -35,7 +37,7 @@ pub async fn execute(session: &Session, output: &Output) -> Result<u8, ClientErr
             "q" | "quit" | "exit" => return Ok(0),
             "" => Ok(()),
             other => {
-                eprintln!("unknown choice `{other}`");
+                output.unknown_choice(other);
                 Ok(())
             }
         };
@@ -52,13 +54,19 @@ async fn run_one(
     input: &mut Lines<BufReader<Stdin>>,
     output: &Output,
 ) -> Result<Option<u8>, ClientError> {
-    let Some(file) = prompt(session, input, "file: ").await? else {
+    let Some(file) = prompt(session, input, output, "file: ").await? else {
         return Ok(None);
     };
     if file.is_empty() {
         return Ok(None);
     }
-    let Some(line) = prompt(session, input, "arguments (shell-style, empty for none): ").await?
+    let Some(line) = prompt(
+        session,
+        input,
+        output,
+        "arguments (shell-style, empty for none): ",
+    )
+    .await?
     else {
         return Ok(None);
     };
@@ -81,11 +89,10 @@ async fn run_one(
 async fn prompt(
     session: &Session,
     input: &mut Lines<BufReader<Stdin>>,
+    output: &Output,
     text: &str,
 ) -> Result<Option<String>, ClientError> {
-    let mut stderr = tokio::io::stderr();
-    let _ = stderr.write_all(text.as_bytes()).await;
-    let _ = stderr.flush().await;
+    output.prompt(text);
     let line = session
         .limits()
         .guard(async {
