@@ -128,7 +128,14 @@ async fn main() -> anyhow::Result<()> {
     let stdio_s = sequential(&mut stdio, args.calls, &python, &projects).await?;
     let http_args = [
         &python_arg[..],
-        &["--max-sessions", "5000", "--max-concurrent", "64"],
+        &[
+            "--max-sessions",
+            "5000",
+            "--max-connections",
+            "5000",
+            "--max-concurrent",
+            "64",
+        ],
     ]
     .concat();
     let http = procs::start_pyrun_http(bin, &projects, &http_args).await?;
