@@ -538,17 +538,11 @@ mod tests {
 
     #[test]
     fn bytecode_is_read_from_the_cache_or_scratch_when_sandboxed_and_as_usual_when_off() {
-        use crate::sandbox::{ResourceLimits, SandboxPolicy};
+        use crate::sandbox::SandboxPolicy;
         let sandbox = |mode, pycache: Option<PathBuf>| {
             Sandbox::new(SandboxPolicy {
-                mode,
-                read_paths: Vec::new(),
-                write_paths: Vec::new(),
-                allow_network: false,
-                limits: ResourceLimits::default(),
-                projects: None,
-                read_only_projects: false,
                 pycache,
+                ..SandboxPolicy::bare(mode)
             })
             .unwrap()
         };

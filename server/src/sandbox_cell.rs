@@ -113,19 +113,10 @@ impl From<Sandbox> for SandboxCell {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::{ResourceLimits, SandboxMode, SandboxPolicy};
+    use crate::sandbox::{SandboxMode, SandboxPolicy};
 
     fn off() -> Result<Sandbox, SandboxError> {
-        Sandbox::new(SandboxPolicy {
-            mode: SandboxMode::Off,
-            read_paths: Vec::new(),
-            write_paths: Vec::new(),
-            allow_network: false,
-            limits: ResourceLimits::default(),
-            projects: None,
-            read_only_projects: false,
-            pycache: None,
-        })
+        Sandbox::new(SandboxPolicy::bare(SandboxMode::Off))
     }
 
     const LONG: Duration = Duration::from_secs(3600);

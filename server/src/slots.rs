@@ -361,20 +361,10 @@ impl Drop for SlotLease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::{ResourceLimits, SandboxMode, SandboxPolicy};
+    use crate::sandbox::{SandboxMode, SandboxPolicy};
 
     fn off() -> Sandbox {
-        Sandbox::new(SandboxPolicy {
-            mode: SandboxMode::Off,
-            read_paths: Vec::new(),
-            write_paths: Vec::new(),
-            allow_network: false,
-            limits: ResourceLimits::default(),
-            projects: None,
-            read_only_projects: false,
-            pycache: None,
-        })
-        .unwrap()
+        Sandbox::new(SandboxPolicy::bare(SandboxMode::Off)).unwrap()
     }
 
     #[test]

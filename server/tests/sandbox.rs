@@ -696,17 +696,7 @@ print("TMPDIR ok", flush=True)
 
 #[test]
 fn off_mode_confines_nothing_and_says_so() {
-    let sandbox = Sandbox::new(SandboxPolicy {
-        mode: SandboxMode::Off,
-        read_paths: vec![],
-        write_paths: vec![],
-        allow_network: false,
-        limits: ResourceLimits::default(),
-        projects: None,
-        read_only_projects: false,
-        pycache: None,
-    })
-    .unwrap();
+    let sandbox = Sandbox::new(SandboxPolicy::bare(SandboxMode::Off)).unwrap();
     assert_eq!(sandbox.layers(), vec!["process-group"]);
     let mut cmd = Command::new(python());
     cmd.args(["-c", "print(open('/etc/passwd').read()[:5])"]);
@@ -718,16 +708,7 @@ fn off_mode_confines_nothing_and_says_so() {
 
 #[test]
 fn strict_mode_starts_only_when_every_layer_is_there() {
-    let policy = |mode| SandboxPolicy {
-        mode,
-        read_paths: vec![],
-        write_paths: vec![],
-        allow_network: false,
-        limits: ResourceLimits::default(),
-        projects: None,
-        read_only_projects: false,
-        pycache: None,
-    };
+    let policy = SandboxPolicy::bare;
     let standard = Sandbox::new(policy(SandboxMode::Standard)).unwrap();
     let layers = standard.layers();
     let root = Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";

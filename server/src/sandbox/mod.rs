@@ -114,6 +114,24 @@ pub struct SandboxPolicy {
     pub pycache: Option<PathBuf>,
 }
 
+impl SandboxPolicy {
+    /// A policy in `mode` with nothing granted beyond the system's own trees: no extra paths, no
+    /// network, default limits, no view of a projects folder, no bytecode cache. Callers add what
+    /// they grant with struct update syntax.
+    pub fn bare(mode: SandboxMode) -> Self {
+        Self {
+            mode,
+            read_paths: Vec::new(),
+            write_paths: Vec::new(),
+            allow_network: false,
+            limits: ResourceLimits::default(),
+            projects: None,
+            read_only_projects: false,
+            pycache: None,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error(

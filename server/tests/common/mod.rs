@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use pyrun_mcp_server::config::resolve_python;
 use pyrun_mcp_server::paths::ProjectRoot;
 use pyrun_mcp_server::runner::{Runner, RunnerSettings};
-use pyrun_mcp_server::sandbox::{ResourceLimits, Sandbox, SandboxMode, SandboxPolicy};
+use pyrun_mcp_server::sandbox::{Sandbox, SandboxMode, SandboxPolicy};
 use tokio_util::sync::CancellationToken;
 
 /// The real interpreter, resolved once per test binary (as the server does).
@@ -37,14 +37,8 @@ pub fn project(files: &[(&str, &str)]) -> (tempfile::TempDir, ProjectRoot) {
 /// A runner with no kernel sandbox: these tests are about the runner's own guarantees.
 pub fn runner(max_output_bytes: usize, max_concurrent: usize, pass_env: &[&str]) -> Runner {
     let sandbox = Sandbox::new(SandboxPolicy {
-        mode: SandboxMode::Off,
-        read_paths: vec![],
-        write_paths: vec![],
         allow_network: true,
-        limits: ResourceLimits::default(),
-        projects: None,
-        read_only_projects: false,
-        pycache: None,
+        ..SandboxPolicy::bare(SandboxMode::Off)
     })
     .unwrap();
     Runner::new(
