@@ -130,26 +130,38 @@ mod tests {
 
     const DEADLINE: Duration = Duration::from_secs(10);
 
-    fn limits(header_timeout: Duration, max_open: usize) -> ConnectionLimits {
-        ConnectionLimits {
+    /// Serves `router` on a free loopback port; returns the address, the shutdown token and the
+    /// server task.
+    async fn serve(
+        router: Router,
+        header_timeout: Duration,
+        max_open: usize,
+    ) -> (
+        std::net::SocketAddr,
+        CancellationToken,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let limits = ConnectionLimits {
             header_timeout,
             max_open,
-        }
+        };
+        let server = tokio::spawn(serve_connections(
+            listener,
+            router,
+            limits,
+            shutdown.clone(),
+        ));
+        (addr, shutdown, server)
     }
 
     /// A client that keeps its connection open after a response must not keep the server up.
     #[tokio::test]
     async fn shutdown_closes_idle_keep_alive_connections_and_returns() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let shutdown = CancellationToken::new();
         let router = Router::new().route("/", get(|| async { "hello" }));
-        let server = tokio::spawn(serve_connections(
-            listener,
-            router,
-            limits(DEADLINE, 16),
-            shutdown.clone(),
-        ));
+        let (addr, shutdown, server) = serve(router, DEADLINE, 16).await;
 
         let mut client = TcpStream::connect(addr).await.unwrap();
         client
@@ -184,16 +196,8 @@ mod tests {
     /// Past the cap a connection is closed before anything is read; below it again, all is served.
     #[tokio::test]
     async fn connections_past_the_cap_are_closed_at_once_and_served_again_below_it() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let shutdown = CancellationToken::new();
         let router = Router::new().route("/", get(|| async { "hello" }));
-        let server = tokio::spawn(serve_connections(
-            listener,
-            router,
-            limits(DEADLINE * 3, 3),
-            shutdown.clone(),
-        ));
+        let (addr, shutdown, server) = serve(router, DEADLINE * 3, 3).await;
         let mut idle = Vec::new();
         for _ in 0..3 {
             idle.push(TcpStream::connect(addr).await.unwrap());
@@ -234,9 +238,6 @@ mod tests {
     /// the header timeout; a streaming response is not.
     #[tokio::test]
     async fn idle_and_trickling_connections_are_closed_but_streams_are_not() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let shutdown = CancellationToken::new();
         let stream = || async {
             let ticks = futures::stream::unfold(0u8, |n| async move {
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -251,12 +252,7 @@ mod tests {
             .route("/", get(|| async { "hello" }))
             .route("/stream", get(stream));
         let timeout = Duration::from_millis(300);
-        let _server = tokio::spawn(serve_connections(
-            listener,
-            router,
-            limits(timeout, 16),
-            shutdown.clone(),
-        ));
+        let (addr, shutdown, _server) = serve(router, timeout, 16).await;
 
         // Idle after one response.
         let mut idle = TcpStream::connect(addr).await.unwrap();
