@@ -145,38 +145,7 @@ mod process_setup {
     /// Marks every descriptor from 3 up close-on-exec: whatever the server inherited (a
     /// supervisor's socket, a terminal's pipe, a leaked log file) never reaches a script.
     #[cfg(target_os = "linux")]
-    pub fn seal_inherited_fds() -> std::io::Result<()> {
-        const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC closes nothing; it only sets a flag on
-        // descriptors of this process. No pointer is passed.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_close_range,
-                3 as libc::c_uint,
-                libc::c_uint::MAX,
-                CLOSE_RANGE_CLOEXEC,
-            )
-        };
-        if rc == 0 {
-            return Ok(());
-        }
-        // Before Linux 5.11 (ENOSYS) or without the flag (EINVAL): one descriptor at a time.
-        let open: Vec<i32> = std::fs::read_dir("/proc/self/fd")?
-            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
-            .filter(|fd| *fd >= 3)
-            .collect();
-        for fd in open {
-            // SAFETY: F_GETFD/F_SETFD on a number read from /proc/self/fd; on a descriptor closed
-            // since (the listing's own), fcntl fails with EBADF and nothing happens.
-            unsafe {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
-                    libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-                }
-            }
-        }
-        Ok(())
-    }
+    pub use pyrun_mcp_server::spawn::seal_inherited_fds;
 
     #[cfg(not(target_os = "linux"))]
     pub fn seal_inherited_fds() -> std::io::Result<()> {

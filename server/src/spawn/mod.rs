@@ -551,7 +551,7 @@ extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the `Prepared` of `start`, alive until this process closes the first
     // child's "interpreter started" pipe.
     let p = unsafe { &*(arg as *const Prepared<'_>) };
-    // SAFETY: raw syscalls while the server's thread waits (see `child_main`); after `ready` is
+    // SAFETY: raw syscalls while the server's thread waits (see `child_main`); once "started" is
     // closed, only `init::serve`, which writes no errno and touches only its stack.
     unsafe {
         if libc::setpgid(0, 0) != 0 {
@@ -593,11 +593,25 @@ extern "C" fn exec_main(arg: *mut libc::c_void) -> libc::c_int {
     }
 }
 
+/// Marks every descriptor from 3 up close-on-exec in this process: whatever the server inherited
+/// (a supervisor's socket, a terminal's pipe, a leaked log file) never reaches a script, even
+/// through a spawn that does not close it itself. Call first thing in `main`.
+pub fn seal_inherited_fds() -> io::Result<()> {
+    // SAFETY: `close_from` only sets FD_CLOEXEC on this process's own descriptors; it passes no
+    // pointer and closes nothing.
+    if unsafe { close_from(3) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Marks every fd from `first` up close-on-exec (`close_range`, Linux 5.11); on older kernels,
-/// closes them one by one up to the fd limit. Async-signal-safe. 0 on success.
+/// one by one up to the fd limit. Async-signal-safe (raw syscalls only, as a child between clone
+/// and exec needs). 0 on success.
 ///
 /// # Safety
-/// Raw syscalls only; the caller is a child between clone and exec.
+/// Changes the flags of every descriptor of the calling process from `first` up.
 unsafe fn close_from(first: libc::c_uint) -> libc::c_int {
     const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
     let rc = libc::syscall(
