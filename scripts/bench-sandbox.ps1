@@ -4,4 +4,4 @@
 #   pwsh scripts/bench-sandbox.ps1 [--runs N] [--python PATH] [--no-cgroups]
 $ErrorActionPreference = "Stop"
 Set-Location (Join-Path $PSScriptRoot "..")
-cargo run --quiet --release -p pyrun-mcp-server --example bench_sandbox -- @args
+cargo run --quiet --release -p pyrun-sandbox --example bench_sandbox -- @args

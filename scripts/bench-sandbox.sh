@@ -5,4 +5,4 @@
 #   bash scripts/bench-sandbox.sh [--runs N] [--python PATH] [--no-cgroups]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo run --quiet --release -p pyrun-mcp-server --example bench_sandbox -- "$@"
+cargo run --quiet --release -p pyrun-sandbox --example bench_sandbox -- "$@"

@@ -43,6 +43,20 @@ cross_check() {
     step "cargo check --target $target" cargo check --workspace --all-targets --target "$target"
 }
 
+# The layering the architecture promises: the sandbox crate depends on no async runtime, CLI,
+# MCP, HTTP or JSON crate (on any platform), and only it (plus one audited server module) has
+# `unsafe`, which the workspace's lints enforce.
+check_sandbox_deps() {
+    local forbidden='^(tokio|clap|rmcp|axum|hyper|serde_json|reqwest) '
+    local tree
+    tree=$(cargo tree -p pyrun-sandbox -e normal --target all --prefix none --format '{p}') || return 1
+    if grep -E "$forbidden" <<<"$tree"; then
+        echo "pyrun-sandbox must not depend on the crates above"
+        return 1
+    fi
+    echo "pyrun-sandbox depends on: $(awk '{print $1}' <<<"$tree" | sort -u | tr '\n' ' ')"
+}
+
 # cargo test, with its output kept to count the results for the summary.
 run_tests() {
     cargo test --workspace 2>&1 | tee "$log_dir/test.log"
@@ -57,6 +71,7 @@ run_tunnel_tests() {
 
 step "cargo fmt --check" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
+step "pyrun-sandbox dependencies" check_sandbox_deps
 # The test-only conformance fixtures compile only with their feature: lint them too (check only,
 # so no binary with fixtures lands in target/debug/).
 step "cargo clippy (conformance fixtures)" \

@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::bytecode_cache::BytecodeCache;
 use crate::config::Config;
-use crate::paths::{PathError, ProjectRoot};
-use crate::runner::{Runner, RunnerSettings};
-use crate::sandbox::{python_read_paths, Sandbox, SandboxError, SandboxMode, SandboxPolicy};
-use crate::sandbox_cell::SandboxCell;
+use crate::run::bytecode_cache::BytecodeCache;
+use crate::run::paths::{PathError, ProjectRoot};
+use crate::run::runner::{Runner, RunnerSettings};
+use crate::run::sandbox_probe::SandboxProbe;
+use pyrun_sandbox::{python_read_paths, Sandbox, SandboxError, SandboxMode, SandboxPolicy};
 
 /// How long the sandbox probe leaves the CPU to a connecting client when no run asks for it
 /// first: assistants send `initialize` and the `*/list` requests within tens of milliseconds.
@@ -85,9 +85,9 @@ impl App {
         // the probe (~10 ms, mostly the interpreter's start) runs after the client's opening
         // requests, or as soon as a run needs it.
         let sandbox = if config.sandbox.mode == SandboxMode::Strict {
-            SandboxCell::ready(build()?)
+            SandboxProbe::ready(build()?)
         } else {
-            SandboxCell::probe_in_background(PROBE_IDLE_DELAY, build)
+            SandboxProbe::probe_in_background(PROBE_IDLE_DELAY, build)
         };
         let runner = Runner::new(
             RunnerSettings {

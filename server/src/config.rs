@@ -6,14 +6,13 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use clap::parser::ValueSource;
 use clap::{CommandFactory, Parser, ValueEnum};
 
 use crate::integrations::{Assistant, BadUrl, RemoteUrl, Target};
-use crate::sandbox::{ResourceLimits, SandboxMode};
+use pyrun_sandbox::{resolve_python, ResourceLimits, SandboxMode};
 
 include!("env_vars.rs");
 
@@ -88,7 +87,8 @@ pub struct Cli {
 pub struct SandboxCli {
     /// Isolation of runs: `standard` applies every layer the machine supports, `strict` refuses to
     /// start unless all are available, `off` gives scripts all the rights of the server.
-    #[arg(long = "sandbox", env = "PYRUN_SANDBOX", value_enum, default_value_t = SandboxMode::Standard)]
+    #[arg(long = "sandbox", env = "PYRUN_SANDBOX", default_value_t = SandboxMode::Standard,
+          value_parser = sandbox_mode_parser())]
     pub mode: SandboxMode,
 
     /// Let scripts open TCP/UDP sockets (UNIX sockets stay closed).
@@ -318,8 +318,8 @@ impl std::fmt::Debug for TunnelConfig {
 pub enum ConfigError {
     #[error("projects folder '{0}' does not exist or is not a directory\nhint: pass --projects-dir DIR or set PYTHON_PROJECTS_DIR")]
     ProjectsDir(String),
-    #[error("no Python interpreter found: {0}\nhint: install Python 3, or pass --python PATH / set PYTHON_BIN")]
-    NoPython(String),
+    #[error("{0}\nhint: install Python 3, or pass --python PATH / set PYTHON_BIN")]
+    NoPython(#[from] pyrun_sandbox::PythonError),
     #[error("--pass-env '{0}' is not a valid variable name")]
     BadEnvName(String),
     #[error("refusing to serve {0} without authentication: anyone who reaches it could run your scripts\nhint: set a token with --auth-token TOKEN or MCP_AUTH_TOKEN (e.g. MCP_AUTH_TOKEN=$(openssl rand -hex 32)), or bind 127.0.0.1; pass --allow-unauthenticated only if something in front of the server authenticates")]
@@ -687,71 +687,11 @@ fn lies_inside(file: &Path, projects: &Path) -> bool {
         .any(|path| path.starts_with(projects))
 }
 
-/// Resolves the interpreter once, so a version-manager shim (pyenv, asdf: a shell script costing
-/// ~100 ms) is not paid on every run. A native executable found directly is the interpreter itself
-/// and is used as found (a venv's `bin/python` must keep its path); anything else (a shim script, a
-/// Windows app alias) is asked for `sys.executable`.
-pub fn resolve_python(given: Option<&Path>) -> Result<PathBuf, ConfigError> {
-    let default = if cfg!(windows) { "python" } else { "python3" };
-    let candidate = given.unwrap_or(Path::new(default));
-    match locate(candidate) {
-        Some(found) if is_native_executable(&found) => {
-            Ok(std::path::absolute(&found).unwrap_or(found))
-        }
-        _ => ask_interpreter(candidate),
-    }
-}
-
-/// The file a command name or path refers to, searching PATH for a bare name.
-fn locate(candidate: &Path) -> Option<PathBuf> {
-    if candidate.components().count() > 1 || candidate.is_absolute() {
-        return candidate.is_file().then(|| candidate.to_path_buf());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(candidate))
-        .find(|p| p.is_file())
-}
-
-/// ELF (Linux) or Mach-O (macOS) magic: a real program, not a script. Windows always asks.
-fn is_native_executable(path: &Path) -> bool {
-    use std::io::Read;
-    if cfg!(windows) {
-        return false;
-    }
-    let mut magic = [0u8; 4];
-    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic));
-    read.is_ok()
-        && matches!(
-            magic,
-            [0x7f, b'E', b'L', b'F']
-                | [0xcf, 0xfa, 0xed, 0xfe]
-                | [0xce, 0xfa, 0xed, 0xfe]
-                | [0xca, 0xfe, 0xba, 0xbe]
-        )
-}
-
-/// Starts the interpreter once to learn its real path.
-fn ask_interpreter(candidate: &Path) -> Result<PathBuf, ConfigError> {
-    let output = Command::new(candidate)
-        .args(["-c", "import sys; print(sys.executable)"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| ConfigError::NoPython(format!("'{}': {e}", candidate.display())))?;
-    if !output.status.success() {
-        return Err(ConfigError::NoPython(format!(
-            "'{}' exited with {}",
-            candidate.display(),
-            output.status
-        )));
-    }
-    let reported = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    let path = PathBuf::from(&reported);
-    if reported.is_empty() || !path.is_file() {
-        // Embedded or unusual interpreters may not know their path: keep what worked.
-        return Ok(candidate.to_path_buf());
-    }
-    Ok(path)
+/// `--sandbox`: one of the sandbox's own mode names (listed in `--help` and in errors).
+fn sandbox_mode_parser() -> impl clap::builder::TypedValueParser<Value = SandboxMode> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(SandboxMode::NAMES)
+        .try_map(|s| s.parse::<SandboxMode>())
 }
 
 #[cfg(test)]
@@ -831,31 +771,6 @@ mod tests {
         let cli = parse(&["--projects-dir", "/definitely/not/here"]).unwrap();
         let msg = cli.resolve().unwrap_err().to_string();
         assert!(msg.contains("--projects-dir") && msg.contains("PYTHON_PROJECTS_DIR"));
-    }
-
-    #[test]
-    fn bad_python_is_a_clear_error() {
-        let err = resolve_python(Some(Path::new("/no/such/python"))).unwrap_err();
-        assert!(err.to_string().contains("--python"));
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_shim_script_is_resolved_to_the_real_interpreter() {
-        use std::os::unix::fs::PermissionsExt;
-        let real = resolve_python(None).expect("python3 installed");
-        assert!(is_native_executable(&real), "{}", real.display());
-        let dir = tempfile::tempdir().unwrap();
-        let shim = dir.path().join("python3");
-        std::fs::write(
-            &shim,
-            format!("#!/bin/sh\nexec '{}' \"$@\"\n", real.display()),
-        )
-        .unwrap();
-        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let resolved = resolve_python(Some(&shim)).unwrap();
-        assert_ne!(resolved, shim);
-        assert!(is_native_executable(&resolved));
     }
 
     #[test]

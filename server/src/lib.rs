@@ -1,22 +1,17 @@
 //! pyrun-mcp server: runs the Python files of one projects folder for MCP clients, safely.
 //!
-//! Data walks one way: `transport` → `tools` → `paths` (a proven [`paths::ProjectPath`]) →
-//! `runner` (spawn, limits, kill, caps; a reused `slots` scratch dir) → `sandbox` (kernel policy) →
-//! python.
+//! Two layers, arrows pointing down: the serve layer (`config`, `app`, `tools`, `transport`,
+//! `tunnel`, `integrations`) speaks MCP and HTTP; the run layer ([`run`]: paths, runner, slots,
+//! the sandbox probe) knows nothing of either; below both, the `pyrun_sandbox` crate holds the
+//! kernel rules. A request walks `transport` → `tools` → `run::paths` (a proven
+//! [`run::paths::ProjectPath`]) → `run::runner` → `pyrun_sandbox` → python.
 
 pub mod app;
-pub mod bytecode_cache;
 pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod integrations;
-pub mod paths;
-pub mod runner;
-pub mod sandbox;
-pub mod sandbox_cell;
-pub mod slots;
-#[cfg(target_os = "linux")]
-pub mod spawn;
+pub mod run;
 pub mod tools;
 pub mod transport;
 pub mod tunnel;

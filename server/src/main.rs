@@ -145,7 +145,7 @@ mod process_setup {
     /// Marks every descriptor from 3 up close-on-exec: whatever the server inherited (a
     /// supervisor's socket, a terminal's pipe, a leaked log file) never reaches a script.
     #[cfg(target_os = "linux")]
-    pub use pyrun_mcp_server::spawn::seal_inherited_fds;
+    pub use pyrun_sandbox::spawn::seal_inherited_fds;
 
     #[cfg(not(target_os = "linux"))]
     pub fn seal_inherited_fds() -> std::io::Result<()> {

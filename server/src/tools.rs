@@ -18,8 +18,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::app::App;
-use crate::paths::ProjectPath;
-use crate::runner::{RunOutcome, RunRequest};
+use crate::run::paths::ProjectPath;
+use crate::run::runner::{RunOutcome, RunRequest};
 
 /// How often a run that the caller follows with a progress token reports that it is still going.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);

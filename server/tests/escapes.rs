@@ -79,8 +79,7 @@ fn script(body: &str) -> String {
 /// canary), so each attack is tried with the server as root and as a normal user. `None` when the
 /// tests already run unprivileged (then the one server is that).
 fn other_user() -> Option<u32> {
-    // SAFETY: geteuid has no preconditions.
-    (unsafe { libc::geteuid() } == 0).then_some(61_234)
+    rustix::process::geteuid().is_root().then_some(61_234)
 }
 
 /// The servers to try an attack on: as the test's own user, and as [`other_user`] when there is

@@ -11,10 +11,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use pyrun_mcp_server::runner::{RunRequest, Runner, RunnerSettings};
-use pyrun_mcp_server::sandbox::{
-    python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy,
-};
+use pyrun_mcp_server::run::runner::{RunRequest, Runner, RunnerSettings};
+use pyrun_sandbox::{python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy};
 use tokio_util::sync::CancellationToken;
 
 const CHILD: &str = "PYRUN_SCRATCH_TEST_CHILD";

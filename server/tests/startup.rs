@@ -127,6 +127,7 @@ fn open_files_limit(pid: u32) -> (String, String) {
 
 #[cfg(target_os = "linux")]
 #[test]
+#[allow(unsafe_code)] // a careless supervisor's leaked fd can only be made between fork and exec
 fn an_inherited_descriptor_is_sealed_and_the_open_file_limit_raised() {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use pyrun_mcp_server::config::resolve_python;
-use pyrun_mcp_server::paths::ProjectRoot;
-use pyrun_mcp_server::runner::{Runner, RunnerSettings};
-use pyrun_mcp_server::sandbox::{Sandbox, SandboxMode, SandboxPolicy};
+use pyrun_mcp_server::run::paths::ProjectRoot;
+use pyrun_mcp_server::run::runner::{Runner, RunnerSettings};
+use pyrun_sandbox::resolve_python;
+use pyrun_sandbox::{Sandbox, SandboxMode, SandboxPolicy};
 use tokio_util::sync::CancellationToken;
 
 /// The real interpreter, resolved once per test binary (as the server does).

@@ -1,4 +1,5 @@
-//! Linux sandbox: probes the kernel once, then confines each run in a `pre_exec` hook (steps in `sandbox/mod.rs`).
+//! Linux sandbox: probes the kernel once, then gives each run the steps its child takes between
+//! clone and exec ([`ChildSteps`], run by `spawn/`; the order is in `lib.rs`).
 
 mod bpf;
 mod cgroup;
@@ -7,10 +8,7 @@ mod mount;
 mod namespaces;
 mod seccomp;
 
-use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -266,7 +264,6 @@ impl LinuxSandbox {
             namespaces: self.namespaces.clone(),
             mount_ns,
             seccomp: self.seccomp.clone(),
-            cwd: None,
             pid_namespace: self.pid_namespace,
         })
     }
@@ -300,35 +297,15 @@ impl LinuxSandbox {
         *view = Some((protected, Arc::clone(&ns)));
         Ok(ns)
     }
-
-    pub(super) fn confine(
-        &self,
-        cmd: &mut std::process::Command,
-        slot: &LinuxSlot,
-    ) -> Result<(), SandboxError> {
-        let cwd = cmd
-            .get_current_dir()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("/"));
-        let mut steps = self.child_steps(slot, &cwd)?;
-        steps.set_cwd(self.view_path(&cwd))?;
-        // SAFETY: the hook runs in the forked child before exec; `ChildSteps::apply` only makes
-        // raw syscalls on data prepared here (no allocation, no locks), so it is async-signal-safe
-        // even though the server is multi-threaded.
-        unsafe {
-            cmd.pre_exec(move || steps.apply());
-        }
-        Ok(())
-    }
 }
 
 impl LinuxSandbox {
-    /// Where a run sees the host path `path`: under [`RUN_PROJECTS_DIR`](crate::sandbox::RUN_PROJECTS_DIR)
+    /// Where a run sees the host path `path`: under [`RUN_PROJECTS_DIR`](crate::RUN_PROJECTS_DIR)
     /// when it lies in the projects folder and runs have a view; as it is otherwise.
     pub(super) fn view_path(&self, path: &Path) -> PathBuf {
         match &self.view {
             Some(template) => match path.strip_prefix(&template.projects) {
-                Ok(rel) => Path::new(crate::sandbox::RUN_PROJECTS_DIR).join(rel),
+                Ok(rel) => Path::new(crate::RUN_PROJECTS_DIR).join(rel),
                 Err(_) => path.to_path_buf(),
             },
             None => path.to_path_buf(),
@@ -360,30 +337,13 @@ pub struct ChildSteps {
     namespaces: Option<Arc<Namespaces>>,
     mount_ns: Option<Arc<OwnedFd>>,
     seccomp: Option<Arc<SeccompFilters>>,
-    /// Where to go once in the view (joining a mount namespace moves to its root).
-    cwd: Option<CString>,
     pid_namespace: bool,
 }
 
 impl ChildSteps {
-    /// Makes the steps end in `cwd` (as the run sees it), for spawners that cannot `chdir` after
-    /// the steps themselves (std's `pre_exec`).
-    pub fn set_cwd(&mut self, cwd: PathBuf) -> Result<(), SandboxError> {
-        let cwd = CString::new(cwd.as_os_str().as_bytes())
-            .map_err(|_| SandboxError::Landlock("NUL byte in the run's folder".into()))?;
-        self.cwd = Some(cwd);
-        Ok(())
-    }
-
     /// Whether the spawner must put the run in a pid namespace of its own, with a pid 1 in front.
     pub fn pid_namespace(&self) -> bool {
         self.pid_namespace
-    }
-
-    /// Both halves in one process, for spawners without a pid 1 (std's `pre_exec`).
-    pub fn apply(&self) -> std::io::Result<()> {
-        self.enter()?;
-        self.confine()
     }
 
     /// Runs in the child, first: cgroups, rlimits, namespaces, the slot's view (which moves the
@@ -399,12 +359,6 @@ impl ChildSteps {
         if let Some(mount_ns) = &self.mount_ns {
             // SAFETY: setns takes an fd we own (open for the whole call) and a flag.
             if unsafe { libc::setns(mount_ns.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-        if let Some(cwd) = &self.cwd {
-            // SAFETY: chdir on a NUL-terminated string prepared in the server.
-            if unsafe { libc::chdir(cwd.as_ptr()) } != 0 {
                 return Err(std::io::Error::last_os_error());
             }
         }

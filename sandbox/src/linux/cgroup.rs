@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::sandbox::{ResourceLimits, SandboxError};
+use crate::{ResourceLimits, SandboxError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Controller {

@@ -19,10 +19,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::paths::ProjectPath;
-use crate::sandbox::{Sandbox, SandboxError, SandboxMode};
-use crate::sandbox_cell::SandboxCell;
-use crate::slots::{Slot, SlotError, SlotPool};
+use super::paths::ProjectPath;
+use super::sandbox_probe::SandboxProbe;
+use super::slots::{Slot, SlotError, SlotPool};
+use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode};
 
 /// How long pipes are read after the process group is gone. Data the script wrote before dying is
 /// already in the pipe; only a process that escaped the group can keep a pipe open this long.
@@ -104,9 +104,7 @@ pub struct Runner {
     running: AtomicUsize,
     // Before `sandbox`: slots drop their rules (cgroups) before the sandbox removes their parent.
     slots: Arc<SlotPool>,
-    sandbox: SandboxCell,
-    #[cfg(target_os = "linux")]
-    spawner: crate::spawn::Spawner,
+    sandbox: SandboxProbe,
     shutdown: CancellationToken,
 }
 
@@ -120,11 +118,11 @@ impl std::fmt::Debug for Runner {
 }
 
 impl Runner {
-    /// `sandbox` is a [`Sandbox`](crate::sandbox::Sandbox) or one still being probed. `shutdown`
+    /// `sandbox` is a [`Sandbox`](pyrun_sandbox::Sandbox) or one still being probed. `shutdown`
     /// kills every run in flight when it fires. Fails when no private scratch root can be made.
     pub fn new(
         settings: RunnerSettings,
-        sandbox: impl Into<SandboxCell>,
+        sandbox: impl Into<SandboxProbe>,
         shutdown: CancellationToken,
     ) -> io::Result<Self> {
         let env = scrubbed_env(std::env::vars_os(), &settings.pass_env);
@@ -136,8 +134,6 @@ impl Runner {
             running: AtomicUsize::new(0),
             slots: Arc::new(SlotPool::new()?),
             sandbox: sandbox.into(),
-            #[cfg(target_os = "linux")]
-            spawner: crate::spawn::Spawner::new(),
             shutdown,
         })
     }
@@ -148,7 +144,7 @@ impl Runner {
     }
 
     /// The sandbox (possibly still being probed), for reports.
-    pub fn sandbox(&self) -> &SandboxCell {
+    pub fn sandbox(&self) -> &SandboxProbe {
         &self.sandbox
     }
 
@@ -253,36 +249,25 @@ impl Runner {
         })
     }
 
-    /// Linux: our own `clone(CLONE_VM | CLONE_VFORK)` spawner runs the sandbox's steps in the child
-    /// (`spawn.rs`; std's `pre_exec` would fork the whole server).
+    /// Linux: the sandbox starts the run (its own `clone`/`exec` child applies every layer
+    /// before `exec`); `child.rs` makes it awaitable.
     #[cfg(target_os = "linux")]
     fn spawn(
         &self,
         req: &RunRequest<'_>,
         sandbox: &Sandbox,
         slot: &Slot,
-    ) -> Result<crate::spawn::Child, RunError> {
-        let steps = sandbox.child_steps(slot.rules(), req.script.directory())?;
-        let enter = steps.as_ref().map(|steps| move || steps.enter());
-        let confine = steps.as_ref().map(|steps| move || steps.confine());
-        let hooks = match (&steps, &enter, &confine) {
-            (Some(steps), Some(enter), Some(confine)) => Some(crate::spawn::Hooks {
-                enter,
-                confine,
-                pid_namespace: steps.pid_namespace(),
-            }),
-            _ => None,
-        };
+    ) -> Result<super::child::AsyncChild, RunError> {
         // In the sandbox's own view, the run sees neutral paths (`/projects/...`, `/tmp`).
         let script = sandbox.view_path(req.script.absolute());
         let cwd = sandbox.view_path(req.script.directory());
         let scratch = if sandbox.has_view() {
-            Path::new(crate::sandbox::RUN_SCRATCH_DIR)
+            Path::new(pyrun_sandbox::RUN_SCRATCH_DIR)
         } else {
             slot.dir()
         };
         let pycache = pycache_prefix(sandbox, scratch);
-        let spec = crate::spawn::Spec {
+        let spec = pyrun_sandbox::spawn::Spec {
             program: &self.python,
             args: std::iter::once(script.as_os_str())
                 .chain(req.args.iter().map(OsStr::new))
@@ -291,9 +276,13 @@ impl Runner {
             cwd: &cwd,
             stdin_piped: req.stdin.is_some(),
         };
-        self.spawner
-            .spawn(&spec, hooks)
-            .map_err(|e| RunError::Spawn(e.into()))
+        let child = sandbox
+            .spawn(slot.rules(), &spec, req.script.directory())
+            .map_err(|e| match e {
+                SandboxError::Spawn(e) => RunError::Spawn(e.into()),
+                other => RunError::Sandbox(other),
+            })?;
+        super::child::AsyncChild::new(child).map_err(RunError::Spawn)
     }
 
     /// Elsewhere: tokio's `Command`, with the sandbox's `pre_exec` hook where it has one.
@@ -538,7 +527,7 @@ mod tests {
 
     #[test]
     fn bytecode_is_read_from_the_cache_or_scratch_when_sandboxed_and_as_usual_when_off() {
-        use crate::sandbox::SandboxPolicy;
+        use pyrun_sandbox::SandboxPolicy;
         let sandbox = |mode, pycache: Option<PathBuf>| {
             Sandbox::new(SandboxPolicy {
                 pycache,

@@ -1,24 +1,23 @@
-//! Added latency of the sandbox per run: one Python script spawned as the runner does, with
-//! `--sandbox standard` and `off` interleaved, medians over N runs. Run via scripts/bench-sandbox.sh.
+//! Added latency of the sandbox per run: one Python script started through
+//! [`Sandbox::spawn`], exactly as the server's runner starts runs, with `--sandbox standard` and
+//! `off` interleaved, medians over N runs. Run via scripts/bench-sandbox.sh.
 
-#![cfg_attr(not(unix), allow(unused_imports, dead_code))]
+#![cfg_attr(not(target_os = "linux"), allow(unused_imports, dead_code))]
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pyrun_mcp_server::sandbox::{
-    python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy,
+use pyrun_sandbox::{
+    python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy, SandboxSlot,
 };
-use pyrun_mcp_server::slots::SlotPool;
 
-#[cfg(not(unix))]
+#[cfg(not(target_os = "linux"))]
 fn main() {
-    eprintln!("the sandbox benchmark measures the Unix pre-exec layers; nothing to measure here");
+    eprintln!("the sandbox benchmark measures the Linux spawn path; nothing to measure here");
 }
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let mut runs = 100usize;
@@ -40,7 +39,7 @@ fn main() -> anyhow::Result<()> {
     }
     let python = match python {
         Some(p) => p,
-        None => pyrun_mcp_server::config::resolve_python(None)?,
+        None => pyrun_sandbox::resolve_python(None)?,
     };
     let project = tempfile::tempdir()?;
     let project_dir = project.path().canonicalize()?;
@@ -69,9 +68,12 @@ fn main() -> anyhow::Result<()> {
         standard.layers()
     );
 
-    // Each sandbox with its slots, as the runner keeps them: the first run makes the slot.
-    let off = (off, Arc::new(SlotPool::new()?));
-    let standard = (standard, Arc::new(SlotPool::new()?));
+    // Each sandbox with one slot, as the runner reuses them.
+    let (off_scratch, std_scratch) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let off_slot = off.slot(off_scratch.path())?;
+    let std_slot = standard.slot(std_scratch.path())?;
+    let off = (off, off_slot, off_scratch.path().to_path_buf());
+    let standard = (standard, std_slot, std_scratch.path().to_path_buf());
     let (mut t_off, mut t_std, mut t_confine) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..runs + 5 {
         let (a, _) = run_once(&off, &python, &script)?;
@@ -93,45 +95,39 @@ fn main() -> anyhow::Result<()> {
     println!("| run, --sandbox off | {:.2} |", ms(m_off));
     println!("| run, --sandbox standard | {:.2} |", ms(m_std));
     println!("| added per run | {:+.2} |", ms(m_std) - ms(m_off));
-    println!(
-        "| of which confine() in the server | {:.3} |",
-        ms(m_confine)
-    );
+    println!("| of which spawn() until exec | {:.3} |", ms(m_confine));
     Ok(())
 }
 
-#[cfg(unix)]
-/// Spawns the script as the runner does and waits for it; returns (total, take slot + confine)
-/// times.
+#[cfg(target_os = "linux")]
+/// Starts the script as the runner does and waits for it; returns (total, until exec) times.
 fn run_once(
-    (sandbox, slots): &(Sandbox, Arc<SlotPool>),
+    (sandbox, slot, scratch): &(Sandbox, SandboxSlot, PathBuf),
     python: &Path,
     script: &Path,
 ) -> anyhow::Result<(Duration, Duration)> {
-    use std::os::unix::process::CommandExt;
     let start = Instant::now();
-    let slot = slots.take(sandbox)?;
-    let scratch = slot.dir();
-    let mut cmd = Command::new(python);
-    cmd.arg(script)
-        .current_dir(script.parent().unwrap_or(Path::new("/")))
-        .env_clear()
-        .env("HOME", scratch)
-        .env("TMPDIR", scratch)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    sandbox.confine(&mut cmd, slot.rules())?;
-    let confined = start.elapsed();
-    let out = cmd.output()?;
+    let dir = script.parent().unwrap_or(Path::new("/"));
+    let spec = pyrun_sandbox::spawn::Spec {
+        program: python,
+        args: vec![script.as_os_str()],
+        env: vec![
+            (OsStr::new("HOME"), scratch.as_os_str()),
+            (OsStr::new("TMPDIR"), scratch.as_os_str()),
+        ],
+        cwd: dir,
+        stdin_piped: false,
+    };
+    let child = sandbox.spawn(slot, &spec, dir)?;
+    let started = start.elapsed();
+    let out = child.wait_with_output()?;
     let total = start.elapsed();
     anyhow::ensure!(
         out.status.success() && out.stdout == b"Hello, World!\n",
         "run failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Ok((total, confined))
+    Ok((total, started))
 }
 
 fn median(samples: &mut [Duration]) -> Duration {

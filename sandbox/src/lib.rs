@@ -1,12 +1,13 @@
-//! Sandbox: turns a `SandboxPolicy` into kernel rules around every run; one entry point, `Sandbox::confine`.
+//! pyrun-sandbox: turns a [`SandboxPolicy`] into kernel rules around every run, and starts runs
+//! inside them. Knows nothing of MCP, HTTP, tokio or the command line.
 //!
-//! The runner builds a `std::process::Command` (program = resolved Python, scrubbed env, own process
-//! group, piped stdio) and hands it to [`Sandbox::confine`] just before spawning. Everything that
-//! allocates or may fail is prepared in the server process (probing, the compiled seccomp BPF, the
-//! shared namespaces, and per run slot (see `slots.rs`) the Landlock ruleset fd and cgroups); the
-//! child runs only raw syscalls between `fork` and `exec`.
-//! If a layer that [`Sandbox::new`] reported as active cannot be applied, the child fails before
-//! `exec` and the run never starts: the sandbox fails closed.
+//! [`Sandbox::new`] probes the kernel once; [`Sandbox::slot`] prepares the lasting rules of a run
+//! slot (its scratch folder, cgroups, Landlock ruleset); on Linux, [`Sandbox::spawn`] starts a
+//! run in a slot through our own `clone`/`exec` child (`spawn/`), which applies the steps below
+//! between clone and exec. Everything that allocates or may fail is prepared in the server
+//! process; the child runs only raw syscalls. If a layer that [`Sandbox::new`] reported as active
+//! cannot be applied, the child fails before `exec` and the run never starts: the sandbox fails
+//! closed.
 //!
 //! Linux steps in the child, in this order (see `linux/mod.rs`):
 //! 1. join the slot's cgroups (`pids.max`, `memory.limit_in_bytes`), while still having the rights to;
@@ -27,8 +28,12 @@
 //! which this kind of machine does not have). The per-run pids cgroup bounds how many processes
 //! a run can make, also for root, for whom `RLIMIT_NPROC` is not enforced.
 //!
-//! Other platforms: Windows gets a kill-on-close Job Object per run with memory and process-count
-//! limits ([`Sandbox::assign_job`]); macOS and other Unixes get rlimits and the process group only.
+//! Other platforms: the runner builds a `std::process::Command` and hands it to
+//! [`Sandbox::confine`]. Windows gets a kill-on-close Job Object per run with memory and
+//! process-count limits ([`Sandbox::assign_job`]); macOS and other Unixes get rlimits (a
+//! `pre_exec` hook) and the process group only.
+
+#![allow(unsafe_code)] // the one crate that talks to the kernel directly; every block has its SAFETY
 
 use std::path::{Path, PathBuf};
 
@@ -36,20 +41,23 @@ use std::path::{Path, PathBuf};
 mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::ChildSteps;
+pub mod os;
 #[cfg(all(unix, not(target_os = "linux")))]
 mod other_unix;
 mod python;
+#[cfg(target_os = "linux")]
+pub mod spawn;
 #[cfg(unix)]
 mod unix_limits;
 #[cfg(windows)]
 mod windows;
 
-pub use python::python_read_paths;
+pub use python::{python_read_paths, resolve_python, PythonError};
 #[cfg(windows)]
 pub use windows::RunJob;
 
 /// How much isolation the server insists on (`--sandbox`, env `PYRUN_SANDBOX`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SandboxMode {
     /// Refuse to start unless every layer is available on this machine.
     Strict,
@@ -57,6 +65,41 @@ pub enum SandboxMode {
     Standard,
     /// No isolation: scripts run with the server's own rights.
     Off,
+}
+
+impl SandboxMode {
+    /// Every mode, as the command line spells them.
+    pub const NAMES: [&'static str; 3] = ["strict", "standard", "off"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Strict => "strict",
+            Self::Standard => "standard",
+            Self::Off => "off",
+        }
+    }
+}
+
+impl std::str::FromStr for SandboxMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "strict" => Ok(Self::Strict),
+            "standard" => Ok(Self::Standard),
+            "off" => Ok(Self::Off),
+            other => Err(format!(
+                "unknown sandbox mode '{other}' (expected one of: {})",
+                Self::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Per-run resource limits. A value of 0 means "no limit" for that resource.
@@ -152,6 +195,9 @@ pub enum SandboxError {
     ProbeLost,
     #[error("cannot ask the interpreter {python} for its paths: {reason}")]
     PythonPaths { python: PathBuf, reason: String },
+    #[cfg(target_os = "linux")]
+    #[error(transparent)]
+    Spawn(#[from] spawn::SpawnError),
 }
 
 impl SandboxError {
@@ -176,6 +222,9 @@ pub struct Sandbox {
     imp: Option<other_unix::UnixSandbox>,
     #[cfg(windows)]
     imp: Option<windows::JobSandbox>,
+    /// Starts runs; remembers when this kernel needs the fork-like fallback.
+    #[cfg(target_os = "linux")]
+    spawner: spawn::Spawner,
 }
 
 impl Sandbox {
@@ -191,6 +240,8 @@ impl Sandbox {
                 mode,
                 pycache: None,
                 imp: None,
+                #[cfg(target_os = "linux")]
+                spawner: spawn::Spawner::new(),
             });
         }
         let pycache = policy.pycache.clone();
@@ -206,6 +257,8 @@ impl Sandbox {
             mode,
             pycache,
             imp: Some(imp),
+            #[cfg(target_os = "linux")]
+            spawner: spawn::Spawner::new(),
         })
     }
 
@@ -274,27 +327,18 @@ impl Sandbox {
         path.to_path_buf()
     }
 
-    /// Install the policy on the runner's command, for a run in `slot` (made by [`Sandbox::slot`]
-    /// of this sandbox). Fails closed: on error the command must not be spawned; if a layer cannot
-    /// be applied in the child, the spawn itself fails.
+    /// Other platforms: installs the policy on the runner's command, for a run in `slot` (made
+    /// by [`Sandbox::slot`] of this sandbox). Fails closed: on error the command must not be
+    /// spawned.
+    #[cfg(not(target_os = "linux"))]
     pub fn confine(
         &self,
         cmd: &mut std::process::Command,
         slot: &SandboxSlot,
     ) -> Result<(), SandboxError> {
+        let _ = slot;
         match &self.imp {
-            #[cfg(target_os = "linux")]
-            Some(imp) => match &slot.imp {
-                Some(slot) => imp.confine(cmd, slot),
-                None => Err(SandboxError::Landlock(
-                    "a slot made with the sandbox off cannot confine a run".into(),
-                )),
-            },
-            #[cfg(not(target_os = "linux"))]
-            Some(imp) => {
-                let _ = slot;
-                imp.confine(cmd)
-            }
+            Some(imp) => imp.confine(cmd),
             None => Ok(()),
         }
     }
@@ -302,24 +346,36 @@ impl Sandbox {
 
 #[cfg(target_os = "linux")]
 impl Sandbox {
-    /// Linux: what a child spawned without `std::process::Command` (see `spawn.rs`) must do
-    /// between clone and exec for a run in `slot`; `None` with the sandbox off. The same steps
-    /// [`Sandbox::confine`] installs as a `pre_exec` hook.
+    /// Linux: starts `spec` for a run in `slot` (made by [`Sandbox::slot`] of this sandbox), in
+    /// its own process group, with every active layer applied in the child before `exec`; with
+    /// the sandbox off, unconfined. This is the one way the server starts a run.
     ///
-    /// `script_dir` (canonical, inside the projects folder) decides which protected names the
-    /// slot's view must hold read-only; the view is rebuilt when they changed since its last run.
-    pub fn child_steps(
+    /// `script_dir` (the script's folder, canonical, on the host) decides which protected names
+    /// the slot's view holds read-only; the view is rebuilt when they changed since its last run.
+    /// `spec`'s paths are as the run sees them ([`Sandbox::view_path`]).
+    pub fn spawn(
         &self,
         slot: &SandboxSlot,
+        spec: &spawn::Spec<'_>,
         script_dir: &Path,
-    ) -> Result<Option<ChildSteps>, SandboxError> {
-        match (&self.imp, &slot.imp) {
-            (Some(imp), Some(slot)) => Ok(Some(imp.child_steps(slot, script_dir)?)),
-            (Some(_), None) => Err(SandboxError::Landlock(
-                "a slot made with the sandbox off cannot confine a run".into(),
-            )),
-            (None, _) => Ok(None),
-        }
+    ) -> Result<spawn::Child, SandboxError> {
+        let steps = match (&self.imp, &slot.imp) {
+            (Some(imp), Some(slot)) => Some(imp.child_steps(slot, script_dir)?),
+            (Some(_), None) => {
+                return Err(SandboxError::Landlock(
+                    "a slot made with the sandbox off cannot confine a run".into(),
+                ))
+            }
+            (None, _) => None,
+        };
+        let enter = || steps.as_ref().map_or(Ok(()), ChildSteps::enter);
+        let confine = || steps.as_ref().map_or(Ok(()), ChildSteps::confine);
+        let hooks = steps.as_ref().map(|steps| spawn::Hooks {
+            enter: &enter,
+            confine: &confine,
+            pid_namespace: steps.pid_namespace(),
+        });
+        Ok(self.spawner.spawn(spec, hooks)?)
     }
 }
 

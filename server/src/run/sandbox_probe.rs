@@ -12,20 +12,20 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::sandbox::{Sandbox, SandboxError};
+use pyrun_sandbox::{Sandbox, SandboxError};
 
 /// The outcome of probing: shared, so that every run that waits for it gets the same answer.
 pub type Probed = Result<Arc<Sandbox>, Arc<SandboxError>>;
 
 /// A sandbox that is ready, or being probed. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct SandboxCell {
+pub struct SandboxProbe {
     rx: watch::Receiver<Option<Probed>>,
     /// Starts a probe that is still waiting for its idle delay (`None` once ready).
     start_now: Option<mpsc::Sender<()>>,
 }
 
-impl SandboxCell {
+impl SandboxProbe {
     pub fn ready(sandbox: Sandbox) -> Self {
         let (_tx, rx) = watch::channel(Some(Ok(Arc::new(sandbox))));
         Self {
@@ -45,7 +45,7 @@ impl SandboxCell {
         let probe = move || {
             // Asked for by a run: at full speed, someone is waiting. Otherwise in the background.
             if start_rx.recv_timeout(idle_delay).is_err() {
-                lower_priority();
+                pyrun_sandbox::os::lower_thread_priority();
             }
             let probed = build().map(Arc::new).map_err(Arc::new);
             match &probed {
@@ -94,17 +94,7 @@ impl SandboxCell {
     }
 }
 
-/// Linux: a probe nobody waits for (and the interpreter it starts, which inherits this) yields
-/// the CPU to the server's replies.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: setpriority on the calling thread (who = 0 is the caller's tid on Linux).
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, 0, 10);
-    }
-}
-
-impl From<Sandbox> for SandboxCell {
+impl From<Sandbox> for SandboxProbe {
     fn from(sandbox: Sandbox) -> Self {
         Self::ready(sandbox)
     }
@@ -113,7 +103,7 @@ impl From<Sandbox> for SandboxCell {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::{SandboxMode, SandboxPolicy};
+    use pyrun_sandbox::{SandboxMode, SandboxPolicy};
 
     fn off() -> Result<Sandbox, SandboxError> {
         Sandbox::new(SandboxPolicy::bare(SandboxMode::Off))
@@ -124,7 +114,7 @@ mod tests {
     #[tokio::test]
     async fn runs_wait_for_the_background_probe_and_share_its_answer() {
         let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-        let cell = SandboxCell::probe_in_background(LONG, move || {
+        let cell = SandboxProbe::probe_in_background(LONG, move || {
             go_rx.recv().ok();
             off()
         });
@@ -140,7 +130,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_probe_fails_every_run_with_its_reason() {
-        let cell = SandboxCell::probe_in_background(LONG, || {
+        let cell = SandboxProbe::probe_in_background(LONG, || {
             Err(SandboxError::StrictUnavailable {
                 missing: "landlock".into(),
             })
@@ -153,7 +143,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_probe_that_panics_does_not_hang_the_runs() {
-        let cell = SandboxCell::probe_in_background(LONG, || panic!("probe bug"));
+        let cell = SandboxProbe::probe_in_background(LONG, || panic!("probe bug"));
         let err = cell.get().await.unwrap_err();
         assert!(matches!(*err, SandboxError::ProbeLost), "{err}");
     }
@@ -161,7 +151,7 @@ mod tests {
     #[tokio::test]
     async fn the_probe_waits_for_a_run_or_for_the_idle_delay() {
         let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
-        let cell = SandboxCell::probe_in_background(LONG, move || {
+        let cell = SandboxProbe::probe_in_background(LONG, move || {
             let _ = started_tx.send(());
             off()
         });
@@ -172,7 +162,7 @@ mod tests {
         assert!(started_rx.try_recv().is_ok());
 
         let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
-        let _idle = SandboxCell::probe_in_background(Duration::from_millis(20), move || {
+        let _idle = SandboxProbe::probe_in_background(Duration::from_millis(20), move || {
             let _ = started_tx.send(());
             off()
         });

@@ -1,7 +1,7 @@
 //! seccomp: the syscalls a run may not make, compiled to one BPF program once at start-up.
 
 use super::bpf::{self, Action, ArgTest, BpfError, FilterSpec, Outcome, Rule};
-use crate::sandbox::SandboxError;
+use crate::SandboxError;
 
 /// Refused with `EPERM` whatever their arguments.
 const DENIED: &[i64] = &[

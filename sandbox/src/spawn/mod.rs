@@ -34,8 +34,6 @@ use std::path::Path;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::io::unix::AsyncFd;
-
 mod init;
 
 /// What to start.
@@ -103,20 +101,23 @@ impl From<SpawnError> for io::Error {
 }
 
 /// A child started by [`Spawner::spawn`], in its own process group. Not reaped until
-/// [`Child::wait`] returns; dropping it kills and reaps it.
+/// [`Child::try_wait`] or [`Child::wait`] reports its end; dropping it kills and reaps it
+/// (blocking for the reap: an async caller drops it off its reactor threads).
+/// The pipes are plain blocking fds; the server registers them with its reactor.
 #[derive(Debug)]
 pub struct Child {
     pid: libc::pid_t,
-    pidfd: Option<AsyncFd<OwnedFd>>,
+    /// Readable once the child has exited (`pidfd_open`): what an event loop waits on.
+    pidfd: OwnedFd,
     reaped: bool,
     /// With a pid namespace: where pid 1 writes the interpreter's wait status before it exits.
     status: Option<OwnedFd>,
     /// With a pid namespace: the stack pid 1 runs on, in the server's memory; freed only once
     /// pid 1 is reaped.
     init_stack: Option<Vec<u128>>,
-    pub stdin: Option<tokio::net::unix::pipe::Sender>,
-    pub stdout: Option<tokio::net::unix::pipe::Receiver>,
-    pub stderr: Option<tokio::net::unix::pipe::Receiver>,
+    pub stdin: Option<std::io::PipeWriter>,
+    pub stdout: Option<std::io::PipeReader>,
+    pub stderr: Option<std::io::PipeReader>,
 }
 
 /// Sizes the child's stack: it runs a few syscall wrappers, far below this.
@@ -259,38 +260,28 @@ impl Spawner {
         drop((stdin_child, stdout_child, stderr_child));
 
         // From here on, an error drops `child`, which kills and reaps the process.
-        let mut child = Child {
+        let pidfd = match pidfd_open(pid) {
+            Ok(fd) => fd,
+            Err(e) => {
+                // SAFETY: our own child, not reaped yet: the pid cannot have been reused.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                reap_blocking(pid);
+                return Err(SpawnError::Start {
+                    what: "watching the child",
+                    source: e,
+                });
+            }
+        };
+        Ok(Child {
             pid,
-            pidfd: None,
+            pidfd,
             reaped: false,
             status: started.status,
             init_stack: started.init_stack,
-            stdin: None,
-            stdout: None,
-            stderr: None,
-        };
-        let watch = SpawnError::start("watching the child");
-        let pidfd = pidfd_open(pid).map_err(SpawnError::start("watching the child"))?;
-        // SAFETY: an `OwnedFd` keeps its fd open and the same for its whole life, as `register`
-        // asks.
-        let pidfd =
-            unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) };
-        child.pidfd = Some(pidfd.map_err(|e| watch(io::Error::from(e)))?);
-        let async_pipes = || -> io::Result<_> {
-            Ok((
-                stdin_parent
-                    .map(tokio::net::unix::pipe::Sender::from_owned_fd)
-                    .transpose()?,
-                tokio::net::unix::pipe::Receiver::from_owned_fd(stdout_parent)?,
-                tokio::net::unix::pipe::Receiver::from_owned_fd(stderr_parent)?,
-            ))
-        };
-        let (stdin, stdout, stderr) =
-            async_pipes().map_err(SpawnError::start("registering the child's pipes"))?;
-        child.stdin = stdin;
-        child.stdout = Some(stdout);
-        child.stderr = Some(stderr);
-        Ok(child)
+            stdin: stdin_parent.map(std::io::PipeWriter::from),
+            stdout: Some(std::io::PipeReader::from(stdout_parent)),
+            stderr: Some(std::io::PipeReader::from(stderr_parent)),
+        })
     }
 }
 
@@ -707,35 +698,50 @@ fn reap_blocking(pid: libc::pid_t) -> Option<libc::c_int> {
 }
 
 impl Child {
-    /// The child's pid (and process group id); `Option` like tokio's `Child::id`.
+    /// The child's pid (and process group id); `Option` like std's and tokio's `Child::id`.
     pub fn id(&self) -> Option<u32> {
         Some(self.pid.unsigned_abs())
     }
 
-    /// Waits for the child to exit and reaps it.
-    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
-        let pidfd = self
-            .pidfd
-            .as_ref()
-            .ok_or_else(|| io::Error::other("child already reaped"))?;
-        loop {
-            let mut ready = pidfd.readable().await?;
-            let mut status = 0;
-            // SAFETY: our own child; `status` is a valid out-pointer.
-            let rc = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
-            if rc == self.pid {
-                self.reaped = true;
-                self.pidfd = None;
-                self.init_stack = None;
-                return Ok(ExitStatus::from_raw(
-                    self.interpreter_status().unwrap_or(status),
-                ));
-            }
-            if rc < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            ready.clear_ready();
+    /// Readable once the child has exited; an event loop waits on it, then calls
+    /// [`Child::try_wait`].
+    pub fn exit_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.pidfd.as_fd()
+    }
+
+    /// Reaps the child if it has exited: its exit status (with a pid namespace, the
+    /// interpreter's own), or `None` while it runs.
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if self.reaped {
+            return Err(io::Error::other("child already reaped"));
         }
+        let mut status = 0;
+        // SAFETY: our own child; `status` is a valid out-pointer.
+        let rc = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
+        if rc == self.pid {
+            Ok(Some(self.reaped(status)))
+        } else if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Waits for the child to exit, blocking the calling thread, and reaps it.
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        if self.reaped {
+            return Err(io::Error::other("child already reaped"));
+        }
+        let status = reap_blocking(self.pid).ok_or_else(io::Error::last_os_error)?;
+        Ok(self.reaped(status))
+    }
+
+    /// Bookkeeping once `status` was reaped: pid 1's stack is free now.
+    fn reaped(&mut self, status: libc::c_int) -> ExitStatus {
+        self.reaped = true;
+        self.init_stack = None;
+        ExitStatus::from_raw(self.interpreter_status().unwrap_or(status))
     }
 
     /// With a pid namespace, the interpreter's wait status as pid 1 wrote it before exiting;
@@ -746,6 +752,40 @@ impl Child {
         // SAFETY: reads into a stack buffer from a pipe we own whose writers are all gone.
         let n = unsafe { libc::read(fd.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len()) };
         (n == 4).then(|| libc::c_int::from_ne_bytes(bytes))
+    }
+
+    /// Reads stdout and stderr to their end (one thread for stderr) and waits for the child,
+    /// blocking: for callers without an event loop (tests, benchmarks).
+    pub fn wait_with_output(mut self) -> io::Result<std::process::Output> {
+        use std::io::Read;
+        drop(self.stdin.take());
+        let err = self.stderr.take().map(|mut pipe| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                pipe.read_to_end(&mut bytes).map(|_| bytes)
+            })
+        });
+        let mut stdout = Vec::new();
+        if let Some(mut pipe) = self.stdout.take() {
+            pipe.read_to_end(&mut stdout)?;
+        }
+        let stderr = match err {
+            Some(reader) => reader
+                .join()
+                .map_err(|_| io::Error::other("the stderr reader panicked"))??,
+            None => Vec::new(),
+        };
+        let status = self.wait()?;
+        Ok(std::process::Output {
+            status,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Whether the child has been reaped (then dropping it blocks on nothing).
+    pub fn is_reaped(&self) -> bool {
+        self.reaped
     }
 
     /// Sends SIGKILL to the child (not its group; the runner kills the group).
@@ -759,31 +799,22 @@ impl Child {
 }
 
 impl Drop for Child {
+    /// Kills and reaps the child, blocking until it is gone (microseconds to milliseconds).
     fn drop(&mut self) {
         if self.reaped {
             return;
         }
         let _ = self.start_kill();
-        let pid = self.pid;
-        // Pid 1 runs on this stack until it is reaped.
-        let stack = self.init_stack.take();
-        let reap = move || {
-            reap_blocking(pid);
-            drop(stack);
-        };
-        // Reaping after SIGKILL takes microseconds to milliseconds; off the async threads.
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn_blocking(reap)),
-            Err(_) => reap(),
-        }
+        reap_blocking(self.pid);
+        // Pid 1 ran on `init_stack` until now; it is freed with `self`.
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
     use std::sync::atomic::AtomicUsize;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     fn spec<'a>(args: &'a [&'a str], stdin_piped: bool) -> Spec<'a> {
         Spec {
@@ -818,24 +849,24 @@ mod tests {
         })
     }
 
-    async fn read_all(mut r: tokio::net::unix::pipe::Receiver) -> String {
+    fn read_all(mut r: std::io::PipeReader) -> String {
         let mut s = String::new();
-        r.read_to_string(&mut s).await.unwrap();
+        r.read_to_string(&mut s).unwrap();
         s
     }
 
-    #[tokio::test]
-    async fn runs_with_env_cwd_stdin_its_own_group_and_exit_code() {
+    #[test]
+    fn runs_with_env_cwd_stdin_its_own_group_and_exit_code() {
         let script = r#"read line; echo "$GREETING|$(pwd)|$line|$$|$(cut -d' ' -f5 /proc/$$/stat)"; echo oops >&2; exit 3"#;
         for spawner in spawners() {
             let mut child = spawner.spawn(&spec(&["-c", script], true), None).unwrap();
             let mut stdin = child.stdin.take().unwrap();
-            stdin.write_all(b"from stdin\n").await.unwrap();
+            stdin.write_all(b"from stdin\n").unwrap();
             drop(stdin);
             let (out, err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
             let pid = child.id().unwrap();
-            let status = child.wait().await.unwrap();
-            let out = read_all(out).await;
+            let status = child.wait().unwrap();
+            let out = read_all(out);
             let fields: Vec<&str> = out.trim().split('|').collect();
             assert_eq!(&fields[..3], ["hi there", "/", "from stdin"], "{out}");
             assert_eq!(fields[3], pid.to_string());
@@ -844,7 +875,7 @@ mod tests {
                 pid.to_string(),
                 "not its own process group"
             );
-            assert_eq!(read_all(err).await, "oops\n");
+            assert_eq!(read_all(err), "oops\n");
             assert_eq!(status.code(), Some(3));
         }
     }
@@ -868,27 +899,27 @@ mod tests {
         })
     }
 
-    #[tokio::test]
-    async fn in_a_pid_namespace_the_script_is_pid_2_and_its_exit_code_or_signal_is_reported() {
+    #[test]
+    fn in_a_pid_namespace_the_script_is_pid_2_and_its_exit_code_or_signal_is_reported() {
         for spawner in spawners() {
             let mut child = spawner
                 .spawn(&spec(&["-c", "echo $$; exit 7"], false), in_pid_namespace())
                 .unwrap();
             let out = child.stdout.take().unwrap();
-            let status = child.wait().await.unwrap();
-            assert_eq!(read_all(out).await.trim(), "2", "pid 1 is the reaper");
+            let status = child.wait().unwrap();
+            assert_eq!(read_all(out).trim(), "2", "pid 1 is the reaper");
             assert_eq!(status.code(), Some(7));
 
             let mut child = spawner
                 .spawn(&spec(&["-c", "kill -KILL $$"], false), in_pid_namespace())
                 .unwrap();
-            let status = child.wait().await.unwrap();
+            let status = child.wait().unwrap();
             assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
         }
     }
 
-    #[tokio::test]
-    async fn signals_sent_to_the_run_reach_the_script_through_pid_1() {
+    #[test]
+    fn signals_sent_to_the_run_reach_the_script_through_pid_1() {
         for signal in [libc::SIGTERM, libc::SIGINT] {
             let script = "trap 'echo caught; exit 3' TERM INT; echo ready; \
                           while :; do sleep 0.05; done";
@@ -899,19 +930,19 @@ mod tests {
             let mut seen = Vec::new();
             while !seen.ends_with(b"ready\n") {
                 let mut byte = [0u8; 1];
-                assert_eq!(out.read(&mut byte).await.unwrap(), 1, "no ready line");
+                assert_eq!(out.read(&mut byte).unwrap(), 1, "no ready line");
                 seen.push(byte[0]);
             }
             // SAFETY: our own child, not reaped yet.
             assert_eq!(unsafe { libc::kill(child.pid, signal) }, 0);
-            let status = child.wait().await.unwrap();
+            let status = child.wait().unwrap();
             assert_eq!(status.code(), Some(3), "signal {signal}: {status:?}");
-            assert_eq!(read_all(out).await, "caught\n");
+            assert_eq!(read_all(out), "caught\n");
         }
     }
 
-    #[tokio::test]
-    async fn in_a_pid_namespace_orphans_die_with_the_script() {
+    #[test]
+    fn in_a_pid_namespace_orphans_die_with_the_script() {
         let marker = tempfile::tempdir().unwrap();
         let file = marker.path().join("orphan-alive");
         // The orphan would touch the file after the script is gone, were it still alive.
@@ -919,13 +950,13 @@ mod tests {
         let mut child = Spawner::new()
             .spawn(&spec(&["-c", &script], false), in_pid_namespace())
             .unwrap();
-        assert_eq!(child.wait().await.unwrap().code(), Some(0));
-        tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+        assert_eq!(child.wait().unwrap().code(), Some(0));
+        std::thread::sleep(std::time::Duration::from_millis(1000));
         assert!(!file.exists(), "an orphan outlived its run");
     }
 
-    #[tokio::test]
-    async fn only_stdin_stdout_and_stderr_cross_into_the_program() {
+    #[test]
+    fn only_stdin_stdout_and_stderr_cross_into_the_program() {
         // A descriptor the server holds without close-on-exec (inherited from whoever started
         // it): a file the run must not read.
         let secret = tempfile::NamedTempFile::new().unwrap();
@@ -940,8 +971,8 @@ mod tests {
                 .spawn(&spec(&["-c", &script], false), hooks)
                 .unwrap();
             let out = child.stdout.take().unwrap();
-            child.wait().await.unwrap();
-            let out = read_all(out).await;
+            child.wait().unwrap();
+            let out = read_all(out);
             assert!(!out.contains("secret"), "{out}");
             // 0-2, and the one `ls` opened to list them.
             let fds: Vec<&str> = out.split_whitespace().collect();
@@ -950,18 +981,18 @@ mod tests {
         drop(file);
     }
 
-    #[tokio::test]
-    async fn stdin_is_empty_unless_piped() {
+    #[test]
+    fn stdin_is_empty_unless_piped() {
         let mut child = Spawner::new()
             .spawn(&spec(&["-c", "cat; echo end"], false), None)
             .unwrap();
         let out = child.stdout.take().unwrap();
-        assert!(child.wait().await.unwrap().success());
-        assert_eq!(read_all(out).await, "end\n");
+        assert!(child.wait().unwrap().success());
+        assert_eq!(read_all(out), "end\n");
     }
 
-    #[tokio::test]
-    async fn a_failing_hook_fails_the_spawn_and_nothing_runs() {
+    #[test]
+    fn a_failing_hook_fails_the_spawn_and_nothing_runs() {
         let marker = tempfile::tempdir().unwrap();
         let file = marker.path().join("ran");
         let script = format!("touch {}", file.display());
@@ -979,8 +1010,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_step_refused_in_shared_memory_falls_back_to_a_copy_for_good() {
+    #[test]
+    fn a_step_refused_in_shared_memory_falls_back_to_a_copy_for_good() {
         // In shared memory the child's increment is seen here; in a copy it is not.
         let calls = AtomicUsize::new(0);
         let hook = || {
@@ -996,15 +1027,15 @@ mod tests {
                 .spawn(&spec(&["-c", "echo ran"], false), entering(&hook))
                 .unwrap();
             let out = child.stdout.take().unwrap();
-            assert!(child.wait().await.unwrap().success());
-            assert_eq!(read_all(out).await, "ran\n");
+            assert!(child.wait().unwrap().success());
+            assert_eq!(read_all(out), "ran\n");
         }
         assert!(spawner.copy_only.load(Ordering::Relaxed));
         assert_eq!(calls.load(Ordering::SeqCst), 1, "copies do not write back");
     }
 
-    #[tokio::test]
-    async fn the_hook_runs_in_the_child_only() {
+    #[test]
+    fn the_hook_runs_in_the_child_only() {
         // The hook lowers RLIMIT_NOFILE: the child sees it, the server keeps its own.
         let ours = rustix::process::getrlimit(rustix::process::Resource::Nofile);
         let hook = || {
@@ -1024,15 +1055,15 @@ mod tests {
                 .spawn(&spec(&["-c", "ulimit -n"], false), entering(&hook))
                 .unwrap();
             let out = child.stdout.take().unwrap();
-            child.wait().await.unwrap();
-            assert_eq!(read_all(out).await.trim(), "64");
+            child.wait().unwrap();
+            assert_eq!(read_all(out).trim(), "64");
             let after = rustix::process::getrlimit(rustix::process::Resource::Nofile);
             assert_eq!(ours.current, after.current);
         }
     }
 
-    #[tokio::test]
-    async fn a_missing_program_or_folder_is_an_error_not_a_child() {
+    #[test]
+    fn a_missing_program_or_folder_is_an_error_not_a_child() {
         for spawner in spawners() {
             let mut s = spec(&[], false);
             s.program = Path::new("/nonexistent/python3");
@@ -1046,8 +1077,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn dropping_an_unfinished_child_kills_and_reaps_it() {
+    #[test]
+    fn dropping_an_unfinished_child_kills_and_reaps_it() {
         let child = Spawner::new()
             .spawn(&spec(&["-c", "sleep 60"], false), None)
             .unwrap();
@@ -1059,7 +1090,7 @@ mod tests {
                 std::time::Instant::now() < deadline,
                 "child {pid} still there"
             );
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::sandbox::{Sandbox, SandboxError, SandboxSlot};
+use pyrun_sandbox::{Sandbox, SandboxError, SandboxSlot};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SlotError {
@@ -247,7 +247,7 @@ fn open_up(path: &Path) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let name = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in a path"))?;
-    let_owner_in(rustix::fs::CWD, &name)?;
+    pyrun_sandbox::os::let_owner_in(rustix::fs::CWD, &name)?;
     open_up_below(open_dir_at(rustix::fs::CWD, &name)?, 0)
 }
 
@@ -278,7 +278,7 @@ fn open_up_below(dir: std::os::fd::OwnedFd, depth: usize) -> io::Result<()> {
     // Best effort: a folder that cannot be opened up leaves the others to try.
     let mut first_error = None;
     for name in folders {
-        let opened = let_owner_in(&dir, &name)
+        let opened = pyrun_sandbox::os::let_owner_in(&dir, &name)
             .and_then(|()| open_dir_at(&dir, &name))
             .and_then(|sub| open_up_below(sub, depth + 1));
         if let Err(e) = opened {
@@ -286,28 +286,6 @@ fn open_up_below(dir: std::os::fd::OwnedFd, depth: usize) -> io::Result<()> {
         }
     }
     first_error.map_or(Ok(()), Err)
-}
-
-/// `chmod 0700` on the folder `name` in `dir`, refused (not followed) when it is a symlink.
-#[cfg(unix)]
-fn let_owner_in(dir: impl std::os::fd::AsFd, name: &std::ffi::CStr) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // libc's fchmodat honours AT_SYMLINK_NOFOLLOW (fchmodat2, or a check through O_PATH);
-    // rustix's refuses the flag on Linux.
-    // SAFETY: a borrowed open fd and a NUL-terminated name, both valid for the call.
-    let rc = unsafe {
-        libc::fchmodat(
-            dir.as_fd().as_raw_fd(),
-            name.as_ptr(),
-            0o700,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 #[cfg(unix)]
@@ -361,7 +339,7 @@ impl Drop for SlotLease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::{SandboxMode, SandboxPolicy};
+    use pyrun_sandbox::{SandboxMode, SandboxPolicy};
 
     fn off() -> Sandbox {
         Sandbox::new(SandboxPolicy::bare(SandboxMode::Off)).unwrap()
@@ -505,9 +483,12 @@ mod tests {
     #[test]
     fn folders_a_run_locked_go_with_the_clean_up_the_pool_and_the_sweep() {
         use std::os::unix::fs::PermissionsExt;
-        if rerun_as_nobody(
-            "slots::tests::folders_a_run_locked_go_with_the_clean_up_the_pool_and_the_sweep",
-        ) {
+        // This test's path in the test binary (`run::slots::tests::...`).
+        let name = format!(
+            "{}::folders_a_run_locked_go_with_the_clean_up_the_pool_and_the_sweep",
+            module_path!().trim_start_matches("pyrun_mcp_server::")
+        );
+        if rerun_as_nobody(&name) {
             return;
         }
         // A folder the walk must not touch (its mode would become 0700), reached through a link

@@ -20,7 +20,7 @@ use std::path::{Component, Path, PathBuf};
 /// Where runs see the projects folder (`/projects`): the sandbox mounts it there, so callers may
 /// also name files as `/projects/<path>`, the same as `<path>` relative to the folder. One
 /// constant for both: the sandbox's own.
-pub use crate::sandbox::RUN_PROJECTS_DIR;
+pub use pyrun_sandbox::RUN_PROJECTS_DIR;
 /// Longest path a caller may give, in bytes.
 pub const MAX_PATH_BYTES: usize = 4096;
 /// Symlink hops followed before giving up (Linux's own limit is 40).

@@ -8,7 +8,7 @@ use landlock::{
     RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
 
-use crate::sandbox::SandboxError;
+use crate::SandboxError;
 
 /// The newest ABI this module was written and tested against; newer kernels are used at this level.
 const TESTED_ABI: ABI = ABI::V7;

@@ -251,7 +251,7 @@ impl BytecodeCache {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if priority == Priority::Background {
-            background_priority(&mut cmd);
+            pyrun_sandbox::os::background_priority(&mut cmd);
         }
         let output = cmd.output().map_err(|e| fail(e.to_string()))?;
         let said = String::from_utf8_lossy(&output.stdout);
@@ -277,37 +277,6 @@ enum Priority {
     Background,
     /// As the calling thread (a test, or a tool that fills the cache on purpose).
     Caller,
-}
-
-/// The fill yields the CPU to everything else (Linux: `SCHED_IDLE`, else the lowest nice) and,
-/// on Linux, dies with the thread that waits for it (so with the server).
-fn background_priority(cmd: &mut Command) {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: the hook runs in the forked child before exec and makes raw syscalls only.
-        unsafe {
-            cmd.pre_exec(|| {
-                #[cfg(target_os = "linux")]
-                {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    let param = libc::sched_param { sched_priority: 0 };
-                    if libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0 {
-                        return Ok(());
-                    }
-                }
-                // The child's own priority only: it is a process of its own here.
-                libc::setpriority(libc::PRIO_PROCESS, 0, 19);
-                Ok(())
-            });
-        }
-    }
-    #[cfg(windows)]
-    {
-        use std::os::windows::process::CommandExt;
-        const IDLE_PRIORITY_CLASS: u32 = 0x0000_0040;
-        cmd.creation_flags(IDLE_PRIORITY_CLASS);
-    }
 }
 
 /// The user's cache folder: `$XDG_CACHE_HOME` or `~/.cache` (Unix), `~/Library/Caches` (macOS),
@@ -454,7 +423,7 @@ mod tests {
     use super::*;
 
     fn python() -> PathBuf {
-        crate::config::resolve_python(None).expect("python3 must be installed for these tests")
+        pyrun_sandbox::resolve_python(None).expect("python3 must be installed for these tests")
     }
 
     #[test]

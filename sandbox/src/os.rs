@@ -1,0 +1,71 @@
+//! The few process and file calls outside the sandbox proper that need `unsafe`: kept here so
+//! that the server has none of its own.
+
+#[cfg(unix)]
+use std::io;
+use std::process::Command;
+
+/// Makes `cmd`'s process yield the CPU to everything else (Linux: `SCHED_IDLE`, else the lowest
+/// nice) and, on Linux, die with the thread that waits for it (so with the server). For the
+/// server's own background work (the bytecode cache's fill), never for runs.
+pub fn background_priority(cmd: &mut Command) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the hook runs in the forked child before exec and makes raw syscalls only.
+        unsafe {
+            cmd.pre_exec(|| {
+                #[cfg(target_os = "linux")]
+                {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    let param = libc::sched_param { sched_priority: 0 };
+                    if libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0 {
+                        return Ok(());
+                    }
+                }
+                // The child's own priority only: it is a process of its own here.
+                libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+                Ok(())
+            });
+        }
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::process::CommandExt;
+        const IDLE_PRIORITY_CLASS: u32 = 0x0000_0040;
+        cmd.creation_flags(IDLE_PRIORITY_CLASS);
+    }
+}
+
+/// `chmod 0700` on the folder `name` in `dir`, refused (not followed) when it is a symlink.
+#[cfg(unix)]
+pub fn let_owner_in(dir: impl std::os::fd::AsFd, name: &std::ffi::CStr) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // libc's fchmodat honours AT_SYMLINK_NOFOLLOW (fchmodat2, or a check through O_PATH);
+    // rustix's refuses the flag on Linux.
+    // SAFETY: a borrowed open fd and a NUL-terminated name, both valid for the call.
+    let rc = unsafe {
+        libc::fchmodat(
+            dir.as_fd().as_raw_fd(),
+            name.as_ptr(),
+            0o700,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Linux: lowers the calling thread's priority a little (nice 10), and that of the processes it
+/// starts from now on. For a probe nobody waits for yet, so that it yields the CPU to the
+/// server's replies. Elsewhere: nothing.
+pub fn lower_thread_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority on the calling thread (who = 0 is the caller's tid on Linux).
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+    }
+}

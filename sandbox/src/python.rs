@@ -1,0 +1,188 @@
+//! The interpreter: found once ([`resolve_python`]), then asked once which trees it reads at
+//! start-up ([`python_read_paths`]: prefixes, stdlib, site-packages).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::SandboxError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PythonError {
+    #[error("no Python interpreter found: {0}")]
+    NotFound(String),
+}
+
+/// Printed by the interpreter: one absolute path per line. `-I` keeps `PYTHON*` variables, the
+/// user site (`~/.local`) and the current directory out of the answer.
+const PROBE: &str = "import os, site, sys\n\
+paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,\n\
+         os.path.dirname(os.path.realpath(sys.executable))]\n\
+paths += site.getsitepackages() + sys.path\n\
+print('\\n'.join(p for p in paths if p))";
+
+/// The directories `python` needs to read (and execute) to run scripts: `sys.prefix`,
+/// `sys.base_prefix` (for a venv), the real executable's directory, the stdlib and site-packages.
+/// Canonical, existing, without nested duplicates. Refuses an answer that includes `/`.
+pub fn python_read_paths(python: &Path) -> Result<Vec<PathBuf>, SandboxError> {
+    let fail = |reason: String| SandboxError::PythonPaths {
+        python: python.to_path_buf(),
+        reason,
+    };
+    let output = Command::new(python)
+        .args(["-I", "-c", PROBE])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| fail(e.to_string()))?;
+    if !output.status.success() {
+        return Err(fail(format!(
+            "{}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    let text = String::from_utf8(output.stdout).map_err(|e| fail(e.to_string()))?;
+    let mut paths: Vec<PathBuf> = text
+        .lines()
+        .map(Path::new)
+        .filter(|p| p.is_absolute())
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
+    if let Some(root) = paths.iter().find(|p| p.parent().is_none()) {
+        return Err(fail(format!(
+            "it reports {} as one of its directories, which would open the whole filesystem",
+            root.display()
+        )));
+    }
+    Ok(outermost(&mut paths))
+}
+
+/// Sorted, deduplicated, and without paths already covered by an ancestor in the list.
+fn outermost(paths: &mut Vec<PathBuf>) -> Vec<PathBuf> {
+    paths.sort();
+    paths.dedup();
+    let mut kept: Vec<PathBuf> = Vec::new();
+    for p in paths.drain(..) {
+        if !kept.iter().any(|k| p.starts_with(k)) {
+            kept.push(p);
+        }
+    }
+    kept
+}
+
+/// Resolves the interpreter once, so a version-manager shim (pyenv, asdf: a shell script costing
+/// ~100 ms) is not paid on every run. A native executable found directly is the interpreter itself
+/// and is used as found (a venv's `bin/python` must keep its path); anything else (a shim script, a
+/// Windows app alias) is asked for `sys.executable`.
+pub fn resolve_python(given: Option<&Path>) -> Result<PathBuf, PythonError> {
+    let default = if cfg!(windows) { "python" } else { "python3" };
+    let candidate = given.unwrap_or(Path::new(default));
+    match locate(candidate) {
+        Some(found) if is_native_executable(&found) => {
+            Ok(std::path::absolute(&found).unwrap_or(found))
+        }
+        _ => ask_interpreter(candidate),
+    }
+}
+
+/// The file a command name or path refers to, searching PATH for a bare name.
+fn locate(candidate: &Path) -> Option<PathBuf> {
+    if candidate.components().count() > 1 || candidate.is_absolute() {
+        return candidate.is_file().then(|| candidate.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(candidate))
+        .find(|p| p.is_file())
+}
+
+/// ELF (Linux) or Mach-O (macOS) magic: a real program, not a script. Windows always asks.
+fn is_native_executable(path: &Path) -> bool {
+    use std::io::Read;
+    if cfg!(windows) {
+        return false;
+    }
+    let mut magic = [0u8; 4];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic));
+    read.is_ok()
+        && matches!(
+            magic,
+            [0x7f, b'E', b'L', b'F']
+                | [0xcf, 0xfa, 0xed, 0xfe]
+                | [0xce, 0xfa, 0xed, 0xfe]
+                | [0xca, 0xfe, 0xba, 0xbe]
+        )
+}
+
+/// Starts the interpreter once to learn its real path.
+fn ask_interpreter(candidate: &Path) -> Result<PathBuf, PythonError> {
+    let output = Command::new(candidate)
+        .args(["-c", "import sys; print(sys.executable)"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| PythonError::NotFound(format!("'{}': {e}", candidate.display())))?;
+    if !output.status.success() {
+        return Err(PythonError::NotFound(format!(
+            "'{}' exited with {}",
+            candidate.display(),
+            output.status
+        )));
+    }
+    let reported = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    let path = PathBuf::from(&reported);
+    if reported.is_empty() || !path.is_file() {
+        // Embedded or unusual interpreters may not know their path: keep what worked.
+        return Ok(candidate.to_path_buf());
+    }
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_paths_collapse_into_their_ancestor() {
+        let mut paths = vec![
+            PathBuf::from("/usr/lib/python3.11"),
+            PathBuf::from("/usr"),
+            PathBuf::from("/opt/venv/lib/site-packages"),
+            PathBuf::from("/opt/venv"),
+            PathBuf::from("/usr"),
+            PathBuf::from("/usrx"),
+        ];
+        assert_eq!(
+            outermost(&mut paths),
+            vec![
+                PathBuf::from("/opt/venv"),
+                PathBuf::from("/usr"),
+                PathBuf::from("/usrx")
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_python_is_a_clear_error() {
+        let err = resolve_python(Some(Path::new("/no/such/python"))).unwrap_err();
+        assert!(err.to_string().contains("/no/such/python"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_shim_script_is_resolved_to_the_real_interpreter() {
+        use std::os::unix::fs::PermissionsExt;
+        let real = resolve_python(None).expect("python3 installed");
+        assert!(is_native_executable(&real), "{}", real.display());
+        let dir = tempfile::tempdir().unwrap();
+        let shim = dir.path().join("python3");
+        std::fs::write(
+            &shim,
+            format!("#!/bin/sh\nexec '{}' \"$@\"\n", real.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let resolved = resolve_python(Some(&shim)).unwrap();
+        assert_ne!(resolved, shim);
+        assert!(is_native_executable(&resolved));
+    }
+}
