@@ -1,14 +1,14 @@
 // Every environment variable that changes what pyrun-mcp-server does. Not a module: included by
-// `config.rs` (as `config::ENV_VARS`) and by the test harness in `tests/src/server.rs`, which
-// starts the binary without linking the server crate. A unit test in `config.rs` reads config.rs
-// and main.rs and fails when a variable they read is missing here.
+// `config/mod.rs` (as `config::ENV_VARS`) and by the test harness, which starts the binary
+// without linking the server crate. A unit test in `config/mod.rs` reads the config modules and
+// main.rs and fails when a variable they read is missing here.
 //
 // Left out on purpose: PATH (where the default interpreter is found; harnesses keep it).
 
 /// The variables a test harness removes before it starts a server, so that no setting of the
 /// developer's shell (`PYRUN_SANDBOX=off`, a token, a folder...) changes what the test tries.
 pub const ENV_VARS: &[&str] = &[
-    // Core settings (`Cli`).
+    // Core settings (`Cli`, `RunArgs`).
     "MCP_TRANSPORT",
     "PYTHON_PROJECTS_DIR",
     "PYTHON_TIMEOUT",
@@ -16,7 +16,7 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_MAX_OUTPUT_BYTES",
     "PYRUN_MAX_CONCURRENT",
     "PYRUN_PASS_ENV",
-    // Sandbox (`SandboxCli`).
+    // Sandbox (`SandboxArgs`).
     "PYRUN_SANDBOX",
     "PYRUN_ALLOW_NETWORK",
     "PYRUN_READ_ONLY_PROJECTS",
@@ -25,7 +25,7 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_MAX_FILE_SIZE_MB",
     "PYRUN_MAX_OPEN_FILES",
     "PYRUN_MAX_PROCESSES",
-    // HTTP transport (`HttpCli`).
+    // HTTP transport (`HttpArgs`).
     "MCP_BIND",
     "MCP_AUTH_TOKEN",
     "MCP_ALLOWED_HOSTS",
@@ -35,12 +35,14 @@ pub const ENV_VARS: &[&str] = &[
     "MCP_MAX_BODY_BYTES",
     "MCP_BODY_TIMEOUT",
     "MCP_MAX_CONNECTIONS",
-    // Tunnel (`TunnelCli`).
+    // Tunnel (`TunnelArgs`).
     "MCP_TUNNEL",
     "NGROK_AUTHTOKEN",
     "MCP_TUNNEL_DOMAIN",
     "MCP_URL_FILE",
     "NGROK_SERVER_ADDR",
+    // Lasting state (`StateArgs`).
+    "PYRUN_STATE_DIR",
     // Read in main.rs: the log filter and plain output.
     "PYRUN_LOG",
     "NO_COLOR",

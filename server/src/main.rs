@@ -70,6 +70,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         let app = App::build(config, shutdown.clone())?;
         tracing::info!(
             python = %app.config.python.display(),
+            state_dir = %app
+                .config
+                .state_dir
+                .as_deref()
+                .map_or_else(|| "none".into(), |d| d.display().to_string()),
             sandbox = %app
                 .runner
                 .sandbox()

@@ -18,6 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::app::App;
+use crate::run::caller::Caller;
 use crate::run::paths::ProjectPath;
 use crate::run::runner::{RunOutcome, RunRequest};
 
@@ -104,14 +105,27 @@ pub struct FileList {
 #[derive(Debug, Clone)]
 pub struct PyRunServer {
     app: Arc<App>,
+    /// Over stdio: the local user. Over HTTP: `None`, each request carries its own caller.
+    local: Option<Caller>,
     tool_router: ToolRouter<Self>,
 }
 
 #[tool_router]
 impl PyRunServer {
+    /// A handler for HTTP sessions: each request's caller comes from the auth layer.
     pub fn new(app: Arc<App>) -> Self {
+        Self::with_caller(app, None)
+    }
+
+    /// A handler for the stdio client, the local user.
+    pub fn for_stdio(app: Arc<App>) -> Self {
+        Self::with_caller(app, Some(Caller::Local))
+    }
+
+    fn with_caller(app: Arc<App>, local: Option<Caller>) -> Self {
         Self {
             app,
+            local,
             #[cfg(not(feature = "conformance"))]
             tool_router: Self::tool_router(),
             #[cfg(feature = "conformance")] // test-only fixtures, see conformance.rs
@@ -143,15 +157,27 @@ impl PyRunServer {
             stdin: args.stdin.as_deref(),
             timeout,
         };
+        let caller = self.caller(&ctx);
         let run = self.app.runner.run(request, &ctx.ct);
         let outcome = match ctx.meta.get_progress_token() {
             None => run.await,
             Some(token) => with_progress(run, &ctx, token, &script).await,
         };
         match outcome {
-            Ok(outcome) => Ok(self.report(outcome, timeout)),
+            Ok(outcome) => {
+                tracing::info!(
+                    %caller,
+                    script = script.relative(),
+                    exit_code = outcome.exit_code,
+                    timed_out = outcome.timed_out,
+                    cancelled = outcome.cancelled,
+                    ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+                    "run ended"
+                );
+                Ok(self.report(outcome, timeout))
+            }
             Err(e) => {
-                tracing::warn!(script = script.relative(), error = %e, "run failed to start");
+                tracing::warn!(%caller, script = script.relative(), error = %e, "run failed to start");
                 Ok(refusal(e.to_string()))
             }
         }
@@ -189,6 +215,19 @@ impl PyRunServer {
             text
         };
         Ok(structured(text, &FileList { files }))
+    }
+
+    /// Who sent this request: the stdio client, or what the HTTP auth layer admitted (an HTTP
+    /// request without one counts as anonymous: the least it could be).
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
+        if let Some(local) = &self.local {
+            return local.clone();
+        }
+        ctx.extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+            .cloned()
+            .unwrap_or(Caller::Anonymous)
     }
 
     /// Tracebacks name files by absolute path; show them relative to the projects folder instead,

@@ -22,7 +22,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use futures::channel::mpsc;
 use futures::{SinkExt, Stream, StreamExt};
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
 use rmcp::service::ServerInitializeError;
 use rmcp::{ServerHandler, ServiceExt};
 use serde::Deserialize;
@@ -258,10 +258,13 @@ struct SessionQuery {
     session_id: Option<String>,
 }
 
-/// `POST /messages?sessionId=…`: hand one JSON-RPC message to its session.
+/// `POST /messages?sessionId=…`: hand one JSON-RPC message to its session, with the request's
+/// parts (and so its [`Caller`](crate::run::caller::Caller)) in its extensions, as rmcp's
+/// Streamable HTTP service does.
 async fn post_message<S>(
     State(state): State<SseState<S>>,
     Query(query): Query<SessionQuery>,
+    parts: axum::http::request::Parts,
     body: Bytes,
 ) -> Response {
     let Some(id) = query.camel.or(query.session_id) else {
@@ -270,7 +273,7 @@ async fn post_message<S>(
     let Some(inbox) = state.sessions.get(&id) else {
         return (StatusCode::NOT_FOUND, "unknown session").into_response();
     };
-    let message = match serde_json::from_slice::<ClientJsonRpcMessage>(&body) {
+    let mut message = match serde_json::from_slice::<ClientJsonRpcMessage>(&body) {
         Ok(message) => message,
         Err(error) => {
             return (
@@ -280,6 +283,15 @@ async fn post_message<S>(
                 .into_response();
         }
     };
+    match &mut message {
+        ClientJsonRpcMessage::Request(r) => {
+            r.request.extensions_mut().insert(parts);
+        }
+        ClientJsonRpcMessage::Notification(n) => {
+            n.notification.extensions_mut().insert(parts);
+        }
+        _ => {}
+    }
     inbox.activity.touch();
     let mut to_handler = inbox.to_handler;
     if to_handler.send(message).await.is_err() {

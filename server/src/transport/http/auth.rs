@@ -9,6 +9,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
+use crate::run::caller::Caller;
+
 /// The token clients must send as `Authorization: Bearer TOKEN`; `None` turns the check off.
 #[derive(Clone)]
 pub struct RequiredToken(Option<Arc<[u8]>>);
@@ -49,13 +51,20 @@ fn bearer(value: &[u8]) -> Option<&[u8]> {
     Some(&rest[start..end])
 }
 
-/// Middleware: 401 with `WWW-Authenticate: Bearer` unless the request carries the token.
+/// Middleware: 401 with `WWW-Authenticate: Bearer` unless the request carries the token. An
+/// admitted request carries its [`Caller`] in its extensions from here on (rmcp hands them to
+/// the tools with the request's parts; the SSE transport does the same).
 pub async fn require_token(
     State(token): State<RequiredToken>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     if token.admits(request.headers().get(header::AUTHORIZATION)) {
+        let caller = match token.0 {
+            Some(_) => Caller::BearerToken,
+            None => Caller::Anonymous,
+        };
+        request.extensions_mut().insert(caller);
         return next.run(request).await;
     }
     let mut response = (

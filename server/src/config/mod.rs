@@ -1,0 +1,513 @@
+//! Settings: the only module that reads flags, the environment and `.env`. Parsing happens in two
+//! stages: clap validates the text (no I/O), then [`Cli::resolve`] checks the world (the folder
+//! exists, the interpreter runs) and produces the plain [`Config`] the rest of the server receives.
+//! Precedence: flag > environment > `.env` > default. A `.env` that lies inside the projects folder
+//! is never read: scripts can write there.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::parser::ValueSource;
+use clap::{CommandFactory, Parser, ValueEnum};
+
+use crate::integrations::{Assistant, BadUrl, RemoteUrl, Target};
+use pyrun_sandbox::resolve_python;
+
+mod dotenv;
+mod http;
+mod runs;
+mod sandbox;
+mod state;
+mod tunnel;
+
+pub use dotenv::Dotenv;
+use dotenv::DOTENV;
+pub use http::{HttpArgs, HttpConfig};
+pub use runs::RunArgs;
+pub use sandbox::{SandboxArgs, SandboxConfig};
+pub use state::StateArgs;
+pub use tunnel::{TunnelArgs, TunnelConfig, TunnelProvider};
+
+include!("../env_vars.rs");
+
+/// Upper bound for `--timeout`: a day. Anything longer is almost surely a typo.
+const MAX_TIMEOUT_SECS: u64 = 86_400;
+/// The variable (and `.env` key) that names the projects folder.
+const PROJECTS_DIR_VAR: &str = "PYTHON_PROJECTS_DIR";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Transport {
+    /// JSON-RPC over standard input/output (Claude Desktop, Claude Code, Cursor...).
+    Stdio,
+    /// Streamable HTTP on /mcp and legacy HTTP+SSE on /sse.
+    Http,
+}
+
+/// Run the Python files of one projects folder for MCP clients, safely.
+#[derive(Debug, Parser)]
+#[command(name = "pyrun-mcp-server", version, about, long_about = None)]
+pub struct Cli {
+    /// How clients connect.
+    #[arg(long, env = "MCP_TRANSPORT", value_enum, default_value_t = Transport::Http)]
+    pub transport: Transport,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    #[command(flatten)]
+    pub http: HttpArgs,
+
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+
+    #[command(flatten)]
+    pub tunnel: TunnelArgs,
+
+    #[command(flatten)]
+    pub state: StateArgs,
+
+    #[command(subcommand)]
+    pub command: Option<Subcommand>,
+}
+
+/// What to do instead of serving.
+#[derive(Debug, clap::Subcommand)]
+pub enum Subcommand {
+    /// Print the snippet that connects an AI assistant to this server (stdio, or --url for a
+    /// running server reached over HTTP).
+    Config {
+        #[arg(value_enum)]
+        assistant: Assistant,
+        /// The server's URL (`https://…/mcp` or `…/sse`; a bare base gets `/mcp`) [default: stdio,
+        /// the assistant starts this binary itself].
+        #[arg(long)]
+        url: Option<String>,
+    },
+}
+
+/// Everything the server needs, validated and resolved.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub transport: Transport,
+    /// As given (for messages); the canonical folder lives in `paths::ProjectRoot`.
+    pub projects_dir: PathBuf,
+    pub timeout: Duration,
+    pub python: PathBuf,
+    pub max_output_bytes: usize,
+    pub max_concurrent: usize,
+    pub pass_env: Vec<String>,
+    pub http: HttpConfig,
+    pub sandbox: SandboxConfig,
+    /// The public URL to open, if any (`--tunnel`).
+    pub tunnel: Option<TunnelConfig>,
+    /// Where lasting state is kept (`--state-dir`), absolute, outside the projects folder; not
+    /// made until a feature needs it. `None`: no data folder on this machine and none given.
+    pub state_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("projects folder '{0}' does not exist or is not a directory\nhint: pass --projects-dir DIR or set PYTHON_PROJECTS_DIR")]
+    ProjectsDir(String),
+    #[error("{0}\nhint: install Python 3, or pass --python PATH / set PYTHON_BIN")]
+    NoPython(#[from] pyrun_sandbox::PythonError),
+    #[error("--pass-env '{0}' is not a valid variable name")]
+    BadEnvName(String),
+    #[error("refusing to serve {0} without authentication: anyone who reaches it could run your scripts\nhint: set a token with --auth-token TOKEN or MCP_AUTH_TOKEN (e.g. MCP_AUTH_TOKEN=$(openssl rand -hex 32)), or bind 127.0.0.1; pass --allow-unauthenticated only if something in front of the server authenticates")]
+    UnauthenticatedPublicBind(SocketAddr),
+    #[error("the auth token must be 1 to 1024 visible ASCII characters without spaces\nhint: MCP_AUTH_TOKEN=$(openssl rand -hex 32)")]
+    BadAuthToken,
+    #[error("--allowed-host '{0}' is not a host name\nhint: give a bare host or host:port such as abc.trycloudflare.com (no scheme, no path)")]
+    BadAllowedHost(String),
+    #[error(
+        "--tunnel needs the HTTP transport\nhint: drop --transport stdio (or MCP_TRANSPORT=stdio)"
+    )]
+    TunnelNeedsHttp,
+    #[error("refusing to open a public URL without an auth token: anyone could run your scripts\nhint: set MCP_AUTH_TOKEN in .env (scripts/setup makes one) or pass --auth-token TOKEN")]
+    TunnelWithoutAuthToken,
+    #[error("--tunnel ngrok needs an ngrok authtoken\nhint: copy yours from https://dashboard.ngrok.com/get-started/your-authtoken into NGROK_AUTHTOKEN (environment or .env)")]
+    NoNgrokAuthtoken,
+    #[error("--tunnel-domain '{0}' is not a domain name\nhint: give the bare name reserved in your ngrok account, e.g. pyrun.ngrok.app (no scheme, no path)")]
+    BadTunnelDomain(String),
+    #[error("cannot tell where this server binary is: {0}")]
+    NoOwnPath(String),
+    #[error(transparent)]
+    BadUrl(#[from] BadUrl),
+    #[error("cannot use the state folder {0}\nhint: pass --state-dir DIR or set PYRUN_STATE_DIR")]
+    StateDir(String),
+    #[error("the state folder '{}' overlaps the projects folder, where scripts can write\nhint: pass a --state-dir (PYRUN_STATE_DIR) outside the projects folder", .0.display())]
+    StateDirOverlapsProjects(PathBuf),
+}
+
+impl Cli {
+    /// Loads `.env` from the current directory (the real environment wins) unless it lies inside
+    /// the projects folder, then parses the flags. Call before any thread starts (it sets
+    /// variables); log the returned [`Dotenv`] once logging is set up.
+    pub fn load() -> (Self, Dotenv) {
+        let dotenv = Dotenv::read(Path::new(DOTENV), |from_file| {
+            // Which folder would be served with the file applied: flag > environment > file >
+            // default. Flags are parsed here without the file (clap exits on --help or a bad flag,
+            // as the parse below would).
+            let matches = Self::command().get_matches();
+            let given = matches.get_one::<PathBuf>("projects_dir").cloned();
+            match (matches.value_source("projects_dir"), from_file) {
+                (Some(ValueSource::DefaultValue) | None, Some(dir)) => Some(PathBuf::from(dir)),
+                _ => given,
+            }
+        });
+        dotenv.apply();
+        (Self::parse(), dotenv)
+    }
+
+    /// Second stage: checks the folder and the interpreter and resolves defaults.
+    pub fn resolve(self) -> Result<Config, ConfigError> {
+        let run = self.run;
+        run.validate()?;
+        let tunnel = self
+            .tunnel
+            .resolve(self.transport, self.http.auth_token().is_some())?;
+        let state_dir = self.state.resolve(&run.projects_dir)?;
+        let http = self.http.resolve(self.transport)?;
+        let python = resolve_python(run.python.as_deref())?;
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let sandbox = self.sandbox.resolve(run.timeout);
+        Ok(Config {
+            transport: self.transport,
+            projects_dir: run.projects_dir,
+            timeout: Duration::from_secs(run.timeout),
+            python,
+            max_output_bytes: usize::try_from(run.max_output_bytes).unwrap_or(usize::MAX),
+            max_concurrent: run
+                .max_concurrent
+                .map_or(2 * cpus, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            pass_env: run.pass_env,
+            http,
+            sandbox,
+            tunnel,
+            state_dir,
+        })
+    }
+
+    /// For `config ASSISTANT [--url URL]`: where the assistant reaches this server.
+    pub fn integration_target(&self, url: Option<&str>) -> Result<Target, ConfigError> {
+        if let Some(url) = url {
+            return Ok(Target::Remote {
+                url: RemoteUrl::parse(url)?,
+                token: self.http.auth_token(),
+            });
+        }
+        let server = std::env::current_exe()
+            .and_then(dunce::canonicalize)
+            .map_err(|e| ConfigError::NoOwnPath(e.to_string()))?;
+        let projects_dir = dunce::canonicalize(&self.run.projects_dir)
+            .ok()
+            .filter(|p| p.is_dir())
+            .ok_or_else(|| ConfigError::ProjectsDir(self.run.projects_dir.display().to_string()))?;
+        Ok(Target::Stdio {
+            server,
+            projects_dir,
+            // Assistants start servers with a bare PATH: name the interpreter when it is known.
+            python: resolve_python(self.run.python.as_deref()).ok(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pyrun_sandbox::{ResourceLimits, SandboxMode};
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("pyrun-mcp-server").chain(args.iter().copied()))
+    }
+
+    fn resolve_http(args: &[&str]) -> Result<HttpConfig, ConfigError> {
+        parse(args).unwrap().http.resolve(Transport::Http)
+    }
+
+    #[test]
+    fn public_bind_needs_a_token_or_an_explicit_opt_out() {
+        let err = resolve_http(&["--bind", "0.0.0.0:8000"]).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("--auth-token") && msg.contains("MCP_AUTH_TOKEN"),
+            "{msg}"
+        );
+        assert!(resolve_http(&["--bind", "0.0.0.0:8000", "--auth-token", "t0k"]).is_ok());
+        let open = resolve_http(&["--bind", "0.0.0.0:8000", "--allow-unauthenticated"]).unwrap();
+        assert!(open.unauthenticated_public);
+        assert!(
+            !resolve_http(&["--bind", "127.0.0.1:0"])
+                .unwrap()
+                .unauthenticated_public
+        );
+        assert!(resolve_http(&["--bind", "[::1]:0"]).is_ok());
+        // stdio never listens, so the HTTP address does not matter there.
+        let stdio = parse(&["--bind", "0.0.0.0:8000"]).unwrap().http;
+        assert!(stdio.resolve(Transport::Stdio).is_ok());
+    }
+
+    #[test]
+    fn bad_tokens_and_hosts_are_refused_with_a_hint() {
+        for token in ["", "has space", "tab\there"] {
+            let err = resolve_http(&["--auth-token", token]).unwrap_err();
+            assert!(matches!(err, ConfigError::BadAuthToken), "{token:?}");
+        }
+        for host in [
+            "https://x.example",
+            "x.example/path",
+            "user@x.example",
+            "x:port",
+            "[zz]",
+        ] {
+            let err = resolve_http(&["--allowed-host", host]).unwrap_err();
+            assert!(err.to_string().contains("--allowed-host"), "{host:?}");
+        }
+        let ok = resolve_http(&[
+            "--allowed-host",
+            "abc.trycloudflare.com,tunnel.example:8443,[fe80::1]:80,fe80::2",
+        ])
+        .unwrap();
+        assert_eq!(ok.allowed_hosts.len(), 4);
+    }
+
+    #[test]
+    fn a_specific_public_address_is_an_allowed_host() {
+        let config = resolve_http(&["--bind", "192.0.2.7:8000", "--auth-token", "t"]).unwrap();
+        assert_eq!(config.allowed_hosts, ["192.0.2.7"]);
+    }
+
+    #[test]
+    fn rejects_zero_and_absurd_timeouts() {
+        assert!(parse(&["--timeout", "0"]).is_err());
+        assert!(parse(&["--timeout", "86401"]).is_err());
+        assert!(parse(&["--timeout", "-3"]).is_err());
+        assert_eq!(parse(&["--timeout", "5"]).unwrap().run.timeout, 5);
+    }
+
+    #[test]
+    fn missing_projects_dir_names_flag_and_variable() {
+        let cli = parse(&["--projects-dir", "/definitely/not/here"]).unwrap();
+        let msg = cli.resolve().unwrap_err().to_string();
+        assert!(msg.contains("--projects-dir") && msg.contains("PYTHON_PROJECTS_DIR"));
+    }
+
+    #[test]
+    fn bad_pass_env_name_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let cli = parse(&[
+            "--projects-dir",
+            dir.path().to_str().unwrap(),
+            "--pass-env",
+            "A=B",
+        ])
+        .unwrap();
+        assert!(matches!(cli.resolve(), Err(ConfigError::BadEnvName(_))));
+    }
+
+    /// Every variable named in the config modules' clap attributes or read by name there or in
+    /// main.rs.
+    fn variables_read_in(source: &str) -> Vec<String> {
+        let patterns = ["env = \"", "var_os(\"", "var(\"", "try_from_env(\""];
+        let mut names = Vec::new();
+        for pattern in patterns {
+            for (at, _) in source.match_indices(pattern) {
+                let rest = &source[at + pattern.len()..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && rest[name.len()..].starts_with('"') {
+                    names.push(name);
+                }
+            }
+        }
+        names
+    }
+
+    #[test]
+    fn env_vars_lists_every_variable_the_server_reads() {
+        let read: Vec<String> = [
+            include_str!("mod.rs"),
+            include_str!("runs.rs"),
+            include_str!("http.rs"),
+            include_str!("sandbox.rs"),
+            include_str!("state.rs"),
+            include_str!("tunnel.rs"),
+            include_str!("dotenv.rs"),
+            include_str!("../main.rs"),
+        ]
+        .into_iter()
+        .flat_map(variables_read_in)
+        .filter(|name| name != "PATH")
+        .collect();
+        assert!(
+            read.len() >= 20,
+            "the scan found too few variables: {read:?}"
+        );
+        for name in &read {
+            assert!(
+                ENV_VARS.contains(&name.as_str()),
+                "{name} is read by the server but missing from ENV_VARS (server/src/env_vars.rs)"
+            );
+        }
+        // Every clap variable is really one of the server's (no stale entry hides a typo).
+        let cli = Cli::command();
+        let mut declared: Vec<String> = Vec::new();
+        let mut commands = vec![&cli];
+        while let Some(command) = commands.pop() {
+            declared.extend(
+                command
+                    .get_arguments()
+                    .filter_map(|a| a.get_env())
+                    .map(|e| e.to_string_lossy().into_owned()),
+            );
+            commands.extend(command.get_subcommands());
+        }
+        for name in &declared {
+            assert!(read.contains(name), "{name} was not found by the scan");
+        }
+    }
+
+    #[test]
+    fn new_http_limits_have_defaults_and_bounds() {
+        let http = resolve_http(&[]).unwrap();
+        assert_eq!(http.body_timeout, Duration::from_secs(30));
+        assert_eq!(http.max_connections, 512);
+        let http = resolve_http(&["--body-timeout", "2", "--max-connections", "8"]).unwrap();
+        assert_eq!(http.body_timeout, Duration::from_secs(2));
+        assert_eq!(http.max_connections, 8);
+        assert!(parse(&["--body-timeout", "0"]).is_err());
+        assert!(parse(&["--max-connections", "0"]).is_err());
+    }
+
+    fn dotenv_in(dir: &Path, text: &str) -> PathBuf {
+        let file = dir.join(".env");
+        std::fs::write(&file, text).unwrap();
+        file
+    }
+
+    #[test]
+    fn a_dotenv_inside_the_projects_folder_is_ignored_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let projects = dir.path().join("projects");
+        std::fs::create_dir(&projects).unwrap();
+        let file = dotenv_in(&projects, "PYRUN_SANDBOX=off\nMCP_AUTH_TOKEN=x\n");
+        let read = Dotenv::read(&file, |_| Some(projects.clone()));
+        assert!(
+            matches!(read, Dotenv::IgnoredInsideProjects { .. }),
+            "{read:?}"
+        );
+        // The same file beside the folder is read.
+        let file = dotenv_in(dir.path(), "PYRUN_SANDBOX=off\n");
+        match Dotenv::read(&file, |_| Some(projects.clone())) {
+            Dotenv::Loaded {
+                entries, malformed, ..
+            } => {
+                assert_eq!(entries, [("PYRUN_SANDBOX".into(), "off".into())]);
+                assert_eq!(malformed, None);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_folder_a_dotenv_names_counts_and_so_does_a_link_into_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let projects = dir.path().join("projects");
+        std::fs::create_dir(&projects).unwrap();
+        // `.env` says the folder is the directory it lies in: ignored.
+        let file = dotenv_in(dir.path(), "PYTHON_PROJECTS_DIR=.\n");
+        let read = Dotenv::read(&file, |from_file| {
+            assert_eq!(from_file, Some("."));
+            Some(dir.path().to_path_buf())
+        });
+        assert!(matches!(read, Dotenv::IgnoredInsideProjects { .. }));
+        #[cfg(unix)]
+        {
+            let outside = tempfile::tempdir().unwrap();
+            let inner = dotenv_in(&projects, "PYRUN_SANDBOX=off\n");
+            let link = outside.path().join(".env");
+            std::os::unix::fs::symlink(&inner, &link).unwrap();
+            let read = Dotenv::read(&link, |_| Some(projects.clone()));
+            assert!(
+                matches!(read, Dotenv::IgnoredInsideProjects { .. }),
+                "{read:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn sandbox_defaults_to_standard_without_network() {
+        let cli = parse(&[]).unwrap();
+        let sandbox = cli.sandbox.resolve(30);
+        assert_eq!(sandbox.mode, SandboxMode::Standard);
+        assert!(!sandbox.allow_network);
+        assert!(!sandbox.read_only_projects);
+        assert_eq!(sandbox.limits, ResourceLimits::default());
+    }
+
+    #[test]
+    fn sandbox_flags_are_read_and_cpu_covers_the_timeout() {
+        let cli = parse(&[
+            "--sandbox",
+            "strict",
+            "--allow-network",
+            "--max-memory-mb",
+            "512",
+            "--max-cpu-secs",
+            "10",
+        ])
+        .unwrap();
+        let sandbox = cli.sandbox.resolve(60);
+        assert_eq!(sandbox.mode, SandboxMode::Strict);
+        assert!(sandbox.allow_network);
+        assert_eq!(sandbox.limits.memory_bytes, 512 << 20);
+        assert_eq!(sandbox.limits.cpu_secs, 60);
+        assert!(
+            sandbox.read_only_projects,
+            "strict implies --read-only-projects"
+        );
+        let cli = parse(&["--read-only-projects"]).unwrap();
+        assert!(cli.sandbox.resolve(30).read_only_projects);
+        assert!(parse(&["--sandbox", "loose"]).is_err());
+    }
+
+    #[test]
+    fn the_state_folder_defaults_to_the_data_folder_and_never_overlaps_the_projects() {
+        let dir = tempfile::tempdir().unwrap();
+        let projects = dir.path().join("projects");
+        std::fs::create_dir(&projects).unwrap();
+        let projects_arg = projects.to_str().unwrap();
+        let state = |extra: &[&str]| {
+            let mut args = vec!["--projects-dir", projects_arg];
+            args.extend_from_slice(extra);
+            parse(&args).unwrap().state.resolve(&projects)
+        };
+        // Default: the platform's data folder (here: the test's HOME or XDG_DATA_HOME).
+        if let Some(data) = dirs::data_dir() {
+            assert_eq!(state(&[]).unwrap(), Some(data.join("pyrun-mcp")));
+        }
+        let outside = dir.path().join("state");
+        let outside_arg = outside.to_str().unwrap();
+        assert_eq!(
+            state(&["--state-dir", outside_arg]).unwrap(),
+            Some(outside.clone())
+        );
+        assert!(!outside.exists(), "made before a feature needs it");
+        // Inside the folder (not yet existing, and through `..`), or the folder itself, or
+        // a parent of it: refused, naming the flag and the variable.
+        let inside = format!("{}/a/../state", projects.display());
+        for bad in [inside.as_str(), projects_arg, dir.path().to_str().unwrap()] {
+            let err = state(&["--state-dir", bad]).unwrap_err().to_string();
+            assert!(
+                err.contains("--state-dir") && err.contains("PYRUN_STATE_DIR"),
+                "{bad}: {err}"
+            );
+        }
+        // A relative folder is made absolute (the server may change its folder later).
+        let relative = state(&["--state-dir", "some-state"]).unwrap().unwrap();
+        assert!(relative.is_absolute(), "{}", relative.display());
+    }
+}

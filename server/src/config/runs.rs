@@ -1,0 +1,58 @@
+//! What a run gets: the projects folder, the interpreter, its time and output limits.
+
+use std::path::PathBuf;
+
+use super::{ConfigError, MAX_TIMEOUT_SECS};
+
+/// Which files run, with what, and for how long.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The folder whose .py files may run; nothing outside it can.
+    #[arg(long, env = "PYTHON_PROJECTS_DIR", default_value = "./python_projects")]
+    pub projects_dir: PathBuf,
+
+    /// Longest a run may take, in seconds (1 to 86400); a tool call may ask for less, never more.
+    #[arg(long, env = "PYTHON_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
+    pub timeout: u64,
+
+    /// Python interpreter [default: `python3` on PATH (`python` on Windows), resolved once at start-up].
+    #[arg(long, env = "PYTHON_BIN")]
+    pub python: Option<PathBuf>,
+
+    /// Output kept per stream (stdout, stderr), in bytes; the rest is counted and dropped.
+    #[arg(long, env = "PYRUN_MAX_OUTPUT_BYTES", default_value_t = 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
+    pub max_output_bytes: u64,
+
+    /// Runs at once; further calls wait their turn [default: 2 x CPUs].
+    #[arg(long, env = "PYRUN_MAX_CONCURRENT", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_concurrent: Option<u64>,
+
+    /// Also pass this environment variable to scripts (repeatable; comma-separated in the variable).
+    #[arg(
+        long = "pass-env",
+        env = "PYRUN_PASS_ENV",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub pass_env: Vec<String>,
+}
+
+impl RunArgs {
+    /// Checks what needs the world: the folder exists, the names to pass are variable names.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if !self.projects_dir.is_dir() {
+            return Err(ConfigError::ProjectsDir(
+                self.projects_dir.display().to_string(),
+            ));
+        }
+        for name in &self.pass_env {
+            let valid = !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !name.starts_with(|c: char| c.is_ascii_digit());
+            if !valid {
+                return Err(ConfigError::BadEnvName(name.clone()));
+            }
+        }
+        Ok(())
+    }
+}
