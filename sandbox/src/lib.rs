@@ -9,24 +9,28 @@
 //! cannot be applied, the child fails before `exec` and the run never starts: the sandbox fails
 //! closed.
 //!
-//! Linux steps in the child, in this order (see `linux/mod.rs`):
+//! Linux steps in the child, in this order (see `linux/mod.rs` and `spawn/`):
 //! 1. join the slot's cgroups (`pids.max`, `memory.limit_in_bytes`), while still having the rights to;
 //! 2. rlimits: address space, CPU seconds, file size, open files, processes, no core dumps;
 //! 3. `setns` into the user + network namespaces made at start-up (`linux/namespaces.rs`; `unshare`
 //!    per run where joining is refused): no capabilities outside, and no network interfaces but a
 //!    downed loopback (only the user namespace with `--allow-network`);
-//! 4. `PR_SET_NO_NEW_PRIVS`, then Landlock: read-only Python and system files, read-write projects
+//! 4. `setns` into the slot's mount namespace (`linux/mount.rs`): the host read-only, the projects
+//!    folder at `/projects`, the scratch at `/tmp`, protected names read-only;
+//! 5. with the `pid-ns` layer, a pid namespace of its own whose pid 1 (`spawn/init.rs`) reaps
+//!    orphans and forwards signals; the interpreter is pid 2;
+//! 6. `PR_SET_NO_NEW_PRIVS`, then Landlock: read-only Python and system files, read-write projects
 //!    folder and scratch, nothing else; no signals or abstract sockets out of the sandbox; no TCP;
-//! 5. seccomp, last: no ptrace, mount, bpf, keyctl, io_uring, namespaces, module loading, `socket()`
-//!    (any family without `--allow-network`, `AF_UNIX` always), and no `setsid`/`setpgid`.
+//! 7. seccomp, last: no ptrace, mount, bpf, keyctl, io_uring, namespaces, module loading, `socket()`
+//!    (any family without `--allow-network`, `AF_UNIX` always), no `setsid`/`setpgid`, no set-id
+//!    mode bits, owners or xattrs, no `prlimit64` on other processes, no `CLONE_PARENT`.
 //!
-//! Why no process escapes the runner's group kill: the runner puts the child in its own process
-//! group and kills that group. The only ways out of a process group are `setsid` and `setpgid`,
-//! which seccomp refuses, so double-forked daemons and `start_new_session=True` children stay in the
-//! group and die with it. This is free (the filter is installed anyway), unlike a PID namespace (an
-//! extra init process per run) or a cgroup v2 `cgroup.kill` (needs a delegated cgroup v2 tree,
-//! which this kind of machine does not have). The per-run pids cgroup bounds how many processes
-//! a run can make, also for root, for whom `RLIMIT_NPROC` is not enforced.
+//! Why no process escapes the runner's kill: the child is in its own process group, which the
+//! runner kills. The only ways out of a process group are `setsid` and `setpgid`, which seccomp
+//! refuses, so double-forked daemons and `start_new_session=True` children stay in the group and
+//! die with it; with a pid namespace, whatever is left dies with its pid 1. The per-run pids
+//! cgroup bounds how many processes a run can make, also for root, for whom `RLIMIT_NPROC` is not
+//! enforced.
 //!
 //! Other platforms: the runner builds a `std::process::Command` and hands it to
 //! [`Sandbox::confine`]. Windows gets a kill-on-close Job Object per run with memory and

@@ -1,7 +1,7 @@
 //! Per-run cgroups (v1 `pids` and `memory`): bound a run's process count and total memory.
 //!
 //! At start-up the server creates `pyrun-mcp-<pid>-<n>-<nanos>` under its own cgroup in each
-//! hierarchy it can write to. Each run slot (see `slots.rs`) gets `slot-<n>` below it, with
+//! hierarchy it can write to. Each run slot (see the server's `run/slots.rs`) gets `slot-<n>` below it, with
 //! `pids.max` / `memory.limit_in_bytes` set, once; every run of the slot joins it by writing `0`
 //! to a `tasks` fd opened when the slot was made. Reusing the cgroups spares each run two `mkdir`s,
 //! their limit writes and the `rmdir`s (most of the sandbox's cost per run when they were made per
