@@ -75,7 +75,8 @@ impl Report {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let python = pyrun_mcp_tests::resolve_python(args.python.as_deref()).map_err(anyhow::Error::msg)?;
+    let python =
+        pyrun_mcp_tests::resolve_python(args.python.as_deref()).map_err(anyhow::Error::msg)?;
     let work = tempfile::tempdir()?;
     let projects = work.path().join("projects");
     copy_dir(&args.projects, &projects)?;
@@ -235,8 +236,7 @@ async fn main() -> anyhow::Result<()> {
     // Each on a fresh server, so that the figure is the sessions' and not the heap the loads left.
     let fresh = || procs::start_pyrun_http(bin, &projects, &http_args);
     let sessions = async { idle_sse_rss(&fresh()?, args.idle_sessions).await }.await;
-    let initialized =
-        async { initialized_sse_rss(&fresh()?, args.idle_sessions).await }.await;
+    let initialized = async { initialized_sse_rss(&fresh()?, args.idle_sessions).await }.await;
     report.row(
         "server RSS idle",
         mib(idle),

@@ -27,7 +27,11 @@ async fn health_answers_without_a_token_and_tells_no_secrets() {
 }
 
 /// The three authenticated doors: open a Streamable HTTP session, open an SSE stream, post a message.
-async fn knock(server: &HttpServer, session_url: &str, token: Option<&str>) -> [reqwest::Response; 3] {
+async fn knock(
+    server: &HttpServer,
+    session_url: &str,
+    token: Option<&str>,
+) -> [reqwest::Response; 3] {
     let client = http();
     let headers = token.map(bearer).unwrap_or_default();
     let mcp = mcp_post(

@@ -150,9 +150,11 @@ impl SseReader {
 
     /// Reads until the response to `id`, returning it and the messages seen before it.
     pub async fn response_to(&mut self, id: u64) -> (Value, Vec<Value>) {
-        self.try_response_to(&json!(id)).await.unwrap_or_else(|before| {
-            panic!("stream ended before the response to {id}; saw {before:?}")
-        })
+        self.try_response_to(&json!(id))
+            .await
+            .unwrap_or_else(|before| {
+                panic!("stream ended before the response to {id}; saw {before:?}")
+            })
     }
 
     /// Reads until the response to `id`; the messages seen before it as the error if the stream

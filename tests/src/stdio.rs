@@ -74,15 +74,19 @@ impl StdioServer {
             _owned_projects: owned_projects,
         };
         let init = server
-            .try_request(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            .try_request(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "stdio-test", "version": "1"}}}))
+                "clientInfo": {"name": "stdio-test", "version": "1"}}}),
+            )
             .map_err(StartError)?;
         if init.get("result").is_none() {
             return Err(StartError(format!("initialize failed: {init}")));
         }
         server
-            .try_send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}}))
+            .try_send(
+                &json!({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}}),
+            )
             .map_err(StartError)?;
         Ok(server)
     }

@@ -47,4 +47,3 @@ pub fn runner(max_output_bytes: usize, max_concurrent: usize, pass_env: &[&str])
     )
     .unwrap()
 }
-
