@@ -353,7 +353,7 @@ fn powershell_parser() -> PathBuf {
     let ready = home.join(".ready");
     if !ready.exists() {
         let venv = run_bounded(
-            Command::new(python())
+            Command::new(pyrun_mcp_tests::python())
                 .args(["-m", "venv"])
                 .arg(home.join("venv")),
             LIMIT,
