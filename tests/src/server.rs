@@ -92,10 +92,12 @@ pub struct ServerLaunch {
 
 impl ServerLaunch {
     /// `binary --projects-dir PROJECTS`, run from `projects`, with no server variable inherited.
+    /// Relative paths are taken from the current directory (the server runs from another).
     pub fn new(binary: impl Into<PathBuf>, projects: &Path) -> Self {
+        let absolute = |path: PathBuf| std::path::absolute(&path).unwrap_or(path);
         Self {
-            binary: binary.into(),
-            projects: Some(projects.to_path_buf()),
+            binary: absolute(binary.into()),
+            projects: Some(absolute(projects.to_path_buf())),
             current_dir: None,
             args: Vec::new(),
             env: Vec::new(),
