@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README and .ci/run call exactly `bash scripts/test.sh`): formatting, lints,
-# a compile check for Windows and macOS, then every test of the workspace, and a closing summary.
+# a compile check for Windows and macOS, the hermetic `cargo test --workspace`, then the real-client
+# step (`--features real-clients`: official SDKs, Inspector, conformance suite, nginx, the scripts),
+# and a closing summary counting the tests of every step.
 # Real-client tests install what they need (Python venv, Node tools) under target/test-deps/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,6 +65,20 @@ run_tests() {
     return "${PIPESTATUS[0]}"
 }
 
+# What the real-client tests run but do not build (no nested cargo): every workspace binary, and the
+# server with its test-only conformance fixtures in a target dir of its own, so the normal binary
+# in target/debug/ never carries them.
+build_for_real_clients() {
+    cargo build --workspace --bins &&
+        cargo build -p pyrun-mcp-server --features conformance \
+            --target-dir "${CARGO_TARGET_DIR:-target}/conformance"
+}
+
+run_real_client_tests() {
+    cargo test -p pyrun-mcp-tests --features real-clients 2>&1 | tee -a "$log_dir/test.log"
+    return "${PIPESTATUS[0]}"
+}
+
 # The ngrok tunnel is a non-default feature (scripts/setup builds it): lint and test it too.
 run_tunnel_tests() {
     cargo test -p pyrun-mcp-server --features tunnel --lib --test tunnel_cli 2>&1 | tee -a "$log_dir/test.log"
@@ -77,6 +93,8 @@ step "pyrun-sandbox dependencies" check_sandbox_deps
 step "cargo clippy (conformance fixtures)" \
     cargo clippy -p pyrun-mcp-server --features conformance --all-targets -- -D warnings
 step "cargo clippy --features tunnel" cargo clippy -p pyrun-mcp-server --all-targets --features tunnel -- -D warnings
+step "cargo clippy --features real-clients" \
+    cargo clippy -p pyrun-mcp-tests --all-targets --features real-clients -- -D warnings
 if command -v rustup >/dev/null 2>&1; then
     cross_check x86_64-pc-windows-gnu
     cross_check x86_64-apple-darwin
@@ -85,6 +103,8 @@ else
 fi
 step "cargo test --workspace" run_tests
 step "cargo test --features tunnel" run_tunnel_tests
+step "build for the real-client tests" build_for_real_clients
+step "cargo test --features real-clients" run_real_client_tests
 
 passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log_dir/test.log" | awk '{s += $4} END {print s + 0}')
 failed=$(grep -Eo '[0-9]+ failed;' "$log_dir/test.log" | awk '{s += $1} END {print s + 0}')

@@ -2,14 +2,11 @@
 //! Deliberately thin, so the figures show the server's cost rather than a client library's.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use futures::StreamExt;
+use pyrun_mcp_tests::{ServerLaunch, SseReader, StdioServer};
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 
 const PROTOCOL: &str = "2025-06-18";
@@ -50,78 +47,47 @@ pub trait Session {
     }
 }
 
-pub struct StdioSession {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Lines<BufReader<ChildStdout>>,
-}
+/// The harness's stdio JSON-RPC driver (a reader thread per server); requests block this task,
+/// which the bench's one-at-a-time calls allow.
+pub struct StdioSession(StdioServer);
 
 impl StdioSession {
     pub async fn start(bin: &Path, projects: &Path, extra: &[&str]) -> anyhow::Result<Self> {
-        let mut child = Command::new(bin)
-            .args(["--transport", "stdio", "--projects-dir"])
-            .arg(projects)
+        let server = ServerLaunch::new(bin, projects)
             .args(extra)
-            .env("PYRUN_LOG", "warn")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?;
-        let stdin = child.stdin.take().context("stdin")?;
-        let lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
-        let mut session = Self {
-            child,
-            stdin,
-            lines,
-        };
-        session.request(initialize(0)).await?;
-        session.send(&initialized()).await?;
-        Ok(session)
-    }
-
-    async fn send(&mut self, message: &Value) -> anyhow::Result<()> {
-        let mut line = message.to_string();
-        line.push('\n');
-        self.stdin.write_all(line.as_bytes()).await?;
-        Ok(())
+            .log("warn")
+            .try_stdio()?;
+        Ok(Self(server))
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id().unwrap_or(0)
+        self.0.pid()
     }
 }
 
 impl Session for StdioSession {
     async fn request(&mut self, message: Value) -> anyhow::Result<Value> {
-        let id = message["id"].clone();
-        self.send(&message).await?;
-        tokio::time::timeout(WAIT, async {
-            while let Some(line) = self.lines.next_line().await? {
-                let reply: Value = serde_json::from_str(&line)?;
-                if reply.get("id") == Some(&id) {
-                    return Ok(reply);
-                }
-            }
-            bail!("server closed stdout")
-        })
-        .await?
+        self.0.try_request(message).map_err(anyhow::Error::msg)
     }
 }
 
-/// Finds the JSON-RPC reply with `id` in a body that is either JSON or an SSE stream.
-fn reply_in_body(body: &str, id: &Value) -> anyhow::Result<Value> {
-    if let Ok(value) = serde_json::from_str::<Value>(body) {
-        return Ok(value);
+/// The JSON-RPC reply with `id` in a response that is either JSON or an SSE stream.
+async fn reply_in(resp: reqwest::Response, id: &Value) -> anyhow::Result<Value> {
+    let is_sse = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !is_sse {
+        return Ok(serde_json::from_str(&resp.text().await?)?);
     }
-    for data in body.lines().filter_map(|l| l.strip_prefix("data:")) {
-        if let Ok(value) = serde_json::from_str::<Value>(data.trim()) {
-            if value.get("id") == Some(id) {
-                return Ok(value);
-            }
-        }
+    match SseReader::with_deadline(resp, WAIT)
+        .try_response_to(id)
+        .await
+    {
+        Ok((reply, _)) => Ok(reply),
+        Err(before) => bail!("no reply to {id}; saw {before:?}"),
     }
-    bail!("no reply to {id} in: {body}")
 }
 
 pub struct StreamableHttpSession {
@@ -174,8 +140,7 @@ impl Session for StreamableHttpSession {
     async fn request(&mut self, message: Value) -> anyhow::Result<Value> {
         let id = message["id"].clone();
         let resp = self.post(&message).await?;
-        let body = tokio::time::timeout(WAIT, resp.text()).await??;
-        reply_in_body(&body, &id)
+        tokio::time::timeout(WAIT, reply_in(resp, &id)).await?
     }
 }
 
@@ -250,42 +215,23 @@ impl Session for SseSession {
     }
 }
 
-/// Splits an SSE body into events: the first `endpoint` goes to `endpoint`, JSON `message`s to `tx`.
+/// Reads an SSE body: the first `endpoint` event goes to `endpoint`, JSON messages to `tx`.
 async fn read_events(
     resp: reqwest::Response,
     endpoint: tokio::sync::oneshot::Sender<String>,
     tx: mpsc::UnboundedSender<Value>,
 ) {
     let mut endpoint = Some(endpoint);
-    let mut stream = resp.bytes_stream();
-    let mut buffer = String::new();
-    while let Some(Ok(chunk)) = stream.next().await {
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-        let normalized = buffer.replace("\r\n", "\n");
-        buffer = normalized;
-        while let Some(end) = buffer.find("\n\n") {
-            let event: String = buffer.drain(..end + 2).collect();
-            let mut kind = "message";
-            let mut data = String::new();
-            for line in event.lines() {
-                if let Some(v) = line.strip_prefix("event:") {
-                    kind = if v.trim() == "endpoint" {
-                        "endpoint"
-                    } else {
-                        "message"
-                    };
-                } else if let Some(v) = line.strip_prefix("data:") {
-                    data.push_str(v.trim_start());
-                }
+    // Sessions stay idle for as long as the bench wants.
+    let mut events = SseReader::with_deadline(resp, Duration::from_secs(24 * 3600));
+    while let Some(event) = events.next_event().await {
+        if event.event == "endpoint" {
+            if let Some(sender) = endpoint.take() {
+                let _ = sender.send(event.data);
             }
-            if kind == "endpoint" {
-                if let Some(sender) = endpoint.take() {
-                    let _ = sender.send(data);
-                }
-            } else if let Ok(value) = serde_json::from_str(&data) {
-                if tx.send(value).is_err() {
-                    return;
-                }
+        } else if let Ok(value) = serde_json::from_str(&event.data) {
+            if tx.send(value).is_err() {
+                return;
             }
         }
     }

@@ -75,7 +75,8 @@ impl Report {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let python = procs::resolve_python(args.python.clone())?;
+    let python =
+        pyrun_mcp_tests::resolve_python(args.python.as_deref()).map_err(anyhow::Error::msg)?;
     let work = tempfile::tempdir()?;
     let projects = work.path().join("projects");
     copy_dir(&args.projects, &projects)?;
@@ -138,7 +139,7 @@ async fn main() -> anyhow::Result<()> {
         ],
     ]
     .concat();
-    let http = procs::start_pyrun_http(bin, &projects, &http_args).await?;
+    let http = procs::start_pyrun_http(bin, &projects, &http_args)?;
     let mut mcp = StreamableHttpSession::start(&format!("{}/mcp", http.base_url), &[]).await?;
     let mcp_s = sequential(&mut mcp, args.calls, &python, &projects).await?;
     let mut sse = SseSession::start(&http.base_url, "/sse").await?;
@@ -234,9 +235,8 @@ async fn main() -> anyhow::Result<()> {
     let idle = idle_rss(bin, &projects, &python_arg).await?;
     // Each on a fresh server, so that the figure is the sessions' and not the heap the loads left.
     let fresh = || procs::start_pyrun_http(bin, &projects, &http_args);
-    let sessions = async { idle_sse_rss(&fresh().await?, args.idle_sessions).await }.await;
-    let initialized =
-        async { initialized_sse_rss(&fresh().await?, args.idle_sessions).await }.await;
+    let sessions = async { idle_sse_rss(&fresh()?, args.idle_sessions).await }.await;
+    let initialized = async { initialized_sse_rss(&fresh()?, args.idle_sessions).await }.await;
     report.row(
         "server RSS idle",
         mib(idle),
@@ -466,7 +466,7 @@ async fn calls_until<S: Session>(
 }
 
 async fn idle_rss(bin: &Path, projects: &Path, python_arg: &[&str]) -> anyhow::Result<u64> {
-    let server = procs::start_pyrun_http(bin, projects, python_arg).await?;
+    let server = procs::start_pyrun_http(bin, projects, python_arg)?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     Ok(rss_kib(server.pid()).map(|(rss, _)| rss).unwrap_or(0))
 }

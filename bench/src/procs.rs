@@ -1,66 +1,45 @@
 //! Processes under test: servers started on free loopback ports, and their memory as the kernel
 //! reports it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use pyrun_mcp_tests::{HttpServer, ServerLaunch};
 use tokio::process::{Child, Command};
 
-/// A server process, killed when dropped.
+/// A server under measurement, stopped when dropped.
 pub struct Server {
-    pub child: Child,
+    pid: u32,
     pub base_url: String,
+    _process: Process,
+}
+
+/// Held only to be dropped with the `Server`: the harness stops pyrun (SIGTERM), tokio kills the
+/// baseline (`kill_on_drop`).
+#[allow(dead_code)]
+enum Process {
+    Pyrun(HttpServer),
+    Baseline(Child),
 }
 
 impl Server {
     pub fn pid(&self) -> u32 {
-        self.child.id().unwrap_or(0)
+        self.pid
     }
 }
 
-/// Starts pyrun-mcp-server over HTTP on a free port and waits for its `listening on` line.
-pub async fn start_pyrun_http(
-    bin: &Path,
-    projects: &Path,
-    extra: &[&str],
-) -> anyhow::Result<Server> {
-    let mut child = Command::new(bin)
-        .args([
-            "--transport",
-            "http",
-            "--bind",
-            "127.0.0.1:0",
-            "--projects-dir",
-        ])
-        .arg(projects)
+/// Starts pyrun-mcp-server over HTTP on a free port (the harness reads its `listening on` line).
+pub fn start_pyrun_http(bin: &Path, projects: &Path, extra: &[&str]) -> anyhow::Result<Server> {
+    let server = ServerLaunch::new(bin, projects)
         .args(extra)
-        .env("PYRUN_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    let stderr = child.stderr.take().context("stderr")?;
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.next_line().await? {
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                return Ok::<_, anyhow::Error>(rest.trim().to_owned());
-            }
-        }
-        bail!("server exited before listening")
-    })
-    .await
-    .context("server did not report its address in 20 s")??;
-    // Keep draining stderr so the server never blocks on it.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        .log("warn")
+        .try_http()?;
     Ok(Server {
-        child,
-        base_url: addr.trim_end_matches('/').to_owned(),
+        pid: server.pid(),
+        base_url: server.base.clone(),
+        _process: Process::Pyrun(server),
     })
 }
 
@@ -90,7 +69,11 @@ pub async fn start_fastmcp(
             .await
             .is_ok()
         {
-            return Ok(Server { child, base_url });
+            return Ok(Server {
+                pid: child.id().unwrap_or(0),
+                base_url,
+                _process: Process::Baseline(child),
+            });
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -120,14 +103,4 @@ pub fn reset_peak(pid: u32) {
 
 pub fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
-}
-
-/// The real interpreter behind `python3` (a pyenv shim otherwise costs ~100 ms a start).
-pub fn resolve_python(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    let candidate = given.unwrap_or_else(|| PathBuf::from("python3"));
-    let out = std::process::Command::new(&candidate)
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .with_context(|| format!("running {}", candidate.display()))?;
-    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }

@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 /// `127.0.0.1:PORT` of a server's base URL.
-fn addr(server: &Server) -> String {
+fn addr(server: &HttpServer) -> String {
     server.base.trim_start_matches("http://").to_owned()
 }
 
@@ -42,7 +42,7 @@ fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> (String, bool) 
 #[test]
 fn a_body_that_stalls_gets_408_within_the_body_timeout_even_with_the_token() {
     let projects = projects();
-    let server = Server::start(
+    let server = HttpServer::start(
         projects.path(),
         &["--auth-token", TOKEN, "--body-timeout", "1"],
     );
@@ -71,7 +71,7 @@ fn a_body_that_stalls_gets_408_within_the_body_timeout_even_with_the_token() {
 #[test]
 fn connections_past_the_cap_are_refused_at_once_and_health_answers_below_it() {
     let projects = projects();
-    let server = Server::start(projects.path(), &["--max-connections", "4"]);
+    let server = HttpServer::start(projects.path(), &["--max-connections", "4"]);
     let mut idle: Vec<TcpStream> = (0..4)
         .map(|_| TcpStream::connect(addr(&server)).unwrap())
         .collect();
@@ -177,7 +177,7 @@ fn call_then_hang_up(progress: bool) {
     let projects = projects();
     std::fs::write(projects.path().join("marker.py"), MARKER).unwrap();
     // Runs may last longer than any wait here: only the hang-up can end this one early.
-    let server = Server::start(projects.path(), &["--timeout", "600"]);
+    let server = HttpServer::start(projects.path(), &["--timeout", "600"]);
     let mut client = TcpStream::connect(addr(&server)).unwrap();
     client
         .write_all(&stateless_call(&addr(&server), progress))
@@ -198,7 +198,7 @@ fn call_then_hang_up(progress: bool) {
     assert!(
         stops_growing_within(projects.path(), Duration::from_secs(5)),
         "the run kept going after its stateless request's connection closed; server log:\n{}",
-        server.stderr_so_far()
+        server.logs()
     );
 }
 
@@ -216,7 +216,7 @@ fn a_stateless_request_whose_connection_drops_mid_stream_has_its_run_killed() {
 async fn a_session_request_whose_stream_drops_keeps_running() {
     let projects = projects();
     std::fs::write(projects.path().join("marker.py"), MARKER).unwrap();
-    let server = Server::start(projects.path(), &[]);
+    let server = HttpServer::start(projects.path(), &[]);
     let session = McpSession::open(&server, None).await;
     let response = session.send(&run_python(7, "marker.py", None)).await;
     assert_eq!(response.status(), StatusCode::OK);

@@ -13,7 +13,7 @@ const EVIL: &str = "evil.example";
 #[tokio::test]
 async fn health_answers_without_a_token_and_tells_no_secrets() {
     let projects = projects();
-    let server = Server::start(projects.path(), &["--auth-token", TOKEN]);
+    let server = HttpServer::start(projects.path(), &["--auth-token", TOKEN]);
     let response = http().get(server.url("/health")).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let body = response.text().await.unwrap();
@@ -27,7 +27,11 @@ async fn health_answers_without_a_token_and_tells_no_secrets() {
 }
 
 /// The three authenticated doors: open a Streamable HTTP session, open an SSE stream, post a message.
-async fn knock(server: &Server, session_url: &str, token: Option<&str>) -> [reqwest::Response; 3] {
+async fn knock(
+    server: &HttpServer,
+    session_url: &str,
+    token: Option<&str>,
+) -> [reqwest::Response; 3] {
     let client = http();
     let headers = token.map(bearer).unwrap_or_default();
     let mcp = mcp_post(
@@ -57,7 +61,7 @@ async fn knock(server: &Server, session_url: &str, token: Option<&str>) -> [reqw
 #[tokio::test]
 async fn every_mcp_route_demands_the_bearer_token() {
     let projects = projects();
-    let server = Server::start(projects.path(), &["--auth-token", TOKEN]);
+    let server = HttpServer::start(projects.path(), &["--auth-token", TOKEN]);
     // A real session id, so only the token decides the message endpoint's answer.
     let session = SseSession::connect(&server, Some(TOKEN)).await;
 
@@ -86,7 +90,7 @@ async fn every_mcp_route_demands_the_bearer_token() {
 #[tokio::test]
 async fn wrong_token_never_reaches_the_session() {
     let projects = projects();
-    let server = Server::start(projects.path(), &["--auth-token", TOKEN]);
+    let server = HttpServer::start(projects.path(), &["--auth-token", TOKEN]);
     let mut session = SseSession::connect(&server, Some(TOKEN)).await;
     // An attacker who learned the session id but not the token cannot drive the session.
     let status = http()
@@ -110,7 +114,7 @@ async fn wrong_token_never_reaches_the_session() {
 #[tokio::test]
 async fn the_token_never_reaches_the_logs() {
     let projects = projects();
-    let server = Server::start_logging(projects.path(), &["--auth-token", TOKEN], "trace");
+    let server = HttpServer::start_logging(projects.path(), &["--auth-token", TOKEN], "trace");
     let mcp = McpSession::open(&server, Some(TOKEN)).await;
     mcp.call(&request(1, "tools/list", json!({}))).await;
     let mut sse = SseSession::open(&server, Some(TOKEN)).await;
@@ -120,7 +124,7 @@ async fn the_token_never_reaches_the_logs() {
     let mut log = String::new();
     for _ in 0..20 {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        log.push_str(&server.stderr_so_far());
+        log.push_str(&server.logs());
     }
     assert!(
         log.contains("path=/messages"),
@@ -133,7 +137,7 @@ async fn the_token_never_reaches_the_logs() {
     );
 }
 
-async fn with_header(server: &Server, path: &str, name: &str, value: &str) -> StatusCode {
+async fn with_header(server: &HttpServer, path: &str, name: &str, value: &str) -> StatusCode {
     let client = http();
     let url = server.url(path);
     let request = match path {
@@ -157,7 +161,7 @@ async fn with_header(server: &Server, path: &str, name: &str, value: &str) -> St
 #[tokio::test]
 async fn foreign_host_or_origin_is_forbidden_on_every_route() {
     let projects = projects();
-    let server = Server::start(projects.path(), &["--auth-token", TOKEN]);
+    let server = HttpServer::start(projects.path(), &["--auth-token", TOKEN]);
     for path in ["/mcp", "/sse", "/messages?sessionId=0", "/health"] {
         let host = with_header(&server, path, "host", EVIL).await;
         assert_eq!(host, StatusCode::FORBIDDEN, "Host on {path}");
@@ -176,7 +180,7 @@ async fn foreign_host_or_origin_is_forbidden_on_every_route() {
 #[tokio::test]
 async fn allowed_tunnel_host_is_accepted() {
     let projects = projects();
-    let server = Server::start(
+    let server = HttpServer::start(
         projects.path(),
         &[
             "--auth-token",
@@ -201,7 +205,7 @@ async fn allowed_tunnel_host_is_accepted() {
 #[tokio::test]
 async fn message_endpoint_answers_404_400_202() {
     let projects = projects();
-    let server = Server::start(projects.path(), &[]);
+    let server = HttpServer::start(projects.path(), &[]);
     let session = SseSession::connect(&server, None).await;
     let message = initialize_request(0).to_string();
     let unknown = server.url("/messages?sessionId=00000000000000000000000000000000");
@@ -234,7 +238,7 @@ async fn message_endpoint_answers_404_400_202() {
 #[tokio::test]
 async fn sse_stream_is_unbuffered_and_uncached() {
     let projects = projects();
-    let server = Server::start(projects.path(), &[]);
+    let server = HttpServer::start(projects.path(), &[]);
     let response = http().get(server.url("/sse")).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let header = |name: &str| {
@@ -257,7 +261,7 @@ async fn sse_stream_is_unbuffered_and_uncached() {
 #[tokio::test]
 async fn sessions_past_the_limit_get_503() {
     let projects = projects();
-    let server = Server::start(projects.path(), &["--max-sessions", "1"]);
+    let server = HttpServer::start(projects.path(), &["--max-sessions", "1"]);
     let held = SseSession::connect(&server, None).await;
 
     let sse = http().get(server.url("/sse")).send().await.unwrap();

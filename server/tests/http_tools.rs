@@ -36,7 +36,7 @@ fn assert_escape_refused(response: &Value) {
 #[tokio::test]
 async fn streamable_http_lists_runs_and_refuses_escapes() {
     let projects = projects();
-    let server = Server::start(projects.path(), &["--auth-token", TOKEN]);
+    let server = HttpServer::start(projects.path(), &["--auth-token", TOKEN]);
     let session = McpSession::open(&server, Some(TOKEN)).await;
 
     let tools = session.call(&request(1, "tools/list", json!({}))).await;
@@ -52,7 +52,7 @@ async fn streamable_http_lists_runs_and_refuses_escapes() {
 #[tokio::test]
 async fn legacy_sse_lists_runs_and_refuses_escapes() {
     let projects = projects();
-    let server = Server::start(projects.path(), &["--auth-token", TOKEN]);
+    let server = HttpServer::start(projects.path(), &["--auth-token", TOKEN]);
     let mut session = SseSession::open(&server, Some(TOKEN)).await;
 
     let (tools, _) = session.call(&request(1, "tools/list", json!({}))).await;
@@ -74,7 +74,7 @@ fn is_progress(message: &Value) -> bool {
 #[tokio::test]
 async fn progress_arrives_while_the_run_is_going_over_mcp() {
     let projects = projects();
-    let server = Server::start(projects.path(), &[]);
+    let server = HttpServer::start(projects.path(), &[]);
     let session = McpSession::open(&server, None).await;
     let mut stream = session
         .stream(&run_python(1, "wait_for_go.py", Some("p1")))
@@ -89,7 +89,7 @@ async fn progress_arrives_while_the_run_is_going_over_mcp() {
 #[tokio::test]
 async fn progress_arrives_while_the_run_is_going_over_sse() {
     let projects = projects();
-    let server = Server::start(projects.path(), &[]);
+    let server = HttpServer::start(projects.path(), &[]);
     let mut session = SseSession::open(&server, None).await;
     assert_eq!(
         session
@@ -157,7 +157,7 @@ mod kills {
     #[tokio::test]
     async fn cancelling_over_mcp_kills_the_run() {
         let projects = projects();
-        let server = Server::start(projects.path(), LONG_RUNS);
+        let server = HttpServer::start(projects.path(), LONG_RUNS);
         let session = McpSession::open(&server, None).await;
         let sleeper = Sleeper::new();
         let _stream = session.stream(&sleeper.call(1)).await;
@@ -169,14 +169,14 @@ mod kills {
         assert!(
             sleeper.is_gone().await,
             "run survived cancellation; server log:\n{}",
-            server.stderr_so_far()
+            server.logs()
         );
     }
 
     #[tokio::test]
     async fn cancelling_over_sse_kills_the_run() {
         let projects = projects();
-        let server = Server::start(projects.path(), LONG_RUNS);
+        let server = HttpServer::start(projects.path(), LONG_RUNS);
         let session = SseSession::open(&server, None).await;
         let sleeper = Sleeper::new();
         assert_eq!(session.post(&sleeper.call(1)).await, StatusCode::ACCEPTED);
@@ -185,14 +185,14 @@ mod kills {
         assert!(
             sleeper.is_gone().await,
             "run survived cancellation; server log:\n{}",
-            server.stderr_so_far()
+            server.logs()
         );
     }
 
     #[tokio::test]
     async fn sse_client_that_disconnects_loses_its_session_and_runs() {
         let projects = projects();
-        let server = Server::start(projects.path(), LONG_RUNS);
+        let server = HttpServer::start(projects.path(), LONG_RUNS);
         let session = SseSession::open(&server, None).await;
         let message_url = session.message_url.clone();
         let sleeper = Sleeper::new();
@@ -202,7 +202,7 @@ mod kills {
         assert!(
             sleeper.is_gone().await,
             "run survived the disconnect; server log:\n{}",
-            server.stderr_so_far()
+            server.logs()
         );
         let status = http()
             .post(&message_url)
@@ -217,7 +217,7 @@ mod kills {
     #[tokio::test]
     async fn sigterm_kills_runs_closes_streams_and_exits() {
         let projects = projects();
-        let mut server = Server::start(projects.path(), LONG_RUNS);
+        let mut server = HttpServer::start(projects.path(), LONG_RUNS);
         let mut sse = SseSession::open(&server, None).await;
         let sleeper = Sleeper::new();
         assert_eq!(sse.post(&sleeper.call(1)).await, StatusCode::ACCEPTED);

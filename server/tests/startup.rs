@@ -2,76 +2,34 @@
 //! descriptors sealed against runs, the open-file limit raised, and a `.env` inside the projects
 //! folder (which scripts can write) never read.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+use pyrun_mcp_tests::{HttpServer, ServerLaunch};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
-/// The binary over HTTP on a free port, killed on drop, its stderr lines kept.
-struct Running {
-    child: Child,
-    addr: String,
-    lines: Receiver<String>,
-    /// Every stderr line so far, the ones before `listening on` included.
-    log: Vec<String>,
-}
+/// The binary over HTTP on a free port (the harness's [`HttpServer`]), run from `cwd`.
+struct Running(HttpServer);
 
 impl Running {
     /// Starts the binary from `cwd` with `args`, no setting of the test's environment, and
     /// `prepare` applied to the command.
     fn start(cwd: &Path, args: &[&str], prepare: impl FnOnce(&mut Command)) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"));
-        for name in pyrun_mcp_server::config::ENV_VARS {
-            command.env_remove(name);
-        }
-        command
-            .args(["--transport", "http", "--bind", "127.0.0.1:0"])
-            .args(args)
+        let launch = ServerLaunch::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"), cwd)
+            .without_projects_flag()
             .current_dir(cwd)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        prepare(&mut command);
-        let mut child = command.spawn().expect("the server starts");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut running = Self {
-            child,
-            addr: String::new(),
-            lines,
-            log: Vec::new(),
-        };
-        let started = Instant::now();
-        while running.addr.is_empty() {
-            let left = DEADLINE.saturating_sub(started.elapsed());
-            let Ok(line) = running.lines.recv_timeout(left) else {
-                panic!(
-                    "no `listening on` line; stderr:\n{}",
-                    running.log.join("\n")
-                );
-            };
-            if let Some(addr) = line.strip_prefix("pyrun-mcp listening on http://") {
-                running.addr = addr.trim().to_owned();
-            }
-            running.log.push(line);
-        }
-        running
+            .args(args)
+            .env("NO_COLOR", "1");
+        Self(launch.http_prepared(prepare))
     }
 
     /// `GET /health`'s body (which waits for the sandbox probe), and the log up to then.
     fn health(&mut self) -> String {
-        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
+        let addr = self.0.base.trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
         stream.set_read_timeout(Some(DEADLINE)).unwrap();
         write!(
             stream,
@@ -82,19 +40,12 @@ impl Running {
         stream.read_to_string(&mut response).unwrap();
         // The probe's log lines are written before /health answers.
         std::thread::sleep(Duration::from_millis(100));
-        self.log.extend(self.lines.try_iter());
         response
     }
 
+    /// Every stderr line so far, the ones before `listening on` included.
     fn log(&self) -> String {
-        self.log.join("\n")
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.0.logs()
     }
 }
 
@@ -160,7 +111,7 @@ fn an_inherited_descriptor_is_sealed_and_the_open_file_limit_raised() {
             });
         },
     );
-    let pid = server.child.id();
+    let pid = server.0.pid();
     let flags = fd_flags(pid, INHERITED);
     assert_ne!(
         flags & libc::O_CLOEXEC as u32,

@@ -2,15 +2,14 @@
 //! a clean exit, as Claude Desktop and other stdio clients drive it.
 
 mod common;
-#[cfg(target_os = "linux")]
-#[path = "http_support/procs.rs"]
-mod procs;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use assert_cmd::Command;
 use common::stdio::{text, StdioServer};
+#[cfg(target_os = "linux")]
+use pyrun_mcp_tests::procs;
 use serde_json::{json, Value};
 
 fn samples() -> PathBuf {

@@ -73,9 +73,12 @@ fn install_python() -> Result<PathBuf, String> {
         venv.join("bin").join("python")
     };
     installed_once("venv", &venv, &spec, || {
-        let base = std::env::var_os("PYRUN_TEST_PYTHON")
-            .unwrap_or_else(|| if cfg!(windows) { "python" } else { "python3" }.into());
-        step(Command::new(&base).arg("-m").arg("venv").arg(&venv))?;
+        step(
+            Command::new(crate::python::python())
+                .arg("-m")
+                .arg("venv")
+                .arg(&venv),
+        )?;
         step(
             Command::new(&python)
                 .args([

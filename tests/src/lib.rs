@@ -1,19 +1,37 @@
-//! Support for the cross-crate and real-client tests: find the built binaries, start the server over
-//! HTTP on a free port, and install the clients we did not write (Python SDKs, Node tools) once.
+//! The one test harness of pyrun-mcp, used by the server's integration tests, the real-client
+//! tests in `tests/tests/` and the bench: start the server over stdio or HTTP (port 0, the address
+//! read from its `listening on` line) with the developer's settings scrubbed ([`ServerLaunch`]),
+//! drive it with raw JSON-RPC over stdio ([`StdioServer`]) or HTTP ([`http`]: Streamable HTTP,
+//! legacy SSE, an [`SseReader`] on the `sse-stream` crate), find the interpreter once
+//! ([`python()`]), and look at processes from the host ([`procs`]).
 //!
-//! Everything installed lives under `target/test-deps/`, created on first use behind a cross-process
-//! file lock (test binaries run in parallel) and reused afterwards.
+//! Nothing here installs or builds: with the `real-clients` feature, [`deps`] installs the clients
+//! we did not write (Python SDKs, Node tools) once under `target/test-deps/`, and [`clients`] runs
+//! them.
 
+#[cfg(feature = "real-clients")]
 pub mod clients;
+#[cfg(feature = "real-clients")]
 pub mod deps;
+pub mod env;
+pub mod http;
 pub mod paths;
 pub mod process;
+pub mod procs;
+pub mod python;
 pub mod server;
+pub mod stdio;
 
+#[cfg(feature = "real-clients")]
 pub use clients::{
     args, assert_standard_session, assert_unauthorized, client_script, inspector_cli, python_client,
 };
+#[cfg(feature = "real-clients")]
 pub use deps::{node_env, python_env, NodeEnv};
-pub use paths::{bin_path, cargo, projects_copy, sample_projects, target_dir, workspace_root};
-pub use process::{run_bounded, Output};
-pub use server::{HttpServer, StdioCommand};
+pub use env::{scrub_env, ENV_VARS};
+pub use http::{SseEvent, SseReader};
+pub use paths::{bin_path, projects_copy, sample_projects, target_dir, workspace_root};
+pub use process::{run_bounded, Output, RunningChild};
+pub use python::{python, resolve_python};
+pub use server::{wait_for_listening, HttpServer, ServerLaunch, StartError, StdioCommand};
+pub use stdio::StdioServer;

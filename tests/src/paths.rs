@@ -1,11 +1,6 @@
 //! Where things are: the workspace, its `target/<profile>/` binaries and the sample projects.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
-use std::time::Duration;
-
-use crate::process::run_bounded;
 
 /// The workspace root (the folder holding the top-level `Cargo.toml`).
 pub fn workspace_root() -> PathBuf {
@@ -34,56 +29,22 @@ pub fn target_dir() -> PathBuf {
     profile.parent().map(Path::to_path_buf).unwrap_or(profile)
 }
 
-/// A workspace binary next to the test binary, e.g. `bin_path("pyrun-mcp-server")`, up to date.
+/// A workspace binary next to the test binary, e.g. `bin_path("pyrun-mcp-server")`.
 ///
-/// `cargo test --workspace` builds only the binaries of packages that have integration tests, and
-/// `cargo test -p pyrun-mcp-tests` none at all. So the first call in a test process runs
-/// `cargo build --workspace --bins --tests` into this target folder: the same units `cargo test
-/// --workspace` compiles (no rebuild with other features), plus every plain binary; a no-op when
-/// all is fresh, and serialised by cargo's own lock. Panics with the build's output if it fails.
+/// Nothing is built here (no nested cargo). Cargo builds a package's binaries for that package's
+/// own integration tests (so the server's tests find `pyrun-mcp-server`, the one their
+/// `CARGO_BIN_EXE_pyrun-mcp-server` names); the tests that need another package's binary are the
+/// `real-clients` step, which `scripts/test.sh` runs after `cargo build --workspace --bins`.
+/// Panics with that hint when the binary is missing.
 pub fn bin_path(name: &str) -> PathBuf {
-    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
-    if let Err(e) = BUILT.get_or_init(build_workspace) {
-        panic!("{e}");
-    }
     let path = profile_dir().join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(
         path.is_file(),
-        "{} is not built: no workspace package has a binary named {name}",
-        path.display()
+        "{} is not built.\nhint: run `cargo build --workspace --bins{}` first (scripts/test.sh does)",
+        path.display(),
+        if profile_dir().ends_with("release") { " --release" } else { "" }
     );
     path
-}
-
-/// `cargo` (the one running these tests when known), in the workspace root.
-pub fn cargo() -> Command {
-    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.current_dir(workspace_root());
-    cmd
-}
-
-fn build_workspace() -> Result<(), String> {
-    let profile = profile_dir();
-    let profile_flag = match profile.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => None,
-        Some("release") => Some("--release"),
-        // Some other profile or layout: trust what is there (`bin_path` checks it exists).
-        _ => return Ok(()),
-    };
-    let mut cmd = cargo();
-    cmd.args(["build", "--workspace", "--bins", "--tests"])
-        .args(profile_flag)
-        .arg("--target-dir")
-        .arg(target_dir());
-    let out = run_bounded(&mut cmd, Duration::from_secs(1200));
-    if out.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "building the workspace binaries failed: {cmd:?}\n{}",
-            out.describe()
-        ))
-    }
 }
 
 /// The repository's sample folder `python_projects/` (do not write into it; see [`projects_copy`]).

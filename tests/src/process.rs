@@ -95,3 +95,49 @@ fn kill_group(child: &mut std::process::Child) {
     }
     let _ = child.kill();
 }
+
+/// A child process stopped when dropped: SIGTERM first, so a server shuts down as a user's would
+/// (killing its runs, removing its cgroups), SIGKILL if it is still there after a grace period.
+#[derive(Debug)]
+pub struct RunningChild(pub std::process::Child);
+
+impl RunningChild {
+    /// How long a SIGTERMed child may take to exit before it is killed.
+    const GRACE: Duration = Duration::from_secs(5);
+
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Waits for the process to exit (after a signal), returning whether it did in time.
+    pub fn wait_exit(&mut self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        matches!(self.0.try_wait(), Ok(Some(_)))
+    }
+}
+
+impl Drop for RunningChild {
+    fn drop(&mut self) {
+        if let Ok(Some(_)) = self.0.try_wait() {
+            return;
+        }
+        #[cfg(unix)]
+        {
+            let _ = Command::new("kill")
+                .arg(self.0.id().to_string())
+                .stderr(Stdio::null())
+                .status();
+            if self.wait_exit(Self::GRACE) {
+                return;
+            }
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -3,14 +3,12 @@
 
 mod client_support;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use client_support::client;
 use predicates::prelude::*;
-use pyrun_mcp_tests::python_env;
+use pyrun_mcp_tests::{python_env, wait_for_listening};
 use serde_json::Value;
 
 /// Binds port 0 itself (no race for a port), says where, then serves `sse` or `http`.
@@ -65,37 +63,13 @@ impl FastMcp {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start the FastMCP server");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut tx = Some(tx);
-            let mut log = String::new();
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                match (line.split("listening on ").nth(1), tx.take()) {
-                    (Some(url), Some(sender)) => {
-                        let _ = sender.send(Ok(url.trim().to_owned()));
-                    }
-                    (_, sender) => {
-                        log.push_str(&line);
-                        log.push('\n');
-                        tx = sender;
-                    }
-                }
-            }
-            if let Some(sender) = tx {
-                let _ = sender.send(Err(log));
-            }
-        });
-        match rx.recv_timeout(Duration::from_secs(120)) {
-            Ok(Ok(url)) => Self {
+        match wait_for_listening(&mut child, Duration::from_secs(120)) {
+            Ok((url, _log)) => Self {
                 child,
                 url,
                 _dir: dir,
             },
-            other => {
-                let _ = child.kill();
-                panic!("the FastMCP server did not start: {other:?}");
-            }
+            Err(e) => panic!("the FastMCP server did not start: {e}"),
         }
     }
 }

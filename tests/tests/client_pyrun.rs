@@ -26,10 +26,10 @@ impl Server {
         Self::Stdio(StdioCommand::new(&[]))
     }
     fn http() -> Self {
-        Self::Http(HttpServer::start(&["--auth-token", TOKEN]))
+        Self::Http(HttpServer::samples(&["--auth-token", TOKEN]))
     }
     fn sse() -> Self {
-        Self::Sse(HttpServer::start(&["--auth-token", TOKEN]))
+        Self::Sse(HttpServer::samples(&["--auth-token", TOKEN]))
     }
 
     fn target(&self) -> String {
@@ -43,7 +43,7 @@ impl Server {
     fn projects(&self) -> &Path {
         match self {
             Self::Stdio(cmd) => cmd.projects.path(),
-            Self::Http(server) | Self::Sse(server) => server.projects.path(),
+            Self::Http(server) | Self::Sse(server) => server.projects(),
         }
     }
 
@@ -254,7 +254,7 @@ fn timeouts_exit_124() {
 
 #[test]
 fn http_auth_errors_say_what_to_do() {
-    let server = HttpServer::start(&["--auth-token", TOKEN]);
+    let server = HttpServer::samples(&["--auth-token", TOKEN]);
     for url in [server.mcp_url(), server.sse_url()] {
         client()
             .args(["--server", &url, "tools"])
@@ -313,7 +313,7 @@ fn connection_errors_have_their_own_exit_codes() {
         .stderr(predicate::str::contains("cannot start"));
 
     // https:// to a plain-HTTP server fails the TLS handshake.
-    let server = HttpServer::start(&[]);
+    let server = HttpServer::samples(&[]);
     let https = server.mcp_url().replacen("http://", "https://", 1);
     client()
         .args(["--server", &https, "tools"])
@@ -323,7 +323,7 @@ fn connection_errors_have_their_own_exit_codes() {
 
     // A wrong path on a live server.
     client()
-        .args(["--server", &format!("{}/nothing", server.url), "tools"])
+        .args(["--server", &format!("{}/nothing", server.base), "tools"])
         .assert()
         .code(14);
 

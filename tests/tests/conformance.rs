@@ -7,36 +7,26 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pyrun_mcp_tests::{cargo, node_env, run_bounded, target_dir, workspace_root, HttpServer};
+use pyrun_mcp_tests::{node_env, run_bounded, target_dir, workspace_root, ServerLaunch};
 use serde_json::Value;
 
-/// Building the feature binary from scratch takes a few minutes on two cores.
-const BUILD_TIMEOUT: Duration = Duration::from_secs(1200);
 const SUITE_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Builds `pyrun-mcp-server --features conformance` into its own target dir (so the normal binary
-/// in `target/debug/` never carries the fixtures) and returns its path.
+/// `pyrun-mcp-server --features conformance`, built by `scripts/test.sh` into its own target dir
+/// (so the normal binary in `target/debug/` never carries the fixtures); nothing is built here.
 fn conformance_binary() -> PathBuf {
     let target = target_dir().join("conformance");
-    let mut cmd = cargo();
-    cmd.args([
-        "build",
-        "-p",
-        "pyrun-mcp-server",
-        "--features",
-        "conformance",
-    ])
-    .arg("--target-dir")
-    .arg(&target);
-    let out = run_bounded(&mut cmd, BUILD_TIMEOUT);
-    assert!(
-        out.success(),
-        "building the conformance server failed:\n{}",
-        out.describe()
-    );
-    target
+    let binary = target
         .join("debug")
-        .join(format!("pyrun-mcp-server{}", std::env::consts::EXE_SUFFIX))
+        .join(format!("pyrun-mcp-server{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        binary.is_file(),
+        "{} is not built.\nhint: cargo build -p pyrun-mcp-server --features conformance \
+         --target-dir {} (scripts/test.sh does)",
+        binary.display(),
+        target.display()
+    );
+    binary
 }
 
 /// `tests/conformance-baseline.txt`: scenario name → reason.
@@ -115,7 +105,7 @@ fn results(dir: &Path) -> BTreeMap<String, Vec<String>> {
 #[test]
 fn official_conformance_suite_passes_all_but_the_baseline() {
     let binary = conformance_binary();
-    let server = HttpServer::start_binary(binary, &[]);
+    let server = ServerLaunch::samples_of(binary).http();
     let node = node_env();
     let out_dir = tempfile::tempdir().expect("results folder");
     let mut cmd = node.command(&node.conformance);

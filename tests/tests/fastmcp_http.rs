@@ -9,7 +9,7 @@ const TOKEN: &str = "fastmcp-test-token";
 
 #[test]
 fn streamable_http_transport() {
-    let server = HttpServer::start(&["--auth-token", TOKEN]);
+    let server = HttpServer::samples(&["--auth-token", TOKEN]);
     let url = server.mcp_url();
     for mode in ["legacy", "auto"] {
         let report = python_client(
@@ -22,7 +22,7 @@ fn streamable_http_transport() {
 
 #[test]
 fn sse_transport() {
-    let server = HttpServer::start(&["--auth-token", TOKEN]);
+    let server = HttpServer::samples(&["--auth-token", TOKEN]);
     let url = server.sse_url();
     let report = python_client(
         "fastmcp_client.py",
@@ -33,7 +33,7 @@ fn sse_transport() {
 
 #[test]
 fn without_token_gets_401() {
-    let server = HttpServer::start(&["--auth-token", TOKEN]);
+    let server = HttpServer::samples(&["--auth-token", TOKEN]);
     for target in [["--http", &server.mcp_url()], ["--sse", &server.sse_url()]] {
         let report = python_client(
             "fastmcp_client.py",

@@ -53,19 +53,19 @@ fn check_transport(url: &str, transport: &str) {
 
 #[test]
 fn streamable_http_tools_list_and_call() {
-    let server = HttpServer::start(&["--auth-token", TOKEN]);
+    let server = HttpServer::samples(&["--auth-token", TOKEN]);
     check_transport(&server.mcp_url(), "http");
 }
 
 #[test]
 fn sse_tools_list_and_call() {
-    let server = HttpServer::start(&["--auth-token", TOKEN]);
+    let server = HttpServer::samples(&["--auth-token", TOKEN]);
     check_transport(&server.sse_url(), "sse");
 }
 
 #[test]
 fn without_token_it_cannot_list_tools() {
-    let server = HttpServer::start(&["--auth-token", TOKEN]);
+    let server = HttpServer::samples(&["--auth-token", TOKEN]);
     for (url, transport) in [(server.mcp_url(), "http"), (server.sse_url(), "sse")] {
         let out = inspector_cli(&[&url, "--transport", transport, "--method", "tools/list"]);
         assert!(

@@ -9,7 +9,7 @@ use pyrun_mcp_tests::{
 const TOKEN: &str = "python-sdk-test-token";
 
 fn server() -> HttpServer {
-    HttpServer::start(&["--auth-token", TOKEN])
+    HttpServer::samples(&["--auth-token", TOKEN])
 }
 
 #[test]

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use pyrun_mcp_tests::{bin_path, run_bounded, sample_projects, target_dir, workspace_root, Output};
+use pyrun_mcp_tests::{
+    bin_path, python, run_bounded, sample_projects, target_dir, workspace_root, Output,
+};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// The user-facing scripts; each has a `.sh` and a `.ps1` with the same name and flags.
@@ -113,17 +115,8 @@ impl Drop for Cleanup {
 /// for the address it was asked to forward, and records its arguments. One process named `ngrok`
 /// (a script run by its interpreter directly), as stop-tunnel checks the name.
 fn fake_ngrok(dir: &Path, api_port: u16) {
-    let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            let out = Command::new("python3")
-                .args(["-c", "import sys; print(sys.executable)"])
-                .output()
-                .unwrap();
-            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-        });
+    // The real interpreter (a shebang cannot name a shim script).
+    let python = python();
     let agent = format!(
         r#"#!{python}
 import http.server, json, sys
@@ -360,7 +353,7 @@ fn powershell_parser() -> PathBuf {
     let ready = home.join(".ready");
     if !ready.exists() {
         let venv = run_bounded(
-            Command::new("python3")
+            Command::new(pyrun_mcp_tests::python())
                 .args(["-m", "venv"])
                 .arg(home.join("venv")),
             LIMIT,

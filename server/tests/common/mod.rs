@@ -1,26 +1,20 @@
-//! Shared helpers for the server's integration tests: a temp projects folder, a runner on the real
-//! interpreter, and process checks.
-#![allow(dead_code)]
+//! Shared helpers for the server's integration tests that need the server crate itself: a temp
+//! projects folder and a runner on the real interpreter. Starting the binary, the JSON-RPC driver,
+//! the interpreter and the process checks are the workspace's one harness (`pyrun_mcp_tests`).
+#![allow(dead_code, unused_imports)] // each test binary uses its own subset
 
-pub mod stdio;
+/// The stdio JSON-RPC driver (`StdioServer::start`, `text`).
+pub mod stdio {
+    pub use pyrun_mcp_tests::stdio::*;
+}
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+pub use pyrun_mcp_tests::procs::{alive, gone_within, read_pid};
+pub use pyrun_mcp_tests::python;
 
 use pyrun_mcp_server::run::paths::ProjectRoot;
 use pyrun_mcp_server::run::runner::{Runner, RunnerSettings};
-use pyrun_sandbox::resolve_python;
 use pyrun_sandbox::{Sandbox, SandboxMode, SandboxPolicy};
 use tokio_util::sync::CancellationToken;
-
-/// The real interpreter, resolved once per test binary (as the server does).
-pub fn python() -> PathBuf {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON
-        .get_or_init(|| resolve_python(None).expect("python3 must be installed for these tests"))
-        .clone()
-}
 
 /// A temp projects folder holding `files` (path, content).
 pub fn project(files: &[(&str, &str)]) -> (tempfile::TempDir, ProjectRoot) {
@@ -52,46 +46,4 @@ pub fn runner(max_output_bytes: usize, max_concurrent: usize, pass_env: &[&str])
         CancellationToken::new(),
     )
     .unwrap()
-}
-
-/// Whether a pid is still a live process (a zombie awaiting its reaper counts as dead).
-pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            // The state follows the parenthesised command name.
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-            !state.starts_with('Z') && !state.starts_with('X')
-        }
-    }
-}
-
-/// Waits (bounded) until the process is gone; returns whether it is.
-pub fn gone_within(pid: u32, limit: Duration) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if !alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    !alive(pid)
-}
-
-/// Reads a pid a script wrote to `file` (waiting a bounded time for it to appear).
-pub fn read_pid(file: &Path) -> u32 {
-    let start = Instant::now();
-    loop {
-        if let Ok(text) = std::fs::read_to_string(file) {
-            if let Ok(pid) = text.trim().parse() {
-                return pid;
-            }
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "pid file {} never appeared",
-            file.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }

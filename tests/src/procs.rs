@@ -3,10 +3,51 @@
 //! script's host path names its process here. So a test gives the script a token no other run
 //! carries, as its argument, and looks for that argument in `/proc/*/cmdline`.
 //!
-//! Shared by the HTTP and stdio tests (the stdio ones include this file by path).
+//! [`alive`] is the one liveness check of the tests: a zombie (exited, awaiting its reaper) counts
+//! as gone.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+/// Whether a pid is a live process (Linux, through /proc): a zombie awaiting its reaper is dead.
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // The state follows the parenthesised command name (which may itself hold `)`).
+        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+        !state.starts_with('Z') && !state.starts_with('X')
+    })
+}
+
+/// Waits (bounded) until the process is gone; returns whether it is.
+pub fn gone_within(pid: u32, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    !alive(pid)
+}
+
+/// Reads a pid a script wrote to `file` (waiting a bounded time for it to appear).
+pub fn read_pid(file: &Path) -> u32 {
+    let start = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            if let Ok(pid) = text.trim().parse() {
+                return pid;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "pid file {} never appeared",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
 
 /// An argument no other run on this machine carries: `label`, this test process's pid and a
 /// counter.
@@ -28,13 +69,8 @@ pub fn processes_carrying(token: &str) -> Vec<u32> {
             std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|line| line.split(|&b| b == 0).any(|arg| arg == token.as_bytes()))
         })
-        .filter(|pid| {
-            // Zombies have exited; only their parent's bookkeeping remains.
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-                let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-                !state.starts_with('Z') && !state.starts_with('X')
-            })
-        })
+        // Zombies have exited; only their parent's bookkeeping remains.
+        .filter(|&pid| alive(pid))
         .collect()
 }
 

@@ -1,13 +1,20 @@
 //! A minimal JSON-RPC driver for the server binary over stdio: enough to test what real clients
-//! rely on (responses by id, notifications as they arrive, cancellation), bounded in time.
+//! rely on (responses by id, notifications as they arrive, cancellation), bounded in time. Start
+//! one with [`ServerLaunch::stdio`](crate::ServerLaunch::stdio).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+use crate::paths::bin_path;
+use crate::server::{ServerLaunch, StartError};
+
+/// Longest wait for one response.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub struct StdioServer {
     child: Child,
@@ -16,10 +23,12 @@ pub struct StdioServer {
     next_id: u64,
     /// Notifications seen while waiting for responses.
     pub notifications: Vec<Value>,
+    _owned_projects: Option<tempfile::TempDir>,
 }
 
 impl StdioServer {
-    /// Starts the server on `projects` and completes the initialize handshake.
+    /// Starts the workspace's server over stdio on `projects` (plus `extra` flags) and completes
+    /// the initialize handshake.
     pub fn start(projects: &Path, extra: &[&str]) -> Self {
         Self::start_as(projects, extra, None)
     }
@@ -27,28 +36,22 @@ impl StdioServer {
     /// Like [`StdioServer::start`], with the server running as `uid` (and the same gid) when
     /// given: the caller, root, has made `projects` that user's.
     pub fn start_as(projects: &Path, extra: &[&str], uid: Option<u32>) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"));
-        #[cfg(unix)]
+        let mut launch = ServerLaunch::new(bin_path("pyrun-mcp-server"), projects).args(extra);
         if let Some(uid) = uid {
-            use std::os::unix::process::CommandExt;
-            command.uid(uid).gid(uid);
+            launch = launch.uid(uid);
         }
-        #[cfg(not(unix))]
-        assert!(uid.is_none(), "another user's server is a Unix test");
-        // Settings come only from `extra`: none of the developer's shell may change the test.
-        for name in pyrun_mcp_server::config::ENV_VARS {
-            command.env_remove(name);
-        }
-        let mut child = command
-            .args(["--transport", "stdio", "--projects-dir"])
-            .arg(projects)
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("server binary starts");
-        let stdout = child.stdout.take().unwrap();
+        launch.stdio()
+    }
+
+    /// Takes over a started server (stdin and stdout piped) and completes the initialize handshake.
+    pub(crate) fn handshake(
+        mut child: Child,
+        owned_projects: Option<tempfile::TempDir>,
+    ) -> Result<Self, StartError> {
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| StartError("stdout was not piped".into()))?;
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
@@ -65,17 +68,27 @@ impl StdioServer {
             child,
             stdin,
             lines,
-            next_id: 0,
+            // The handshake below is request 1.
+            next_id: 1,
             notifications: Vec::new(),
+            _owned_projects: owned_projects,
         };
-        let init = server.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "stdio-test", "version": "1"}}),
-        );
-        assert!(init.get("result").is_some(), "initialize failed: {init}");
-        server.notify("notifications/initialized", json!({}));
+        let init = server
+            .try_request(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "stdio-test", "version": "1"}}}),
+            )
+            .map_err(StartError)?;
+        if init.get("result").is_none() {
+            return Err(StartError(format!("initialize failed: {init}")));
+        }
         server
+            .try_send(
+                &json!({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}}),
+            )
+            .map_err(StartError)?;
+        Ok(server)
     }
 
     /// The server process's pid.
@@ -84,9 +97,15 @@ impl StdioServer {
     }
 
     pub fn send(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{message}").unwrap();
-        stdin.flush().unwrap();
+        self.try_send(message).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Writes one message as a line on the server's stdin.
+    pub fn try_send(&mut self, message: &Value) -> Result<(), String> {
+        let stdin = self.stdin.as_mut().ok_or("stdin is closed")?;
+        writeln!(stdin, "{message}")
+            .and_then(|()| stdin.flush())
+            .map_err(|e| format!("write to the server's stdin: {e}"))
     }
 
     pub fn notify(&mut self, method: &str, params: Value) {
@@ -103,20 +122,33 @@ impl StdioServer {
 
     /// Waits (at most 60 s) for the response to `id`, keeping notifications seen meanwhile.
     pub fn response(&mut self, id: u64) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        self.try_response(&json!(id))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Waits (at most 60 s) for the response to `id`, keeping notifications seen meanwhile.
+    pub fn try_response(&mut self, id: &Value) -> Result<Value, String> {
+        let deadline = Instant::now() + RESPONSE_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let message = self
                 .lines
                 .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no response to request {id}"));
-            if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
-                return message;
+                .map_err(|_| format!("no response to request {id}"))?;
+            if message.get("id") == Some(id) && message.get("method").is_none() {
+                return Ok(message);
             }
             if message.get("id").is_none() {
                 self.notifications.push(message);
             }
         }
+    }
+
+    /// Sends a whole request (its own `id`) and waits for its response.
+    pub fn try_request(&mut self, message: Value) -> Result<Value, String> {
+        let id = message.get("id").cloned().ok_or("a request needs an id")?;
+        self.try_send(&message)?;
+        self.try_response(&id)
     }
 
     pub fn request(&mut self, method: &str, params: Value) -> Value {
@@ -138,7 +170,7 @@ impl StdioServer {
         self.stdin.take();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = self.child.try_wait().expect("wait for the server") {
                 return status;
             }
             assert!(
