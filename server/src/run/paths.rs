@@ -143,7 +143,11 @@ impl ProjectRoot {
         let found =
             self.resolve_inside(named.path(), input)
                 .and_then(|resolved| match fs::metadata(&resolved) {
-                    Ok(m) if m.is_dir() => Ok(resolved),
+                    // A folder the server may not list is no empty folder.
+                    Ok(m) if m.is_dir() => match fs::read_dir(&resolved) {
+                        Ok(_) => Ok(resolved),
+                        Err(_) => Err(PathError::Unreadable(input.to_owned())),
+                    },
                     _ => Err(PathError::NotFound(input.to_owned())),
                 });
         named.judge(found, input)
