@@ -292,12 +292,15 @@ fn not_json_rpc(error: &serde_json::Error) -> ClientMessage {
         Category::Eof => "the body ends too early",
         Category::Data | Category::Io => "JSON of another shape",
     };
-    ClientMessage::new("not a JSON-RPC message: ")
-        .then(what)
-        .then(" at line ")
-        .number(error.line())
-        .then(", column ")
-        .number(error.column())
+    let message = ClientMessage::new("not a JSON-RPC message: ").then(what);
+    match error.line() {
+        0 => message, // no position: the JSON parsed, its shape did not fit
+        line => message
+            .then(" at line ")
+            .number(line)
+            .then(", column ")
+            .number(error.column()),
+    }
 }
 
 /// The SSE body; dropping it (the client went away) cancels the session.

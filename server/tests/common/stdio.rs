@@ -27,6 +27,16 @@ impl StdioServer {
     /// Like [`StdioServer::start`], with the server running as `uid` (and the same gid) when
     /// given: the caller, root, has made `projects` that user's.
     pub fn start_as(projects: &Path, extra: &[&str], uid: Option<u32>) -> Self {
+        Self::start_with_env(projects, extra, uid, &[])
+    }
+
+    /// Like [`StdioServer::start_as`], with `env` added to the server's environment.
+    pub fn start_with_env(
+        projects: &Path,
+        extra: &[&str],
+        uid: Option<u32>,
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"));
         #[cfg(unix)]
         if let Some(uid) = uid {
@@ -40,6 +50,7 @@ impl StdioServer {
             command.env_remove(name);
         }
         let mut child = command
+            .envs(env.iter().copied())
             .args(["--transport", "stdio", "--projects-dir"])
             .arg(projects)
             .args(extra)
