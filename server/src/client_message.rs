@@ -141,7 +141,9 @@ impl From<PathError> for ClientMessage {
             PathError::Directory(given) => {
                 Self::quoting(&given).then(" is a directory, not a Python file")
             }
-            PathError::NotRegularFile(given) => Self::quoting(&given).then(" is not a regular file"),
+            PathError::NotRegularFile(given) => {
+                Self::quoting(&given).then(" is not a regular file")
+            }
             PathError::NotPython(given) => {
                 Self::quoting(&given).then(" is not a Python file (only .py files run)")
             }
@@ -152,7 +154,9 @@ impl From<PathError> for ClientMessage {
                 .then(" could not be read")
                 .hint("the server may not read that file or a folder on its way"),
             // Only opening the folder at start-up makes this one, with the host path in it.
-            PathError::BadRoot(_) => Self::new("the projects folder cannot be used").hint(SEE_THE_LOG),
+            PathError::BadRoot(_) => {
+                Self::new("the projects folder cannot be used").hint(SEE_THE_LOG)
+            }
         }
     }
 }

@@ -285,10 +285,10 @@ fn effective_timeout(requested: Option<f64>, limit: Duration) -> Result<Duration
         Some(secs) if secs.is_finite() && secs > 0.0 => {
             Ok(Duration::try_from_secs_f64(secs).map_or(limit, |d| d.min(limit)))
         }
-        Some(secs) => Err(
-            ClientMessage::new("timeout_seconds must be a positive number of seconds, got ")
-                .number(secs),
-        ),
+        Some(secs) => Err(ClientMessage::new(
+            "timeout_seconds must be a positive number of seconds, got ",
+        )
+        .number(secs)),
     }
 }
 

@@ -273,7 +273,12 @@ fn an_interpreter_the_sandbox_cannot_ask_is_refused_without_naming_it() {
     fs::copy(false_, &python).unwrap();
     let mut server = StdioServer::start_with_env(
         dir.path(),
-        &["--python", python.to_str().unwrap(), "--sandbox", "standard"],
+        &[
+            "--python",
+            python.to_str().unwrap(),
+            "--sandbox",
+            "standard",
+        ],
         None,
         &[PLANTED],
     );
@@ -437,20 +442,32 @@ async fn http_bodies_the_server_writes_tell_no_secrets() {
         .send()
         .await
         .unwrap();
-    bodies.push(("foreign Host", answer.status(), answer.text().await.unwrap()));
+    bodies.push((
+        "foreign Host",
+        answer.status(),
+        answer.text().await.unwrap(),
+    ));
     let answer = client
         .get(server.url("/health"))
         .header("origin", "http://evil.example")
         .send()
         .await
         .unwrap();
-    bodies.push(("foreign Origin", answer.status(), answer.text().await.unwrap()));
+    bodies.push((
+        "foreign Origin",
+        answer.status(),
+        answer.text().await.unwrap(),
+    ));
     let answer = client.get(server.url("/health")).send().await.unwrap();
     bodies.push(("health", answer.status(), answer.text().await.unwrap()));
     let padded = json!({"jsonrpc": "2.0", "id": 9, "method": "initialize",
                         "params": {"pad": "x".repeat(2048)}});
     let answer = mcp_post(&client, &server.url("/mcp"), &bearer(TOKEN), &padded).await;
-    bodies.push(("body too large", answer.status(), answer.text().await.unwrap()));
+    bodies.push((
+        "body too large",
+        answer.status(),
+        answer.text().await.unwrap(),
+    ));
 
     let mcp = McpSession::open(&server, Some(TOKEN)).await;
     let tool_error = mcp.call(&run_python(1, "pipe.py", None)).await;
@@ -462,7 +479,11 @@ async fn http_bodies_the_server_writes_tell_no_secrets() {
         &initialize_request(2),
     )
     .await;
-    bodies.push(("session limit", answer.status(), answer.text().await.unwrap()));
+    bodies.push((
+        "session limit",
+        answer.status(),
+        answer.text().await.unwrap(),
+    ));
     let messages = server.url("/messages");
     for (what, url, body) in [
         ("no sessionId", messages.clone(), "{}".to_owned()),
@@ -471,7 +492,11 @@ async fn http_bodies_the_server_writes_tell_no_secrets() {
             format!("{messages}?sessionId=nope"),
             "{}".to_owned(),
         ),
-        ("not JSON", sse.message_url.clone(), "{\"jsonrpc\": ".to_owned()),
+        (
+            "not JSON",
+            sse.message_url.clone(),
+            "{\"jsonrpc\": ".to_owned(),
+        ),
         (
             "not JSON-RPC",
             sse.message_url.clone(),
@@ -488,21 +513,53 @@ async fn http_bodies_the_server_writes_tell_no_secrets() {
             .unwrap();
         bodies.push((what, answer.status(), answer.text().await.unwrap()));
     }
-    bodies.push(("body timeout", StatusCode::REQUEST_TIMEOUT, stalled_body(&server)));
+    bodies.push((
+        "body timeout",
+        StatusCode::REQUEST_TIMEOUT,
+        stalled_body(&server),
+    ));
 
     let expected = [
         ("no token", StatusCode::UNAUTHORIZED, "Unauthorized"),
         ("wrong token", StatusCode::UNAUTHORIZED, "Unauthorized"),
-        ("foreign Host", StatusCode::FORBIDDEN, "Host header is not allowed"),
-        ("foreign Origin", StatusCode::FORBIDDEN, "Origin is not allowed"),
+        (
+            "foreign Host",
+            StatusCode::FORBIDDEN,
+            "Host header is not allowed",
+        ),
+        (
+            "foreign Origin",
+            StatusCode::FORBIDDEN,
+            "Origin is not allowed",
+        ),
         ("health", StatusCode::OK, "\"status\":\"ok\""),
-        ("body too large", StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large"),
-        ("session limit", StatusCode::SERVICE_UNAVAILABLE, "2 live sessions"),
+        (
+            "body too large",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "Payload Too Large",
+        ),
+        (
+            "session limit",
+            StatusCode::SERVICE_UNAVAILABLE,
+            "2 live sessions",
+        ),
         ("no sessionId", StatusCode::BAD_REQUEST, "missing sessionId"),
         ("unknown session", StatusCode::NOT_FOUND, "unknown session"),
-        ("not JSON", StatusCode::BAD_REQUEST, "not a JSON-RPC message"),
-        ("not JSON-RPC", StatusCode::BAD_REQUEST, "not a JSON-RPC message"),
-        ("body timeout", StatusCode::REQUEST_TIMEOUT, "Request Timeout"),
+        (
+            "not JSON",
+            StatusCode::BAD_REQUEST,
+            "not a JSON-RPC message",
+        ),
+        (
+            "not JSON-RPC",
+            StatusCode::BAD_REQUEST,
+            "not a JSON-RPC message",
+        ),
+        (
+            "body timeout",
+            StatusCode::REQUEST_TIMEOUT,
+            "Request Timeout",
+        ),
     ];
     assert_eq!(bodies.len(), expected.len());
     for ((what, status, body), (named, want_status, says)) in bodies.iter().zip(expected) {

@@ -267,7 +267,11 @@ async fn post_message<S>(
     body: Bytes,
 ) -> Response {
     let Some(id) = query.camel.or(query.session_id) else {
-        return (StatusCode::BAD_REQUEST, ClientMessage::new("missing sessionId")).into_response();
+        return (
+            StatusCode::BAD_REQUEST,
+            ClientMessage::new("missing sessionId"),
+        )
+            .into_response();
     };
     let Some(inbox) = state.sessions.get(&id) else {
         return (StatusCode::NOT_FOUND, ClientMessage::new("unknown session")).into_response();
