@@ -1,8 +1,9 @@
 //! What a client may be told: a [`ClientMessage`] is text built only from parts that carry no host
 //! detail — fixed wording written in this crate, the caller's own text (quoted, escaped), a path
 //! relative to the projects folder, numbers (limits, counts), sandbox layer names, the kind of an
-//! OS error — with `hint:` lines. Every tool error, every HTTP body the server writes itself and
-//! every progress message is one; `/health` is its own type of fixed names and counts.
+//! OS error — with `hint:` lines. Every tool error, every HTTP body the server writes itself (as
+//! an axum response: see `transport::http`) and every progress message is one; `/health` is its
+//! own type of fixed names and counts.
 //!
 //! The run layer's errors become messages here, and only here: each mapping logs the whole error
 //! (cgroup folders, the scratch root, the interpreter's path, the OS's text) with `tracing`, for
@@ -11,8 +12,6 @@
 
 use std::fmt::{self, Write as _};
 use std::io;
-
-use axum::response::{IntoResponse, Response};
 
 use crate::run::paths::{PathError, ProjectPath, MAX_PATH_BYTES};
 use crate::run::runner::RunError;
@@ -99,13 +98,6 @@ impl fmt::Display for ClientMessage {
     }
 }
 
-/// A plain-text body (`text/plain; charset=utf-8`); pair it with a status: `(status, message)`.
-impl IntoResponse for ClientMessage {
-    fn into_response(self) -> Response {
-        self.text.into_response()
-    }
-}
-
 /// Numbers a message may show. Sealed: only plain numeric types.
 pub trait Number: fmt::Display + sealed::Sealed {}
 
@@ -152,7 +144,7 @@ impl From<PathError> for ClientMessage {
             }
             PathError::Unreadable(given) => Self::quoting(&given)
                 .then(" could not be read")
-                .hint("the server may not read that file or a folder on its way"),
+                .hint("the server's user may not read it, or a folder on its way"),
             // Only opening the folder at start-up makes this one, with the host path in it.
             PathError::BadRoot(_) => {
                 Self::new("the projects folder cannot be used").hint(SEE_THE_LOG)
