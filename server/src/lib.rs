@@ -7,6 +7,7 @@
 //! [`run::paths::ProjectPath`]) → `run::runner` → `pyrun_sandbox` → python.
 
 pub mod app;
+pub mod client_message;
 pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -18,6 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::app::App;
+use crate::client_message::{push_escaped, ClientMessage};
 use crate::run::caller::Caller;
 use crate::run::paths::ProjectPath;
 use crate::run::runner::{RunOutcome, RunRequest};
@@ -145,11 +146,11 @@ impl PyRunServer {
     ) -> Result<CallToolResult, ErrorData> {
         let script = match self.app.root.resolve_script(&args.file_name) {
             Ok(script) => script,
-            Err(e) => return Ok(refusal(e.to_string())),
+            Err(e) => return Ok(refusal(e.into())),
         };
         let timeout = match effective_timeout(args.timeout_seconds, self.app.config.timeout) {
             Ok(t) => t,
-            Err(msg) => return Ok(refusal(msg)),
+            Err(message) => return Ok(refusal(message)),
         };
         let request = RunRequest {
             script: &script,
@@ -177,8 +178,8 @@ impl PyRunServer {
                 Ok(self.report(outcome, timeout))
             }
             Err(e) => {
-                tracing::warn!(%caller, script = script.relative(), error = %e, "run failed to start");
-                Ok(refusal(e.to_string()))
+                let span = tracing::warn_span!("run_python", %caller, script = script.relative());
+                Ok(refusal(span.in_scope(|| e.into())))
             }
         }
     }
@@ -195,7 +196,7 @@ impl PyRunServer {
         let root = &self.app.root;
         let dir = match root.resolve_dir(args.directory.as_deref()) {
             Ok(dir) => dir,
-            Err(e) => return Ok(refusal(e.to_string())),
+            Err(e) => return Ok(refusal(e.into())),
         };
         let app = self.app.clone();
         let files = tokio::task::spawn_blocking(move || app.root.list_scripts(&dir))
@@ -303,8 +304,13 @@ where
             result = &mut run => return result,
             _ = ticks.tick() => {
                 let secs = started.elapsed().as_secs_f64();
+                let message = ClientMessage::new("running ")
+                    .path(script)
+                    .then(" (")
+                    .number(secs.round())
+                    .then(" s)");
                 let param = ProgressNotificationParam::new(token.clone(), secs.floor())
-                    .with_message(format!("running {} ({secs:.0} s)", script.relative()));
+                    .with_message(message.into_string());
                 let _ = tokio::time::timeout(NOTIFY_TIMEOUT, ctx.peer.notify_progress(param)).await;
             }
         }
@@ -312,15 +318,16 @@ where
 }
 
 /// The caller's timeout, which may lower the server's limit but never raise it.
-fn effective_timeout(requested: Option<f64>, limit: Duration) -> Result<Duration, String> {
+fn effective_timeout(requested: Option<f64>, limit: Duration) -> Result<Duration, ClientMessage> {
     match requested {
         None => Ok(limit),
         Some(secs) if secs.is_finite() && secs > 0.0 => {
             Ok(Duration::try_from_secs_f64(secs).map_or(limit, |d| d.min(limit)))
         }
-        Some(secs) => Err(format!(
-            "timeout_seconds must be a positive number of seconds, got {secs}"
-        )),
+        Some(secs) => Err(ClientMessage::new(
+            "timeout_seconds must be a positive number of seconds, got ",
+        )
+        .number(secs)),
     }
 }
 
@@ -383,26 +390,6 @@ fn fmt_secs(d: Duration) -> String {
     }
 }
 
-/// Appends `name` with every character that could break or disguise a line made visible: `\n`,
-/// `\r`, `\t`, `\\`, other C0/C1 controls and DEL as `\u{..}`, and so the Unicode line
-/// separators and bidirectional overrides.
-fn push_escaped(text: &mut String, name: &str) {
-    for c in name.chars() {
-        match c {
-            '\n' => text.push_str("\\n"),
-            '\r' => text.push_str("\\r"),
-            '\t' => text.push_str("\\t"),
-            '\\' => text.push_str("\\\\"),
-            c if c.is_control()
-                || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') =>
-            {
-                let _ = write!(text, "\\u{{{:x}}}", u32::from(c));
-            }
-            c => text.push(c),
-        }
-    }
-}
-
 fn structured<T: Serialize>(text: String, value: &T) -> CallToolResult {
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = serde_json::to_value(value).ok();
@@ -410,8 +397,8 @@ fn structured<T: Serialize>(text: String, value: &T) -> CallToolResult {
 }
 
 /// A refused call: a tool error the model can read and correct, never a protocol error.
-fn refusal(message: String) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(message)])
+fn refusal(message: ClientMessage) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message.into_string())])
 }
 
 #[cfg(test)]
@@ -482,20 +469,6 @@ mod tests {
             render_text(&outcome(), Duration::from_secs(1)),
             "(no output)"
         );
-    }
-
-    #[test]
-    fn listed_names_cannot_add_or_disguise_lines() {
-        let mut text = String::new();
-        push_escaped(
-            &mut text,
-            "a\nb.py\r\t\u{0}\u{1b}[31m\u{7f}\u{85}\u{2028}\u{202e}x\\y é.py",
-        );
-        assert_eq!(
-            text,
-            "a\\nb.py\\r\\t\\u{0}\\u{1b}[31m\\u{7f}\\u{85}\\u{2028}\\u{202e}x\\\\y é.py"
-        );
-        assert!(!text.chars().any(char::is_control), "{text:?}");
     }
 
     #[test]

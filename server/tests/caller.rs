@@ -37,7 +37,10 @@ async fn a_token_holder_is_the_token_caller_on_both_http_transports() {
     for line in run_lines(&server) {
         assert!(line.contains("caller=token"), "{line}");
         assert!(line.contains("hello_world.py"), "{line}");
-        assert!(!line.contains(TOKEN), "the token itself is never logged: {line}");
+        assert!(
+            !line.contains(TOKEN),
+            "the token itself is never logged: {line}"
+        );
     }
 }
 

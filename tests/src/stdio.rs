@@ -36,7 +36,20 @@ impl StdioServer {
     /// Like [`StdioServer::start`], with the server running as `uid` (and the same gid) when
     /// given: the caller, root, has made `projects` that user's.
     pub fn start_as(projects: &Path, extra: &[&str], uid: Option<u32>) -> Self {
+        Self::start_with_env(projects, extra, uid, &[])
+    }
+
+    /// Like [`StdioServer::start_as`], with `env` added to the server's environment.
+    pub fn start_with_env(
+        projects: &Path,
+        extra: &[&str],
+        uid: Option<u32>,
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut launch = ServerLaunch::new(bin_path("pyrun-mcp-server"), projects).args(extra);
+        for (name, value) in env {
+            launch = launch.env(name, *value);
+        }
         if let Some(uid) = uid {
             launch = launch.uid(uid);
         }

@@ -40,7 +40,7 @@ pub enum PathError {
     #[error("the path is longer than {MAX_PATH_BYTES} bytes")]
     TooLong,
     /// Also the one answer to a host path (or a `..` climb out) that leads nowhere usable.
-    #[error("'{0}' is outside the projects folder\nhint: name files relative to the projects folder, e.g. hello_world.py or {RUN_PROJECTS_DIR}/hello_world.py")]
+    #[error("'{0}' is outside the projects folder")]
     Outside(String),
     #[error("'{0}' was not found in the projects folder")]
     NotFound(String),
@@ -143,7 +143,11 @@ impl ProjectRoot {
         let found =
             self.resolve_inside(named.path(), input)
                 .and_then(|resolved| match fs::metadata(&resolved) {
-                    Ok(m) if m.is_dir() => Ok(resolved),
+                    // A folder the server may not list is no empty folder.
+                    Ok(m) if m.is_dir() => match fs::read_dir(&resolved) {
+                        Ok(_) => Ok(resolved),
+                        Err(_) => Err(PathError::Unreadable(input.to_owned())),
+                    },
                     _ => Err(PathError::NotFound(input.to_owned())),
                 });
         named.judge(found, input)

@@ -82,10 +82,16 @@ pub struct RunOutcome {
     pub duration: Duration,
 }
 
+/// Why a run did not start. The text is for the server's log: it may name host paths (a cgroup
+/// folder, the interpreter); clients see `client_message::ClientMessage`'s mapping of it.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("the Python interpreter could not be started: {0}")]
-    Spawn(io::Error),
+    /// `what` is the step that failed, in fixed words.
+    #[error("the Python interpreter could not be started: {what}: {source}")]
+    Spawn {
+        what: &'static str,
+        source: io::Error,
+    },
     #[error("a scratch directory for the run could not be created: {0}")]
     Scratch(io::Error),
     #[error("the run was refused because the sandbox could not be applied: {0}")]
@@ -279,10 +285,16 @@ impl Runner {
         let child = sandbox
             .spawn(slot.rules(), &spec, req.script.directory())
             .map_err(|e| match e {
-                SandboxError::Spawn(e) => RunError::Spawn(e.into()),
+                // A layer that failed in the child (`Hook`) stays a sandbox failure.
+                SandboxError::Spawn(pyrun_sandbox::spawn::SpawnError::Start { what, source }) => {
+                    RunError::Spawn { what, source }
+                }
                 other => RunError::Sandbox(other),
             })?;
-        super::child::AsyncChild::new(child).map_err(RunError::Spawn)
+        super::child::AsyncChild::new(child).map_err(|source| RunError::Spawn {
+            what: "the run's pipes could not be registered",
+            source,
+        })
     }
 
     /// Elsewhere: tokio's `Command`, with the sandbox's `pre_exec` hook where it has one.
@@ -317,7 +329,10 @@ impl Runner {
         sandbox.confine(&mut cmd, slot.rules())?;
         let mut cmd = tokio::process::Command::from(cmd);
         cmd.kill_on_drop(true);
-        cmd.spawn().map_err(RunError::Spawn)
+        cmd.spawn().map_err(|source| RunError::Spawn {
+            what: "the interpreter could not be executed",
+            source,
+        })
     }
 
     /// The run's whole environment: the scrubbed server environment, with HOME and the temp

@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 
 use crate::app::App;
+use crate::client_message::ClientMessage;
 use crate::tools::PyRunServer;
 use crate::transport::sse::{self, SseSessions, SseState, SseTimings};
 
@@ -194,6 +195,13 @@ async fn health(State(app): State<Arc<App>>) -> Json<Health> {
             Err(_) => Vec::new(),
         },
     })
+}
+
+/// A plain-text body (`text/plain; charset=utf-8`); paired with a status: `(status, message)`.
+impl axum::response::IntoResponse for ClientMessage {
+    fn into_response(self) -> axum::response::Response {
+        axum::response::IntoResponse::into_response(self.into_string())
+    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,8 @@ use rmcp::{ServerHandler, ServiceExt};
 use serde::Deserialize;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use crate::client_message::ClientMessage;
+
 /// Path of the stream route.
 pub const SSE_PATH: &str = "/sse";
 /// Path of the message route announced in the `endpoint` event.
@@ -268,20 +270,18 @@ async fn post_message<S>(
     body: Bytes,
 ) -> Response {
     let Some(id) = query.camel.or(query.session_id) else {
-        return (StatusCode::BAD_REQUEST, "missing sessionId").into_response();
+        return (
+            StatusCode::BAD_REQUEST,
+            ClientMessage::new("missing sessionId"),
+        )
+            .into_response();
     };
     let Some(inbox) = state.sessions.get(&id) else {
-        return (StatusCode::NOT_FOUND, "unknown session").into_response();
+        return (StatusCode::NOT_FOUND, ClientMessage::new("unknown session")).into_response();
     };
     let mut message = match serde_json::from_slice::<ClientJsonRpcMessage>(&body) {
         Ok(message) => message,
-        Err(error) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("not a JSON-RPC message: {error}"),
-            )
-                .into_response();
-        }
+        Err(error) => return (StatusCode::BAD_REQUEST, not_json_rpc(&error)).into_response(),
     };
     match &mut message {
         ClientJsonRpcMessage::Request(r) => {
@@ -295,9 +295,28 @@ async fn post_message<S>(
     inbox.activity.touch();
     let mut to_handler = inbox.to_handler;
     if to_handler.send(message).await.is_err() {
-        return (StatusCode::NOT_FOUND, "session closed").into_response();
+        return (StatusCode::NOT_FOUND, ClientMessage::new("session closed")).into_response();
     }
-    (StatusCode::ACCEPTED, "Accepted").into_response()
+    (StatusCode::ACCEPTED, ClientMessage::new("Accepted")).into_response()
+}
+
+/// Where and how a body failed to parse; serde's own text (it quotes the body) stays out.
+fn not_json_rpc(error: &serde_json::Error) -> ClientMessage {
+    use serde_json::error::Category;
+    let what = match error.classify() {
+        Category::Syntax => "invalid JSON",
+        Category::Eof => "the body ends too early",
+        Category::Data | Category::Io => "JSON of another shape",
+    };
+    let message = ClientMessage::new("not a JSON-RPC message: ").then(what);
+    match error.line() {
+        0 => message, // no position: the JSON parsed, its shape did not fit
+        line => message
+            .then(" at line ")
+            .number(line)
+            .then(", column ")
+            .number(error.column()),
+    }
 }
 
 /// The SSE body; dropping it (the client went away) cancels the session.

@@ -9,6 +9,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
+use crate::client_message::ClientMessage;
 use crate::run::caller::Caller;
 
 /// The token clients must send as `Authorization: Bearer TOKEN`; `None` turns the check off.
@@ -69,7 +70,9 @@ pub async fn require_token(
     }
     let mut response = (
         StatusCode::UNAUTHORIZED,
-        "Unauthorized: send Authorization: Bearer <token> (the server's --auth-token / MCP_AUTH_TOKEN)",
+        ClientMessage::new(
+            "Unauthorized: send Authorization: Bearer <token> (the server's --auth-token / MCP_AUTH_TOKEN)",
+        ),
     )
         .into_response();
     response.headers_mut().insert(

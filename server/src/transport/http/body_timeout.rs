@@ -20,6 +20,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper::body::{Frame, SizeHint};
 
+use crate::client_message::ClientMessage;
+
 /// The time a request gets to send its whole body.
 #[derive(Debug, Clone, Copy)]
 pub struct BodyTimeout(pub Duration);
@@ -56,7 +58,7 @@ pub async fn limit_body_time(
     );
     let mut refused = (
         StatusCode::REQUEST_TIMEOUT,
-        "Request Timeout: the body did not arrive in time",
+        ClientMessage::new("Request Timeout: the body did not arrive in time"),
     )
         .into_response();
     refused

@@ -12,6 +12,8 @@ use axum::http::{header, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::client_message::ClientMessage;
+
 /// Host names accepted without configuration.
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
@@ -148,7 +150,7 @@ pub async fn check_host_and_origin(
         tracing::warn!(host = ?host, "rejected a request for a foreign Host (DNS rebinding?)");
         return (
             StatusCode::FORBIDDEN,
-            "Forbidden: Host header is not allowed",
+            ClientMessage::new("Forbidden: Host header is not allowed"),
         )
             .into_response();
     }
@@ -158,7 +160,8 @@ pub async fn check_host_and_origin(
             .is_ok_and(|origin| policy.allows_origin(origin));
         if !origin_ok {
             tracing::warn!(?origin, "rejected a request from a foreign Origin");
-            return (StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed").into_response();
+            let message = ClientMessage::new("Forbidden: Origin is not allowed");
+            return (StatusCode::FORBIDDEN, message).into_response();
         }
     }
     next.run(request).await

@@ -9,6 +9,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
+use crate::client_message::ClientMessage;
 use crate::transport::sse::SseSessions;
 
 /// Counts the live sessions of both transports against one maximum.
@@ -44,10 +45,9 @@ impl SessionLimit {
         tracing::warn!(max = self.max, "refused a new session: limit reached");
         let mut response = (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "Service Unavailable: {} live sessions is this server's limit (--max-sessions); retry later",
-                self.max
-            ),
+            ClientMessage::new("Service Unavailable: ")
+                .number(self.max)
+                .then(" live sessions is this server's limit (--max-sessions); retry later"),
         )
             .into_response();
         response
@@ -82,7 +82,10 @@ pub async fn limit_mcp_sessions(
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, limit.max_body_bytes).await {
         Ok(bytes) => bytes,
-        Err(_) => return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response(),
+        Err(_) => {
+            let message = ClientMessage::new("Payload Too Large");
+            return (StatusCode::PAYLOAD_TOO_LARGE, message).into_response();
+        }
     };
     if is_initialize(&bytes) && limit.is_full().await {
         return limit.refuse();

@@ -1,0 +1,322 @@
+//! What a client may be told: a [`ClientMessage`] is text built only from parts that carry no host
+//! detail — fixed wording written in this crate, the caller's own text (quoted, escaped), a path
+//! relative to the projects folder, numbers (limits, counts), sandbox layer names, the kind of an
+//! OS error — with `hint:` lines. Every tool error, every HTTP body the server writes itself (as
+//! an axum response: see `transport::http`) and every progress message is one; `/health` is its
+//! own type of fixed names and counts.
+//!
+//! The run layer's errors become messages here, and only here: each mapping logs the whole error
+//! (cgroup folders, the scratch root, the interpreter's path, the OS's text) with `tracing`, for
+//! the operator, and gives the client its meaning and what to do. There is no constructor from a
+//! `String`: a host path cannot reach a client by accident.
+
+use std::fmt::{self, Write as _};
+use std::io;
+
+use crate::run::paths::{PathError, ProjectPath, MAX_PATH_BYTES};
+use crate::run::runner::RunError;
+use pyrun_sandbox::SandboxError;
+
+/// Said after a failure whose cause only the operator can see.
+const SEE_THE_LOG: &str = "the server's log has the details";
+
+/// Text a client may see. Built from fixed wording and client-safe parts only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientMessage {
+    text: String,
+}
+
+impl ClientMessage {
+    /// A message in fixed wording.
+    pub fn new(wording: &'static str) -> Self {
+        Self {
+            text: wording.to_owned(),
+        }
+    }
+
+    /// A message that opens with the caller's own text, quoted: `'<given>'`.
+    pub fn quoting(given: &str) -> Self {
+        Self {
+            text: String::new(),
+        }
+        .given(given)
+    }
+
+    /// Appends fixed wording.
+    pub fn then(mut self, wording: &'static str) -> Self {
+        self.text.push_str(wording);
+        self
+    }
+
+    /// Appends the caller's own text, quoted and with its control characters escaped (see
+    /// [`push_escaped`]): it tells the caller nothing it did not send.
+    pub fn given(mut self, given: &str) -> Self {
+        self.text.push('\'');
+        push_escaped(&mut self.text, given);
+        self.text.push('\'');
+        self
+    }
+
+    /// Appends a proven path as the caller may see it: relative to the projects folder, escaped.
+    pub fn path(mut self, path: &ProjectPath) -> Self {
+        push_escaped(&mut self.text, path.relative());
+        self
+    }
+
+    /// Appends a number: a limit, a count, a number the caller sent.
+    pub fn number(mut self, n: impl Number) -> Self {
+        let _ = write!(self.text, "{n}");
+        self
+    }
+
+    /// Appends the kind of an OS error in parentheses (`(permission denied)`): the kind's fixed
+    /// description, never the error's own text, which may name a path.
+    pub fn kind(mut self, kind: io::ErrorKind) -> Self {
+        let _ = write!(self.text, " ({kind})");
+        self
+    }
+
+    /// Appends a `hint:` line.
+    pub fn hint(mut self, hint: &'static str) -> Self {
+        self.text.push_str("\nhint: ");
+        self.text.push_str(hint);
+        self
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    pub fn into_string(self) -> String {
+        self.text
+    }
+}
+
+impl fmt::Display for ClientMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Numbers a message may show. Sealed: only plain numeric types.
+pub trait Number: fmt::Display + sealed::Sealed {}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! numbers {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Number for $t {}
+    )*};
+}
+numbers!(u16, u32, u64, usize, i32, i64, f64);
+
+/// A refused path: the caller's own text and what is wrong with it. No host detail is in a
+/// [`PathError`] that a caller's path can cause; logged at debug level only.
+impl From<PathError> for ClientMessage {
+    fn from(e: PathError) -> Self {
+        tracing::debug!(error = %e, "path refused");
+        match e {
+            PathError::Empty => Self::new("the file name is empty"),
+            PathError::NulByte => Self::new("the path contains a NUL byte"),
+            PathError::TooLong => Self::new("the path is longer than ")
+                .number(MAX_PATH_BYTES)
+                .then(" bytes"),
+            PathError::Outside(given) => Self::quoting(&given)
+                .then(" is outside the projects folder")
+                .hint(OUTSIDE_HINT),
+            PathError::NotFound(given) => {
+                Self::quoting(&given).then(" was not found in the projects folder")
+            }
+            PathError::Directory(given) => {
+                Self::quoting(&given).then(" is a directory, not a Python file")
+            }
+            PathError::NotRegularFile(given) => {
+                Self::quoting(&given).then(" is not a regular file")
+            }
+            PathError::NotPython(given) => {
+                Self::quoting(&given).then(" is not a Python file (only .py files run)")
+            }
+            PathError::TooManyLinks(given) => {
+                Self::quoting(&given).then(" has too many levels of symbolic links")
+            }
+            PathError::Unreadable(given) => Self::quoting(&given)
+                .then(" could not be read")
+                .hint("the server's user may not read it, or a folder on its way"),
+            // Only opening the folder at start-up makes this one, with the host path in it.
+            PathError::BadRoot(_) => {
+                Self::new("the projects folder cannot be used").hint(SEE_THE_LOG)
+            }
+        }
+    }
+}
+
+/// The neutral folder is the sandbox's constant (a test below checks that they agree).
+const OUTSIDE_HINT: &str =
+    "name files relative to the projects folder, e.g. hello_world.py or /projects/hello_world.py";
+
+/// A run that could not start. The whole error (with any host path in it) goes to the log; the
+/// client learns which step failed, the OS error's kind and what to do.
+impl From<RunError> for ClientMessage {
+    fn from(e: RunError) -> Self {
+        match &e {
+            RunError::CancelledWhileQueued => tracing::debug!(error = %e, "run not started"),
+            _ => tracing::error!(error = %e, "run failed to start"),
+        }
+        match e {
+            RunError::Spawn { what, source } => {
+                let message = Self::new("the Python interpreter could not be started: ")
+                    .then(what)
+                    .kind(source.kind());
+                if source.kind() == io::ErrorKind::NotFound {
+                    message.hint(
+                        "the interpreter (--python) may have been moved or removed since the \
+                         server started; restart the server",
+                    )
+                } else {
+                    message.hint(SEE_THE_LOG)
+                }
+            }
+            RunError::Scratch(source) => {
+                Self::new("a scratch directory for the run could not be created")
+                    .kind(source.kind())
+                    .hint("the server's temp folder (TMPDIR) must be writable; the server's log has the details")
+            }
+            RunError::Sandbox(e) => {
+                Self::new("the run was refused because the sandbox could not be applied: ")
+                    .then(sandbox_failure(&e))
+                    .hint(SEE_THE_LOG)
+            }
+            RunError::SandboxUnavailable(e) => {
+                Self::new("the run was refused because the sandbox could not be set up: ")
+                    .then(sandbox_failure(&e))
+                    .hint("every run is refused until the server's operator fixes it; the server's log has the details")
+            }
+            RunError::CancelledWhileQueued => Self::new("the run was cancelled before it started"),
+        }
+    }
+}
+
+/// What failed in the sandbox, in fixed words (its error's text may name cgroup folders and the
+/// interpreter's path).
+fn sandbox_failure(e: &SandboxError) -> &'static str {
+    match e {
+        SandboxError::StrictUnavailable { .. } => {
+            "this machine lacks a layer that --sandbox strict requires"
+        }
+        SandboxError::Prepare { .. } => {
+            "the run's own rules (its cgroups or its view of the files) could not be prepared"
+        }
+        SandboxError::Landlock(_) => "the landlock ruleset could not be built",
+        SandboxError::Seccomp(_) => "the seccomp filter could not be compiled",
+        SandboxError::ProbeLost => "the sandbox probe ended without an answer",
+        SandboxError::PythonPaths { .. } => {
+            "the interpreter could not be asked which folders it reads"
+        }
+        #[cfg(target_os = "linux")]
+        SandboxError::Spawn(pyrun_sandbox::spawn::SpawnError::Hook(_)) => {
+            "a layer could not be applied to the run's process"
+        }
+        #[cfg(target_os = "linux")]
+        SandboxError::Spawn(pyrun_sandbox::spawn::SpawnError::Start { what, .. }) => what,
+    }
+}
+
+/// Appends `name` with every character that could break or disguise a line made visible: `\n`,
+/// `\r`, `\t`, `\\`, other C0/C1 controls and DEL as `\u{..}`, and so the Unicode line
+/// separators and bidirectional overrides.
+pub fn push_escaped(text: &mut String, name: &str) {
+    for c in name.chars() {
+        match c {
+            '\n' => text.push_str("\\n"),
+            '\r' => text.push_str("\\r"),
+            '\t' => text.push_str("\\t"),
+            '\\' => text.push_str("\\\\"),
+            c if c.is_control()
+                || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') =>
+            {
+                let _ = write!(text, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => text.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_is_fixed_wording_given_text_numbers_and_hints() {
+        let m = ClientMessage::quoting("a\nb.py")
+            .then(" is longer than ")
+            .number(12usize)
+            .kind(io::ErrorKind::PermissionDenied)
+            .hint("try another");
+        assert_eq!(
+            m.as_str(),
+            "'a\\nb.py' is longer than 12 (permission denied)\nhint: try another"
+        );
+    }
+
+    #[test]
+    fn listed_names_cannot_add_or_disguise_lines() {
+        let mut text = String::new();
+        push_escaped(
+            &mut text,
+            "a\nb.py\r\t\u{0}\u{1b}[31m\u{7f}\u{85}\u{2028}\u{202e}x\\y é.py",
+        );
+        assert_eq!(
+            text,
+            "a\\nb.py\\r\\t\\u{0}\\u{1b}[31m\\u{7f}\\u{85}\\u{2028}\\u{202e}x\\\\y é.py"
+        );
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+    }
+
+    #[test]
+    fn the_outside_hint_names_the_neutral_folder() {
+        use crate::run::paths::RUN_PROJECTS_DIR;
+        assert!(OUTSIDE_HINT.ends_with(&format!("{RUN_PROJECTS_DIR}/hello_world.py")));
+    }
+
+    #[test]
+    fn path_refusals_keep_their_wording() {
+        let m = ClientMessage::from(PathError::Outside("../x.py".into()));
+        assert_eq!(
+            m.as_str(),
+            "'../x.py' is outside the projects folder\nhint: name files relative to the projects \
+             folder, e.g. hello_world.py or /projects/hello_world.py"
+        );
+        let m = ClientMessage::from(PathError::TooLong);
+        assert_eq!(m.as_str(), "the path is longer than 4096 bytes");
+        let m = ClientMessage::from(PathError::BadRoot("'/srv/secret' is gone".into()));
+        assert!(!m.as_str().contains("/srv"), "{m}");
+    }
+
+    #[test]
+    fn run_errors_keep_host_detail_out() {
+        let host = "/sys/fs/cgroup/pids/pyrun-mcp-1-0-2/slot-3";
+        let errors = [
+            RunError::Spawn {
+                what: "the interpreter could not be executed",
+                source: io::Error::new(io::ErrorKind::NotFound, format!("{host}: gone")),
+            },
+            RunError::Scratch(io::Error::new(io::ErrorKind::PermissionDenied, host)),
+            RunError::Sandbox(SandboxError::Prepare {
+                what: format!("cgroup {host}"),
+                source: io::Error::from(io::ErrorKind::NotFound),
+            }),
+            RunError::SandboxUnavailable(std::sync::Arc::new(SandboxError::PythonPaths {
+                python: host.into(),
+                reason: format!("{host} exited"),
+            })),
+        ];
+        for e in errors {
+            let shown = ClientMessage::from(e);
+            assert!(!shown.as_str().contains("/sys"), "{shown}");
+            assert!(shown.as_str().contains("\nhint: "), "{shown}");
+        }
+    }
+}
