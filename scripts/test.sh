@@ -59,6 +59,23 @@ check_sandbox_deps() {
     echo "pyrun-sandbox depends on: $(awk '{print $1}' <<<"$tree" | sort -u | tr '\n' ' ')"
 }
 
+# ARCHITECTURE.md stays true: every repository path it names in backticks exists.
+check_architecture_paths() {
+    local path missing=0 named=0
+    # Backtick-quoted paths under a top-level folder of the repository (Markdown backticks).
+    # shellcheck disable=SC2016
+    local pattern='[`](sandbox|server|client|tests|bench|scripts|python_projects|docs)/[^` ]*[`]'
+    while read -r path; do
+        named=$((named + 1))
+        if [[ ! -e $path ]]; then
+            echo "ARCHITECTURE.md names $path, which does not exist"
+            missing=1
+        fi
+    done < <(grep -oE "$pattern" ARCHITECTURE.md | tr -d '`' | sort -u)
+    echo "ARCHITECTURE.md: $named paths named"
+    ((named > 0 && missing == 0))
+}
+
 # cargo test, with its output kept to count the results for the summary.
 run_tests() {
     cargo test --workspace 2>&1 | tee "$log_dir/test.log"
@@ -88,6 +105,7 @@ run_tunnel_tests() {
 step "cargo fmt --check" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 step "pyrun-sandbox dependencies" check_sandbox_deps
+step "ARCHITECTURE.md code map" check_architecture_paths
 # The test-only conformance fixtures compile only with their feature: lint them too (check only,
 # so no binary with fixtures lands in target/debug/).
 step "cargo clippy (conformance fixtures)" \

@@ -225,7 +225,7 @@ impl PyRunServer {
             return local.clone();
         }
         ctx.extensions
-            .get::<axum::http::request::Parts>()
+            .get::<http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Caller>())
             .cloned()
             .unwrap_or(Caller::Anonymous)
