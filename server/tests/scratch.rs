@@ -9,8 +9,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use pyrun_mcp_tests::procs::holds_within;
 use pyrun_mcp_server::run::runner::{RunRequest, Runner, RunnerSettings};
 use pyrun_sandbox::{python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy};
 use tokio_util::sync::CancellationToken;
@@ -104,18 +105,6 @@ fn mode_of(path: &Path) -> u32 {
         .unwrap_or(0)
 }
 
-/// Waits (bounded) for `done`; returns whether it came.
-fn within(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    done()
-}
-
 /// A dead server's root holding a locked folder, as a killed server would leave it.
 fn dead_servers_root() -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
@@ -159,7 +148,7 @@ fn a_locked_folder_goes_and_the_slot_is_private_again(mode: SandboxMode) {
     assert_eq!(slots.len(), 1, "{slots:?}");
     let slot = &slots[0];
     // Cleaned off the response path: give it a moment.
-    let cleaned = within(Duration::from_secs(10), || {
+    let cleaned = holds_within(Duration::from_secs(10), || {
         mode_of(slot) == 0o700 && std::fs::read_dir(slot).is_ok_and(|mut d| d.next().is_none())
     });
     assert!(
@@ -169,7 +158,7 @@ fn a_locked_folder_goes_and_the_slot_is_private_again(mode: SandboxMode) {
         mode_of(slot)
     );
     assert!(
-        within(Duration::from_secs(10), || !dead.exists()),
+        holds_within(Duration::from_secs(10), || !dead.exists()),
         "the start-up sweep left a dead server's locked root"
     );
     drop(runner);
