@@ -224,9 +224,16 @@ impl PyRunServer {
         if let Some(local) = &self.local {
             return local.clone();
         }
-        ctx.extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Caller>())
+        // `/sse` + `/messages` put the caller in the request; rmcp's `/mcp` passes the whole
+        // request parts, whose extensions hold it.
+        let extensions = &ctx.extensions;
+        extensions
+            .get::<Caller>()
+            .or_else(|| {
+                extensions
+                    .get::<http::request::Parts>()
+                    .and_then(|parts| parts.extensions.get::<Caller>())
+            })
             .cloned()
             .unwrap_or(Caller::Anonymous)
     }

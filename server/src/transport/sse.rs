@@ -19,6 +19,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::Extension;
 use axum::Router;
 use futures::channel::mpsc;
 use futures::{SinkExt, Stream, StreamExt};
@@ -29,6 +30,7 @@ use serde::Deserialize;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::client_message::ClientMessage;
+use crate::run::caller::Caller;
 
 /// Path of the stream route.
 pub const SSE_PATH: &str = "/sse";
@@ -260,13 +262,14 @@ struct SessionQuery {
     session_id: Option<String>,
 }
 
-/// `POST /messages?sessionId=…`: hand one JSON-RPC message to its session, with the request's
-/// parts (and so its [`Caller`](crate::run::caller::Caller)) in its extensions, as rmcp's
-/// Streamable HTTP service does.
+/// `POST /messages?sessionId=…`: hand one JSON-RPC message to its session; a request carries
+/// the [`Caller`] the auth layer admitted in its extensions (only the caller: the request's
+/// parts, which rmcp's Streamable HTTP service passes whole, would stay with a session's
+/// `initialize` for its whole life, ~1 KiB each).
 async fn post_message<S>(
     State(state): State<SseState<S>>,
     Query(query): Query<SessionQuery>,
-    parts: axum::http::request::Parts,
+    caller: Option<Extension<Caller>>,
     body: Bytes,
 ) -> Response {
     let Some(id) = query.camel.or(query.session_id) else {
@@ -283,14 +286,8 @@ async fn post_message<S>(
         Ok(message) => message,
         Err(error) => return (StatusCode::BAD_REQUEST, not_json_rpc(&error)).into_response(),
     };
-    match &mut message {
-        ClientJsonRpcMessage::Request(r) => {
-            r.request.extensions_mut().insert(parts);
-        }
-        ClientJsonRpcMessage::Notification(n) => {
-            n.notification.extensions_mut().insert(parts);
-        }
-        _ => {}
+    if let (ClientJsonRpcMessage::Request(r), Some(Extension(caller))) = (&mut message, caller) {
+        r.request.extensions_mut().insert(caller);
     }
     inbox.activity.touch();
     let mut to_handler = inbox.to_handler;
