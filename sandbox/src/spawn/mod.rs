@@ -460,12 +460,14 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     let hook_error = |e: io::Error| e.raw_os_error().unwrap_or(libc::EPERM);
     // SAFETY: raw syscalls on fds, strings and masks prepared by the parent.
     unsafe {
-        // No server handler may run here: back to defaults (ignored signals stay ignored).
+        // No server handler may run here, and a run does not inherit what the server's own
+        // parent ignored (a shell's background job ignores SIGINT and SIGQUIT, `nohup` SIGHUP:
+        // a script could not trap them, Python would install no KeyboardInterrupt, and pid 1
+        // would lose its children to an ignored SIGCHLD): every signal back to its default.
         for sig in 1..libc::SIGRTMAX() {
             let mut old: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
                 && old.sa_sigaction != libc::SIG_DFL
-                && old.sa_sigaction != libc::SIG_IGN
             {
                 let mut dfl: libc::sigaction = std::mem::zeroed();
                 dfl.sa_sigaction = libc::SIG_DFL;
@@ -979,6 +981,40 @@ mod tests {
             assert_eq!(fds, ["0", "1", "2", "3"], "{out}");
         }
         drop(file);
+    }
+
+    #[test]
+    fn a_signal_the_server_ignores_is_back_to_its_default_in_the_program() {
+        // SIGUSR1 ignored in this process while it spawns (no other test uses SIGUSR1), as a
+        // shell ignores SIGINT for a background job.
+        // SAFETY: sets and restores this process's disposition of one signal.
+        let old = unsafe { libc::signal(libc::SIGUSR1, libc::SIG_IGN) };
+        // `/proc/self`: grep's own status (ignored signals stay ignored through `exec`).
+        let script = "grep SigIgn /proc/self/status";
+        let outputs: Vec<String> = spawners()
+            .iter()
+            .flat_map(|spawner| [None, in_pid_namespace()].map(|hooks| (spawner, hooks)))
+            .map(|(spawner, hooks)| {
+                let mut child = spawner.spawn(&spec(&["-c", script], false), hooks).unwrap();
+                let out = child.stdout.take().unwrap();
+                child.wait().unwrap();
+                read_all(out)
+            })
+            .collect();
+        // SAFETY: restores the disposition saved above.
+        unsafe { libc::signal(libc::SIGUSR1, old) };
+        for out in outputs {
+            let mask = out
+                .split_whitespace()
+                .nth(1)
+                .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+                .unwrap_or_else(|| panic!("no SigIgn line: {out}"));
+            assert_eq!(
+                mask & 1 << (libc::SIGUSR1 - 1),
+                0,
+                "SIGUSR1 still ignored: {out}"
+            );
+        }
     }
 
     #[test]
