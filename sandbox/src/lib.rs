@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-pub use linux::ChildSteps;
+use linux::ChildSteps;
 pub mod os;
 #[cfg(all(unix, not(target_os = "linux")))]
 mod other_unix;

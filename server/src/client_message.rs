@@ -83,6 +83,7 @@ impl ClientMessage {
         self
     }
 
+    #[cfg(test)]
     pub fn as_str(&self) -> &str {
         &self.text
     }

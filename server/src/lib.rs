@@ -7,12 +7,12 @@
 //! [`run::paths::ProjectPath`]) → `run::runner` → `pyrun_sandbox` → python.
 
 pub mod app;
-pub mod client_message;
+mod client_message;
 pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod integrations;
 pub mod run;
-pub mod tools;
+mod tools;
 pub mod transport;
 pub mod tunnel;

@@ -103,6 +103,7 @@ pub struct RunningChild(pub std::process::Child);
 
 impl RunningChild {
     /// How long a SIGTERMed child may take to exit before it is killed.
+    #[cfg(unix)]
     const GRACE: Duration = Duration::from_secs(5);
 
     pub fn pid(&self) -> u32 {
