@@ -506,6 +506,10 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+        // The default inside the folder (a user serving their whole home) is no error: no
+        // state folder then, and the features that need one say so.
+        let home_projects = parse(&["--projects-dir", "/"]).unwrap();
+        assert_eq!(home_projects.state.resolve(Path::new("/")).unwrap(), None);
         // A relative folder is made absolute (the server may change its folder later).
         let relative = state(&["--state-dir", "some-state"]).unwrap().unwrap();
         assert!(relative.is_absolute(), "{}", relative.display());

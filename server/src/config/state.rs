@@ -22,8 +22,9 @@ pub struct StateArgs {
 
 impl StateArgs {
     /// The folder as an absolute path, checked to lie outside `projects` (canonical). `None`
-    /// when none is given and the platform has no data folder (no home): features that keep
-    /// state then say they need `--state-dir`.
+    /// when none is given and the platform has no data folder (no home), or when the default one
+    /// overlaps the projects folder (a user who serves their whole home): features that keep
+    /// state then say they need `--state-dir`. A folder given that overlaps is an error.
     pub(super) fn resolve(&self, projects: &Path) -> Result<Option<PathBuf>, ConfigError> {
         let given = self
             .state_dir
@@ -40,6 +41,15 @@ impl StateArgs {
         if let Ok(projects) = dunce::canonicalize(projects) {
             let real = real_path(&dir);
             if real.starts_with(&projects) || projects.starts_with(&real) {
+                if given.is_none() {
+                    tracing::warn!(
+                        "no state folder: the default one ({}) overlaps the projects folder, \
+                         where scripts can write; pass --state-dir DIR outside it for the \
+                         features that keep state",
+                        dir.display()
+                    );
+                    return Ok(None);
+                }
                 return Err(ConfigError::StateDirOverlapsProjects(dir));
             }
         }
