@@ -111,11 +111,20 @@ impl LinuxSandbox {
             .then(|| namespaces.unwrap_or_else(|| Arc::new(Namespaces::unshared(flags))));
         let cgroups = RunCgroups::probe(&policy.limits);
         let root = rustix::process::geteuid().is_root();
+        let hidden = hidden_by_view(&policy);
+        if let Some((tree, under)) = hidden.first() {
+            tracing::warn!(
+                "sandbox: runs get no file view of their own: the interpreter reads {}, which \
+                 lies under {under}, where a run sees something else; use an interpreter (or \
+                 venv) outside {under} for the mount-ns layer",
+                tree.display()
+            );
+        }
         let view = match (
             &policy.projects,
             namespaces.as_deref().and_then(Namespaces::user),
         ) {
-            (Some(projects), Some(user)) => {
+            (Some(projects), Some(user)) if hidden.is_empty() => {
                 let template = ViewTemplate {
                     projects: projects.clone(),
                     pycache: policy.pycache.clone(),
@@ -311,6 +320,30 @@ impl LinuxSandbox {
             None => path.to_path_buf(),
         }
     }
+}
+
+/// The trees a run must read (the interpreter's) that its view would hide: host paths under a
+/// folder where the view shows something else (the scratch at `/tmp`, the projects at
+/// `/projects`, the bytecode cache at `/pycache`), each with that folder. The projects folder
+/// and the cache themselves are bound into the view wherever they lie.
+fn hidden_by_view(policy: &SandboxPolicy) -> Vec<(&Path, &'static str)> {
+    let bound = [policy.projects.as_deref(), policy.pycache.as_deref()];
+    policy
+        .read_paths
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|tree| !bound.iter().flatten().any(|b| tree.starts_with(b)))
+        .filter_map(|tree| {
+            [
+                crate::RUN_SCRATCH_DIR,
+                crate::RUN_PROJECTS_DIR,
+                crate::RUN_PYCACHE_DIR,
+            ]
+            .into_iter()
+            .find(|dir| tree.starts_with(dir))
+            .map(|dir| (tree, dir))
+        })
+        .collect()
 }
 
 /// Builds a view once at start-up in a temporary scratch: true when this machine can.
