@@ -59,6 +59,29 @@ pid_alive() {
     kill -0 "$1" 2>/dev/null
 }
 
+# start_failed PID_FILE LOG_FILE MESSAGE [PID]: a start script gives up: stops PID (if given,
+# still running), forgets it, shows the end of its log and dies with MESSAGE.
+start_failed() {
+    [[ -z ${4-} ]] || kill -TERM "$4" 2>/dev/null || true
+    rm -f "$1"
+    tail -n 20 "$2" >&2
+    die "$3"
+}
+
+# stop_script PID_FILE NAME URL_FILE [ARGS...]: the whole of a stop script: no option but --help,
+# then stop_pid_file, then the URL it had published is removed.
+stop_script() {
+    local pid_file=$1 name=$2 url_file=$3
+    shift 3
+    case ${1-} in
+    -h | --help) sed -n '2,4p' "$0"; exit 0 ;;
+    "") ;;
+    *) die "unknown option '$1' (see --help)" ;;
+    esac
+    stop_pid_file "$pid_file" "$name"
+    rm -f "$url_file"
+}
+
 # stop_pid_file FILE NAME: stops the process recorded in FILE (only that pid, and only if its
 # command is NAME), waiting up to 10 s before SIGKILL; removes FILE.
 stop_pid_file() {

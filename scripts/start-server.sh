@@ -47,17 +47,10 @@ url=""
 while [[ -z "$url" ]]; do
     url=$(sed -n 's/.*pyrun-mcp listening on \(http[^ ]*\).*/\1/p' "$log_file" | head -n 1)
     [[ -n "$url" ]] && break
-    if ! pid_alive "$pid"; then
-        rm -f "$pid_file"
-        tail -n 20 "$log_file" >&2
-        die "pyrun-mcp-server exited during start-up (log: $log_file)"
-    fi
-    if ((SECONDS >= deadline)); then
-        kill -TERM "$pid" 2>/dev/null || true
-        rm -f "$pid_file"
-        tail -n 20 "$log_file" >&2
-        die "pyrun-mcp-server did not start listening within $wait_secs s (log: $log_file)"
-    fi
+    pid_alive "$pid" ||
+        start_failed "$pid_file" "$log_file" "pyrun-mcp-server exited during start-up (log: $log_file)"
+    ((SECONDS < deadline)) || start_failed "$pid_file" "$log_file" \
+        "pyrun-mcp-server did not start listening within $wait_secs s (log: $log_file)" "$pid"
     sleep 0.2
 done
 echo "$url" >"$url_file"

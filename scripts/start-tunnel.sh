@@ -71,18 +71,10 @@ echo "$pid" >"$pid_file"
 public=""
 deadline=$((SECONDS + wait_secs))
 while [[ -z "$public" ]]; do
-    if ! pid_alive "$pid"; then
-        rm -f "$pid_file"
-        tail -n 20 "$log_file" >&2
-        die "the ngrok agent exited (log: $log_file)
+    pid_alive "$pid" || start_failed "$pid_file" "$log_file" "the ngrok agent exited (log: $log_file)
 hint: is its authtoken set? ngrok config add-authtoken YOUR_TOKEN"
-    fi
-    if ((SECONDS >= deadline)); then
-        kill -TERM "$pid" 2>/dev/null || true
-        rm -f "$pid_file"
-        tail -n 20 "$log_file" >&2
-        die "no public URL from the ngrok agent within $wait_secs s ($api/api/tunnels)"
-    fi
+    ((SECONDS < deadline)) || start_failed "$pid_file" "$log_file" \
+        "no public URL from the ngrok agent within $wait_secs s ($api/api/tunnels)" "$pid"
     sleep 0.5
     tunnels=$(curl -s --max-time 2 "$api/api/tunnels" || true)
     # Of the agent's tunnels, the https one that forwards to our port.

@@ -6,10 +6,4 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "$0")/common.sh"
 
-case ${1-} in
--h | --help) sed -n '2,4p' "$0"; exit 0 ;;
-"") ;;
-*) die "unknown option '$1' (see --help)" ;;
-esac
-stop_pid_file "$RUN_DIR/ngrok.pid" ngrok
-rm -f "$RUN_DIR/tunnel.url"
+stop_script "$RUN_DIR/ngrok.pid" ngrok "$RUN_DIR/tunnel.url" "$@"

@@ -1,5 +1,7 @@
 """What every client script does with a connected client, and how it reports it (shared)."""
 
+import json
+
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 # Every HTTP status the client's requests got, in order (reported so tests can see a 401).
@@ -50,6 +52,19 @@ async def run_session(client, mode, call=None):
     for key, (tool, args) in CALLS.items():
         report["calls"][key] = call_report(await call(tool, args))
     return report
+
+
+async def print_report(session, expect_failure):
+    """Print the report of `session()` (a coroutine function returning one) as JSON, with the
+    HTTP statuses seen; with `expect_failure`, a failure is reported instead of raised."""
+    try:
+        report = await session()
+    except BaseException as exc:  # noqa: BLE001 - the report carries it to the Rust test
+        if not expect_failure:
+            raise
+        report = {"error": error_text(exc)}
+    report["http_statuses"] = STATUSES
+    print(json.dumps(report))
 
 
 def error_text(exc):

@@ -8,12 +8,11 @@ The Rust test asserts on the report; this script only talks to the server.
 
 import argparse
 import asyncio
-import json
 
 from fastmcp import Client
 from fastmcp.client.transports import SSETransport, StreamableHttpTransport
 
-from common import STATUSES, error_text, recording_http_client, run_session
+from common import print_report, recording_http_client, run_session
 
 
 async def main(opts):
@@ -24,19 +23,16 @@ async def main(opts):
         )
     else:
         transport = SSETransport(opts.sse, headers=headers, httpx_client_factory=recording_http_client)
-    try:
+
+    async def session():
         async with Client(transport, mode=opts.mode, timeout=60) as client:
 
             async def call(tool, args):
                 return await client.call_tool(tool, args, raise_on_error=False)
 
-            report = await run_session(client, opts.mode, call)
-    except BaseException as exc:  # noqa: BLE001 - the report carries it to the Rust test
-        if not opts.expect_failure:
-            raise
-        report = {"error": error_text(exc)}
-    report["http_statuses"] = STATUSES
-    print(json.dumps(report))
+            return await run_session(client, opts.mode, call)
+
+    await print_report(session, opts.expect_failure)
 
 
 if __name__ == "__main__":

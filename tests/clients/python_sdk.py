@@ -10,14 +10,13 @@ The Rust test asserts on the report; this script only talks to the server.
 
 import argparse
 import asyncio
-import json
 import sys
 
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from common import STATUSES, error_text, recording_http_client, run_session
+from common import print_report, recording_http_client, run_session
 
 
 def transport(opts):
@@ -31,15 +30,11 @@ def transport(opts):
 
 
 async def main(opts):
-    try:
+    async def session():
         async with Client(transport(opts), mode=opts.mode, read_timeout_seconds=60) as client:
-            report = await run_session(client, opts.mode)
-    except BaseException as exc:  # noqa: BLE001 - the report carries it to the Rust test
-        if not opts.expect_failure:
-            raise
-        report = {"error": error_text(exc)}
-    report["http_statuses"] = STATUSES
-    print(json.dumps(report))
+            return await run_session(client, opts.mode)
+
+    await print_report(session, opts.expect_failure)
 
 
 if __name__ == "__main__":
