@@ -851,6 +851,23 @@ mod tests {
         })
     }
 
+    /// Starts `args` with `hooks` (stdin empty) and waits for its end: its status and stdout.
+    fn run_to_end(
+        spawner: &Spawner,
+        args: &[&str],
+        hooks: Option<Hooks<'_>>,
+    ) -> (ExitStatus, String) {
+        let out = spawner
+            .spawn(&spec(args, false), hooks)
+            .unwrap()
+            .wait_with_output()
+            .unwrap();
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    }
+
     fn read_all(mut r: std::io::PipeReader) -> String {
         let mut s = String::new();
         r.read_to_string(&mut s).unwrap();
@@ -904,18 +921,12 @@ mod tests {
     #[test]
     fn in_a_pid_namespace_the_script_is_pid_2_and_its_exit_code_or_signal_is_reported() {
         for spawner in spawners() {
-            let mut child = spawner
-                .spawn(&spec(&["-c", "echo $$; exit 7"], false), in_pid_namespace())
-                .unwrap();
-            let out = child.stdout.take().unwrap();
-            let status = child.wait().unwrap();
-            assert_eq!(read_all(out).trim(), "2", "pid 1 is the reaper");
+            let (status, out) =
+                run_to_end(&spawner, &["-c", "echo $$; exit 7"], in_pid_namespace());
+            assert_eq!(out.trim(), "2", "pid 1 is the reaper");
             assert_eq!(status.code(), Some(7));
 
-            let mut child = spawner
-                .spawn(&spec(&["-c", "kill -KILL $$"], false), in_pid_namespace())
-                .unwrap();
-            let status = child.wait().unwrap();
+            let (status, _) = run_to_end(&spawner, &["-c", "kill -KILL $$"], in_pid_namespace());
             assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
         }
     }
@@ -969,12 +980,7 @@ mod tests {
         unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
         let script = format!("(cat <&{fd}) 2>/dev/null; ls /proc/self/fd");
         for hooks in [None, in_pid_namespace()] {
-            let mut child = Spawner::new()
-                .spawn(&spec(&["-c", &script], false), hooks)
-                .unwrap();
-            let out = child.stdout.take().unwrap();
-            child.wait().unwrap();
-            let out = read_all(out);
+            let (_, out) = run_to_end(&Spawner::new(), &["-c", &script], hooks);
             assert!(!out.contains("secret"), "{out}");
             // 0-2, and the one `ls` opened to list them.
             let fds: Vec<&str> = out.split_whitespace().collect();
@@ -995,10 +1001,8 @@ mod tests {
             .iter()
             .flat_map(|spawner| [None, in_pid_namespace()].map(|hooks| (spawner, hooks)))
             .map(|(spawner, hooks)| {
-                let mut child = spawner.spawn(&spec(&["-c", script], false), hooks).unwrap();
-                let out = child.stdout.take().unwrap();
-                child.wait().unwrap();
-                read_all(out)
+                let (_, out) = run_to_end(spawner, &["-c", script], hooks);
+                out
             })
             .collect();
         // SAFETY: restores the disposition saved above.
@@ -1019,12 +1023,9 @@ mod tests {
 
     #[test]
     fn stdin_is_empty_unless_piped() {
-        let mut child = Spawner::new()
-            .spawn(&spec(&["-c", "cat; echo end"], false), None)
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        assert!(child.wait().unwrap().success());
-        assert_eq!(read_all(out), "end\n");
+        let (status, out) = run_to_end(&Spawner::new(), &["-c", "cat; echo end"], None);
+        assert!(status.success());
+        assert_eq!(out, "end\n");
     }
 
     #[test]
@@ -1059,12 +1060,9 @@ mod tests {
         };
         let spawner = Spawner::new();
         for _ in 0..2 {
-            let mut child = spawner
-                .spawn(&spec(&["-c", "echo ran"], false), entering(&hook))
-                .unwrap();
-            let out = child.stdout.take().unwrap();
-            assert!(child.wait().unwrap().success());
-            assert_eq!(read_all(out), "ran\n");
+            let (status, out) = run_to_end(&spawner, &["-c", "echo ran"], entering(&hook));
+            assert!(status.success());
+            assert_eq!(out, "ran\n");
         }
         assert!(spawner.copy_only.load(Ordering::Relaxed));
         assert_eq!(calls.load(Ordering::SeqCst), 1, "copies do not write back");
@@ -1087,12 +1085,8 @@ mod tests {
             }
         };
         for spawner in spawners() {
-            let mut child = spawner
-                .spawn(&spec(&["-c", "ulimit -n"], false), entering(&hook))
-                .unwrap();
-            let out = child.stdout.take().unwrap();
-            child.wait().unwrap();
-            assert_eq!(read_all(out).trim(), "64");
+            let (_, out) = run_to_end(&spawner, &["-c", "ulimit -n"], entering(&hook));
+            assert_eq!(out.trim(), "64");
             let after = rustix::process::getrlimit(rustix::process::Resource::Nofile);
             assert_eq!(ours.current, after.current);
         }
