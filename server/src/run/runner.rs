@@ -1,11 +1,12 @@
-//! The only module that spawns processes: one Python run with a scrubbed environment, its own
-//! process group, a timeout, cancellation, capped output and a bounded number of runs at once.
+//! The only module that starts runs: one Python run with a scrubbed environment, its own process
+//! group, a timeout, cancellation, capped output and a bounded number of runs at once.
 //!
 //! Steps of a run, in order: wait for a permit; wait for the sandbox's start-up probe (done long
 //! before, usually); take a slot (a reused scratch dir for HOME/TMPDIR with its sandbox rules);
-//! build the argv (never a shell); let the sandbox confine it; spawn; feed stdin; read both pipes with a cap; wait
-//! for exit, timeout or cancellation; kill the whole process group whatever happened; drain the
-//! pipes for a bounded time; report a plain [`RunOutcome`].
+//! build the argv (never a shell); have the sandbox start it (Linux: `Sandbox::spawn`, made
+//! awaitable by `child.rs`; elsewhere a `Command` the sandbox confines); feed stdin; read both
+//! pipes with a cap; wait for exit, timeout or cancellation; kill the whole process group whatever
+//! happened; drain the pipes for a bounded time; report a plain [`RunOutcome`].
 
 use std::ffi::{OsStr, OsString};
 use std::io;
