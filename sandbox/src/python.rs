@@ -1,6 +1,7 @@
 //! The interpreter: found once ([`resolve_python`]), then asked once which trees it reads at
 //! start-up ([`python_read_paths`]: prefixes, stdlib, site-packages).
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -70,28 +71,87 @@ fn outermost(paths: &mut Vec<PathBuf>) -> Vec<PathBuf> {
     kept
 }
 
+/// The interpreter's name when none is given.
+const DEFAULT_NAME: &str = if cfg!(windows) { "python" } else { "python3" };
+
+/// Where Python usually lives, searched (in this order) when `python3` is not on `PATH`:
+/// assistants such as Claude Desktop start servers with a bare `PATH`. Homebrew's and
+/// `/usr/local` come before `/usr/bin`, whose `python3` on macOS may be a stub that asks to
+/// install developer tools.
+#[cfg(unix)]
+const USUAL_DIRS: &[&str] = &[
+    "/opt/homebrew/bin",
+    "/usr/local/bin",
+    "/usr/bin",
+    "/opt/local/bin",
+];
+#[cfg(not(unix))]
+const USUAL_DIRS: &[&str] = &[];
+
 /// Resolves the interpreter once, so a version-manager shim (pyenv, asdf: a shell script costing
 /// ~100 ms) is not paid on every run. A native executable found directly is the interpreter itself
 /// and is used as found (a venv's `bin/python` must keep its path); anything else (a shim script, a
 /// Windows app alias) is asked for `sys.executable`.
+///
+/// Without `given`: `python3` (`python` on Windows) on `PATH`, else in the usual places
+/// ([`USUAL_DIRS`]; on Windows the `py` launcher), else an error naming where it looked.
 pub fn resolve_python(given: Option<&Path>) -> Result<PathBuf, PythonError> {
-    let default = if cfg!(windows) { "python" } else { "python3" };
-    let candidate = given.unwrap_or(Path::new(default));
-    match locate(candidate) {
-        Some(found) if is_native_executable(&found) => {
-            Ok(std::path::absolute(&found).unwrap_or(found))
-        }
-        _ => ask_interpreter(candidate),
+    let path_var = std::env::var_os("PATH");
+    let usual: Vec<PathBuf> = USUAL_DIRS.iter().map(PathBuf::from).collect();
+    match given {
+        Some(given) => resolve_candidate(given, path_var.as_deref()),
+        None => resolve_default(path_var.as_deref(), &usual),
     }
 }
 
-/// The file a command name or path refers to, searching PATH for a bare name.
-fn locate(candidate: &Path) -> Option<PathBuf> {
+/// `candidate` as given: a path, or a name looked up on `path_var`.
+fn resolve_candidate(candidate: &Path, path_var: Option<&OsStr>) -> Result<PathBuf, PythonError> {
+    match locate(candidate, path_var) {
+        Some(found) if is_native_executable(&found) => {
+            Ok(std::path::absolute(&found).unwrap_or(found))
+        }
+        Some(found) => ask_interpreter(&found),
+        None => ask_interpreter(candidate),
+    }
+}
+
+/// No interpreter given: the default name on `path_var`, then in `usual` folders, then (Windows)
+/// the `py` launcher.
+fn resolve_default(path_var: Option<&OsStr>, usual: &[PathBuf]) -> Result<PathBuf, PythonError> {
+    let name = Path::new(DEFAULT_NAME);
+    if locate(name, path_var).is_some() {
+        return resolve_candidate(name, path_var);
+    }
+    if let Some(found) = usual.iter().map(|dir| dir.join(name)).find(|p| p.is_file()) {
+        return resolve_candidate(&found, path_var);
+    }
+    if cfg!(windows) {
+        if let Ok(found) = ask_interpreter(Path::new("py")) {
+            return Ok(found);
+        }
+    }
+    let looked: Vec<String> = usual.iter().map(|d| d.display().to_string()).collect();
+    let launcher = if cfg!(windows) {
+        ", nor a `py` launcher"
+    } else {
+        ""
+    };
+    Err(PythonError::NotFound(format!(
+        "no `{DEFAULT_NAME}` on PATH or in {}{launcher}",
+        if looked.is_empty() {
+            "the usual places".to_owned()
+        } else {
+            looked.join(", ")
+        }
+    )))
+}
+
+/// The file a command name or path refers to, searching `path_var` for a bare name.
+fn locate(candidate: &Path, path_var: Option<&OsStr>) -> Option<PathBuf> {
     if candidate.components().count() > 1 || candidate.is_absolute() {
         return candidate.is_file().then(|| candidate.to_path_buf());
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+    std::env::split_paths(path_var?)
         .map(|dir| dir.join(candidate))
         .find(|p| p.is_file())
 }
@@ -184,5 +244,26 @@ mod tests {
         let resolved = resolve_python(Some(&shim)).unwrap();
         assert_ne!(resolved, shim);
         assert!(is_native_executable(&resolved));
+    }
+
+    /// Claude Desktop and other assistants start servers with a bare `PATH`: the usual folders
+    /// are searched then, and when nothing is there the error says where it looked.
+    #[cfg(unix)]
+    #[test]
+    fn without_python_on_path_the_usual_places_are_searched_and_named() {
+        let empty = tempfile::tempdir().unwrap();
+        let bare = Some(empty.path().as_os_str());
+        let found = resolve_default(bare, &[PathBuf::from("/usr/bin")])
+            .expect("this machine has /usr/bin/python3");
+        assert!(is_native_executable(&found), "{}", found.display());
+        let nowhere = [empty.path().join("a"), empty.path().join("b")];
+        let err = resolve_default(bare, &nowhere).unwrap_err().to_string();
+        for dir in &nowhere {
+            assert!(err.contains(&dir.display().to_string()), "{err}");
+        }
+        assert!(err.contains("python3") && err.contains("PATH"), "{err}");
+        // On PATH, the usual places are not needed.
+        let on_path = resolve_default(Some(std::ffi::OsStr::new("/usr/bin")), &nowhere).unwrap();
+        assert!(is_native_executable(&on_path));
     }
 }

@@ -259,3 +259,16 @@ fn bad_settings_fail_fast_with_a_hint() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("PYTHON_BIN"));
 }
+
+/// Claude Desktop starts servers with a bare `PATH`: without `--python`, the server finds the
+/// interpreter in the usual places and runs scripts.
+#[cfg(unix)]
+#[test]
+fn with_a_bare_path_the_interpreter_is_found_in_the_usual_places() {
+    let bare = tempfile::tempdir().unwrap();
+    let path = bare.path().to_str().unwrap();
+    let mut server = StdioServer::start_with_env(&samples(), &[], None, &[("PATH", path)]);
+    let result = server.call("run_python", json!({"file_name": "hello_world.py"}));
+    assert_eq!(result["isError"], json!(false), "{result}");
+    assert!(text(&result).contains("Hello, World!"), "{result}");
+}

@@ -15,7 +15,9 @@ pub struct RunArgs {
     #[arg(long, env = "PYTHON_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
     pub timeout: u64,
 
-    /// Python interpreter [default: `python3` on PATH (`python` on Windows), resolved once at start-up].
+    /// Python interpreter [default: `python3` on PATH (`python` on Windows), else in the usual
+    /// places (/opt/homebrew/bin, /usr/local/bin, /usr/bin; Windows: `py`), resolved once at
+    /// start-up].
     #[arg(long, env = "PYTHON_BIN")]
     pub python: Option<PathBuf>,
 
