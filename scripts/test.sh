@@ -76,6 +76,18 @@ check_architecture_paths() {
     ((named > 0 && missing == 0))
 }
 
+# The GitHub workflows for people who fork, checked against GitHub's workflow schema with
+# check-jsonschema (pinned, from PyPI, in a venv of its own; its schema ships with it).
+check_workflows() {
+    local venv=target/ci-tools
+    if [[ ! -x $venv/bin/check-jsonschema ]]; then
+        python3 -m venv "$venv" &&
+            "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+                'check-jsonschema==0.39.0' || return 1
+    fi
+    "$venv/bin/check-jsonschema" --builtin-schema vendor.github-workflows .github/workflows/*.yml
+}
+
 # cargo test, with its output kept to count the results for the summary.
 run_tests() {
     cargo test --workspace 2>&1 | tee "$log_dir/test.log"
@@ -106,6 +118,7 @@ step "cargo fmt --check" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 step "pyrun-sandbox dependencies" check_sandbox_deps
 step "ARCHITECTURE.md code map" check_architecture_paths
+step "GitHub workflows (schema)" check_workflows
 # The test-only conformance fixtures compile only with their feature: lint them too (check only,
 # so no binary with fixtures lands in target/debug/).
 step "cargo clippy (conformance fixtures)" \
