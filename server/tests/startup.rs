@@ -151,3 +151,24 @@ fn a_dotenv_beside_the_projects_folder_still_applies() {
     assert!(!log.contains(".env IGNORED"), "{log}");
     assert!(log.contains("SANDBOX OFF"), "the .env was not read:\n{log}");
 }
+
+/// An empty variable is an unset one: an assistant that passes the optional settings a user left
+/// blank (`PYTHON_BIN=""`, `PYRUN_SANDBOX=""`) gets the defaults, not a refusal to start.
+#[test]
+fn empty_setting_variables_mean_their_defaults() {
+    let projects = tempfile::tempdir().unwrap();
+    std::fs::write(projects.path().join("hello.py"), "print('hi')\n").unwrap();
+    let mut server =
+        pyrun_mcp_tests::ServerLaunch::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"), projects.path())
+            .env("PYTHON_BIN", "")
+            .env("PYRUN_SANDBOX", "")
+            .env("PYTHON_TIMEOUT", "")
+            .stdio();
+    let result = server.call("run_python", serde_json::json!({"file_name": "hello.py"}));
+    assert_eq!(result["isError"], serde_json::json!(false), "{result}");
+    let layers = result["structuredContent"]["sandbox"].to_string();
+    assert!(
+        layers.contains("rlimits"),
+        "the default sandbox applies: {layers}"
+    );
+}

@@ -71,11 +71,12 @@ impl Dotenv {
         }
     }
 
-    /// Sets each entry that the real environment does not already set (the environment wins).
+    /// Sets each entry that the real environment does not already set (the environment wins); an
+    /// empty entry (`PYTHON_BIN=`) sets nothing, as an empty variable means unset.
     pub(super) fn apply(&self) {
         if let Self::Loaded { entries, .. } = self {
             for (key, value) in entries {
-                if std::env::var_os(key).is_none() {
+                if !value.is_empty() && std::env::var_os(key).is_none() {
                     std::env::set_var(key, value);
                 }
             }

@@ -145,6 +145,7 @@ impl Cli {
     /// the projects folder, then parses the flags. Call before any thread starts (it sets
     /// variables); log the returned [`Dotenv`] once logging is set up.
     pub fn load() -> (Self, Dotenv) {
+        unset_empty_settings();
         let dotenv = Dotenv::read(Path::new(DOTENV), |from_file| {
             // Which folder would be served with the file applied: flag > environment > file >
             // default. Flags are parsed here without the file (clap exits on --help or a bad flag,
@@ -210,6 +211,17 @@ impl Cli {
             // Assistants start servers with a bare PATH: name the interpreter when it is known.
             python: resolve_python(self.run.python.as_deref()).ok(),
         })
+    }
+}
+
+/// An empty setting variable means unset (its default applies), not an empty value: an assistant
+/// that passes an optional setting the user left blank (`PYTHON_BIN=""`, as MCP Bundles do) must
+/// not make the server refuse to start. Call while the process is one thread.
+fn unset_empty_settings() {
+    for name in ENV_VARS {
+        if std::env::var_os(name).is_some_and(|value| value.is_empty()) {
+            std::env::remove_var(name);
+        }
     }
 }
 
