@@ -90,6 +90,11 @@ pub struct Snippet {
     pub hints: Vec<String>,
 }
 
+/// Claude Desktop installs MCP Bundles with a double click: no config file to edit.
+const BUNDLE_HINT: &str = "hint: the easy way is the MCP Bundle: scripts/bundle.sh (Windows: \
+                           scripts\\bundle.ps1) builds dist/pyrun-mcp-*.mcpb; double-click it \
+                           and pick the projects folder";
+
 /// The snippet that connects `assistant` to `target`.
 pub fn snippet(assistant: Assistant, target: &Target) -> Snippet {
     let mut hints = vec![where_it_goes(assistant).to_owned()];
@@ -109,9 +114,11 @@ pub fn snippet(assistant: Assistant, target: &Target) -> Snippet {
                 Assistant::Cline => servers(json!({
                     "command": command, "args": args, "disabled": false, "autoApprove": []
                 })),
-                Assistant::ClaudeDesktop | Assistant::Cursor => {
+                Assistant::ClaudeDesktop => {
+                    hints.push(BUNDLE_HINT.to_owned());
                     servers(json!({ "command": command, "args": args }))
                 }
+                Assistant::Cursor => servers(json!({ "command": command, "args": args })),
             }
         }
         Target::Remote { url, token } => {
@@ -312,6 +319,13 @@ mod tests {
             assert!(std::path::Path::new(&args[at + 1]).is_dir(), "{args:?}");
             assert_eq!(args[..2], ["--transport", "stdio"]);
             assert!(!snippet.hints.is_empty());
+            // Claude Desktop's users hear of the bundle, the easy way; nobody else does.
+            let bundle = snippet.hints.iter().any(|h| h.contains(".mcpb"));
+            assert_eq!(
+                bundle,
+                assistant == Assistant::ClaudeDesktop,
+                "{assistant:?}"
+            );
         }
     }
 

@@ -56,6 +56,12 @@ impl StdioServer {
         launch.stdio()
     }
 
+    /// Takes over a server started some other way (stdin and stdout piped; e.g. exactly as an
+    /// assistant's configuration says) and completes the initialize handshake.
+    pub fn attach(child: Child) -> Result<Self, StartError> {
+        Self::handshake(child, None)
+    }
+
     /// Takes over a started server (stdin and stdout piped) and completes the initialize handshake.
     pub(crate) fn handshake(
         mut child: Child,

@@ -14,8 +14,9 @@ use pyrun_mcp_tests::{
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// The user-facing scripts; each has a `.sh` and a `.ps1` with the same name and flags.
-const SCRIPTS: [&str; 6] = [
+const SCRIPTS: [&str; 7] = [
     "setup",
+    "bundle",
     "start-server",
     "stop-server",
     "start-tunnel",
