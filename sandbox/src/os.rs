@@ -18,7 +18,9 @@ pub fn background_priority(cmd: &mut Command) {
                 #[cfg(target_os = "linux")]
                 {
                     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    let param = libc::sched_param { sched_priority: 0 };
+                    // Priority 0, the only one SCHED_IDLE takes (zeroed: musl's struct has
+                    // more fields than glibc's).
+                    let param: libc::sched_param = std::mem::zeroed();
                     if libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0 {
                         return Ok(());
                     }
