@@ -132,6 +132,8 @@ if command -v rustup >/dev/null 2>&1; then
 else
     summary+=("skipped cross-target checks (no rustup)")
 fi
+# The crates publish (sandbox, server, client): packaged and built from their packages alone.
+step "cargo publish --dry-run" cargo publish --workspace --dry-run --allow-dirty --quiet
 step "cargo test --workspace" run_tests
 step "cargo test --features tunnel" run_tunnel_tests
 step "build for the real-client tests" build_for_real_clients
