@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README and .ci/run call exactly `bash scripts/test.sh`): formatting, lints,
 # a compile check for Windows and macOS, the hermetic `cargo test --workspace`, then the real-client
-# step (`--features real-clients`: official SDKs, Inspector, conformance suite, nginx, the scripts),
-# and a closing summary counting the tests of every step.
+# step (`--features real-clients`: official SDKs, Inspector, conformance suite, nginx, chromium,
+# the scripts), and a closing summary counting the tests of every step.
 # Real-client tests install what they need (Python venv, Node tools) under target/test-deps/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -103,6 +103,29 @@ build_for_real_clients() {
             --target-dir "${CARGO_TARGET_DIR:-target}/conformance"
 }
 
+# The browser the consent-page test drives (tests/tests/consent_browser.rs): Debian's chromium and
+# its WebDriver, from apt when missing (we run as root in CI; nothing is downloaded at test time),
+# or the programs PYRUN_TEST_CHROMIUM and PYRUN_TEST_CHROMEDRIVER name.
+ensure_browser() {
+    if [[ -x ${PYRUN_TEST_CHROMIUM:-/usr/bin/chromium} && -x ${PYRUN_TEST_CHROMEDRIVER:-/usr/bin/chromedriver} ]]; then
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "chromium and chromedriver are missing and apt-get is not available: install them" \
+            "(Debian/Ubuntu: apt-get install -y chromium chromium-driver) and run again"
+        return 1
+    fi
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "chromium and chromedriver are missing: run" \
+            "\`sudo apt-get install -y chromium chromium-driver\` and run again"
+        return 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    local apt=(apt-get -o DPkg::Lock::Timeout=300 -y -q)
+    "${apt[@]}" install chromium chromium-driver ||
+        { "${apt[@]}" update && "${apt[@]}" install chromium chromium-driver; }
+}
+
 run_real_client_tests() {
     cargo test -p pyrun-mcp-tests --features real-clients 2>&1 | tee -a "$log_dir/test.log"
     return "${PIPESTATUS[0]}"
@@ -137,6 +160,7 @@ step "cargo publish --dry-run" cargo publish --workspace --dry-run --allow-dirty
 step "cargo test --workspace" run_tests
 step "cargo test --features tunnel" run_tunnel_tests
 step "build for the real-client tests" build_for_real_clients
+step "chromium for the browser tests" ensure_browser
 step "cargo test --features real-clients" run_real_client_tests
 
 passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log_dir/test.log" | awk '{s += $4} END {print s + 0}')

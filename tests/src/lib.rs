@@ -2,19 +2,23 @@
 //! tests in `tests/tests/` and the bench: start the server over stdio or HTTP (port 0, the address
 //! read from its `listening on` line) with the developer's settings scrubbed ([`ServerLaunch`]),
 //! drive it with raw JSON-RPC over stdio ([`StdioServer`]) or HTTP ([`http`]: Streamable HTTP,
-//! legacy SSE, an [`SseReader`] on the `sse-stream` crate), find the interpreter once
-//! ([`python()`]), and look at processes from the host ([`procs`]).
+//! legacy SSE, an [`SseReader`] on the `sse-stream` crate), set up OAuth flows and check their
+//! tokens ([`oauth`]), find the interpreter once ([`python()`]), and look at processes from the
+//! host ([`procs`]).
 //!
 //! Nothing here installs or builds: with the `real-clients` feature, [`deps`] installs the clients
-//! we did not write (Python SDKs, Node tools) once under `target/test-deps/`, and [`clients`] runs
-//! them.
+//! we did not write (Python SDKs, Node tools) once under `target/test-deps/`, [`clients`] runs
+//! them, and [`browser`] drives the system's headless chromium through WebDriver.
 
+#[cfg(feature = "real-clients")]
+pub mod browser;
 #[cfg(feature = "real-clients")]
 pub mod clients;
 #[cfg(feature = "real-clients")]
 pub mod deps;
 pub mod env;
 pub mod http;
+pub mod oauth;
 pub mod paths;
 pub mod process;
 pub mod procs;
@@ -22,6 +26,8 @@ pub mod python;
 pub mod server;
 pub mod stdio;
 
+#[cfg(feature = "real-clients")]
+pub use browser::Browser;
 #[cfg(feature = "real-clients")]
 pub use clients::{
     args, assert_standard_session, assert_unauthorized, client_script, inspector_cli, python_client,

@@ -144,3 +144,20 @@ fn official_conformance_suite_passes_all_but_the_baseline() {
         server.logs()
     );
 }
+
+/// The suite's authorization scenarios (`auth/…`, `conformance list --client`) all test an OAuth
+/// *client* against the suite's own authorization server; the pinned version has none for a
+/// server, so `--oauth` is proven by the Python SDK and browser tests instead. When a new pin
+/// brings server-side ones, this fails so that they are run against a `--oauth` server.
+#[test]
+fn the_pinned_suite_has_no_server_side_authorization_scenarios() {
+    let auth: Vec<String> = all_scenarios()
+        .into_iter()
+        .filter(|s| s.contains("auth"))
+        .collect();
+    assert!(
+        auth.is_empty(),
+        "the conformance suite now tests servers' authorization ({auth:?}): run these scenarios \
+         against a `--oauth` server (issue 14) and drop this test"
+    );
+}

@@ -1,0 +1,351 @@
+//! The official Python MCP SDK's OAuth client (`mcp.client.auth.OAuthClientProvider`, pinned in
+//! `tests/clients/requirements.txt`) against a `--oauth` server over `/mcp`, the way Claude's
+//! connectors log in: discovery from the 401 → registration (dynamic, or a Client ID Metadata
+//! Document the test serves over https) → the consent form filled over HTTP → PKCE code exchange →
+//! `run_python` → refresh → revoke → 401. The script (`tests/clients/oauth_flow.py`) reports what
+//! it saw; the server's side is checked here over HTTP (revoked tokens get the RFC 6750/9728
+//! challenge, spent refresh tokens `invalid_grant`) and in its audit log.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use pyrun_mcp_tests::oauth::{assert_token_refused, token_request};
+use pyrun_mcp_tests::{args, python_client, run_bounded, HttpServer, ServerLaunch};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+const OWNER_SECRET: &str = "owner secret for the sdk test";
+/// What the script registers and redirects to (`REDIRECT_URI` in oauth_flow.py).
+const REDIRECT_URI: &str = "http://127.0.0.1:33418/callback";
+
+/// A `--oauth` server with an owner password and its state in `state`, plus `env`.
+fn oauth_server(state: &Path, env: &[(&str, &Path)]) -> HttpServer {
+    let mut launch = ServerLaunch::samples()
+        .args([
+            "--oauth",
+            "--oauth-owner-password",
+            OWNER_SECRET,
+            "--state-dir",
+        ])
+        .args([state]);
+    for (name, value) in env {
+        launch = launch.env(name, value.as_os_str());
+    }
+    launch.http()
+}
+
+/// Runs oauth_flow.py against `server` (on a blocking thread) and returns its report.
+async fn run_flow(server: &HttpServer, mode: &str, cimd: Option<&TestCa>) -> Value {
+    let mut argv = args(&["--mode", mode, "--http", &server.mcp_url()]);
+    argv.extend(args(&["--secret", OWNER_SECRET]));
+    if let Some(ca) = cimd {
+        argv.extend(args(&[
+            "--cimd-cert",
+            &ca.leaf_cert(),
+            "--cimd-key",
+            &ca.leaf_key(),
+        ]));
+    }
+    tokio::task::spawn_blocking(move || python_client("oauth_flow.py", &argv))
+        .await
+        .expect("the client thread")
+}
+
+/// `[method, path, status]` triples from the report's `key`.
+fn exchanges(report: &Value, key: &str) -> Vec<(String, String, u64)> {
+    report[key]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|e| {
+                    (
+                        e[0].as_str().unwrap_or_default().to_owned(),
+                        e[1].as_str().unwrap_or_default().to_owned(),
+                        e[2].as_u64().unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn saw(list: &[(String, String, u64)], method: &str, path: &str, status: u64) -> bool {
+    list.iter()
+        .any(|(m, p, s)| m == method && p == path && *s == status)
+}
+
+/// What every flow must show, whichever way the client got its id.
+async fn assert_whole_flow(server: &HttpServer, report: &Value, state: &Path) {
+    let ctx = serde_json::to_string_pretty(report).unwrap_or_default();
+
+    // Discovery started from the 401 and found both metadata documents; the code bought tokens.
+    let login = exchanges(report, "exchanges_until_first_call");
+    assert_eq!(
+        login.first(),
+        Some(&("POST".to_owned(), "/mcp".to_owned(), 401)),
+        "the first request is refused: {ctx}"
+    );
+    for (method, path, status) in [
+        ("GET", "/.well-known/oauth-protected-resource/mcp", 200),
+        ("GET", "/.well-known/oauth-authorization-server", 200),
+        ("POST", "/oauth/token", 200),
+        ("POST", "/mcp", 200),
+    ] {
+        assert!(
+            saw(&login, method, path, status),
+            "{method} {path} {status}: {ctx}"
+        );
+    }
+
+    // The consent page as a browser got it, and the redirect it answered with.
+    let visits = report["consent_visits"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(visits.len(), 1, "the owner was asked once: {ctx}");
+    let visit = &visits[0];
+    assert_eq!(visit["page_status"], 200, "{ctx}");
+    assert_eq!(visit["page_headers"]["x-frame-options"], "DENY", "{ctx}");
+    let csp = visit["page_headers"]["content-security-policy"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(csp.contains("frame-ancestors 'none'"), "{ctx}");
+    assert_eq!(visit["csrf_cookie"], true, "{ctx}");
+    for field in ["csrf", "request", "secret"] {
+        assert!(
+            visit["form_fields"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|v| v == field)),
+            "the form has {field}: {ctx}"
+        );
+    }
+    for param in [
+        "code_challenge",
+        "code_challenge_method",
+        "resource",
+        "state",
+    ] {
+        assert!(
+            visit["authorize_params"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|v| v == param)),
+            "the SDK sent {param}: {ctx}"
+        );
+    }
+    assert_eq!(visit["answer_status"], 303, "{ctx}");
+    assert_eq!(visit["location_origin"], REDIRECT_URI, "{ctx}");
+
+    // run_python ran under the OAuth token, before and after the refresh.
+    for key in ["first_call", "after_refresh_call"] {
+        let call = &report[key];
+        assert_eq!(call["is_error"], false, "{key}: {ctx}");
+        assert!(
+            call["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("Hello, World!"),
+            "{key}: {ctx}"
+        );
+    }
+    let first = &report["first_tokens"];
+    assert_eq!(
+        first["expires_in"], 3600,
+        "access tokens live one hour: {ctx}"
+    );
+
+    // The refresh: a token request before the next call, new tokens of both kinds (rotation).
+    let refresh = exchanges(report, "exchanges_of_refresh");
+    let token_at = refresh
+        .iter()
+        .position(|(m, p, s)| m == "POST" && p == "/oauth/token" && *s == 200);
+    let call_at = refresh
+        .iter()
+        .position(|(m, p, s)| m == "POST" && p == "/mcp" && *s == 200);
+    assert!(
+        matches!((token_at, call_at), (Some(t), Some(c)) if t < c),
+        "the SDK refreshed before calling: {ctx}"
+    );
+    let refreshed = &report["refreshed_tokens"];
+    assert_ne!(
+        refreshed["access"], first["access"],
+        "a new access token: {ctx}"
+    );
+    assert_ne!(
+        refreshed["refresh"], first["refresh"],
+        "the refresh token rotates: {ctx}"
+    );
+
+    // Revocation (RFC 7009 answers 200), and the next session is turned away with 401.
+    assert_eq!(
+        report["revoke_statuses"],
+        serde_json::json!([200, 200]),
+        "{ctx}"
+    );
+    assert!(
+        report["after_revoke_call"].is_null(),
+        "no call after revocation: {ctx}"
+    );
+    assert!(report["after_revoke_error"].is_string(), "{ctx}");
+    assert_eq!(
+        exchanges(report, "exchanges_after_revoke").first(),
+        Some(&("POST".to_owned(), "/mcp".to_owned(), 401)),
+        "the revoked token is refused: {ctx}"
+    );
+
+    // The server's side: the revoked access token gets the Bearer challenge; both refresh
+    // tokens (the rotated-away one and the revoked one) are spent.
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    assert_token_refused(server, &text(&refreshed["access"])).await;
+    let client_id = text(&report["client_id"]);
+    for refresh_token in [text(&first["refresh"]), text(&refreshed["refresh"])] {
+        let (status, reply) = token_request(
+            server,
+            &[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", &refresh_token),
+                ("client_id", &client_id),
+            ],
+        )
+        .await;
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "a spent refresh token: {reply}"
+        );
+        assert_eq!(
+            reply["error"], "invalid_grant",
+            "a spent refresh token: {reply}"
+        );
+    }
+
+    // Who did what: both runs are in the audit log under the OAuth client, without the tokens.
+    let audit = std::fs::read_to_string(state.join("audit.jsonl")).unwrap_or_default();
+    let runs: Vec<Value> = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|entry| entry.to_string().contains("hello_world.py"))
+        .collect();
+    assert_eq!(runs.len(), 2, "two runs in the audit log:\n{audit}");
+    for run in &runs {
+        assert!(
+            run.to_string().contains(&client_id),
+            "the OAuth client is the principal: {run}"
+        );
+    }
+    for secret in [&first["access"], &first["refresh"], &refreshed["access"]] {
+        assert!(
+            !audit.contains(&text(secret)),
+            "a token in the audit log:\n{audit}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sdk_registers_dynamically_logs_in_refreshes_and_is_cut_off_by_revocation() {
+    let state = tempfile::tempdir().expect("state dir");
+    let server = oauth_server(state.path(), &[]);
+    let report = run_flow(&server, "legacy", None).await;
+    let ctx = serde_json::to_string_pretty(&report).unwrap_or_default();
+    assert!(
+        saw(
+            &exchanges(&report, "exchanges_until_first_call"),
+            "POST",
+            "/oauth/register",
+            201
+        ),
+        "dynamic client registration: {ctx}"
+    );
+    assert_whole_flow(&server, &report, state.path()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sdk_in_auto_mode_completes_the_same_flow() {
+    let state = tempfile::tempdir().expect("state dir");
+    let server = oauth_server(state.path(), &[]);
+    let report = run_flow(&server, "auto", None).await;
+    assert_whole_flow(&server, &report, state.path()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sdk_with_a_client_id_metadata_document_skips_registration() {
+    let ca = TestCa::new();
+    let state = tempfile::tempdir().expect("state dir");
+    let server = oauth_server(
+        state.path(),
+        &[(
+            "PYRUN_OAUTH_TEST_METADATA_CA",
+            &ca.dir.path().join("ca.pem"),
+        )],
+    );
+    let report = run_flow(&server, "legacy", Some(&ca)).await;
+    let ctx = serde_json::to_string_pretty(&report).unwrap_or_default();
+    assert_eq!(
+        report["client_id"], report["metadata_url"],
+        "the URL is the client id: {ctx}"
+    );
+    assert!(
+        report["metadata_fetches"].as_u64().is_some_and(|n| n >= 1),
+        "the server fetched the document: {ctx}"
+    );
+    assert!(
+        !exchanges(&report, "exchanges")
+            .iter()
+            .any(|(_, p, _)| p == "/oauth/register"),
+        "no dynamic registration: {ctx}"
+    );
+    assert_whole_flow(&server, &report, state.path()).await;
+}
+
+/// A throw-away certificate authority and a server certificate for `127.0.0.1` it signed, made
+/// with the openssl CLI: the server trusts the CA (its test-only metadata setting), the script
+/// serves the metadata document with the leaf.
+struct TestCa {
+    dir: tempfile::TempDir,
+}
+
+impl TestCa {
+    fn new() -> TestCa {
+        let dir = tempfile::tempdir().expect("a folder for the test CA");
+        let leaf_ext = dir.path().join("leaf.ext");
+        std::fs::write(
+            &leaf_ext,
+            "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n\
+             extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n",
+        )
+        .expect("write leaf.ext");
+        let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+        let steps = [
+            format!(
+                "req -x509 {ec} -days 2 -keyout ca.key -out ca.pem -subj /CN=pyrun-mcp-test-CA \
+                 -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign"
+            ),
+            format!("req {ec} -keyout leaf.key -out leaf.csr -subj /CN=127.0.0.1"),
+            "x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out leaf.pem \
+             -days 2 -extfile leaf.ext"
+                .to_owned(),
+        ];
+        for step in steps {
+            let out = run_bounded(
+                Command::new("openssl")
+                    .args(step.split_whitespace())
+                    .current_dir(dir.path()),
+                Duration::from_secs(30),
+            );
+            assert!(
+                out.success(),
+                "openssl {step:?} failed (the metadata-document test needs the openssl CLI):\n{}",
+                out.describe()
+            );
+        }
+        TestCa { dir }
+    }
+
+    fn leaf_cert(&self) -> String {
+        self.dir.path().join("leaf.pem").display().to_string()
+    }
+
+    fn leaf_key(&self) -> String {
+        self.dir.path().join("leaf.key").display().to_string()
+    }
+}
