@@ -75,13 +75,15 @@ class MemoryStorage:
 
 
 class ConsentForm(HTMLParser):
-    """The consent page's form: its action and every named input's value (hidden fields included)."""
+    """The consent page's form: its action and every named input's value (hidden fields included),
+    and the text of its `#error` element if it has one."""
 
     def __init__(self):
         super().__init__()
         self.action = None
         self.fields = {}
-        self.has_error = False
+        self.error = None
+        self._in_error = False
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -90,7 +92,14 @@ class ConsentForm(HTMLParser):
         elif tag == "input" and attrs.get("name"):
             self.fields[attrs["name"]] = attrs.get("value") or ""
         if attrs.get("id") == "error":
-            self.has_error = True
+            self.error, self._in_error = "", True
+
+    def handle_endtag(self, tag):
+        self._in_error = False
+
+    def handle_data(self, data):
+        if self._in_error:
+            self.error += data
 
 
 class Owner:
@@ -121,7 +130,7 @@ class Owner:
             form.feed(page.text)
             visit["form_fields"] = sorted(form.fields)
             if page.status_code != 200 or form.action is None:
-                raise RuntimeError(f"no consent form ({page.status_code}): {page.text[:500]}")
+                raise RuntimeError(f"no consent form ({page.status_code}): {form.error or page.text}")
             fields = {name: value for name, value in form.fields.items() if name != "secret"}
             fields.update({"secret": self.secret, "decision": "approve"})
             answer = await browser.post(urljoin(str(page.url), form.action), data=fields)

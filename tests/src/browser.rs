@@ -83,7 +83,7 @@ impl Browser {
                 "binary": chromium,
                 "args": [
                     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--window-size=900,1100",
+                    "--window-size=900,760",
                     format!("--user-data-dir={}", browser._profile.path().display()),
                 ],
             },
