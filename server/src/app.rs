@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::oauth::{self, OAuth};
 use crate::run::bytecode_cache::BytecodeCache;
 use crate::run::paths::{PathError, ProjectRoot};
 use crate::run::runner::{Runner, RunnerSettings};
@@ -21,6 +22,8 @@ pub struct App {
     pub config: Config,
     pub root: ProjectRoot,
     pub runner: Runner,
+    /// `--oauth`: the authorization server's state.
+    pub oauth: Option<Arc<OAuth>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -31,12 +34,22 @@ pub enum AppError {
     Sandbox(#[from] SandboxError),
     #[error("cannot make the private scratch folder for runs: {0}")]
     Scratch(std::io::Error),
+    #[error(transparent)]
+    OAuth(#[from] oauth::OAuthError),
+    #[error("cannot make the state folder {dir}: {error}")]
+    StateDir { dir: String, error: std::io::Error },
+    #[error("--oauth has no public URL to use as its issuer\nhint: pass --public-url https://…")]
+    NoPublicUrl,
 }
 
 impl App {
     /// `shutdown` kills every run in flight when it fires.
     pub fn build(config: Config, shutdown: CancellationToken) -> Result<Arc<Self>, AppError> {
         let root = ProjectRoot::open(&config.projects_dir)?;
+        let oauth = match &config.oauth {
+            Some(settings) => Some(open_oauth(&config, settings)?),
+            None => None,
+        };
         let settings = config.sandbox.clone();
         let (projects, python) = (root.path().to_path_buf(), config.python.clone());
         let build = move || {
@@ -104,6 +117,29 @@ impl App {
             config,
             root,
             runner,
+            oauth,
         }))
     }
+}
+
+/// Opens the OAuth state in the state folder (made owner-only when missing).
+fn open_oauth(
+    config: &Config,
+    settings: &crate::config::OAuthConfig,
+) -> Result<Arc<OAuth>, AppError> {
+    let base = settings.public_url.clone().ok_or(AppError::NoPublicUrl)?;
+    let dir = config.state_dir.as_deref().ok_or(AppError::NoPublicUrl)?;
+    crate::state_dir::create_owner_only(dir).map_err(|error| AppError::StateDir {
+        dir: dir.display().to_string(),
+        error,
+    })?;
+    let store = oauth::store::Store::open(dir).map_err(oauth::OAuthError::from)?;
+    let documents = oauth::cimd::CimdFetcher::new(oauth::cimd::FetchPolicy::default())
+        .map_err(oauth::OAuthError::from)?;
+    Ok(OAuth::open(
+        oauth::Endpoints { base },
+        store,
+        &settings.owner,
+        documents,
+    )?)
 }

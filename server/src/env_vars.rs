@@ -41,6 +41,10 @@ pub const ENV_VARS: &[&str] = &[
     "MCP_TUNNEL_DOMAIN",
     "MCP_URL_FILE",
     "NGROK_SERVER_ADDR",
+    // OAuth (`OAuthArgs`).
+    "MCP_OAUTH",
+    "MCP_PUBLIC_URL",
+    "MCP_OAUTH_OWNER_PASSWORD",
     // Lasting state (`StateArgs`).
     "PYRUN_STATE_DIR",
     // Read in main.rs: the log filter and plain output.

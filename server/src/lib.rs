@@ -12,7 +12,9 @@ pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod integrations;
+pub mod oauth;
 pub mod run;
+pub mod state_dir;
 mod tools;
 pub mod transport;
 pub mod tunnel;

@@ -8,6 +8,7 @@ use anyhow::Context;
 use pyrun_mcp_server::app::App;
 use pyrun_mcp_server::config::{Cli, Subcommand, Transport};
 use pyrun_mcp_server::integrations::{self, Assistant};
+use pyrun_mcp_server::oauth;
 use pyrun_mcp_server::transport;
 use pyrun_mcp_server::tunnel::{self, OpenTunnel};
 use tokio_util::sync::CancellationToken;
@@ -48,6 +49,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(Subcommand::Config { assistant, url }) = &cli.command {
         return print_config(&cli, *assistant, url.as_deref());
     }
+    if let Some(Subcommand::Oauth { action }) = &cli.command {
+        let state_dir = cli.state_dir()?;
+        return oauth::admin::run(action, &state_dir, &mut std::io::stdout().lock());
+    }
     let mut config = cli.resolve()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
@@ -67,6 +72,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             None => None,
         };
+        // `--oauth` without `--public-url`: the issuer is where clients reach the server.
+        if let Some(settings) = config.oauth.as_mut().filter(|s| s.public_url.is_none()) {
+            settings.public_url = match (&tunnel, &listener) {
+                (Some(tunnel), _) => Some(format!("https://{}", tunnel.host())),
+                (None, Some(listener)) => Some(format!("http://{}", listener.local_addr()?)),
+                (None, None) => None,
+            };
+        }
         let app = App::build(config, shutdown.clone())?;
         tracing::info!(
             python = %app.config.python.display(),

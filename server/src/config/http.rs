@@ -102,7 +102,12 @@ impl HttpArgs {
     }
 
     /// Validates the HTTP settings; a public address needs a token unless opted out explicitly.
-    pub(super) fn resolve(self, transport: Transport) -> Result<HttpConfig, ConfigError> {
+    /// `oauth`: the server authenticates with OAuth (`--oauth`), which counts as authentication.
+    pub(super) fn resolve(
+        self,
+        transport: Transport,
+        oauth: bool,
+    ) -> Result<HttpConfig, ConfigError> {
         if let Some(token) = &self.auth_token {
             let visible = token.bytes().all(|b| b.is_ascii_graphic());
             if token.is_empty() || token.len() > 1024 || !visible {
@@ -130,13 +135,14 @@ impl HttpArgs {
         if transport == Transport::Http
             && public
             && self.auth_token.is_none()
+            && !oauth
             && !self.allow_unauthenticated
         {
             return Err(ConfigError::UnauthenticatedPublicBind(self.bind));
         }
         Ok(HttpConfig {
             bind: self.bind,
-            unauthenticated_public: public && self.auth_token.is_none(),
+            unauthenticated_public: public && self.auth_token.is_none() && !oauth,
             auth_token: self.auth_token,
             allowed_hosts,
             max_sessions: usize::try_from(self.max_sessions).unwrap_or(usize::MAX),

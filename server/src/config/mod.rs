@@ -16,6 +16,7 @@ use pyrun_sandbox::resolve_python;
 
 mod dotenv;
 mod http;
+mod oauth;
 mod runs;
 mod sandbox;
 mod state;
@@ -24,6 +25,7 @@ mod tunnel;
 pub use dotenv::Dotenv;
 use dotenv::DOTENV;
 pub use http::{HttpArgs, HttpConfig};
+pub use oauth::{OAuthArgs, OAuthConfig};
 pub use runs::RunArgs;
 pub use sandbox::{SandboxArgs, SandboxConfig};
 pub use state::StateArgs;
@@ -67,6 +69,9 @@ pub struct Cli {
     #[command(flatten)]
     pub state: StateArgs,
 
+    #[command(flatten)]
+    pub oauth: OAuthArgs,
+
     #[command(subcommand)]
     pub command: Option<Subcommand>,
 }
@@ -84,6 +89,25 @@ pub enum Subcommand {
         #[arg(long)]
         url: Option<String>,
     },
+    /// Manage the clients that connected through OAuth (`--oauth`).
+    Oauth {
+        #[command(subcommand)]
+        action: OAuthAction,
+    },
+}
+
+/// `oauth …`: works on the state folder while the server runs (or not).
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum OAuthAction {
+    /// Show the clients: name, client id, created, last used, and whether revoked.
+    List,
+    /// Cut one client off at once: its tokens stop working on the next request.
+    Revoke {
+        /// The client id `oauth list` shows.
+        client_id: String,
+    },
+    /// Clear the wrong-secret delays of the consent page.
+    Unlock,
 }
 
 /// Everything the server needs, validated and resolved.
@@ -104,6 +128,8 @@ pub struct Config {
     /// Where lasting state is kept (`--state-dir`), absolute, outside the projects folder; not
     /// made until a feature needs it. `None`: no data folder on this machine and none given.
     pub state_dir: Option<PathBuf>,
+    /// `--oauth`: the server is its own OAuth authorization server.
+    pub oauth: Option<OAuthConfig>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +164,20 @@ pub enum ConfigError {
     StateDir(String),
     #[error("the state folder '{}' overlaps the projects folder, where scripts can write\nhint: pass a --state-dir (PYRUN_STATE_DIR) outside the projects folder", .0.display())]
     StateDirOverlapsProjects(PathBuf),
+    #[error(
+        "--oauth needs the HTTP transport\nhint: drop --transport stdio (or MCP_TRANSPORT=stdio)"
+    )]
+    OAuthNeedsHttp,
+    #[error("--oauth needs an owner secret for its consent page\nhint: set MCP_OAUTH_OWNER_PASSWORD (or --oauth-owner-password), or an auth token (MCP_AUTH_TOKEN)")]
+    OAuthNoOwnerSecret,
+    #[error("the owner password must be 8 to 256 characters without control characters\nhint: pick a phrase you can type on a phone, e.g. four random words")]
+    BadOwnerPassword,
+    #[error("--public-url '{0}' cannot be used: {1}\nhint: give the public origin, e.g. https://pyrun.ngrok.app")]
+    BadPublicUrl(String, &'static str),
+    #[error("--oauth needs a state folder to keep its clients and tokens\nhint: pass --state-dir DIR or set PYRUN_STATE_DIR")]
+    OAuthNeedsStateDir,
+    #[error("--oauth on a non-loopback address needs the URL clients reach it at\nhint: pass --public-url https://… (MCP_PUBLIC_URL), or use --tunnel")]
+    OAuthNeedsPublicUrl,
 }
 
 impl Cli {
@@ -165,11 +205,31 @@ impl Cli {
     pub fn resolve(self) -> Result<Config, ConfigError> {
         let run = self.run;
         run.validate()?;
-        let tunnel = self
+        let tunnel_domain = self
             .tunnel
-            .resolve(self.transport, self.http.auth_token().is_some())?;
+            .tunnel
+            .map(|_| self.tunnel.tunnel_domain.as_deref());
+        let oauth = self
+            .oauth
+            .resolve(self.transport, self.http.auth_token(), tunnel_domain)?;
+        let tunnel = self.tunnel.resolve(
+            self.transport,
+            self.http.auth_token().is_some() || oauth.is_some(),
+        )?;
         let state_dir = self.state.resolve(&run.projects_dir)?;
-        let http = self.http.resolve(self.transport)?;
+        if oauth.is_some() && state_dir.is_none() {
+            return Err(ConfigError::OAuthNeedsStateDir);
+        }
+        let mut http = self.http.resolve(self.transport, oauth.is_some())?;
+        if let Some(oauth) = &oauth {
+            match oauth.public_url.as_deref().and_then(oauth::origin_host) {
+                Some(host) => http.allowed_hosts.push(host),
+                None if tunnel.is_none() && !http.bind.ip().is_loopback() => {
+                    return Err(ConfigError::OAuthNeedsPublicUrl)
+                }
+                None => {}
+            }
+        }
         let python = resolve_python(run.python.as_deref())?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         let sandbox = self.sandbox.resolve(run.timeout);
@@ -187,7 +247,15 @@ impl Cli {
             sandbox,
             tunnel,
             state_dir,
+            oauth,
         })
+    }
+
+    /// For `oauth …`: the state folder the server would use.
+    pub fn state_dir(&self) -> Result<PathBuf, ConfigError> {
+        self.state
+            .resolve(&self.run.projects_dir)?
+            .ok_or(ConfigError::OAuthNeedsStateDir)
     }
 
     /// For `config ASSISTANT [--url URL]`: where the assistant reaches this server.
@@ -235,7 +303,7 @@ mod tests {
     }
 
     fn resolve_http(args: &[&str]) -> Result<HttpConfig, ConfigError> {
-        parse(args).unwrap().http.resolve(Transport::Http)
+        parse(args).unwrap().http.resolve(Transport::Http, false)
     }
 
     #[test]
@@ -257,7 +325,7 @@ mod tests {
         assert!(resolve_http(&["--bind", "[::1]:0"]).is_ok());
         // stdio never listens, so the HTTP address does not matter there.
         let stdio = parse(&["--bind", "0.0.0.0:8000"]).unwrap().http;
-        assert!(stdio.resolve(Transport::Stdio).is_ok());
+        assert!(stdio.resolve(Transport::Stdio, false).is_ok());
     }
 
     #[test]
@@ -346,6 +414,7 @@ mod tests {
             include_str!("http.rs"),
             include_str!("sandbox.rs"),
             include_str!("state.rs"),
+            include_str!("oauth.rs"),
             include_str!("tunnel.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),

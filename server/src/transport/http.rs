@@ -32,7 +32,7 @@ use crate::tools::PyRunServer;
 use crate::transport::sse::{self, SseSessions, SseState, SseTimings};
 
 use accept::ConnectionLimits;
-pub use auth::RequiredToken;
+pub use auth::{Authenticator, RequiredToken};
 use body_timeout::BodyTimeout;
 pub use host_check::HostPolicy;
 use session_limit::SessionLimit;
@@ -111,7 +111,7 @@ pub async fn serve(
 pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
     let settings = app.config.http.clone();
     let hosts = HostPolicy::new(&settings.allowed_hosts);
-    let token = RequiredToken::new(settings.auth_token.as_deref());
+    let auth = Authenticator::new(settings.auth_token.as_deref(), app.oauth.clone());
 
     let mut mcp_sessions = LocalSessionManager::default();
     mcp_sessions.session_config.keep_alive = Some(settings.session_idle_timeout);
@@ -159,13 +159,26 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
     ))
     .route_layer(from_fn_with_state(limit, session_limit::limit_sse_sessions));
 
-    Router::new()
+    let oauth = app.oauth.clone();
+    let mut router = Router::new()
         .nest_service("/mcp", mcp)
         .merge(sse_routes)
-        .route_layer(from_fn_with_state(token, auth::require_token))
+        .route_layer(from_fn_with_state(auth, auth::require_token))
         .route("/health", get(health).with_state(app))
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
-        .layer(from_fn_with_state(hosts, host_check::check_host_and_origin))
+        .layer(from_fn_with_state(
+            hosts.clone(),
+            host_check::check_host_and_origin,
+        ));
+    // The OAuth endpoints answer pages of any origin (CORS, see `oauth::routes`): they pass the
+    // Host check only.
+    if let Some(oauth) = oauth {
+        router = router.merge(
+            crate::oauth::routes::routes(oauth)
+                .layer(from_fn_with_state(hosts, host_check::check_host)),
+        );
+    }
+    router
         .layer(from_fn_with_state(
             BodyTimeout(settings.body_timeout),
             body_timeout::limit_body_time,

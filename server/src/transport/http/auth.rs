@@ -1,4 +1,8 @@
-//! Bearer-token authentication for every route but `/health`, compared in constant time.
+//! Bearer authentication for every route but `/health` (and the OAuth endpoints): the server's
+//! static token, compared in constant time, or with `--oauth` an access token its authorization
+//! server issued, looked up on every request (a revoked token fails at once). Without `--oauth`
+//! the 401 is exactly what it always was; with it, the 401 points at the protected-resource
+//! metadata (RFC 9728 §5.1) so clients can discover how to get a token.
 
 use std::fmt;
 use std::sync::Arc;
@@ -10,11 +14,41 @@ use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
 use crate::client_message::ClientMessage;
+use crate::oauth::OAuth;
 use crate::run::caller::Caller;
 
 /// The token clients must send as `Authorization: Bearer TOKEN`; `None` turns the check off.
 #[derive(Clone)]
 pub struct RequiredToken(Option<Arc<[u8]>>);
+
+/// What a request must present: the static token, an OAuth access token, or (neither
+/// configured) nothing.
+#[derive(Clone, Debug)]
+pub struct Authenticator {
+    token: RequiredToken,
+    oauth: Option<Arc<OAuth>>,
+}
+
+impl Authenticator {
+    pub fn new(token: Option<&str>, oauth: Option<Arc<OAuth>>) -> Self {
+        Self {
+            token: RequiredToken::new(token),
+            oauth,
+        }
+    }
+
+    /// The caller a request's credentials stand for, or `None` (401).
+    fn caller(&self, authorization: Option<&HeaderValue>) -> Option<Caller> {
+        match (&self.token.0, &self.oauth) {
+            (None, None) => return Some(Caller::Anonymous),
+            (Some(_), _) if self.token.admits(authorization) => return Some(Caller::BearerToken),
+            _ => {}
+        }
+        let oauth = self.oauth.as_ref()?;
+        let presented = authorization.and_then(|value| bearer(value.as_bytes()))?;
+        oauth.authenticate(std::str::from_utf8(presented).ok()?)
+    }
+}
 
 impl RequiredToken {
     pub fn new(token: Option<&str>) -> Self {
@@ -41,6 +75,37 @@ impl fmt::Debug for RequiredToken {
     }
 }
 
+/// The 401 of a server with `--oauth`: `WWW-Authenticate` names the protected-resource
+/// metadata of the endpoint asked for (`/sse` and `/messages` have the SSE form), the scope,
+/// and `invalid_token` when a token was sent but is not (or no longer) valid.
+fn oauth_challenge(oauth: &OAuth, path: &str, token_presented: bool) -> Response {
+    let suffix = if path.starts_with("/sse") || path.starts_with("/messages") {
+        "/sse"
+    } else {
+        "/mcp"
+    };
+    let metadata = oauth
+        .endpoints
+        .url(&format!("/.well-known/oauth-protected-resource{suffix}"));
+    let mut challenge = format!(
+        "Bearer resource_metadata=\"{metadata}\", scope=\"{}\"",
+        crate::oauth::SCOPE
+    );
+    let message = if token_presented {
+        challenge.push_str(", error=\"invalid_token\", error_description=\"the access token is invalid, expired or revoked\"");
+        ClientMessage::new("Unauthorized: the access token is invalid, expired or revoked; get a new one through OAuth")
+    } else {
+        ClientMessage::new("Unauthorized: connect through OAuth (see the resource_metadata in WWW-Authenticate), or send the server's bearer token")
+    };
+    let mut response = (StatusCode::UNAUTHORIZED, message).into_response();
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
 /// The credentials of a `Bearer` authorization value (scheme matched case-insensitively).
 fn bearer(value: &[u8]) -> Option<&[u8]> {
     let (scheme, rest) = value.split_at_checked(7)?;
@@ -56,17 +121,18 @@ fn bearer(value: &[u8]) -> Option<&[u8]> {
 /// admitted request carries its [`Caller`] in its extensions from here on (rmcp hands them to
 /// the tools with the request's parts; the SSE transport does the same).
 pub async fn require_token(
-    State(token): State<RequiredToken>,
+    State(auth): State<Authenticator>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    if token.admits(request.headers().get(header::AUTHORIZATION)) {
-        let caller = match token.0 {
-            Some(_) => Caller::BearerToken,
-            None => Caller::Anonymous,
-        };
+    let authorization = request.headers().get(header::AUTHORIZATION);
+    if let Some(caller) = auth.caller(authorization) {
         request.extensions_mut().insert(caller);
         return next.run(request).await;
+    }
+    if let Some(oauth) = &auth.oauth {
+        let presented = authorization.is_some();
+        return oauth_challenge(oauth, request.uri().path(), presented);
     }
     let mut response = (
         StatusCode::UNAUTHORIZED,

@@ -133,26 +133,47 @@ fn bracketed(host: &str) -> String {
     }
 }
 
-/// Middleware: 403 for a foreign Host or Origin, before any route sees the request.
-pub async fn check_host_and_origin(
+/// Middleware: 403 for a foreign Host, whatever the Origin (for endpoints any page may call).
+pub async fn check_host(
     State(policy): State<HostPolicy>,
     request: Request,
     next: Next,
 ) -> Response {
+    match foreign_host(&policy, &request) {
+        Some(refusal) => refusal,
+        None => next.run(request).await,
+    }
+}
+
+/// The 403 for a request whose Host is not ours.
+fn foreign_host(policy: &HostPolicy, request: &Request) -> Option<Response> {
     let host = request
         .headers()
         .get(header::HOST)
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned)
         .or_else(|| request.uri().authority().map(|a| a.as_str().to_owned()));
-    let host_ok = host.as_deref().is_some_and(|host| policy.allows_host(host));
-    if !host_ok {
-        tracing::warn!(host = ?host, "rejected a request for a foreign Host (DNS rebinding?)");
-        return (
+    if host.as_deref().is_some_and(|host| policy.allows_host(host)) {
+        return None;
+    }
+    tracing::warn!(host = ?host, "rejected a request for a foreign Host (DNS rebinding?)");
+    Some(
+        (
             StatusCode::FORBIDDEN,
             ClientMessage::new("Forbidden: Host header is not allowed"),
         )
-            .into_response();
+            .into_response(),
+    )
+}
+
+/// Middleware: 403 for a foreign Host or Origin, before any route sees the request.
+pub async fn check_host_and_origin(
+    State(policy): State<HostPolicy>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(refusal) = foreign_host(&policy, &request) {
+        return refusal;
     }
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         let origin_ok = origin
