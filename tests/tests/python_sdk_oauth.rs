@@ -13,7 +13,7 @@ use std::time::Duration;
 use pyrun_mcp_tests::oauth::{assert_token_refused, token_request};
 use pyrun_mcp_tests::{args, python_client, run_bounded, HttpServer, ServerLaunch};
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const OWNER_SECRET: &str = "owner secret for the sdk test";
 /// What the script registers and redirects to (`REDIRECT_URI` in oauth_flow.py).
@@ -35,7 +35,8 @@ fn oauth_server(state: &Path, env: &[(&str, &Path)]) -> HttpServer {
     launch.http()
 }
 
-/// Runs oauth_flow.py against `server` (on a blocking thread) and returns its report.
+/// Runs oauth_flow.py against `server` (on a blocking thread) and returns its report; panics
+/// with the script's output and the server's log when it fails.
 async fn run_flow(server: &HttpServer, mode: &str, cimd: Option<&TestCa>) -> Value {
     let mut argv = args(&["--mode", mode, "--http", &server.mcp_url()]);
     argv.extend(args(&["--secret", OWNER_SECRET]));
@@ -47,32 +48,29 @@ async fn run_flow(server: &HttpServer, mode: &str, cimd: Option<&TestCa>) -> Val
             &ca.leaf_key(),
         ]));
     }
-    tokio::task::spawn_blocking(move || python_client("oauth_flow.py", &argv))
-        .await
-        .expect("the client thread")
+    match tokio::task::spawn_blocking(move || python_client("oauth_flow.py", &argv)).await {
+        Ok(report) => report,
+        // The script failed: its output is in the panic; the server's log says its side.
+        Err(failure) => panic!(
+            "{}\n\nserver log:\n{}",
+            failure
+                .try_into_panic()
+                .ok()
+                .and_then(|p| p.downcast::<String>().ok())
+                .map_or_else(|| "the client thread failed".to_owned(), |m| *m),
+            server.logs()
+        ),
+    }
 }
 
-/// `[method, path, status]` triples from the report's `key`.
-fn exchanges(report: &Value, key: &str) -> Vec<(String, String, u64)> {
-    report[key]
-        .as_array()
-        .map(|list| {
-            list.iter()
-                .map(|e| {
-                    (
-                        e[0].as_str().unwrap_or_default().to_owned(),
-                        e[1].as_str().unwrap_or_default().to_owned(),
-                        e[2].as_u64().unwrap_or_default(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+/// The `[method, path, status]` exchanges the script recorded under `key`.
+fn exchanges<'a>(report: &'a Value, key: &str) -> &'a [Value] {
+    report[key].as_array().map_or(&[], Vec::as_slice)
 }
 
-fn saw(list: &[(String, String, u64)], method: &str, path: &str, status: u64) -> bool {
-    list.iter()
-        .any(|(m, p, s)| m == method && p == path && *s == status)
+/// One exchange as the script records it.
+fn exchange(method: &str, path: &str, status: u16) -> Value {
+    json!([method, path, status])
 }
 
 /// What every flow must show, whichever way the client got its id.
@@ -83,7 +81,7 @@ async fn assert_whole_flow(server: &HttpServer, report: &Value, state: &Path) {
     let login = exchanges(report, "exchanges_until_first_call");
     assert_eq!(
         login.first(),
-        Some(&("POST".to_owned(), "/mcp".to_owned(), 401)),
+        Some(&exchange("POST", "/mcp", 401)),
         "the first request is refused: {ctx}"
     );
     for (method, path, status) in [
@@ -93,7 +91,7 @@ async fn assert_whole_flow(server: &HttpServer, report: &Value, state: &Path) {
         ("POST", "/mcp", 200),
     ] {
         assert!(
-            saw(&login, method, path, status),
+            login.contains(&exchange(method, path, status)),
             "{method} {path} {status}: {ctx}"
         );
     }
@@ -158,10 +156,10 @@ async fn assert_whole_flow(server: &HttpServer, report: &Value, state: &Path) {
     let refresh = exchanges(report, "exchanges_of_refresh");
     let token_at = refresh
         .iter()
-        .position(|(m, p, s)| m == "POST" && p == "/oauth/token" && *s == 200);
+        .position(|e| *e == exchange("POST", "/oauth/token", 200));
     let call_at = refresh
         .iter()
-        .position(|(m, p, s)| m == "POST" && p == "/mcp" && *s == 200);
+        .position(|e| *e == exchange("POST", "/mcp", 200));
     assert!(
         matches!((token_at, call_at), (Some(t), Some(c)) if t < c),
         "the SDK refreshed before calling: {ctx}"
@@ -177,11 +175,7 @@ async fn assert_whole_flow(server: &HttpServer, report: &Value, state: &Path) {
     );
 
     // Revocation (RFC 7009 answers 200), and the next session is turned away with 401.
-    assert_eq!(
-        report["revoke_statuses"],
-        serde_json::json!([200, 200]),
-        "{ctx}"
-    );
+    assert_eq!(report["revoke_statuses"], json!([200, 200]), "{ctx}");
     assert!(
         report["after_revoke_call"].is_null(),
         "no call after revocation: {ctx}"
@@ -189,7 +183,7 @@ async fn assert_whole_flow(server: &HttpServer, report: &Value, state: &Path) {
     assert!(report["after_revoke_error"].is_string(), "{ctx}");
     assert_eq!(
         exchanges(report, "exchanges_after_revoke").first(),
-        Some(&("POST".to_owned(), "/mcp".to_owned(), 401)),
+        Some(&exchange("POST", "/mcp", 401)),
         "the revoked token is refused: {ctx}"
     );
 
@@ -248,12 +242,11 @@ async fn sdk_registers_dynamically_logs_in_refreshes_and_is_cut_off_by_revocatio
     let report = run_flow(&server, "legacy", None).await;
     let ctx = serde_json::to_string_pretty(&report).unwrap_or_default();
     assert!(
-        saw(
-            &exchanges(&report, "exchanges_until_first_call"),
+        exchanges(&report, "exchanges_until_first_call").contains(&exchange(
             "POST",
             "/oauth/register",
             201
-        ),
+        )),
         "dynamic client registration: {ctx}"
     );
     assert_whole_flow(&server, &report, state.path()).await;
@@ -291,7 +284,7 @@ async fn sdk_with_a_client_id_metadata_document_skips_registration() {
     assert!(
         !exchanges(&report, "exchanges")
             .iter()
-            .any(|(_, p, _)| p == "/oauth/register"),
+            .any(|e| e[1] == "/oauth/register"),
         "no dynamic registration: {ctx}"
     );
     assert_whole_flow(&server, &report, state.path()).await;
