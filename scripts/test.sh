@@ -107,8 +107,15 @@ build_for_real_clients() {
 # its WebDriver, from apt when missing (we run as root in CI; nothing is downloaded at test time),
 # or the programs PYRUN_TEST_CHROMIUM and PYRUN_TEST_CHROMEDRIVER name.
 ensure_browser() {
-    if [[ -x ${PYRUN_TEST_CHROMIUM:-/usr/bin/chromium} && -x ${PYRUN_TEST_CHROMEDRIVER:-/usr/bin/chromedriver} ]]; then
+    local chromium=${PYRUN_TEST_CHROMIUM:-/usr/bin/chromium}
+    local driver=${PYRUN_TEST_CHROMEDRIVER:-/usr/bin/chromedriver}
+    if [[ -x $chromium && -x $driver ]]; then
         return 0
+    fi
+    if [[ -n ${PYRUN_TEST_CHROMIUM:-}${PYRUN_TEST_CHROMEDRIVER:-} ]]; then
+        echo "PYRUN_TEST_CHROMIUM ($chromium) and PYRUN_TEST_CHROMEDRIVER ($driver) must both" \
+            "name programs"
+        return 1
     fi
     if ! command -v apt-get >/dev/null 2>&1; then
         echo "chromium and chromedriver are missing and apt-get is not available: install them" \
