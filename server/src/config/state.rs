@@ -16,7 +16,7 @@ pub struct StateArgs {
     /// Folder for state that must outlive a restart; made (owner-only) when first needed
     /// [default: the platform's data folder: $XDG_DATA_HOME or ~/.local/share, ~/Library/Application
     /// Support, %APPDATA%; then pyrun-mcp].
-    #[arg(long, env = "PYRUN_STATE_DIR", value_name = "DIR")]
+    #[arg(long, env = "PYRUN_STATE_DIR", value_name = "DIR", global = true)]
     pub state_dir: Option<PathBuf>,
 }
 

@@ -1,0 +1,968 @@
+//! `--oauth` end to end against the real binary: the whole authorization-code flow by hand (as
+//! a browser and a client would), then every attack the issue lists, each asserting the RFC's
+//! error, no redirect where none is allowed, and a store that still works afterwards. A server
+//! without `--oauth` advertises nothing.
+
+mod http_support;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use http_support::*;
+use reqwest::header::{HeaderMap, HeaderValue, LOCATION, SET_COOKIE, WWW_AUTHENTICATE};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+const OWNER: &str = "correct horse battery";
+const REDIRECT: &str = "http://127.0.0.1:9/callback";
+const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+
+fn challenge(verifier: &str) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
+/// A server with `--oauth`, its state folder and a client that never follows redirects.
+struct OAuthServer {
+    server: HttpServer,
+    state: tempfile::TempDir,
+    _projects: Projects,
+    http: reqwest::Client,
+}
+
+fn start(extra: &[&str]) -> OAuthServer {
+    let projects = projects();
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().join("state");
+    let mut args = vec![
+        "--oauth",
+        "--oauth-owner-password",
+        OWNER,
+        "--state-dir",
+        state_dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let server = HttpServer::start(projects.path(), &args);
+    OAuthServer {
+        server,
+        state,
+        _projects: projects,
+        http: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap(),
+    }
+}
+
+/// What the consent page's form carries.
+struct Consent {
+    request: String,
+    csrf: String,
+    cookie: String,
+}
+
+/// The value of `name="NAME" value="…"` in the page.
+fn hidden(page: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = page
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no {name} in {page}"))
+        + marker.len();
+    page[start..].split('"').next().unwrap().to_owned()
+}
+
+fn query_of(location: &str) -> HashMap<String, String> {
+    let url = url::Url::parse(location).unwrap();
+    url.query_pairs().into_owned().collect()
+}
+
+impl OAuthServer {
+    fn url(&self, path: &str) -> String {
+        self.server.url(path)
+    }
+
+    fn state_dir(&self) -> std::path::PathBuf {
+        self.state.path().join("state")
+    }
+
+    async fn register(&self, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .post(self.url("/oauth/register"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn client(&self) -> String {
+        let (status, body) = self
+            .register(json!({"client_name": "Test client", "redirect_uris": [REDIRECT]}))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body["client_id"].as_str().unwrap().to_owned()
+    }
+
+    fn authorize_url(&self, client_id: &str, extra: &[(&str, &str)]) -> String {
+        let challenge = challenge(VERIFIER);
+        let mut params = vec![
+            ("response_type", "code"),
+            ("client_id", client_id),
+            ("redirect_uri", REDIRECT),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+            ("state", "st4te"),
+            ("scope", "mcp"),
+        ];
+        for (key, value) in extra {
+            params.retain(|(k, _)| k != key);
+            if !value.is_empty() {
+                params.push((key, value));
+            }
+        }
+        let mut url = url::Url::parse(&self.url("/oauth/authorize")).unwrap();
+        url.query_pairs_mut().extend_pairs(params);
+        url.to_string()
+    }
+
+    async fn consent_page(&self, url: &str) -> (HeaderMap, String) {
+        let response = self.http.get(url).send().await.unwrap();
+        let headers = response.headers().clone();
+        (headers, response.text().await.unwrap())
+    }
+
+    async fn open_consent(&self, client_id: &str) -> Consent {
+        let response = self
+            .http
+            .get(self.authorize_url(client_id, &[]))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let cookie = response
+            .headers()
+            .get(SET_COOKIE)
+            .expect("the page sets the CSRF cookie")
+            .to_str()
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_owned();
+        let page = response.text().await.unwrap();
+        Consent {
+            request: hidden(&page, "request"),
+            csrf: hidden(&page, "csrf"),
+            cookie,
+        }
+    }
+
+    async fn decide(&self, consent: &Consent, secret: &str, decision: &str) -> reqwest::Response {
+        self.http
+            .post(self.url("/oauth/authorize"))
+            .header("cookie", &consent.cookie)
+            .form(&[
+                ("request", consent.request.as_str()),
+                ("csrf", consent.csrf.as_str()),
+                ("secret", secret),
+                ("decision", decision),
+            ])
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Registration, consent and approval: the code.
+    async fn code(&self) -> (String, String) {
+        let client_id = self.client().await;
+        let consent = self.open_consent(&client_id).await;
+        let response = self.decide(&consent, OWNER, "approve").await;
+        assert_eq!(response.status(), StatusCode::SEE_OTHER);
+        let location = response.headers()[LOCATION].to_str().unwrap().to_owned();
+        assert!(location.starts_with(REDIRECT), "{location}");
+        let query = query_of(&location);
+        assert_eq!(query["state"], "st4te");
+        assert_eq!(query["iss"], self.url("").trim_end_matches('/'));
+        (client_id, query["code"].clone())
+    }
+
+    async fn token(&self, form: &[(&str, &str)]) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .post(self.url("/oauth/token"))
+            .form(form)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        assert_eq!(response.headers()["cache-control"], "no-store");
+        (status, response.json().await.unwrap())
+    }
+
+    async fn exchange(&self, client_id: &str, code: &str) -> (StatusCode, Value) {
+        self.token(&[
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("client_id", client_id),
+            ("redirect_uri", REDIRECT),
+            ("code_verifier", VERIFIER),
+        ])
+        .await
+    }
+
+    /// A fresh access + refresh token pair: `(client_id, tokens)`.
+    async fn tokens(&self) -> (String, Value) {
+        let (client_id, code) = self.code().await;
+        let (status, tokens) = self.exchange(&client_id, &code).await;
+        assert_eq!(status, StatusCode::OK, "{tokens}");
+        (client_id, tokens)
+    }
+
+    async fn refresh(&self, client_id: &str, refresh: &str) -> (StatusCode, Value) {
+        self.token(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", refresh),
+            ("client_id", client_id),
+        ])
+        .await
+    }
+
+    /// The status of an MCP `initialize` with this bearer token.
+    async fn mcp_status(&self, token: &str) -> (StatusCode, Option<String>) {
+        let response = mcp_post(
+            &self.http,
+            &self.server.mcp_url(),
+            &token_headers(token),
+            &initialize_request(1),
+        )
+        .await;
+        let challenge = response
+            .headers()
+            .get(WWW_AUTHENTICATE)
+            .map(|v| v.to_str().unwrap().to_owned());
+        (response.status(), challenge)
+    }
+
+    fn cli(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"))
+            .args(args)
+            .arg("--state-dir")
+            .arg(self.state_dir())
+            .env_clear()
+            .output()
+            .unwrap()
+    }
+}
+
+fn token_headers(token: &str) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "authorization",
+        HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
+    );
+    headers
+}
+
+fn s(value: &Value) -> &str {
+    value.as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn claude_style_flow_from_discovery_to_revocation() {
+    let server = start(&[]);
+    let base = server.url("").trim_end_matches('/').to_owned();
+
+    // Discovery: the 401 names the metadata, which names the authorization server.
+    let (status, challenge) = server.mcp_status("").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let challenge = challenge.unwrap();
+    let metadata_url = format!("{base}/.well-known/oauth-protected-resource/mcp");
+    assert!(
+        challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")),
+        "{challenge}"
+    );
+    let resource: Value = server
+        .http
+        .get(&metadata_url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(resource["resource"], format!("{base}/mcp"));
+    let issuer = s(&resource["authorization_servers"][0]).to_owned();
+    for path in [
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/openid-configuration",
+    ] {
+        let meta: Value = server
+            .http
+            .get(format!("{issuer}{path}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(meta["issuer"], issuer);
+        assert_eq!(meta["code_challenge_methods_supported"], json!(["S256"]));
+        assert_eq!(meta["client_id_metadata_document_supported"], json!(true));
+        assert_eq!(
+            meta["token_endpoint_auth_methods_supported"],
+            json!(["none"])
+        );
+        assert_eq!(meta["scopes_supported"], json!(["mcp"]));
+    }
+    let sse_meta: Value = server
+        .http
+        .get(format!("{base}/.well-known/oauth-protected-resource/sse"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sse_meta["resource"], format!("{base}/sse"));
+
+    // The consent page: headers, fields, the names shown.
+    let client_id = server.client().await;
+    let (headers, page) = server
+        .consent_page(&server.authorize_url(&client_id, &[]))
+        .await;
+    assert_eq!(headers["x-frame-options"], "DENY");
+    assert!(headers["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .contains("frame-ancestors 'none'"));
+    assert!(
+        page.contains("Test client") && page.contains("127.0.0.1:9"),
+        "{page}"
+    );
+    assert!(page.contains("name=\"secret\"") && page.contains("id=\"approve\""));
+
+    // Wrong secret: the page again, no redirect; then the right one.
+    let consent = server.open_consent(&client_id).await;
+    let wrong = server.decide(&consent, "wrong horse", "approve").await;
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    assert!(wrong.headers().get(LOCATION).is_none());
+    assert!(wrong.text().await.unwrap().contains("id=\"error\""));
+    let approved = server.decide(&consent, OWNER, "approve").await;
+    assert_eq!(approved.status(), StatusCode::SEE_OTHER);
+    let query = query_of(approved.headers()[LOCATION].to_str().unwrap());
+    let (status, tokens) = server.exchange(&client_id, &query["code"]).await;
+    assert_eq!(status, StatusCode::OK, "{tokens}");
+    assert_eq!(tokens["token_type"], "Bearer");
+    assert_eq!(tokens["expires_in"], 3600);
+    let access = s(&tokens["access_token"]).to_owned();
+    assert!(access.len() >= 43, "at least 256 bits: {access}");
+
+    // The token opens /mcp and /sse alike, and the run is the client's.
+    let mcp = McpSession::open(&server.server, Some(&access)).await;
+    let response = mcp.call(&run_python(2, "hello_world.py", None)).await;
+    assert_eq!(response["result"]["isError"], json!(false), "{response}");
+    let mut sse = SseSession::open(&server.server, Some(&access)).await;
+    let (response, _) = sse.call(&run_python(3, "hello_world.py", None)).await;
+    assert_eq!(response["result"]["isError"], json!(false), "{response}");
+    let caller = format!("caller=oauth:{client_id}");
+    assert!(
+        eventually(|| server.server.logs().matches(&caller).count() == 2).await,
+        "{}",
+        server.server.logs()
+    );
+
+    // Refresh rotates: the old access token ends, the new one works.
+    let (status, refreshed) = server
+        .refresh(&client_id, s(&tokens["refresh_token"]))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{refreshed}");
+    assert_eq!(server.mcp_status(&access).await.0, StatusCode::UNAUTHORIZED);
+    let access2 = s(&refreshed["access_token"]).to_owned();
+    assert_eq!(server.mcp_status(&access2).await.0, StatusCode::OK);
+
+    // Revocation: the next request is refused, with invalid_token.
+    let revoked = server
+        .http
+        .post(server.url("/oauth/revoke"))
+        .form(&[("token", s(&refreshed["refresh_token"]))])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), StatusCode::OK);
+    let (status, challenge) = server.mcp_status(&access2).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(challenge.unwrap().contains("error=\"invalid_token\""));
+
+    // Nothing secret reached the log or the state file.
+    let logs = server.server.logs();
+    let db = std::fs::read(server.state_dir().join("oauth.sqlite3")).unwrap();
+    let wal = std::fs::read(server.state_dir().join("oauth.sqlite3-wal")).unwrap_or_default();
+    for secret in [
+        access.as_str(),
+        access2.as_str(),
+        s(&tokens["refresh_token"]),
+        query["code"].as_str(),
+        OWNER,
+    ] {
+        assert!(!logs.contains(secret), "a secret in the log");
+        let bytes = secret.as_bytes();
+        for file in [&db, &wal] {
+            assert!(
+                !file.windows(bytes.len()).any(|w| w == bytes),
+                "a secret in the store"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_server_without_oauth_advertises_nothing_and_answers_as_before() {
+    let projects = projects();
+    let server = HttpServer::start(projects.path(), &["--auth-token", TOKEN]);
+    let http = reqwest::Client::new();
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/openid-configuration",
+        "/oauth/authorize",
+    ] {
+        let response = http.get(server.url(path)).send().await.unwrap();
+        assert_ne!(response.status(), StatusCode::OK, "{path}");
+        assert!(response
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none());
+    }
+    let response = mcp_post(
+        &http,
+        &server.mcp_url(),
+        &HeaderMap::new(),
+        &initialize_request(1),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        response.headers()[WWW_AUTHENTICATE],
+        "Bearer realm=\"pyrun-mcp\""
+    );
+}
+
+#[tokio::test]
+async fn the_static_token_keeps_working_beside_oauth() {
+    let server = start(&["--auth-token", TOKEN]);
+    assert_eq!(server.mcp_status(TOKEN).await.0, StatusCode::OK);
+    let (status, challenge) = server.mcp_status("not-the-token").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(challenge.unwrap().contains("invalid_token"));
+}
+
+#[tokio::test]
+async fn pkce_is_required_and_only_s256_with_the_right_verifier_passes() {
+    let server = start(&[]);
+    let client_id = server.client().await;
+    // `plain`, no method, no challenge: errors back to the (proven) redirect URI.
+    for extra in [
+        vec![
+            ("code_challenge_method", "plain"),
+            ("code_challenge", VERIFIER),
+        ],
+        vec![("code_challenge_method", "")],
+        vec![("code_challenge", "")],
+    ] {
+        let response = server
+            .http
+            .get(server.authorize_url(&client_id, &extra))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::SEE_OTHER, "{extra:?}");
+        let query = query_of(response.headers()[LOCATION].to_str().unwrap());
+        assert_eq!(query["error"], "invalid_request", "{extra:?}");
+        assert_eq!(query["state"], "st4te");
+    }
+    // Wrong or missing verifier: invalid_grant, and the code is spent.
+    let (client_id, code) = server.code().await;
+    let (status, body) = server
+        .token(&[
+            ("grant_type", "authorization_code"),
+            ("code", &code),
+            ("client_id", &client_id),
+            ("redirect_uri", REDIRECT),
+            (
+                "code_verifier",
+                "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXj",
+            ),
+        ])
+        .await;
+    assert_eq!(
+        (status, s(&body["error"])),
+        (StatusCode::BAD_REQUEST, "invalid_grant")
+    );
+    let (status, body) = server.exchange(&client_id, &code).await;
+    assert_eq!(
+        (status, s(&body["error"])),
+        (StatusCode::BAD_REQUEST, "invalid_grant")
+    );
+    let (client_id, code) = server.code().await;
+    let (_, body) = server
+        .token(&[
+            ("grant_type", "authorization_code"),
+            ("code", &code),
+            ("client_id", &client_id),
+            ("redirect_uri", REDIRECT),
+        ])
+        .await;
+    assert_eq!(body["error"], "invalid_request");
+}
+
+#[tokio::test]
+async fn a_reused_code_fails_and_revokes_what_it_issued() {
+    let server = start(&[]);
+    let (client_id, code) = server.code().await;
+    let (status, tokens) = server.exchange(&client_id, &code).await;
+    assert_eq!(status, StatusCode::OK);
+    let access = s(&tokens["access_token"]);
+    assert_eq!(server.mcp_status(access).await.0, StatusCode::OK);
+    let (status, body) = server.exchange(&client_id, &code).await;
+    assert_eq!(
+        (status, s(&body["error"])),
+        (StatusCode::BAD_REQUEST, "invalid_grant")
+    );
+    assert_eq!(server.mcp_status(access).await.0, StatusCode::UNAUTHORIZED);
+    let (_, body) = server
+        .refresh(&client_id, s(&tokens["refresh_token"]))
+        .await;
+    assert_eq!(body["error"], "invalid_grant");
+}
+
+#[tokio::test]
+async fn a_reused_refresh_token_revokes_the_whole_family() {
+    let server = start(&[]);
+    let (client_id, tokens) = server.tokens().await;
+    let old_refresh = s(&tokens["refresh_token"]);
+    let (status, rotated) = server.refresh(&client_id, old_refresh).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = server.refresh(&client_id, old_refresh).await;
+    assert_eq!(
+        (status, s(&body["error"])),
+        (StatusCode::BAD_REQUEST, "invalid_grant")
+    );
+    assert_eq!(
+        server.mcp_status(s(&rotated["access_token"])).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    let (_, body) = server
+        .refresh(&client_id, s(&rotated["refresh_token"]))
+        .await;
+    assert_eq!(body["error"], "invalid_grant");
+}
+
+#[tokio::test]
+async fn unknown_clients_and_unregistered_redirects_get_a_page_never_a_redirect() {
+    let server = start(&[]);
+    let client_id = server.client().await;
+    let cases: Vec<Vec<(&str, &str)>> = vec![
+        vec![("client_id", "pyc_nobody")],
+        vec![("client_id", "x'; DROP TABLE clients; --")],
+        vec![("client_id", "")],
+        vec![("redirect_uri", "https://evil.example/callback")],
+        vec![("redirect_uri", "http://127.0.0.1:9/callback/../evil")],
+        vec![("redirect_uri", "http://127.0.0.1:9/callbackx")],
+        vec![(
+            "redirect_uri",
+            "http://127.0.0.1:9/callback?next=https://evil.example",
+        )],
+        vec![("redirect_uri", "http://127.0.0.1:9/callback#frag")],
+        vec![("redirect_uri", "//evil.example/callback")],
+        vec![("redirect_uri", "javascript:alert(1)")],
+    ];
+    for extra in cases {
+        let url = server.authorize_url(&client_id, &extra);
+        let response = server.http.get(&url).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{extra:?}");
+        assert!(response.headers().get(LOCATION).is_none(), "{extra:?}");
+        assert!(response.text().await.unwrap().contains("id=\"error\""));
+    }
+    // A repeated parameter is refused too.
+    let url = format!(
+        "{}&redirect_uri=https://evil.example/cb",
+        server.authorize_url(&client_id, &[])
+    );
+    let response = server.http.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert!(response.headers().get(LOCATION).is_none());
+    // And the store still works.
+    server.tokens().await;
+}
+
+#[tokio::test]
+async fn expired_and_foreign_resource_tokens_are_refused() {
+    let server = start(&[]);
+    // Asking for another server's resource fails at authorize and at the token endpoint.
+    let client_id = server.client().await;
+    let response = server
+        .http
+        .get(server.authorize_url(&client_id, &[("resource", "https://evil.example/mcp")]))
+        .send()
+        .await
+        .unwrap();
+    let query = query_of(response.headers()[LOCATION].to_str().unwrap());
+    assert_eq!(query["error"], "invalid_target");
+    let (client_id, code) = server.code().await;
+    let (_, body) = server
+        .token(&[
+            ("grant_type", "authorization_code"),
+            ("code", &code),
+            ("client_id", &client_id),
+            ("redirect_uri", REDIRECT),
+            ("code_verifier", VERIFIER),
+            ("resource", "https://evil.example/mcp"),
+        ])
+        .await;
+    assert_eq!(body["error"], "invalid_target");
+
+    let (_, tokens) = server.tokens().await;
+    let access = s(&tokens["access_token"]).to_owned();
+    assert_eq!(server.mcp_status(&access).await.0, StatusCode::OK);
+    let db = rusqlite::Connection::open(server.state_dir().join("oauth.sqlite3")).unwrap();
+    // A token bound to another resource (another server's, or this one's old URL).
+    db.execute(
+        "UPDATE tokens SET resource = 'https://other.example/mcp'",
+        [],
+    )
+    .unwrap();
+    assert_eq!(server.mcp_status(&access).await.0, StatusCode::UNAUTHORIZED);
+    db.execute(
+        "UPDATE tokens SET resource = ?1",
+        [format!("{}/mcp", server.url("").trim_end_matches('/'))],
+    )
+    .unwrap();
+    assert_eq!(server.mcp_status(&access).await.0, StatusCode::OK);
+    // Expired: refused at once (nothing is cached).
+    db.execute("UPDATE tokens SET expires = 1", []).unwrap();
+    assert_eq!(server.mcp_status(&access).await.0, StatusCode::UNAUTHORIZED);
+    let (_, body) = server.refresh("", s(&tokens["refresh_token"])).await;
+    assert_eq!(body["error"], "invalid_grant");
+}
+
+#[tokio::test]
+async fn consent_without_or_with_a_stale_csrf_token_is_refused() {
+    let server = start(&[]);
+    let client_id = server.client().await;
+    let first = server.open_consent(&client_id).await;
+    let second = server.open_consent(&client_id).await;
+    let forged = [
+        // No cookie (a cross-site post).
+        Consent {
+            request: first.request.clone(),
+            csrf: first.csrf.clone(),
+            cookie: String::new(),
+        },
+        // The token of another request.
+        Consent {
+            request: first.request.clone(),
+            csrf: second.csrf.clone(),
+            cookie: second.cookie.clone(),
+        },
+        // No token.
+        Consent {
+            request: first.request.clone(),
+            csrf: String::new(),
+            cookie: first.cookie.clone(),
+        },
+    ];
+    for consent in &forged {
+        let response = server.decide(consent, OWNER, "approve").await;
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        assert!(response.headers().get(LOCATION).is_none());
+    }
+    let unknown = Consent {
+        request: "nope".into(),
+        csrf: first.csrf.clone(),
+        cookie: first.cookie.clone(),
+    };
+    assert_eq!(
+        server.decide(&unknown, OWNER, "approve").await.status(),
+        StatusCode::BAD_REQUEST
+    );
+    // The real form still works, once.
+    assert_eq!(
+        server.decide(&first, OWNER, "approve").await.status(),
+        StatusCode::SEE_OTHER
+    );
+    assert_eq!(
+        server.decide(&first, OWNER, "approve").await.status(),
+        StatusCode::BAD_REQUEST
+    );
+}
+
+#[tokio::test]
+async fn deny_goes_back_with_access_denied() {
+    let server = start(&[]);
+    let client_id = server.client().await;
+    let consent = server.open_consent(&client_id).await;
+    let response = server.decide(&consent, "", "deny").await;
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    let query = query_of(response.headers()[LOCATION].to_str().unwrap());
+    assert_eq!(query["error"], "access_denied");
+    assert_eq!(query["state"], "st4te");
+    assert!(query.contains_key("iss"));
+    assert!(!query.contains_key("code"));
+}
+
+#[tokio::test]
+async fn guessing_the_owner_secret_slows_down_and_oauth_unlock_clears_it() {
+    let server = start(&[]);
+    let client_id = server.client().await;
+    let consent = server.open_consent(&client_id).await;
+    for _ in 0..3 {
+        assert_eq!(
+            server.decide(&consent, "guess", "approve").await.status(),
+            StatusCode::UNAUTHORIZED
+        );
+    }
+    // Now even the right secret waits: the delay is checked before the secret.
+    let throttled = server.decide(&consent, OWNER, "approve").await;
+    assert_eq!(throttled.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(throttled.headers().get("retry-after").is_some());
+    assert!(throttled.text().await.unwrap().contains("id=\"error\""));
+    let unlock = server.cli(&["oauth", "unlock"]);
+    assert!(unlock.status.success(), "{unlock:?}");
+    assert_eq!(
+        server.decide(&consent, OWNER, "approve").await.status(),
+        StatusCode::SEE_OTHER
+    );
+}
+
+#[tokio::test]
+async fn malformed_oversized_and_sql_ish_registrations() {
+    let server = start(&[]);
+    let (status, body) = server
+        .register(json!({"redirect_uris": ["javascript:alert(1)"]}))
+        .await;
+    assert_eq!(
+        (status, s(&body["error"])),
+        (StatusCode::BAD_REQUEST, "invalid_redirect_uri")
+    );
+    let (status, body) = server.register(json!({"redirect_uris": "x"})).await;
+    assert_eq!(
+        (status, s(&body["error"])),
+        (StatusCode::BAD_REQUEST, "invalid_redirect_uri")
+    );
+    let response = server
+        .http
+        .post(server.url("/oauth/register"))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let big = json!({"redirect_uris": [REDIRECT], "client_name": "x", "pad": "y".repeat(20_000)});
+    let (status, _) = server.register(big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    // SQL-ish and markup in every field: stored as data, shown escaped.
+    let evil = "x'); DROP TABLE clients; --<script>";
+    let (status, body) = server.register(json!({"client_name": evil, "redirect_uris": [REDIRECT], "client_uri": evil, "software_id": evil})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let client_id = s(&body["client_id"]).to_owned();
+    let (_, page) = server
+        .consent_page(&server.authorize_url(&client_id, &[("state", evil)]))
+        .await;
+    assert!(
+        !page.contains("<script>") && page.contains("DROP TABLE"),
+        "{page}"
+    );
+    let list = server.cli(&["oauth", "list"]);
+    assert!(String::from_utf8_lossy(&list.stdout).contains(&client_id));
+    // The token endpoint's errors.
+    let (_, body) = server
+        .token(&[("grant_type", "password"), ("username", evil)])
+        .await;
+    assert_eq!(body["error"], "unsupported_grant_type");
+    let (_, body) = server
+        .token(&[
+            ("grant_type", "authorization_code"),
+            ("code", evil),
+            ("client_id", evil),
+            ("code_verifier", VERIFIER),
+        ])
+        .await;
+    assert_eq!(body["error"], "invalid_grant");
+    server.tokens().await;
+}
+
+#[tokio::test]
+async fn oauth_revoke_cuts_a_client_off_at_once() {
+    let server = start(&[]);
+    let (client_id, tokens) = server.tokens().await;
+    let access = s(&tokens["access_token"]);
+    assert_eq!(server.mcp_status(access).await.0, StatusCode::OK);
+    let out = server.cli(&["oauth", "list"]);
+    let list = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        list.contains(&client_id) && list.contains("Test client") && list.contains("active"),
+        "{list}"
+    );
+    let out = server.cli(&["oauth", "revoke", &client_id]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(server.mcp_status(access).await.0, StatusCode::UNAUTHORIZED);
+    let (_, body) = server
+        .refresh(&client_id, s(&tokens["refresh_token"]))
+        .await;
+    assert_eq!(body["error"], "invalid_grant");
+    let list = String::from_utf8_lossy(&server.cli(&["oauth", "list"]).stdout).into_owned();
+    assert!(list.contains("revoked"), "{list}");
+}
+
+#[tokio::test]
+async fn browser_clients_get_cors_on_the_oauth_endpoints_but_mcp_keeps_its_origin_check() {
+    let server = start(&[]);
+    for path in [
+        "/oauth/token",
+        "/oauth/register",
+        "/.well-known/oauth-authorization-server",
+    ] {
+        let response = server
+            .http
+            .request(reqwest::Method::OPTIONS, server.url(path))
+            .header("origin", "https://claude.ai")
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type")
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "{path}: {}",
+            response.status()
+        );
+        assert_eq!(
+            response.headers()["access-control-allow-origin"],
+            "*",
+            "{path}"
+        );
+    }
+    let meta = server
+        .http
+        .get(server.url("/.well-known/oauth-protected-resource"))
+        .header("origin", "https://claude.ai")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(meta.headers()["access-control-allow-origin"], "*");
+    let mut headers = HeaderMap::new();
+    headers.insert("origin", HeaderValue::from_static("https://claude.ai"));
+    let response = mcp_post(
+        &server.http,
+        &server.server.mcp_url(),
+        &headers,
+        &initialize_request(1),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn tokens_and_clients_survive_a_restart_and_the_state_is_owner_only() {
+    let server = start(&[]);
+    let (client_id, tokens) = server.tokens().await;
+    let public = server.url("").trim_end_matches('/').to_owned();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&server.state_dir()), 0o700);
+        assert_eq!(mode(&server.state_dir().join("oauth.sqlite3")), 0o600);
+    }
+    // The same state and public URL on a new process: the client stays connected.
+    let state_dir = server.state_dir();
+    let again = HttpServer::start(
+        server._projects.path(),
+        &[
+            "--oauth",
+            "--oauth-owner-password",
+            OWNER,
+            "--state-dir",
+            state_dir.to_str().unwrap(),
+            "--public-url",
+            &public,
+        ],
+    );
+    let response = mcp_post(
+        &server.http,
+        &again.mcp_url(),
+        &token_headers(s(&tokens["access_token"])),
+        &initialize_request(1),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let (status, _) = server
+        .refresh(&client_id, s(&tokens["refresh_token"]))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[test]
+fn oauth_refuses_unsafe_settings_with_a_hint() {
+    let projects = projects();
+    let state = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"))
+            .args([
+                "--projects-dir",
+                projects.path().to_str().unwrap(),
+                "--state-dir",
+                state.path().to_str().unwrap(),
+            ])
+            .args(args)
+            .env_clear()
+            .output()
+            .unwrap()
+    };
+    for (args, expected) in [
+        (vec!["--oauth"], "owner secret"),
+        (
+            vec!["--oauth", "--oauth-owner-password", "short"],
+            "8 to 256",
+        ),
+        (
+            vec![
+                "--oauth",
+                "--auth-token",
+                "t0k",
+                "--public-url",
+                "http://pyrun.example",
+            ],
+            "https",
+        ),
+        (
+            vec![
+                "--oauth",
+                "--auth-token",
+                "t0k",
+                "--public-url",
+                "https://pyrun.example/mcp",
+            ],
+            "path",
+        ),
+        (
+            vec!["--oauth", "--auth-token", "t0k", "--transport", "stdio"],
+            "HTTP transport",
+        ),
+        (
+            vec!["--oauth", "--auth-token", "t0k", "--bind", "0.0.0.0:0"],
+            "--public-url",
+        ),
+    ] {
+        let out = run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(stderr.contains("hint:"), "{args:?}: {stderr}");
+    }
+}
