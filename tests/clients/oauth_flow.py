@@ -178,7 +178,7 @@ class MetadataDocument:
         self.url = f"https://127.0.0.1:{self.server.server_address[1]}/oauth-client.json"
         self.document = {
             "client_id": self.url,
-            "client_name": CLIENT_NAME + " (metadata document)",
+            "client_name": CLIENT_NAME,
             "redirect_uris": [REDIRECT_URI],
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
@@ -275,7 +275,12 @@ async def flow(opts, report):
 
 
 async def main(opts):
-    report = {"mode": opts.mode, "metadata_document": bool(opts.cimd_cert)}
+    report = {
+        "mode": opts.mode,
+        "metadata_document": bool(opts.cimd_cert),
+        "client_name": CLIENT_NAME,
+        "redirect_uri": REDIRECT_URI,
+    }
     try:
         await flow(opts, report)
     finally:

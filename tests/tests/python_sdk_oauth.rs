@@ -11,13 +11,13 @@ use std::process::Command;
 use std::time::Duration;
 
 use pyrun_mcp_tests::oauth::{assert_token_refused, token_request};
-use pyrun_mcp_tests::{args, python_client, run_bounded, HttpServer, ServerLaunch};
+use pyrun_mcp_tests::{
+    args, bin_path, python_client, run_bounded, scrub_env, HttpServer, ServerLaunch,
+};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 const OWNER_SECRET: &str = "owner secret for the sdk test";
-/// What the script registers and redirects to (`REDIRECT_URI` in oauth_flow.py).
-const REDIRECT_URI: &str = "http://127.0.0.1:33418/callback";
 
 /// A `--oauth` server with an owner password and its state in `state`, plus `env`.
 fn oauth_server(state: &Path, env: &[(&str, &Path)]) -> HttpServer {
@@ -132,7 +132,7 @@ async fn assert_whole_flow(server: &HttpServer, report: &Value, state: &Path) {
         );
     }
     assert_eq!(visit["answer_status"], 303, "{ctx}");
-    assert_eq!(visit["location_origin"], REDIRECT_URI, "{ctx}");
+    assert_eq!(visit["location_origin"], report["redirect_uri"], "{ctx}");
 
     // run_python ran under the OAuth token, before and after the refresh.
     for key in ["first_call", "after_refresh_call"] {
@@ -212,6 +212,21 @@ async fn assert_whole_flow(server: &HttpServer, report: &Value, state: &Path) {
             "a spent refresh token: {reply}"
         );
     }
+
+    // The owner's view (`oauth list` on the state folder): the SDK's client by its name, used.
+    let mut list = Command::new(bin_path("pyrun-mcp-server"));
+    scrub_env(&mut list)
+        .args(["oauth", "list", "--state-dir"])
+        .arg(state);
+    let listed = run_bounded(&mut list, Duration::from_secs(30));
+    assert!(listed.success(), "oauth list: {}", listed.describe());
+    let row = listed.stdout.lines().find(|l| l.contains(&client_id));
+    let name = text(&report["client_name"]);
+    assert!(
+        row.is_some_and(|r| r.contains(&name) && !r.contains("never")),
+        "oauth list shows the SDK's client, used: {}",
+        listed.describe()
+    );
 
     // Who did what: both runs are in the audit log under the OAuth client, without the tokens.
     let audit = std::fs::read_to_string(state.join("audit.jsonl")).unwrap_or_default();
