@@ -243,13 +243,6 @@ impl Browser {
         value.as_str().unwrap_or_default().to_owned()
     }
 
-    /// The value of `element`'s attribute `name`, if it has one.
-    pub async fn attribute(&self, element: &Element, name: &str) -> Option<String> {
-        let path = format!("/element/{}/attribute/{name}", element.0);
-        let value = self.command(reqwest::Method::GET, &path, None).await;
-        value.as_str().map(str::to_owned)
-    }
-
     /// Saves a PNG screenshot of the window to `path` (creating its folder).
     pub async fn screenshot(&self, path: &Path) {
         let value = self
