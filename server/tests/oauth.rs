@@ -6,7 +6,6 @@
 mod http_support;
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -875,7 +874,7 @@ async fn tokens_and_clients_survive_a_restart_and_the_state_is_owner_only() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&server.state_dir()), 0o700);
         assert_eq!(mode(&server.state_dir().join("oauth.sqlite3")), 0o600);
     }

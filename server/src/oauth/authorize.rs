@@ -64,14 +64,21 @@ impl PendingRequests {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn insert(&self, id: String, pending: Pending) -> bool {
+    /// Adds a request; when [`MAX_PENDING`] are open, the oldest gives way (a flood of
+    /// requests then costs its sender a steady stream, not the owner a ten-minute lockout).
+    fn insert(&self, id: String, pending: Pending) {
         let mut by_id = self.lock();
         by_id.retain(|_, p| p.created.elapsed() < PENDING_TTL);
         if by_id.len() >= MAX_PENDING {
-            return false;
+            let oldest = by_id
+                .iter()
+                .min_by_key(|(_, p)| p.created)
+                .map(|(id, _)| id.clone());
+            if let Some(oldest) = oldest {
+                by_id.remove(&oldest);
+            }
         }
         by_id.insert(id, pending);
-        true
     }
 
     fn get(&self, id: &str) -> Option<Pending> {
@@ -269,12 +276,7 @@ pub async fn show(State(oauth): State<Arc<OAuth>>, RawQuery(query): RawQuery) ->
         scope: SCOPE.to_owned(),
         created: Instant::now(),
     };
-    if !oauth.pending.insert(request_id.clone(), pending.clone()) {
-        return error_page(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Too many authorization requests are open; try again in a few minutes.",
-        );
-    }
+    oauth.pending.insert(request_id.clone(), pending.clone());
     let mut response = render(&oauth, &request_id, &pending, StatusCode::OK, None);
     let cookie = format!(
         "{CSRF_COOKIE}={csrf}; Path=/oauth; HttpOnly; SameSite=Strict; Max-Age=600{}",

@@ -24,6 +24,9 @@ const MAX_REDIRECT_URIS: usize = 10;
 pub const MAX_NAME_CHARS: usize = 100;
 /// Clients kept at once; past it, registration fails until the owner cleans up.
 pub const MAX_CLIENTS: u64 = 1000;
+/// Age after which a registered client that never received a code may be forgotten (longer
+/// than a consent page and its code live).
+const UNUSED_CLIENT_SECS: i64 = 900;
 /// Registrations accepted per [`WINDOW`] (from everyone: behind a tunnel one address is many).
 const PER_WINDOW: usize = 30;
 const WINDOW: Duration = Duration::from_secs(60);
@@ -180,6 +183,16 @@ fn register_client(oauth: &OAuth, body: &[u8]) -> Result<Response, ProtocolError
             "too many registrations; try again in a minute",
         )
         .with_status(StatusCode::TOO_MANY_REQUESTS));
+    }
+    if oauth.store.client_count()? >= MAX_CLIENTS {
+        // Registrations that never led to a consent are garbage after a quarter of an hour.
+        let purged = oauth
+            .store
+            .purge_unused_clients(now() - UNUSED_CLIENT_SECS)?;
+        tracing::info!(
+            purged,
+            "the client cap was reached; forgot clients that never got a code"
+        );
     }
     if oauth.store.client_count()? >= MAX_CLIENTS {
         return Err(ProtocolError::new(

@@ -315,6 +315,18 @@ impl Store {
         Ok(found)
     }
 
+    /// Forgets registered clients that never received a code, registered before `before`:
+    /// what a registration flood leaves behind. Returns how many went.
+    pub fn purge_unused_clients(&self, before: i64) -> Result<usize, StoreError> {
+        Ok(self.conn().execute(
+            "DELETE FROM clients
+             WHERE kind = 'registered' AND created < ?1
+               AND NOT EXISTS (SELECT 1 FROM codes WHERE codes.client_id = clients.client_id)
+               AND NOT EXISTS (SELECT 1 FROM tokens WHERE tokens.client_id = clients.client_id)",
+            [before],
+        )?)
+    }
+
     /// Notes that a client used a token; written at most once a minute per client.
     pub fn touch_client(&self, client_id: &str, now: i64) -> Result<(), StoreError> {
         self.conn().execute(
@@ -756,6 +768,23 @@ mod tests {
         assert_eq!(store.redeem_refresh("r1", 10).unwrap(), Redeemed::Invalid);
         assert!(store.client("c1").unwrap().unwrap().revoked);
         assert!(!store.revoke_client("nobody").unwrap());
+    }
+
+    #[test]
+    fn clients_that_never_got_a_code_are_purged_once_old() {
+        let store = Store::in_memory().unwrap();
+        for id in ["old-unused", "old-used", "new-unused"] {
+            let mut c = client(id);
+            c.created = if id.starts_with("new") { 1000 } else { 10 };
+            store.insert_client(&c).unwrap();
+        }
+        let mut g = grant("f1");
+        g.client_id = "old-used".into();
+        store.insert_code("h", &g, 50).unwrap();
+        assert_eq!(store.purge_unused_clients(500).unwrap(), 1);
+        assert!(store.client("old-unused").unwrap().is_none());
+        assert!(store.client("old-used").unwrap().is_some());
+        assert!(store.client("new-unused").unwrap().is_some());
     }
 
     #[test]
