@@ -2,7 +2,7 @@
 `OAuthClientProvider`, headless, and a JSON report of what happened.
 
 Usage:
-  oauth_flow.py --mode legacy|auto --http URL --secret OWNER_SECRET
+  oauth_flow.py --mode legacy|auto (--http URL | --sse URL) --secret OWNER_SECRET
                 [--cimd-cert CERT.pem --cimd-key KEY.pem]
 
 Discovery, registration (dynamic, or a Client ID Metadata Document this script serves over https
@@ -31,6 +31,7 @@ from urllib.parse import parse_qs, urljoin, urlparse
 import httpx2
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import (
@@ -189,7 +190,7 @@ class MetadataDocument:
 
 def provider_for(opts, owner, storage, metadata_url):
     return OAuthClientProvider(
-        server_url=opts.http,
+        server_url=opts.http or opts.sse,
         client_metadata=OAuthClientMetadata(
             client_name=CLIENT_NAME,
             redirect_uris=[REDIRECT_URI],
@@ -204,10 +205,18 @@ def provider_for(opts, owner, storage, metadata_url):
     )
 
 
-def http_client(provider):
-    client = create_mcp_http_client(auth=provider)
+def recording_http_client(headers=None, timeout=None, auth=None):
+    """The SDK's own HTTP client, noting every exchange in EXCHANGES."""
+    client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
     client.event_hooks["response"].append(_record)
     return client
+
+
+def transport(opts, provider):
+    """Streamable HTTP (`--http`) or the legacy SSE transport (`--sse`), authenticated by `provider`."""
+    if opts.sse:
+        return sse_client(opts.sse, auth=provider, httpx_client_factory=recording_http_client)
+    return streamable_http_client(opts.http, http_client=recording_http_client(auth=provider))
 
 
 async def call_hello(client):
@@ -216,7 +225,7 @@ async def call_hello(client):
 
 async def revoke(opts, token, hint, client_id):
     """POST /oauth/revoke (RFC 7009) as the client would; the status."""
-    revoke_url = urljoin(opts.http, "/oauth/revoke")
+    revoke_url = urljoin(opts.http or opts.sse, "/oauth/revoke")
     async with httpx2.AsyncClient(timeout=30) as plain:
         answer = await plain.post(
             revoke_url, data={"token": token, "token_type_hint": hint, "client_id": client_id}
@@ -230,8 +239,7 @@ async def flow(opts, report):
     document = MetadataDocument(opts.cimd_cert, opts.cimd_key) if opts.cimd_cert else None
     provider = provider_for(opts, owner, storage, document.url if document else None)
 
-    transport = streamable_http_client(opts.http, http_client=http_client(provider))
-    async with Client(transport, mode=opts.mode, read_timeout_seconds=60) as client:
+    async with Client(transport(opts, provider), mode=opts.mode, read_timeout_seconds=60) as client:
         report["protocol_version"] = getattr(client, "protocol_version", None)
         report["first_call"] = await call_hello(client)
         first = storage.tokens
@@ -266,8 +274,7 @@ async def flow(opts, report):
     provider = provider_for(opts, owner, revoked, document.url if document else None)
     mark = len(EXCHANGES)
     try:
-        transport = streamable_http_client(opts.http, http_client=http_client(provider))
-        async with Client(transport, mode=opts.mode, read_timeout_seconds=60) as client:
+        async with Client(transport(opts, provider), mode=opts.mode, read_timeout_seconds=60) as client:
             report["after_revoke_call"] = await call_hello(client)
     except BaseException as exc:  # noqa: BLE001 - the report carries it to the Rust test
         report["after_revoke_error"] = error_text(exc)
@@ -291,7 +298,9 @@ async def main(opts):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", choices=["legacy", "auto"], required=True)
-    parser.add_argument("--http", required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--http")
+    where.add_argument("--sse")
     parser.add_argument("--secret", required=True)
     parser.add_argument("--cimd-cert")
     parser.add_argument("--cimd-key")

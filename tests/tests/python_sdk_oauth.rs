@@ -1,6 +1,6 @@
 //! The official Python MCP SDK's OAuth client (`mcp.client.auth.OAuthClientProvider`, pinned in
-//! `tests/clients/requirements.txt`) against a `--oauth` server over `/mcp`, the way Claude's
-//! connectors log in: discovery from the 401 → registration (dynamic, or a Client ID Metadata
+//! `tests/clients/requirements.txt`) against a `--oauth` server over `/mcp` (both SDK modes) and
+//! the legacy `/sse`, the way Claude's connectors log in: discovery from the 401 → registration (dynamic, or a Client ID Metadata
 //! Document the test serves over https) → the consent form filled over HTTP → PKCE code exchange →
 //! `run_python` → refresh → revoke → 401. The script (`tests/clients/oauth_flow.py`) reports what
 //! it saw; the server's side is checked here over HTTP (revoked tokens get the RFC 6750/9728
@@ -35,10 +35,54 @@ fn oauth_server(state: &Path, env: &[(&str, &Path)]) -> HttpServer {
     launch.http()
 }
 
-/// Runs oauth_flow.py against `server` (on a blocking thread) and returns its report; panics
-/// with the script's output and the server's log when it fails.
-async fn run_flow(server: &HttpServer, mode: &str, cimd: Option<&TestCa>) -> Value {
-    let mut argv = args(&["--mode", mode, "--http", &server.mcp_url()]);
+/// Where the SDK connects, and what its requests look like there.
+#[derive(Debug, Clone, Copy)]
+enum Endpoint {
+    /// Streamable HTTP: every request is a POST to `/mcp`, answered 200.
+    Mcp,
+    /// The legacy SSE transport: GET `/sse` opens the stream, POSTs to `/messages` get 202.
+    Sse,
+}
+
+impl Endpoint {
+    fn path(self) -> &'static str {
+        match self {
+            Endpoint::Mcp => "/mcp",
+            Endpoint::Sse => "/sse",
+        }
+    }
+
+    /// The request that opens a session, with `status`.
+    fn connect(self, status: u16) -> Value {
+        match self {
+            Endpoint::Mcp => exchange("POST", "/mcp", status),
+            Endpoint::Sse => exchange("GET", "/sse", status),
+        }
+    }
+
+    /// A request of a session that was let in.
+    fn accepted_call(self) -> Value {
+        match self {
+            Endpoint::Mcp => exchange("POST", "/mcp", 200),
+            Endpoint::Sse => exchange("POST", "/messages", 202),
+        }
+    }
+}
+
+/// Runs oauth_flow.py against `server`'s `endpoint` (on a blocking thread) and returns its report;
+/// panics with the script's output and the server's log when it fails.
+async fn run_flow(
+    server: &HttpServer,
+    mode: &str,
+    endpoint: Endpoint,
+    cimd: Option<&TestCa>,
+) -> Value {
+    let flag = match endpoint {
+        Endpoint::Mcp => "--http",
+        Endpoint::Sse => "--sse",
+    };
+    let url = server.url(endpoint.path());
+    let mut argv = args(&["--mode", mode, flag, &url]);
     argv.extend(args(&["--secret", OWNER_SECRET]));
     if let Some(ca) = cimd {
         argv.extend(args(&[
@@ -74,26 +118,25 @@ fn exchange(method: &str, path: &str, status: u16) -> Value {
 }
 
 /// What every flow must show, whichever way the client got its id.
-async fn assert_whole_flow(server: &HttpServer, report: &Value, state: &Path) {
+async fn assert_whole_flow(server: &HttpServer, endpoint: Endpoint, report: &Value, state: &Path) {
     let ctx = serde_json::to_string_pretty(report).unwrap_or_default();
 
     // Discovery started from the 401 and found both metadata documents; the code bought tokens.
     let login = exchanges(report, "exchanges_until_first_call");
     assert_eq!(
         login.first(),
-        Some(&exchange("POST", "/mcp", 401)),
+        Some(&endpoint.connect(401)),
         "the first request is refused: {ctx}"
     );
-    for (method, path, status) in [
-        ("GET", "/.well-known/oauth-protected-resource/mcp", 200),
-        ("GET", "/.well-known/oauth-authorization-server", 200),
-        ("POST", "/oauth/token", 200),
-        ("POST", "/mcp", 200),
+    let metadata = format!("/.well-known/oauth-protected-resource{}", endpoint.path());
+    for expected in [
+        exchange("GET", &metadata, 200),
+        exchange("GET", "/.well-known/oauth-authorization-server", 200),
+        exchange("POST", "/oauth/token", 200),
+        endpoint.connect(200),
+        endpoint.accepted_call(),
     ] {
-        assert!(
-            login.contains(&exchange(method, path, status)),
-            "{method} {path} {status}: {ctx}"
-        );
+        assert!(login.contains(&expected), "{expected}: {ctx}");
     }
 
     // The consent page as a browser got it, and the redirect it answered with.
@@ -157,9 +200,7 @@ async fn assert_whole_flow(server: &HttpServer, report: &Value, state: &Path) {
     let token_at = refresh
         .iter()
         .position(|e| *e == exchange("POST", "/oauth/token", 200));
-    let call_at = refresh
-        .iter()
-        .position(|e| *e == exchange("POST", "/mcp", 200));
+    let call_at = refresh.iter().position(|e| *e == endpoint.accepted_call());
     assert!(
         matches!((token_at, call_at), (Some(t), Some(c)) if t < c),
         "the SDK refreshed before calling: {ctx}"
@@ -183,7 +224,7 @@ async fn assert_whole_flow(server: &HttpServer, report: &Value, state: &Path) {
     assert!(report["after_revoke_error"].is_string(), "{ctx}");
     assert_eq!(
         exchanges(report, "exchanges_after_revoke").first(),
-        Some(&exchange("POST", "/mcp", 401)),
+        Some(&endpoint.connect(401)),
         "the revoked token is refused: {ctx}"
     );
 
@@ -254,7 +295,7 @@ async fn assert_whole_flow(server: &HttpServer, report: &Value, state: &Path) {
 async fn sdk_registers_dynamically_logs_in_refreshes_and_is_cut_off_by_revocation() {
     let state = tempfile::tempdir().expect("state dir");
     let server = oauth_server(state.path(), &[]);
-    let report = run_flow(&server, "legacy", None).await;
+    let report = run_flow(&server, "legacy", Endpoint::Mcp, None).await;
     let ctx = serde_json::to_string_pretty(&report).unwrap_or_default();
     assert!(
         exchanges(&report, "exchanges_until_first_call").contains(&exchange(
@@ -264,15 +305,23 @@ async fn sdk_registers_dynamically_logs_in_refreshes_and_is_cut_off_by_revocatio
         )),
         "dynamic client registration: {ctx}"
     );
-    assert_whole_flow(&server, &report, state.path()).await;
+    assert_whole_flow(&server, Endpoint::Mcp, &report, state.path()).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sdk_in_auto_mode_completes_the_same_flow() {
     let state = tempfile::tempdir().expect("state dir");
     let server = oauth_server(state.path(), &[]);
-    let report = run_flow(&server, "auto", None).await;
-    assert_whole_flow(&server, &report, state.path()).await;
+    let report = run_flow(&server, "auto", Endpoint::Mcp, None).await;
+    assert_whole_flow(&server, Endpoint::Mcp, &report, state.path()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sdk_over_legacy_sse_completes_the_same_flow() {
+    let state = tempfile::tempdir().expect("state dir");
+    let server = oauth_server(state.path(), &[]);
+    let report = run_flow(&server, "legacy", Endpoint::Sse, None).await;
+    assert_whole_flow(&server, Endpoint::Sse, &report, state.path()).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -286,7 +335,7 @@ async fn sdk_with_a_client_id_metadata_document_skips_registration() {
             &ca.dir.path().join("ca.pem"),
         )],
     );
-    let report = run_flow(&server, "legacy", Some(&ca)).await;
+    let report = run_flow(&server, "legacy", Endpoint::Mcp, Some(&ca)).await;
     let ctx = serde_json::to_string_pretty(&report).unwrap_or_default();
     assert_eq!(
         report["client_id"], report["metadata_url"],
@@ -302,7 +351,7 @@ async fn sdk_with_a_client_id_metadata_document_skips_registration() {
             .any(|e| e[1] == "/oauth/register"),
         "no dynamic registration: {ctx}"
     );
-    assert_whole_flow(&server, &report, state.path()).await;
+    assert_whole_flow(&server, Endpoint::Mcp, &report, state.path()).await;
 }
 
 /// A throw-away certificate authority and a server certificate for `127.0.0.1` it signed, made
