@@ -1,10 +1,11 @@
 //! The official Python MCP SDK's OAuth client (`mcp.client.auth.OAuthClientProvider`, pinned in
 //! `tests/clients/requirements.txt`) against a `--oauth` server over `/mcp` (both SDK modes) and
-//! the legacy `/sse`, the way Claude's connectors log in: discovery from the 401 → registration (dynamic, or a Client ID Metadata
-//! Document the test serves over https) → the consent form filled over HTTP → PKCE code exchange →
-//! `run_python` → refresh → revoke → 401. The script (`tests/clients/oauth_flow.py`) reports what
-//! it saw; the server's side is checked here over HTTP (revoked tokens get the RFC 6750/9728
-//! challenge, spent refresh tokens `invalid_grant`) and in its audit log.
+//! the legacy `/sse`, the way Claude's connectors log in: discovery from the 401 → registration
+//! (dynamic, or a Client ID Metadata Document the test serves over https) → the consent form
+//! filled over HTTP → PKCE code exchange → `run_python` → refresh → revoke → 401. The script
+//! (`tests/clients/oauth_flow.py`) reports what it saw; the server's side is checked here over
+//! HTTP (revoked tokens get the RFC 6750/9728 challenge, spent refresh tokens `invalid_grant`), in
+//! `oauth list` and in its audit log.
 
 use std::path::Path;
 use std::process::Command;
