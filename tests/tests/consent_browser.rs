@@ -2,8 +2,8 @@
 //! WebDriver, does what the owner does on a phone. A client registered over HTTP sends the browser
 //! to `/oauth/authorize` with PKCE; the owner approves with the right secret (the browser lands on
 //! the client's loopback redirect URI with `code`, `state` and `iss`, and the code buys a token
-//! that opens `/mcp`), denies (`error=access_denied`), or types a wrong secret (the page says so
-//! and nothing is redirected). A screenshot of the page is left at `target/oauth-consent.png`.
+//! that opens `/mcp`), denies (`error=access_denied`), or types a wrong secret (the page says so,
+//! nothing is redirected, and the same page then takes the right one). A screenshot of the page is left at `target/oauth-consent.png`.
 //! Linux only: it needs `chromium` and `chromium-driver` (scripts/test.sh installs them).
 #![cfg(target_os = "linux")]
 
@@ -217,7 +217,7 @@ async fn denying_redirects_with_access_denied_and_no_code() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_wrong_secret_shows_an_error_on_the_page_and_redirects_nowhere() {
+async fn a_wrong_secret_shows_an_error_redirects_nowhere_and_the_owner_can_try_again() {
     let state_dir = tempfile::tempdir().expect("state dir");
     let server = oauth_server(&state_dir);
     let callback = Callback::listen();
@@ -242,14 +242,20 @@ async fn a_wrong_secret_shows_an_error_on_the_page_and_redirects_nowhere() {
         callback.nothing_arrived(),
         "a wrong secret must not redirect"
     );
-    // The owner can try again on the same page.
-    assert!(
-        browser.find("#secret").await.is_some(),
-        "the form is shown again"
+
+    // The owner tries again on the page shown with the error: its form still works.
+    let secret = browser.expect("#secret").await;
+    browser.type_into(&secret, OWNER_SECRET).await;
+    browser.click(&browser.expect("#approve").await).await;
+    let landed = callback.next();
+    assert_eq!(
+        query_param(&landed, "state").as_deref(),
+        Some("state-wrong-1"),
+        "{landed}"
     );
     assert!(
-        browser.find("#approve").await.is_some(),
-        "the form is shown again"
+        query_param(&landed, "code").is_some(),
+        "the right secret after a wrong one gives a code: {landed}"
     );
     browser.quit().await;
 }
