@@ -3,8 +3,9 @@
 //! to `/oauth/authorize` with PKCE; the owner approves with the right secret (the browser lands on
 //! the client's loopback redirect URI with `code`, `state` and `iss`, and the code buys a token
 //! that opens `/mcp`), denies (`error=access_denied`), or types a wrong secret (the page says so,
-//! nothing is redirected, and the same page then takes the right one). A screenshot of the page is left at `target/oauth-consent.png`.
-//! Linux only: it needs `chromium` and `chromium-driver` (scripts/test.sh installs them).
+//! nothing is redirected, and the same page then takes the right one). A screenshot of the page
+//! is left at `target/oauth-consent.png`. Linux only: it needs `chromium` and `chromium-driver`
+//! (scripts/test.sh installs them).
 #![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader, Write};
