@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::AuditLog;
 use crate::config::Config;
 use crate::run::bytecode_cache::BytecodeCache;
 use crate::run::paths::{PathError, ProjectRoot};
@@ -21,6 +22,8 @@ pub struct App {
     pub config: Config,
     pub root: ProjectRoot,
     pub runner: Runner,
+    /// Where each tool call is recorded (`--audit-log`); may be off.
+    pub audit: AuditLog,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -100,10 +103,18 @@ impl App {
             shutdown,
         )
         .map_err(AppError::Scratch)?;
+        let audit = match &config.audit_log {
+            Some(path) => {
+                tracing::info!(path = %path.display(), "audit log");
+                AuditLog::open(path.clone())
+            }
+            None => AuditLog::off(),
+        };
         Ok(Arc::new(Self {
             config,
             root,
             runner,
+            audit,
         }))
     }
 }

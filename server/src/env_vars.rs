@@ -41,8 +41,9 @@ pub const ENV_VARS: &[&str] = &[
     "MCP_TUNNEL_DOMAIN",
     "MCP_URL_FILE",
     "NGROK_SERVER_ADDR",
-    // Lasting state (`StateArgs`).
+    // Lasting state (`StateArgs`, `AuditArgs`).
     "PYRUN_STATE_DIR",
+    "PYRUN_AUDIT_LOG",
     // Read in main.rs: the log filter and plain output.
     "PYRUN_LOG",
     "NO_COLOR",

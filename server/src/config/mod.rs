@@ -14,6 +14,7 @@ use clap::{CommandFactory, Parser, ValueEnum};
 use crate::integrations::{Assistant, BadUrl, RemoteUrl, Target};
 use pyrun_sandbox::resolve_python;
 
+mod audit;
 mod dotenv;
 mod http;
 mod runs;
@@ -21,6 +22,7 @@ mod sandbox;
 mod state;
 mod tunnel;
 
+pub use audit::AuditArgs;
 pub use dotenv::Dotenv;
 use dotenv::DOTENV;
 pub use http::{HttpArgs, HttpConfig};
@@ -67,6 +69,9 @@ pub struct Cli {
     #[command(flatten)]
     pub state: StateArgs,
 
+    #[command(flatten)]
+    pub audit: AuditArgs,
+
     #[command(subcommand)]
     pub command: Option<Subcommand>,
 }
@@ -104,6 +109,8 @@ pub struct Config {
     /// Where lasting state is kept (`--state-dir`), absolute, outside the projects folder; not
     /// made until a feature needs it. `None`: no data folder on this machine and none given.
     pub state_dir: Option<PathBuf>,
+    /// Where each tool call is recorded (`--audit-log`), absolute; `None`: off.
+    pub audit_log: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +145,12 @@ pub enum ConfigError {
     StateDir(String),
     #[error("the state folder '{}' overlaps the projects folder, where scripts can write\nhint: pass a --state-dir (PYRUN_STATE_DIR) outside the projects folder", .0.display())]
     StateDirOverlapsProjects(PathBuf),
+    #[error(
+        "cannot use the audit log {0}\nhint: pass --audit-log PATH (or off) or set PYRUN_AUDIT_LOG"
+    )]
+    AuditLog(String),
+    #[error("the audit log '{}' lies inside the projects folder, where scripts can write\nhint: pass an --audit-log (PYRUN_AUDIT_LOG) outside it, or off", .0.display())]
+    AuditLogInsideProjects(PathBuf),
 }
 
 impl Cli {
@@ -169,6 +182,9 @@ impl Cli {
             .tunnel
             .resolve(self.transport, self.http.auth_token().is_some())?;
         let state_dir = self.state.resolve(&run.projects_dir)?;
+        let audit_log = self
+            .audit
+            .resolve(state_dir.as_deref(), &run.projects_dir)?;
         let http = self.http.resolve(self.transport)?;
         let python = resolve_python(run.python.as_deref())?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -187,6 +203,7 @@ impl Cli {
             sandbox,
             tunnel,
             state_dir,
+            audit_log,
         })
     }
 
@@ -346,6 +363,7 @@ mod tests {
             include_str!("http.rs"),
             include_str!("sandbox.rs"),
             include_str!("state.rs"),
+            include_str!("audit.rs"),
             include_str!("tunnel.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),
