@@ -60,7 +60,9 @@ fn script(root: &Path, name: &str, args: &[&str], path_prefix: Option<&Path>) ->
         .args(args)
         .current_dir(root)
         .env("PYRUN_SERVER_BIN", bin_path("pyrun-mcp-server"))
-        .env("PYRUN_CLIENT_BIN", bin_path("pyrun-mcp-client"));
+        .env("PYRUN_CLIENT_BIN", bin_path("pyrun-mcp-client"))
+        // The server's state (the audit log) stays in the throw-away checkout.
+        .env("PYRUN_STATE_DIR", root.join(".state"));
     for name in [
         "MCP_TRANSPORT",
         "MCP_BIND",
