@@ -80,7 +80,7 @@ pub struct Cli {
 #[derive(Debug, clap::Subcommand)]
 pub enum Subcommand {
     /// Print the snippet that connects an AI assistant to this server (stdio, or --url for a
-    /// running server reached over HTTP).
+    /// running server reached over HTTP; claude-ai: the custom connector, --url required).
     Config {
         #[arg(value_enum)]
         assistant: Assistant,
@@ -141,6 +141,8 @@ pub enum ConfigError {
     NoOwnPath(String),
     #[error(transparent)]
     BadUrl(#[from] BadUrl),
+    #[error("config claude-ai needs the server's public URL\nhint: pass --url https://YOUR-DOMAIN/mcp (the tunnel's or proxy's https URL of a server run with --oauth)")]
+    ConnectorNeedsUrl,
     #[error("cannot use the state folder {0}\nhint: pass --state-dir DIR or set PYRUN_STATE_DIR")]
     StateDir(String),
     #[error("the state folder '{}' overlaps the projects folder, where scripts can write\nhint: pass a --state-dir (PYRUN_STATE_DIR) outside the projects folder", .0.display())]
@@ -207,13 +209,21 @@ impl Cli {
         })
     }
 
-    /// For `config ASSISTANT [--url URL]`: where the assistant reaches this server.
-    pub fn integration_target(&self, url: Option<&str>) -> Result<Target, ConfigError> {
+    /// For `config ASSISTANT [--url URL]`: where the assistant reaches this server. Claude's
+    /// connectors reach only a URL.
+    pub fn integration_target(
+        &self,
+        assistant: Assistant,
+        url: Option<&str>,
+    ) -> Result<Target, ConfigError> {
         if let Some(url) = url {
             return Ok(Target::Remote {
                 url: RemoteUrl::parse(url)?,
                 token: self.http.auth_token(),
             });
+        }
+        if assistant == Assistant::ClaudeAi {
+            return Err(ConfigError::ConnectorNeedsUrl);
         }
         let server = std::env::current_exe()
             .and_then(dunce::canonicalize)
