@@ -221,6 +221,7 @@ struct LogFile {
     /// `/dev/stderr`), which is never rotated.
     open: Option<(File, Option<u64>)>,
     max_bytes: u64,
+    /// Rotated files kept (at least 1).
     keep: usize,
     /// An error was logged and nothing has been written since.
     failing: bool,
@@ -270,15 +271,16 @@ impl LogFile {
                 _ => {}
             }
         }
-        if self.keep == 0 {
-            return std::fs::remove_file(&self.path);
-        }
         std::fs::rename(&self.path, numbered(&self.path, 1))
     }
 
     fn reopen(&mut self) -> std::io::Result<()> {
+        // A missing folder (the state folder on first use) is made owner-only; an existing one,
+        // even a link (macOS's /tmp), is the user's choice.
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            crate::state_dir::create_owner_only(dir)?;
+            if std::fs::symlink_metadata(dir).is_err() {
+                crate::state_dir::create_owner_only(dir)?;
+            }
         }
         let mut options = std::fs::OpenOptions::new();
         options.append(true).create(true);

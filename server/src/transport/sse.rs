@@ -265,9 +265,8 @@ struct SessionQuery {
 
 /// `POST /messages?sessionId=…`: hand one JSON-RPC message to its session; a request carries
 /// the [`Caller`] the auth layer admitted and its [`Channel`] (for the audit log) in its
-/// extensions (only those: the request's
-/// parts, which rmcp's Streamable HTTP service passes whole, would stay with a session's
-/// `initialize` for its whole life, ~1 KiB each).
+/// extensions (only those: the request's parts, which rmcp's Streamable HTTP service passes
+/// whole, would stay with a session's `initialize` for its whole life, ~1 KiB each).
 async fn post_message<S>(
     State(state): State<SseState<S>>,
     Query(query): Query<SessionQuery>,
