@@ -1,18 +1,21 @@
 # Starts pyrun-mcp-server over HTTP in the background: pid in .run\server.pid, log in
 # .run\server.log, base URL in .run\server.url. Settings come from .env (see .env.example).
 #
-#   scripts\start-server.ps1 [-Bind ADDR:PORT] [-Wait SECONDS] [-- SERVER-FLAGS...]
+#   scripts\start-server.ps1 [-Bind ADDR:PORT] [-Wait SECONDS] [-OAuth] [-- SERVER-FLAGS...]
 #
-# Example: scripts\start-server.ps1 -Bind 127.0.0.1:8000 -- --tunnel ngrok
+# -OAuth: sign-in for Claude's connectors (MCP_OAUTH=1); give it a fixed public URL, e.g.
+#   scripts\start-server.ps1 -OAuth -- --tunnel ngrok --tunnel-domain YOUR-NAME.ngrok-free.app
 param(
     [string]$Bind = '',
     [int]$Wait = 30,
+    [switch]$OAuth,
     [Parameter(ValueFromRemainingArguments = $true)][string[]]$ServerArgs = @()
 )
 $ErrorActionPreference = 'Stop'
 . (Join-Path $PSScriptRoot 'common.ps1')
 
 if (-not $Bind) { $Bind = Get-Setting 'MCP_BIND' '127.0.0.1:8000' }
+if ($OAuth) { $env:MCP_OAUTH = '1' }
 $pidFile = Join-Path $RunDir 'server.pid'
 $logFile = Join-Path $RunDir 'server.log'
 $urlFile = Join-Path $RunDir 'server.url'
@@ -54,4 +57,9 @@ Write-Output "pyrun-mcp-server running (pid $($process.Id), log $logFile)"
 Write-Output "  Streamable HTTP: $url/mcp"
 Write-Output "  legacy SSE:      $url/sse"
 Select-String -Path $logFile -Pattern 'public URL' | ForEach-Object { Write-Output "  $($_.Line)" }
+$public = Select-String -Path $logFile -Pattern 'public URL \(Streamable HTTP\): (https\S+)' | Select-Object -First 1
+if ((Get-Setting 'MCP_OAUTH' '') -in @('1', 'true', 'yes', 'on') -and $public) {
+    Write-Output 'Claude connector URL (Settings > Connectors > Add custom connector):'
+    & $bin config claude-ai --url $public.Matches[0].Groups[1].Value 2>&1 | ForEach-Object { Write-Output "  $_" }
+}
 Write-Output 'next: scripts\smoke-test.ps1   (stop with scripts\stop-server.ps1)'

@@ -2,9 +2,10 @@
 # Starts pyrun-mcp-server over HTTP in the background: pid in .run/server.pid, log in
 # .run/server.log, base URL in .run/server.url. Settings come from .env (see .env.example).
 #
-#   scripts/start-server.sh [--bind ADDR:PORT] [--wait SECONDS] [-- SERVER-FLAGS...]
+#   scripts/start-server.sh [--bind ADDR:PORT] [--wait SECONDS] [--oauth] [-- SERVER-FLAGS...]
 #
-# Example: scripts/start-server.sh --bind 127.0.0.1:8000 -- --tunnel ngrok
+# --oauth: sign-in for Claude's connectors (MCP_OAUTH=1); give it a fixed public URL, e.g.
+#   scripts/start-server.sh --oauth -- --tunnel ngrok --tunnel-domain YOUR-NAME.ngrok-free.app
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "$0")/common.sh"
@@ -15,6 +16,7 @@ while [[ $# -gt 0 ]]; do
     case $1 in
     --bind) bind=${2:?--bind needs ADDR:PORT}; shift 2 ;;
     --wait) wait_secs=${2:?--wait needs SECONDS}; shift 2 ;;
+    --oauth) export MCP_OAUTH=1; shift ;;
     --) shift; break ;;
     -h | --help) sed -n '2,8p' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -58,4 +60,13 @@ echo "pyrun-mcp-server running (pid $pid, log $log_file)"
 echo "  Streamable HTTP: $url/mcp"
 echo "  legacy SSE:      $url/sse"
 grep 'public URL' "$log_file" | sed 's/^/  /' || true
+public=$(sed -n 's/.*public URL (Streamable HTTP): \(https[^ ]*\).*/\1/p' "$log_file" | head -n 1)
+case $(env_value MCP_OAUTH "") in
+1 | true | TRUE | True | yes | on) oauth=1 ;;
+*) oauth="" ;;
+esac
+if [[ -n "$oauth" && -n "$public" ]]; then
+    echo "Claude connector URL (Settings > Connectors > Add custom connector):"
+    "$bin" config claude-ai --url "$public" 2>&1 | sed 's/^/  /' || true
+fi
 echo "next: scripts/smoke-test.sh   (stop with scripts/stop-server.sh)"

@@ -3,11 +3,13 @@
 # local API and prints the client command and assistant configs for it.
 # (Or skip the agent: scripts\start-server.ps1 -- --tunnel ngrok opens the tunnel in-process.)
 #
-#   scripts\start-tunnel.ps1 [-Port PORT] [-Domain DOMAIN] [-Api URL] [-Wait SECONDS]
+#   scripts\start-tunnel.ps1 [-Port PORT] [-Domain DOMAIN] [-Api URL] [-Wait SECONDS] [-OAuth]
 #
 # Needs: the ngrok agent on PATH with an authtoken (ngrok config add-authtoken TOKEN), the server
 # running on PORT with MCP_AUTH_TOKEN set (a public URL without a token is refused).
-param([int]$Port = 0, [string]$Domain = '', [string]$Api = 'http://127.0.0.1:4040', [int]$Wait = 20)
+# -OAuth (for Claude's connectors) also needs -Domain (a fixed one) and a server started with
+# scripts\start-server.ps1 -OAuth -- --public-url https://DOMAIN; prints the connector steps.
+param([int]$Port = 0, [string]$Domain = '', [string]$Api = 'http://127.0.0.1:4040', [int]$Wait = 20, [switch]$OAuth)
 $ErrorActionPreference = 'Stop'
 . (Join-Path $PSScriptRoot 'common.ps1')
 
@@ -16,6 +18,7 @@ if ($Port -eq 0) {
     if (Test-Path $urlFile) { $address = (Get-Content $urlFile -Raw).Trim() } else { $address = Get-Setting 'MCP_BIND' '127.0.0.1:8000' }
     $Port = [int]($address -replace '.*:', '')
 }
+if ($OAuth -and -not $Domain) { Fail "-OAuth needs -Domain: Claude stays signed in only while the URL stays the same`nhint: reserve ngrok's free static domain (https://dashboard.ngrok.com/domains), then: -OAuth -Domain NAME.ngrok-free.app" }
 $ngrok = Get-Command ngrok -ErrorAction SilentlyContinue
 if (-not $ngrok) { Fail "the ngrok agent is not on PATH`nhint: install it from https://ngrok.com/download and run: ngrok config add-authtoken YOUR_TOKEN`nhint: or use the server's built-in tunnel: scripts\start-server.ps1 -- --tunnel ngrok" }
 
@@ -25,6 +28,12 @@ $code = Get-HttpStatus "$local/health"
 if ($code -ne 200) { Fail "no pyrun-mcp-server answers on $local (health: $code)`nhint: start it first: scripts\start-server.ps1" }
 $code = Get-HttpStatus "$local/mcp" 'POST' '{"jsonrpc":"2.0","id":1,"method":"ping"}'
 if ($code -ne 401) { Fail "the server on $local does not require a token (POST /mcp gave $code): refusing to make it public`nhint: set MCP_AUTH_TOKEN in .env (scripts\setup.ps1 makes one), then restart: scripts\stop-server.ps1; scripts\start-server.ps1" }
+# Claude's connectors sign in with OAuth: the server must offer it for the public URL.
+if ($OAuth) {
+    $resource = $null
+    try { $resource = (Invoke-RestMethod -Uri "$local/.well-known/oauth-protected-resource/mcp" -TimeoutSec 5).resource } catch { }
+    if ($resource -ne "https://$Domain/mcp") { Fail "the server on $local does not offer OAuth sign-in for https://$Domain/mcp`nhint: restart it with OAuth for that URL: scripts\stop-server.ps1; scripts\start-server.ps1 -OAuth -- --public-url https://$Domain" }
+}
 
 $pidFile = Join-Path $RunDir 'ngrok.pid'
 $logFile = Join-Path $RunDir 'ngrok.log'
@@ -74,6 +83,11 @@ if (-not $bin) { $bin = Join-Path $Root "target\release\pyrun-mcp-server$Exe" }
 if (Test-Path $bin) {
     Push-Location $Root
     try {
+        if ($OAuth) {
+            Write-Output ''
+            Write-Output '# claude-ai (claude.ai, Claude Desktop and mobile connectors)'
+            & $bin config claude-ai --url "$public/mcp" 2>&1
+        }
         foreach ($assistant in @('claude-code', 'cursor', 'cline', 'claude-desktop')) {
             Write-Output ''
             Write-Output "# $assistant"

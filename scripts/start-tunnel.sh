@@ -4,10 +4,12 @@
 # local API and prints the client command and assistant configs for it.
 # (Or skip the agent: scripts/start-server.sh -- --tunnel ngrok opens the tunnel in-process.)
 #
-#   scripts/start-tunnel.sh [--port PORT] [--domain DOMAIN] [--api URL] [--wait SECONDS]
+#   scripts/start-tunnel.sh [--port PORT] [--domain DOMAIN] [--api URL] [--wait SECONDS] [--oauth]
 #
 # Needs: the ngrok agent on PATH with an authtoken (ngrok config add-authtoken TOKEN), the server
 # running on PORT with MCP_AUTH_TOKEN set (a public URL without a token is refused).
+# --oauth (for Claude's connectors) also needs --domain (a fixed one) and a server started with
+# scripts/start-server.sh --oauth -- --public-url https://DOMAIN; prints the connector steps.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "$0")/common.sh"
@@ -16,13 +18,15 @@ port=""
 domain=""
 api="http://127.0.0.1:4040"
 wait_secs=20
+oauth=""
 while [[ $# -gt 0 ]]; do
     case $1 in
     --port) port=${2:?--port needs a number}; shift 2 ;;
     --domain) domain=${2:?--domain needs a domain}; shift 2 ;;
     --api) api=${2:?--api needs a URL}; shift 2 ;;
     --wait) wait_secs=${2:?--wait needs SECONDS}; shift 2 ;;
-    -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
+    --oauth) oauth=1; shift ;;
+    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
     esac
 done
@@ -35,6 +39,8 @@ if [[ -z "$port" ]]; then
     fi
 fi
 [[ "$port" =~ ^[0-9]+$ ]] || die "bad port '$port'"
+[[ -z "$oauth" || -n "$domain" ]] || die "--oauth needs --domain: Claude stays signed in only while the URL stays the same
+hint: reserve ngrok's free static domain (https://dashboard.ngrok.com/domains), then: --oauth --domain NAME.ngrok-free.app"
 command -v curl >/dev/null 2>&1 || die "curl not found on PATH"
 command -v ngrok >/dev/null 2>&1 || die "the ngrok agent is not on PATH
 hint: install it from https://ngrok.com/download and run: ngrok config add-authtoken YOUR_TOKEN
@@ -50,6 +56,12 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST \
     --data '{"jsonrpc":"2.0","id":1,"method":"ping"}' "$local_url/mcp" || true)
 [[ "$code" == 401 ]] || die "the server on $local_url does not require a token (POST /mcp gave $code): refusing to make it public
 hint: set MCP_AUTH_TOKEN in .env (scripts/setup.sh makes one), then restart: scripts/stop-server.sh; scripts/start-server.sh"
+# Claude's connectors sign in with OAuth: the server must offer it for the public URL.
+if [[ -n "$oauth" ]]; then
+    metadata=$(curl -s --max-time 5 "$local_url/.well-known/oauth-protected-resource/mcp" || true)
+    [[ "$metadata" == *"\"https://$domain/mcp\""* ]] || die "the server on $local_url does not offer OAuth sign-in for https://$domain/mcp
+hint: restart it with OAuth for that URL: scripts/stop-server.sh; scripts/start-server.sh --oauth -- --public-url https://$domain"
+fi
 
 pid_file="$RUN_DIR/ngrok.pid"
 log_file="$RUN_DIR/ngrok.log"
@@ -93,6 +105,11 @@ echo "client:    pyrun-mcp-client --server $public/mcp --header 'ngrok-skip-brow
 echo "           (with MCP_AUTH_TOKEN set, or --token TOKEN)"
 bin=${PYRUN_SERVER_BIN:-$ROOT/target/release/pyrun-mcp-server$EXE}
 if [[ -x "$bin" ]]; then
+    if [[ -n "$oauth" ]]; then
+        echo
+        echo "# claude-ai (claude.ai, Claude Desktop and mobile connectors)"
+        (cd "$ROOT" && "$bin" config claude-ai --url "$public/mcp" 2>&1) || true
+    fi
     for assistant in claude-code cursor cline claude-desktop; do
         echo
         echo "# $assistant"

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::AuditLog;
 use crate::config::Config;
 use crate::oauth::{self, OAuth};
 use crate::run::bytecode_cache::BytecodeCache;
@@ -24,6 +25,8 @@ pub struct App {
     pub runner: Runner,
     /// `--oauth`: the authorization server's state.
     pub oauth: Option<Arc<OAuth>>,
+    /// Where each tool call is recorded (`--audit-log`); may be off.
+    pub audit: AuditLog,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,11 +116,19 @@ impl App {
             shutdown,
         )
         .map_err(AppError::Scratch)?;
+        let audit = match &config.audit_log {
+            Some(path) => {
+                tracing::info!(path = %path.display(), "audit log");
+                AuditLog::open(path.clone())
+            }
+            None => AuditLog::off(),
+        };
         Ok(Arc::new(Self {
             config,
             root,
             runner,
             oauth,
+            audit,
         }))
     }
 }

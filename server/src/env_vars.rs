@@ -45,8 +45,9 @@ pub const ENV_VARS: &[&str] = &[
     "MCP_OAUTH",
     "MCP_PUBLIC_URL",
     "MCP_OAUTH_OWNER_PASSWORD",
-    // Lasting state (`StateArgs`).
+    // Lasting state (`StateArgs`, `AuditArgs`).
     "PYRUN_STATE_DIR",
+    "PYRUN_AUDIT_LOG",
     // Read in main.rs: the log filter and plain output.
     "PYRUN_LOG",
     "NO_COLOR",

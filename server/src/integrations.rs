@@ -1,6 +1,8 @@
 //! `pyrun-mcp-server config ASSISTANT [--url URL]`: the exact snippet that connects Claude Desktop,
 //! Claude Code, Cursor or Cline to this server — locally (the assistant starts this binary over
-//! stdio) or remotely (Streamable HTTP or SSE with the bearer header). Pure text; no I/O here.
+//! stdio) or remotely (Streamable HTTP or SSE with the bearer header) — or, for Claude's custom
+//! connectors (claude.ai, Desktop › Connectors, mobile), the URL to paste and the steps around it
+//! (they sign in with OAuth, never a header). Pure text; no I/O here.
 
 use std::path::PathBuf;
 
@@ -21,6 +23,9 @@ pub enum Assistant {
     Cursor,
     /// Cline (VS Code): cline_mcp_settings.json.
     Cline,
+    /// Claude's custom connectors (claude.ai, Claude Desktop's Settings › Connectors, the mobile
+    /// apps): the URL to paste and the steps; needs --url and a server run with --oauth.
+    ClaudeAi,
 }
 
 /// How the assistant reaches the server.
@@ -95,8 +100,17 @@ const BUNDLE_HINT: &str = "hint: the easy way is the MCP Bundle: scripts/bundle.
                            scripts\\bundle.ps1) builds dist/pyrun-mcp-*.mcpb; double-click it \
                            and pick the projects folder";
 
+/// Stands for the connector URL when none was given (`config` refuses that before it asks).
+const URL_PLACEHOLDER: &str = "https://<your-public-host>/mcp";
+
 /// The snippet that connects `assistant` to `target`.
 pub fn snippet(assistant: Assistant, target: &Target) -> Snippet {
+    if assistant == Assistant::ClaudeAi {
+        return connector(match target {
+            Target::Remote { url, .. } => url.as_str(),
+            Target::Stdio { .. } => URL_PLACEHOLDER,
+        });
+    }
     let mut hints = vec![where_it_goes(assistant).to_owned()];
     let text = match target {
         Target::Stdio { .. } => {
@@ -118,7 +132,10 @@ pub fn snippet(assistant: Assistant, target: &Target) -> Snippet {
                     hints.push(BUNDLE_HINT.to_owned());
                     servers(json!({ "command": command, "args": args }))
                 }
-                Assistant::Cursor => servers(json!({ "command": command, "args": args })),
+                // (Claude's connectors were answered above.)
+                Assistant::Cursor | Assistant::ClaudeAi => {
+                    servers(json!({ "command": command, "args": args }))
+                }
             }
         }
         Target::Remote { url, token } => {
@@ -147,7 +164,8 @@ fn remote(assistant: Assistant, url: &RemoteUrl, bearer: &str, hints: &mut Vec<S
             quote(url.as_str()),
             quote(&format!("Authorization: {bearer}"))
         ),
-        Assistant::Cursor => servers(json!({
+        // (Claude's connectors were answered in `snippet`.)
+        Assistant::Cursor | Assistant::ClaudeAi => servers(json!({
             "url": url.as_str(), "headers": { "Authorization": bearer }
         })),
         Assistant::Cline => servers(json!({
@@ -178,6 +196,50 @@ fn remote(assistant: Assistant, url: &RemoteUrl, bearer: &str, hints: &mut Vec<S
                 "env": { "PYRUN_AUTH_HEADER": bearer }
             }))
         }
+    }
+}
+
+/// A custom connector in Claude: the URL on stdout (what gets pasted), the steps on stderr. The
+/// token is never shown: connectors sign in with OAuth, and the consent page asks for the secret.
+fn connector(url: &str) -> Snippet {
+    let mut hints = vec![where_it_goes(Assistant::ClaudeAi).to_owned()];
+    if !url.starts_with("https://") {
+        hints.push(
+            "warning: Claude connects from Anthropic's cloud and needs a public https URL; \
+             127.0.0.1 and plain http cannot work (give the tunnel's or proxy's URL)"
+                .to_owned(),
+        );
+    }
+    if url.ends_with("/sse") {
+        hints.push(format!(
+            "hint: connectors speak Streamable HTTP best: paste {}/mcp instead of the legacy …/sse",
+            url.trim_end_matches("/sse")
+        ));
+    }
+    hints.extend(
+        [
+            "the server: run it with --oauth and a fixed public URL, e.g. \
+             `pyrun-mcp-server --tunnel ngrok --tunnel-domain YOUR-NAME.ngrok-free.app --oauth` \
+             (ngrok's free static domain; a random one changes at each start and disconnects \
+             Claude), or --public-url URL behind a proxy of your own",
+            "claude.ai or Claude Desktop: Settings › Connectors › Add custom connector; name: \
+             pyrun; URL: the line above (no client id or secret needed); Add, then Connect",
+            "the mobile apps: connectors added on claude.ai or Desktop appear there for the same \
+             account (Team/Enterprise: an owner adds it under Admin settings › Connectors first)",
+            "Connect opens this server's consent page in the browser: it names the client \
+             (Claude) and asks for the owner password (--oauth-owner-password / \
+             MCP_OAUTH_OWNER_PASSWORD) or, when none is set, the server's MCP_AUTH_TOKEN; Approve",
+            "afterwards: `pyrun-mcp-server oauth list` shows the connection, `oauth revoke \
+             CLIENT_ID` cuts it off at once, `oauth unlock` clears the wait after wrong \
+             passwords; each run is a line in the audit log (audit.jsonl in the state folder)",
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(n, step)| format!("{}. {step}", n + 1)),
+    );
+    Snippet {
+        text: url.to_owned(),
+        hints,
     }
 }
 
@@ -227,6 +289,7 @@ fn where_it_goes(assistant: Assistant) -> &'static str {
         Assistant::Cline => {
             "hint: merge into cline_mcp_settings.json (Cline > MCP Servers > Configure MCP Servers)"
         }
+        Assistant::ClaudeAi => "hint: paste this URL as a custom connector in Claude, as follows",
     }
 }
 
@@ -376,6 +439,43 @@ mod tests {
             cline["headers"]["Authorization"],
             format!("Bearer {TOKEN_PLACEHOLDER}")
         );
+    }
+
+    #[test]
+    fn a_claude_connector_is_the_url_to_paste_and_the_steps_but_never_the_token() {
+        let target = Target::Remote {
+            url: RemoteUrl::parse("https://pyrun.ngrok-free.app").unwrap(),
+            token: Some("s3cret-token".to_owned()),
+        };
+        let connector = snippet(Assistant::ClaudeAi, &target);
+        assert_eq!(connector.text, "https://pyrun.ngrok-free.app/mcp");
+        let hints = connector.hints.join("\n");
+        for needed in [
+            "--oauth",
+            "--tunnel-domain",
+            "Settings › Connectors",
+            "Add custom connector",
+            "mobile",
+            "MCP_OAUTH_OWNER_PASSWORD",
+            "MCP_AUTH_TOKEN",
+            "oauth revoke",
+        ] {
+            assert!(hints.contains(needed), "{needed} missing:\n{hints}");
+        }
+        assert!(!hints.contains("s3cret-token") && !connector.text.contains("s3cret-token"));
+        assert!(!hints.contains("warning"), "{hints}");
+
+        // Loopback or plain http cannot be reached by Claude; a legacy /sse URL gets the /mcp one.
+        let local = Target::Remote {
+            url: RemoteUrl::parse("http://127.0.0.1:8000/sse").unwrap(),
+            token: None,
+        };
+        let hints = snippet(Assistant::ClaudeAi, &local).hints.join("\n");
+        assert!(
+            hints.contains("warning: Claude connects from Anthropic's cloud"),
+            "{hints}"
+        );
+        assert!(hints.contains("http://127.0.0.1:8000/mcp"), "{hints}");
     }
 
     #[test]

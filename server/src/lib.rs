@@ -1,12 +1,13 @@
 //! pyrun-mcp server: runs the Python files of one projects folder for MCP clients, safely.
 //!
-//! Two layers, arrows pointing down: the serve layer (`config`, `app`, `tools`, `transport`,
-//! `tunnel`, `integrations`) speaks MCP and HTTP; the run layer ([`run`]: paths, runner, slots,
-//! the sandbox probe) knows nothing of either; below both, the `pyrun_sandbox` crate holds the
-//! kernel rules. A request walks `transport` → `tools` → `run::paths` (a proven
-//! [`run::paths::ProjectPath`]) → `run::runner` → `pyrun_sandbox` → python.
+//! Two layers, arrows pointing down: the serve layer (`config`, `app`, `tools`, `audit`,
+//! `transport`, `tunnel`, `integrations`, `state_dir`) speaks MCP and HTTP; the run layer
+//! ([`run`]: paths, runner, slots, the sandbox probe) knows nothing of either; below both, the
+//! `pyrun_sandbox` crate holds the kernel rules. A request walks `transport` → `tools` →
+//! `run::paths` (a proven [`run::paths::ProjectPath`]) → `run::runner` → `pyrun_sandbox` → python.
 
 pub mod app;
+pub mod audit;
 mod client_message;
 pub mod config;
 #[cfg(feature = "conformance")]

@@ -131,7 +131,7 @@ async fn serve_with_tunnel(
 
 /// `config ASSISTANT`: the snippet on stdout (it may be piped into a file), hints on stderr.
 fn print_config(cli: &Cli, assistant: Assistant, url: Option<&str>) -> anyhow::Result<()> {
-    let snippet = integrations::snippet(assistant, &cli.integration_target(url)?);
+    let snippet = integrations::snippet(assistant, &cli.integration_target(assistant, url)?);
     println!("{}", snippet.text);
     for hint in &snippet.hints {
         eprintln!("{hint}");

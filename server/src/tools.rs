@@ -3,14 +3,15 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, ContentBlock, Implementation, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
@@ -18,6 +19,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::app::App;
+use crate::audit::{CallNotes, Channel, FinishedCall, TransportKind};
 use crate::client_message::{push_escaped, ClientMessage};
 use crate::run::caller::Caller;
 use crate::run::paths::ProjectPath;
@@ -144,10 +146,21 @@ impl PyRunServer {
         Parameters(args): Parameters<RunPythonArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
+        // What the audit log learns of this call: names, counts and the outcome, never values.
+        let notes = ctx
+            .extensions
+            .get::<CallNotes>()
+            .cloned()
+            .unwrap_or_default();
+        notes.note(|n| n.arg_count = Some(args.args.len()));
         let script = match self.app.root.resolve_script(&args.file_name) {
             Ok(script) => script,
-            Err(e) => return Ok(refusal(e.into())),
+            Err(e) => {
+                notes.asked_file(&args.file_name);
+                return Ok(refusal(e.into()));
+            }
         };
+        notes.note(|n| n.file_name = Some(script.relative().to_owned()));
         let timeout = match effective_timeout(args.timeout_seconds, self.app.config.timeout) {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
@@ -175,7 +188,15 @@ impl PyRunServer {
                     ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
                     "run ended"
                 );
-                Ok(self.report(outcome, timeout))
+                // A run has ended: the sandbox was probed before it started.
+                let sandbox = self.app.runner.sandbox().layers_now().unwrap_or_default();
+                notes.note(|n| {
+                    n.exit_code = outcome.exit_code;
+                    n.timed_out = outcome.timed_out;
+                    n.cancelled = outcome.cancelled;
+                    n.sandbox = Some(sandbox.clone());
+                });
+                Ok(self.report(outcome, timeout, sandbox))
             }
             Err(e) => {
                 let span = tracing::warn_span!("run_python", %caller, script = script.relative());
@@ -238,6 +259,31 @@ impl PyRunServer {
             .unwrap_or(Caller::Anonymous)
     }
 
+    /// The transport a request came over and its MCP session: stdio has one client and no
+    /// session id; `/sse` + `/messages` put a [`Channel`] in the request; rmcp's `/mcp` passes
+    /// the request's parts, whose `mcp-session-id` header names the session (none when stateless).
+    fn channel(&self, ctx: &RequestContext<RoleServer>) -> Channel {
+        if self.local.is_some() {
+            return Channel {
+                transport: TransportKind::Stdio,
+                session_id: None,
+            };
+        }
+        if let Some(channel) = ctx.extensions.get::<Channel>() {
+            return channel.clone();
+        }
+        let session_id = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|id| id.to_str().ok())
+            .map(Arc::from);
+        Channel {
+            transport: TransportKind::StreamableHttp,
+            session_id,
+        }
+    }
+
     /// Tracebacks name files by absolute path; show them relative to the projects folder instead,
     /// so results never reveal where the folder lives on the host.
     fn without_host_folder(&self, text: &str) -> String {
@@ -246,7 +292,12 @@ impl PyRunServer {
         text.replace(&prefix, "")
     }
 
-    fn report(&self, mut outcome: RunOutcome, timeout: Duration) -> CallToolResult {
+    fn report(
+        &self,
+        mut outcome: RunOutcome,
+        timeout: Duration,
+        sandbox: Vec<&'static str>,
+    ) -> CallToolResult {
         outcome.stderr = self.without_host_folder(&outcome.stderr);
         let text = render_text(&outcome, timeout);
         let report = RunReport {
@@ -257,16 +308,7 @@ impl PyRunServer {
             stdout_truncated: outcome.stdout_truncated,
             stderr_truncated: outcome.stderr_truncated,
             duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
-            // A run has ended: the sandbox was probed before it started.
-            sandbox: self
-                .app
-                .runner
-                .sandbox()
-                .layers_now()
-                .unwrap_or_default()
-                .into_iter()
-                .map(str::to_owned)
-                .collect(),
+            sandbox: sandbox.into_iter().map(str::to_owned).collect(),
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report.into_value());
@@ -276,6 +318,40 @@ impl PyRunServer {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for PyRunServer {
+    /// Every tool call: the router runs the tool, the audit log records who called it, over what,
+    /// and how it ended (also when the call is dropped before it ends).
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if !self.app.audit.is_on() {
+            let call = ToolCallContext::new(self, request, context);
+            return self.tool_router.call(call).await;
+        }
+        let notes = CallNotes::default();
+        let mut audited = AuditedCall {
+            app: &self.app,
+            caller: self.caller(&context),
+            channel: self.channel(&context),
+            tool: request.name.clone(),
+            notes: notes.clone(),
+            started: Instant::now(),
+            refused: None,
+        };
+        context.extensions.insert(notes);
+        let response = self
+            .tool_router
+            .call(ToolCallContext::new(self, request, context))
+            .await;
+        audited.refused = Some(match &response {
+            Ok(CallToolResponse::Complete(result)) => result.is_error == Some(true),
+            Ok(_) => false,
+            Err(_) => true,
+        });
+        response
+    }
+
     fn get_info(&self) -> ServerConfig {
         let info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("pyrun-mcp", env!("CARGO_PKG_VERSION")))
@@ -290,6 +366,35 @@ impl ServerHandler for PyRunServer {
 
     #[cfg(feature = "conformance")]
     crate::conformance_handlers!();
+}
+
+/// A tool call on its way to the audit log: recorded when dropped, so a call whose future is
+/// dropped before it ends (its client went away) is recorded too, as cancelled.
+struct AuditedCall<'a> {
+    app: &'a App,
+    caller: Caller,
+    channel: Channel,
+    tool: std::borrow::Cow<'static, str>,
+    notes: CallNotes,
+    started: Instant,
+    /// Set when the call ended; `None` when it was dropped first.
+    refused: Option<bool>,
+}
+
+impl Drop for AuditedCall<'_> {
+    fn drop(&mut self) {
+        if self.refused.is_none() {
+            self.notes.note(|n| n.cancelled = true);
+        }
+        self.app.audit.record(&FinishedCall {
+            caller: &self.caller,
+            channel: &self.channel,
+            tool: &self.tool,
+            notes: &self.notes,
+            refused: self.refused.unwrap_or(false),
+            duration: self.started.elapsed(),
+        });
+    }
 }
 
 /// Awaits a run while telling the caller, every [`PROGRESS_EVERY`], that it is still going.

@@ -89,3 +89,35 @@ fn a_bad_url_or_folder_is_a_clear_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--projects-dir"));
 }
+
+#[test]
+fn a_claude_connector_needs_the_url_and_prints_only_it_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = config(dir.path(), &["config", "claude-ai"], &[]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--url"), "{err}");
+
+    let out = config(
+        dir.path(),
+        &[
+            "config",
+            "claude-ai",
+            "--url",
+            "https://pyrun.ngrok-free.app",
+        ],
+        &[("MCP_AUTH_TOKEN", "never-shown-42")],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "https://pyrun.ngrok-free.app/mcp\n"
+    );
+    let steps = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        steps.contains("Add custom connector") && steps.contains("--oauth"),
+        "{steps}"
+    );
+    assert!(!steps.contains("never-shown-42"), "{steps}");
+}

@@ -374,6 +374,21 @@ async fn claude_style_flow_from_discovery_to_revocation() {
         server.server.logs()
     );
 
+    // The audit log names the client (id and name) for both runs, and nothing secret.
+    let audit = std::fs::read_to_string(server.state_dir().join("audit.jsonl")).unwrap();
+    let runs: Vec<Value> = audit
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .filter(|entry: &Value| entry["tool"] == "run_python")
+        .collect();
+    assert_eq!(runs.len(), 2, "{audit}");
+    for entry in &runs {
+        assert_eq!(entry["principal"]["kind"], "oauth", "{entry}");
+        assert_eq!(entry["principal"]["client_id"], client_id.as_str());
+        assert_eq!(entry["principal"]["client_name"], "Test client");
+    }
+    assert!(!audit.contains(&access));
+
     // Refresh rotates: the old access token ends, the new one works.
     let (status, refreshed) = server
         .refresh(&client_id, s(&tokens["refresh_token"]))

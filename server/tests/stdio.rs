@@ -215,10 +215,13 @@ fn batch_over_stdin_with_assert_cmd_and_clean_exit() {
     .iter()
     .map(|m| format!("{m}\n"))
     .collect::<String>();
+    let state = tempfile::tempdir().unwrap();
     let output = Command::cargo_bin("pyrun-mcp-server")
         .unwrap()
         .args(["--transport", "stdio", "--projects-dir"])
         .arg(samples())
+        .arg("--state-dir")
+        .arg(state.path())
         .write_stdin(input)
         .timeout(Duration::from_secs(30))
         .output()

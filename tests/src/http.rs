@@ -211,6 +211,13 @@ impl McpSession {
         this
     }
 
+    /// The session id the server gave (`mcp-session-id`).
+    pub fn session_id(&self) -> Option<&str> {
+        self.headers
+            .get("mcp-session-id")
+            .and_then(|id| id.to_str().ok())
+    }
+
     /// POSTs one message in this session.
     pub async fn send(&self, message: &Value) -> reqwest::Response {
         mcp_post(&self.client, &self.url, &self.headers, message).await

@@ -2,7 +2,8 @@
 //! from its `listening on` line), over stdio with a JSON-RPC driver, or as the command line a stdio
 //! client spawns itself. Settings come only from the flags given: the environment is scrubbed of
 //! every server variable and the server runs from its projects folder, so no `.env` of the
-//! developer's is read.
+//! developer's is read; its state folder (the audit log, OAuth's store) is a private temporary
+//! one unless the test names one, so no test writes into the developer's data folder.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -88,6 +89,8 @@ pub struct ServerLaunch {
     uid: Option<u32>,
     /// A private copy of the samples the server serves, removed with the server.
     owned_projects: Option<tempfile::TempDir>,
+    /// The `--state-dir` given unless the test gives one, removed with the server.
+    state: Option<tempfile::TempDir>,
 }
 
 impl ServerLaunch {
@@ -103,6 +106,10 @@ impl ServerLaunch {
             env: Vec::new(),
             uid: None,
             owned_projects: None,
+            state: tempfile::Builder::new()
+                .prefix("pyrun-state-")
+                .tempdir()
+                .ok(),
         }
     }
 
@@ -153,8 +160,9 @@ impl ServerLaunch {
         self
     }
 
-    /// The command: `binary --transport TRANSPORT [--bind BIND] [--projects-dir P] ARGS…`, the
-    /// environment scrubbed, stdin null, stdout and stderr left for the caller to set.
+    /// The command: `binary --transport TRANSPORT [--bind BIND] [--projects-dir P] [--state-dir
+    /// TEMP] ARGS…`, the environment scrubbed, stdin null, stdout and stderr left for the caller
+    /// to set. The temporary state folder lives as long as this launch (or the server it starts).
     pub fn command(&self, transport: &str, bind: Option<&str>) -> Command {
         let mut cmd = Command::new(&self.binary);
         scrub_env(&mut cmd);
@@ -172,6 +180,13 @@ impl ServerLaunch {
         if let Some(projects) = &self.projects {
             cmd.arg("--projects-dir").arg(projects);
         }
+        if let Some(state) = self.state.as_ref().filter(|_| !self.names_state_dir()) {
+            cmd.arg("--state-dir").arg(state.path());
+            #[cfg(unix)]
+            if let Some(uid) = self.uid {
+                let _ = std::os::unix::fs::chown(state.path(), Some(uid), Some(uid));
+            }
+        }
         cmd.args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null());
@@ -179,6 +194,15 @@ impl ServerLaunch {
             cmd.current_dir(dir);
         }
         cmd
+    }
+
+    /// True when the test gives the state folder itself (flag or variable).
+    fn names_state_dir(&self) -> bool {
+        let flag = |a: &OsString| {
+            let a = a.to_string_lossy();
+            a == "--state-dir" || a.starts_with("--state-dir=")
+        };
+        self.args.iter().any(flag) || self.env.iter().any(|(k, _)| k == "PYRUN_STATE_DIR")
     }
 
     /// Starts it over HTTP on a free loopback port; panics with its stderr if it does not come up.
@@ -215,7 +239,7 @@ impl ServerLaunch {
             child: RunningChild(child),
             log,
             projects: self.projects.clone().unwrap_or_default(),
-            _owned_projects: self.owned_projects,
+            _owned: self.owned_projects.into_iter().chain(self.state).collect(),
         })
     }
 
@@ -232,7 +256,8 @@ impl ServerLaunch {
         let child = cmd
             .spawn()
             .map_err(|e| StartError(format!("start {}: {e}", self.binary.display())))?;
-        StdioServer::handshake(child, self.owned_projects)
+        let owned = self.owned_projects.into_iter().chain(self.state).collect();
+        StdioServer::handshake(child, owned)
     }
 }
 
@@ -244,7 +269,8 @@ pub struct HttpServer {
     child: RunningChild,
     log: Log,
     projects: PathBuf,
-    _owned_projects: Option<tempfile::TempDir>,
+    /// The projects copy and state folder it owns, removed with it.
+    _owned: Vec<tempfile::TempDir>,
 }
 
 impl HttpServer {
@@ -307,22 +333,31 @@ pub struct StdioCommand {
     pub args: Vec<String>,
     /// The projects folder it serves (removed on drop).
     pub projects: tempfile::TempDir,
+    /// Its `--state-dir` (removed on drop).
+    _state: tempfile::TempDir,
 }
 
 impl StdioCommand {
     pub fn new(extra: &[&str]) -> StdioCommand {
         let projects = projects_copy();
+        let state = tempfile::Builder::new()
+            .prefix("pyrun-state-")
+            .tempdir()
+            .expect("a temporary state folder");
         let mut args = vec![
             "--transport".to_owned(),
             "stdio".to_owned(),
             "--projects-dir".to_owned(),
             projects.path().display().to_string(),
+            "--state-dir".to_owned(),
+            state.path().display().to_string(),
         ];
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         StdioCommand {
             program: bin_path("pyrun-mcp-server"),
             args,
             projects,
+            _state: state,
         }
     }
 }

@@ -23,7 +23,8 @@ pub struct StdioServer {
     next_id: u64,
     /// Notifications seen while waiting for responses.
     pub notifications: Vec<Value>,
-    _owned_projects: Option<tempfile::TempDir>,
+    /// Temporary folders it owns (projects copy, state), removed with it.
+    _owned: Vec<tempfile::TempDir>,
 }
 
 impl StdioServer {
@@ -59,13 +60,13 @@ impl StdioServer {
     /// Takes over a server started some other way (stdin and stdout piped; e.g. exactly as an
     /// assistant's configuration says) and completes the initialize handshake.
     pub fn attach(child: Child) -> Result<Self, StartError> {
-        Self::handshake(child, None)
+        Self::handshake(child, Vec::new())
     }
 
     /// Takes over a started server (stdin and stdout piped) and completes the initialize handshake.
     pub(crate) fn handshake(
         mut child: Child,
-        owned_projects: Option<tempfile::TempDir>,
+        owned: Vec<tempfile::TempDir>,
     ) -> Result<Self, StartError> {
         let stdout = child
             .stdout
@@ -90,7 +91,7 @@ impl StdioServer {
             // The handshake below is request 1.
             next_id: 1,
             notifications: Vec::new(),
-            _owned_projects: owned_projects,
+            _owned: owned,
         };
         let init = server
             .try_request(

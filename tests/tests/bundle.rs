@@ -111,7 +111,11 @@ fn the_bundle_validates_unpacks_and_serves_as_its_manifest_says() {
             "the bundled server is not executable: {mode:o}"
         );
     }
-    cmd.env_clear().env("PATH", "/nonexistent-bin");
+    // A bare environment, but a HOME of the test's: the server's state folder (the audit log)
+    // goes under it, not into the developer's data folder.
+    cmd.env_clear()
+        .env("PATH", "/nonexistent-bin")
+        .env("HOME", out.path());
     for arg in config["args"].as_array().unwrap() {
         cmd.arg(substitute(arg.as_str().unwrap(), &dirname, &user));
     }

@@ -60,7 +60,9 @@ fn script(root: &Path, name: &str, args: &[&str], path_prefix: Option<&Path>) ->
         .args(args)
         .current_dir(root)
         .env("PYRUN_SERVER_BIN", bin_path("pyrun-mcp-server"))
-        .env("PYRUN_CLIENT_BIN", bin_path("pyrun-mcp-client"));
+        .env("PYRUN_CLIENT_BIN", bin_path("pyrun-mcp-client"))
+        // The server's state (the audit log) stays in the throw-away checkout.
+        .env("PYRUN_STATE_DIR", root.join(".state"));
     for name in [
         "MCP_TRANSPORT",
         "MCP_BIND",
@@ -287,6 +289,42 @@ fn start_tunnel_refuses_a_server_without_a_token() {
     assert!(!tunnel.success(), "{}", tunnel.describe());
     assert!(
         tunnel.stderr.contains("does not require a token"),
+        "{}",
+        tunnel.describe()
+    );
+    assert!(
+        !bin.path().join("ngrok.args").exists(),
+        "the agent was started"
+    );
+    let stop = script(root.path(), "stop-server", &[], None);
+    assert!(stop.success(), "{}", stop.describe());
+}
+
+/// `start-tunnel --oauth` (for Claude's connectors) publishes only a fixed domain, and only a
+/// server that offers OAuth sign-in for it (`start-server --oauth -- --public-url …`).
+#[test]
+fn start_tunnel_with_oauth_needs_a_fixed_domain_and_a_server_that_offers_it() {
+    let root = sandbox_root();
+    let _cleanup = Cleanup(root.path().to_path_buf());
+    let bin = tempfile::tempdir().unwrap();
+    fake_ngrok(bin.path(), free_port());
+    let tunnel = script(root.path(), "start-tunnel", &["--oauth"], Some(bin.path()));
+    assert!(!tunnel.success(), "{}", tunnel.describe());
+    assert!(tunnel.stderr.contains("--domain"), "{}", tunnel.describe());
+
+    std::fs::write(
+        root.path().join(".env"),
+        "MCP_BIND=127.0.0.1:0\nMCP_AUTH_TOKEN=scripts-test-token-42\n",
+    )
+    .unwrap();
+    let start = script(root.path(), "start-server", &[], None);
+    assert!(start.success(), "{}", start.describe());
+    let domain = "fake-1234.ngrok-free.app";
+    let args = ["--oauth", "--domain", domain];
+    let tunnel = script(root.path(), "start-tunnel", &args, Some(bin.path()));
+    assert!(!tunnel.success(), "{}", tunnel.describe());
+    assert!(
+        tunnel.stderr.contains("does not offer OAuth") && tunnel.stderr.contains("--public-url"),
         "{}",
         tunnel.describe()
     );

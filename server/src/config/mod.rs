@@ -14,6 +14,7 @@ use clap::{CommandFactory, Parser, ValueEnum};
 use crate::integrations::{Assistant, BadUrl, RemoteUrl, Target};
 use pyrun_sandbox::resolve_python;
 
+mod audit;
 mod dotenv;
 mod http;
 mod oauth;
@@ -22,6 +23,7 @@ mod sandbox;
 mod state;
 mod tunnel;
 
+pub use audit::AuditArgs;
 pub use dotenv::Dotenv;
 use dotenv::DOTENV;
 pub use http::{HttpArgs, HttpConfig};
@@ -72,6 +74,9 @@ pub struct Cli {
     #[command(flatten)]
     pub oauth: OAuthArgs,
 
+    #[command(flatten)]
+    pub audit: AuditArgs,
+
     #[command(subcommand)]
     pub command: Option<Subcommand>,
 }
@@ -80,7 +85,7 @@ pub struct Cli {
 #[derive(Debug, clap::Subcommand)]
 pub enum Subcommand {
     /// Print the snippet that connects an AI assistant to this server (stdio, or --url for a
-    /// running server reached over HTTP).
+    /// running server reached over HTTP; claude-ai: the custom connector, --url required).
     Config {
         #[arg(value_enum)]
         assistant: Assistant,
@@ -130,6 +135,8 @@ pub struct Config {
     pub state_dir: Option<PathBuf>,
     /// `--oauth`: the server is its own OAuth authorization server.
     pub oauth: Option<OAuthConfig>,
+    /// Where each tool call is recorded (`--audit-log`), absolute; `None`: off.
+    pub audit_log: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +167,8 @@ pub enum ConfigError {
     NoOwnPath(String),
     #[error(transparent)]
     BadUrl(#[from] BadUrl),
+    #[error("config claude-ai needs the server's public URL\nhint: pass --url https://YOUR-DOMAIN/mcp (the tunnel's or proxy's https URL of a server run with --oauth)")]
+    ConnectorNeedsUrl,
     #[error("cannot use the state folder {0}\nhint: pass --state-dir DIR or set PYRUN_STATE_DIR")]
     StateDir(String),
     #[error("the state folder '{}' overlaps the projects folder, where scripts can write\nhint: pass a --state-dir (PYRUN_STATE_DIR) outside the projects folder", .0.display())]
@@ -178,6 +187,12 @@ pub enum ConfigError {
     OAuthNeedsStateDir,
     #[error("--oauth on a non-loopback address needs the URL clients reach it at\nhint: pass --public-url https://… (MCP_PUBLIC_URL), or use --tunnel")]
     OAuthNeedsPublicUrl,
+    #[error(
+        "cannot use the audit log {0}\nhint: pass --audit-log PATH (or off) or set PYRUN_AUDIT_LOG"
+    )]
+    AuditLog(String),
+    #[error("the audit log '{}' lies inside the projects folder, where scripts can write\nhint: pass an --audit-log (PYRUN_AUDIT_LOG) outside it, or off", .0.display())]
+    AuditLogInsideProjects(PathBuf),
 }
 
 impl Cli {
@@ -217,6 +232,9 @@ impl Cli {
             self.http.auth_token().is_some() || oauth.is_some(),
         )?;
         let state_dir = self.state.resolve(&run.projects_dir)?;
+        let audit_log = self
+            .audit
+            .resolve(state_dir.as_deref(), &run.projects_dir)?;
         if oauth.is_some() && state_dir.is_none() {
             return Err(ConfigError::OAuthNeedsStateDir);
         }
@@ -248,6 +266,7 @@ impl Cli {
             tunnel,
             state_dir,
             oauth,
+            audit_log,
         })
     }
 
@@ -258,13 +277,21 @@ impl Cli {
             .ok_or(ConfigError::OAuthNeedsStateDir)
     }
 
-    /// For `config ASSISTANT [--url URL]`: where the assistant reaches this server.
-    pub fn integration_target(&self, url: Option<&str>) -> Result<Target, ConfigError> {
+    /// For `config ASSISTANT [--url URL]`: where the assistant reaches this server. Claude's
+    /// connectors reach only a URL.
+    pub fn integration_target(
+        &self,
+        assistant: Assistant,
+        url: Option<&str>,
+    ) -> Result<Target, ConfigError> {
         if let Some(url) = url {
             return Ok(Target::Remote {
                 url: RemoteUrl::parse(url)?,
                 token: self.http.auth_token(),
             });
+        }
+        if assistant == Assistant::ClaudeAi {
+            return Err(ConfigError::ConnectorNeedsUrl);
         }
         let server = std::env::current_exe()
             .and_then(dunce::canonicalize)
@@ -415,6 +442,7 @@ mod tests {
             include_str!("sandbox.rs"),
             include_str!("state.rs"),
             include_str!("oauth.rs"),
+            include_str!("audit.rs"),
             include_str!("tunnel.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),

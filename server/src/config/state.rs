@@ -60,7 +60,7 @@ impl StateArgs {
 /// `path` with its longest existing ancestor resolved (links followed), the rest appended and
 /// tidied lexically (a folder that does not exist yet is no link): where the folder is or would
 /// be made.
-fn real_path(path: &Path) -> PathBuf {
+pub(super) fn real_path(path: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut existing = path;
     loop {

@@ -29,6 +29,7 @@ use rmcp::{ServerHandler, ServiceExt};
 use serde::Deserialize;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use crate::audit::{Channel, TransportKind};
 use crate::client_message::ClientMessage;
 use crate::run::caller::Caller;
 
@@ -263,9 +264,9 @@ struct SessionQuery {
 }
 
 /// `POST /messages?sessionId=…`: hand one JSON-RPC message to its session; a request carries
-/// the [`Caller`] the auth layer admitted in its extensions (only the caller: the request's
-/// parts, which rmcp's Streamable HTTP service passes whole, would stay with a session's
-/// `initialize` for its whole life, ~1 KiB each).
+/// the [`Caller`] the auth layer admitted and its [`Channel`] (for the audit log) in its
+/// extensions (only those: the request's parts, which rmcp's Streamable HTTP service passes
+/// whole, would stay with a session's `initialize` for its whole life, ~1 KiB each).
 async fn post_message<S>(
     State(state): State<SseState<S>>,
     Query(query): Query<SessionQuery>,
@@ -286,8 +287,15 @@ async fn post_message<S>(
         Ok(message) => message,
         Err(error) => return (StatusCode::BAD_REQUEST, not_json_rpc(&error)).into_response(),
     };
-    if let (ClientJsonRpcMessage::Request(r), Some(Extension(caller))) = (&mut message, caller) {
-        r.request.extensions_mut().insert(caller);
+    if let ClientJsonRpcMessage::Request(r) = &mut message {
+        let extensions = r.request.extensions_mut();
+        if let Some(Extension(caller)) = caller {
+            extensions.insert(caller);
+        }
+        extensions.insert(Channel {
+            transport: TransportKind::Sse,
+            session_id: Some(Arc::from(id)),
+        });
     }
     inbox.activity.touch();
     let mut to_handler = inbox.to_handler;

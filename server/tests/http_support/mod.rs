@@ -47,9 +47,12 @@ pub fn projects() -> Projects {
 }
 
 /// Spawns the binary on `bind` without waiting for it (stderr piped); settings come only from
-/// flags (no variable of the developer's shell leaks in).
+/// flags (no variable of the developer's shell leaks in). Its state folder lies beside `projects`
+/// (one of [`projects()`]), in the same temp dir.
 pub fn spawn(projects: &Path, bind: &str, extra: &[&str]) -> Child {
+    let state = projects.with_file_name("state");
     pyrun_mcp_tests::ServerLaunch::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"), projects)
+        .args([std::ffi::OsStr::new("--state-dir"), state.as_os_str()])
         .args(extra)
         .log("info")
         .command("http", Some(bind))
