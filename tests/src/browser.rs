@@ -24,6 +24,8 @@ const CHROMIUM: (&str, &str) = ("PYRUN_TEST_CHROMIUM", "/usr/bin/chromium");
 /// How long chromedriver may take to answer `/status` as ready, and one command to complete.
 const DRIVER_START: Duration = Duration::from_secs(20);
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long [`Browser::expect`] waits for an element to appear.
+const ELEMENT_WAIT: Duration = Duration::from_secs(15);
 
 /// The key under which W3C WebDriver returns an element reference.
 const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
@@ -210,15 +212,23 @@ impl Browser {
             .map(|id| Element(id.to_owned()))
     }
 
-    /// Like [`find`](Self::find), panicking with the page's source when nothing matches.
+    /// The first element matching `selector`, waiting up to [`ELEMENT_WAIT`] for it to appear: a
+    /// click that submits a form may return before the browser has left the page, so the next
+    /// page's elements are waited for. Panics with the page's source when none appears.
     pub async fn expect(&self, selector: &str) -> Element {
-        match self.find(selector).await {
-            Some(element) => element,
-            None => panic!(
-                "no element matches {selector} on {}:\n{}",
-                self.current_url().await,
-                self.page_source().await
-            ),
+        let deadline = Instant::now() + ELEMENT_WAIT;
+        loop {
+            if let Some(element) = self.find(selector).await {
+                return element;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "no element matches {selector} on {} within {ELEMENT_WAIT:?}:\n{}",
+                    self.current_url().await,
+                    self.page_source().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 

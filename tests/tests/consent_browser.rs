@@ -163,10 +163,8 @@ async fn approving_with_the_owner_secret_redirects_with_a_code_that_opens_mcp() 
     );
     assert_eq!(query_param(&landed, "error"), None, "{landed}");
     let code = query_param(&landed, "code").unwrap_or_else(|| panic!("no code in {landed}"));
-    assert!(
-        browser.find("#landed").await.is_some(),
-        "the browser shows the client's page"
-    );
+    // The browser shows the client's page.
+    browser.expect("#landed").await;
     browser.quit().await;
 
     let tokens = exchange_code(&server, &client_id, &callback.uri, &code).await;
