@@ -43,6 +43,8 @@ pub const ENV_VARS: &[&str] = &[
     "NGROK_SERVER_ADDR",
     // Lasting state (`StateArgs`).
     "PYRUN_STATE_DIR",
+    // OAuth, tests only and hidden (`OAuthTestArgs`): trust a CA for client metadata documents.
+    "PYRUN_OAUTH_TEST_METADATA_CA",
     // Read in main.rs: the log filter and plain output.
     "PYRUN_LOG",
     "NO_COLOR",

@@ -12,6 +12,7 @@ pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod integrations;
+pub mod oauth;
 pub mod run;
 mod tools;
 pub mod transport;

@@ -12,10 +12,12 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, Parser, ValueEnum};
 
 use crate::integrations::{Assistant, BadUrl, RemoteUrl, Target};
+use crate::oauth::cimd::FetchPolicy;
 use pyrun_sandbox::resolve_python;
 
 mod dotenv;
 mod http;
+mod oauth_test;
 mod runs;
 mod sandbox;
 mod state;
@@ -24,6 +26,7 @@ mod tunnel;
 pub use dotenv::Dotenv;
 use dotenv::DOTENV;
 pub use http::{HttpArgs, HttpConfig};
+pub use oauth_test::OAuthTestArgs;
 pub use runs::RunArgs;
 pub use sandbox::{SandboxArgs, SandboxConfig};
 pub use state::StateArgs;
@@ -67,6 +70,9 @@ pub struct Cli {
     #[command(flatten)]
     pub state: StateArgs,
 
+    #[command(flatten)]
+    pub oauth_test: OAuthTestArgs,
+
     #[command(subcommand)]
     pub command: Option<Subcommand>,
 }
@@ -104,6 +110,9 @@ pub struct Config {
     /// Where lasting state is kept (`--state-dir`), absolute, outside the projects folder; not
     /// made until a feature needs it. `None`: no data folder on this machine and none given.
     pub state_dir: Option<PathBuf>,
+    /// How OAuth Client ID Metadata Documents are fetched (the production policy unless the
+    /// hidden test setting is given).
+    pub cimd: FetchPolicy,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -187,6 +196,7 @@ impl Cli {
             sandbox,
             tunnel,
             state_dir,
+            cimd: self.oauth_test.fetch_policy(),
         })
     }
 
@@ -347,6 +357,7 @@ mod tests {
             include_str!("sandbox.rs"),
             include_str!("state.rs"),
             include_str!("tunnel.rs"),
+            include_str!("oauth_test.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),
         ]
@@ -380,6 +391,22 @@ mod tests {
         for name in &declared {
             assert!(read.contains(name), "{name} was not found by the scan");
         }
+    }
+
+    #[test]
+    fn the_test_metadata_ca_is_hidden_and_only_relaxes_the_policy_when_given() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(!help.contains("oauth-test-metadata-ca"), "{help}");
+        let given = parse(&["--oauth-test-metadata-ca", "/tmp/ca.pem"]).unwrap();
+        assert_eq!(
+            given.oauth_test.fetch_policy().test_metadata_ca,
+            Some(PathBuf::from("/tmp/ca.pem"))
+        );
+        assert_eq!(
+            parse(&[]).unwrap().oauth_test.fetch_policy(),
+            FetchPolicy::default()
+        );
+        assert!(parse(&["--oauth-test-metadata-ca", ""]).is_err());
     }
 
     #[test]
