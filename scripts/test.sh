@@ -42,9 +42,24 @@ cross_check() {
         summary+=("skipped cargo check --target $target (rustup target add failed)")
         return 0
     fi
-    # A type check needs no C cross-compiler: SQLite (rusqlite's bundled C) is declared as a
-    # system library instead of compiled; nothing is linked by `cargo check`.
-    step "cargo check --target $target" env LIBSQLITE3_SYS_USE_PKG_CONFIG=1 \
+    # A type check links nothing, so the C that build scripts compile (ring's, for TLS) goes to a
+    # stand-in compiler that says it is gcc and writes empty objects: no C cross-compiler needed.
+    # SQLite (rusqlite's bundled C) is declared a system library instead of compiled.
+    local cc="$log_dir/typecheck-cc" var=${target//-/_}
+    cat >"$cc" <<'CC'
+#!/bin/sh
+prev=
+for arg in "$@"; do
+    case $arg in
+    -E) echo '"gcc"' ;;
+    -\?) exit 1 ;;
+    esac
+    if [ "$prev" = -o ]; then : >"$arg"; fi
+    prev=$arg
+done
+CC
+    chmod +x "$cc"
+    step "cargo check --target $target" env "CC_$var=$cc" "AR_$var=ar" LIBSQLITE3_SYS_USE_PKG_CONFIG=1 \
         cargo check --workspace --all-targets --target "$target"
 }
 

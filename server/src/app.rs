@@ -145,8 +145,8 @@ fn open_oauth(
         error,
     })?;
     let store = oauth::store::Store::open(dir).map_err(oauth::OAuthError::from)?;
-    let documents = oauth::cimd::CimdFetcher::new(oauth::cimd::FetchPolicy::default())
-        .map_err(oauth::OAuthError::from)?;
+    let documents =
+        oauth::cimd::CimdFetcher::new(config.cimd.clone()).map_err(oauth::OAuthError::from)?;
     Ok(OAuth::open(
         oauth::Endpoints { base },
         store,

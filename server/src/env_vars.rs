@@ -48,6 +48,8 @@ pub const ENV_VARS: &[&str] = &[
     // Lasting state (`StateArgs`, `AuditArgs`).
     "PYRUN_STATE_DIR",
     "PYRUN_AUDIT_LOG",
+    // OAuth, tests only and hidden (`OAuthTestArgs`): trust a CA for client metadata documents.
+    "PYRUN_OAUTH_TEST_METADATA_CA",
     // Read in main.rs: the log filter and plain output.
     "PYRUN_LOG",
     "NO_COLOR",

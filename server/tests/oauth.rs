@@ -980,3 +980,41 @@ fn oauth_refuses_unsafe_settings_with_a_hint() {
         assert!(stderr.contains("hint:"), "{args:?}: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn a_metadata_document_at_a_private_address_is_never_fetched_and_gets_a_page() {
+    let server = start(&[]);
+    for client_id in [
+        "https://127.0.0.1/client.json",
+        "https://localhost/client.json",
+        "https://10.0.0.1/client.json",
+        "https://169.254.169.254/latest/meta-data",
+        "https://[::1]/client.json",
+        "http://claude.ai/client.json",
+    ] {
+        let response = server
+            .http
+            .get(server.authorize_url(client_id, &[]))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{client_id}");
+        assert!(response.headers().get(LOCATION).is_none(), "{client_id}");
+        let page = response.text().await.unwrap();
+        assert!(page.contains("id=\"error\""), "{client_id}: {page}");
+        assert!(!page.contains("169.254") || client_id.contains("169.254"));
+    }
+    let logs = server.server.logs();
+    assert!(logs.contains("client metadata document"), "{logs}");
+    // The test escape is refused on anything but loopback.
+    let projects = projects();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"))
+        .args(["--projects-dir", projects.path().to_str().unwrap()])
+        .args(["--bind", "0.0.0.0:0", "--auth-token", TOKEN])
+        .env_clear()
+        .env("PYRUN_OAUTH_TEST_METADATA_CA", "/nonexistent.pem")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("loopback address only"));
+}

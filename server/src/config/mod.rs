@@ -12,12 +12,14 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, Parser, ValueEnum};
 
 use crate::integrations::{Assistant, BadUrl, RemoteUrl, Target};
+use crate::oauth::cimd::FetchPolicy;
 use pyrun_sandbox::resolve_python;
 
 mod audit;
 mod dotenv;
 mod http;
 mod oauth;
+mod oauth_test;
 mod runs;
 mod sandbox;
 mod state;
@@ -28,6 +30,7 @@ pub use dotenv::Dotenv;
 use dotenv::DOTENV;
 pub use http::{HttpArgs, HttpConfig};
 pub use oauth::{OAuthArgs, OAuthConfig};
+pub use oauth_test::OAuthTestArgs;
 pub use runs::RunArgs;
 pub use sandbox::{SandboxArgs, SandboxConfig};
 pub use state::StateArgs;
@@ -76,6 +79,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub audit: AuditArgs,
+
+    #[command(flatten)]
+    pub oauth_test: OAuthTestArgs,
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
@@ -137,6 +143,9 @@ pub struct Config {
     pub oauth: Option<OAuthConfig>,
     /// Where each tool call is recorded (`--audit-log`), absolute; `None`: off.
     pub audit_log: Option<PathBuf>,
+    /// How OAuth Client ID Metadata Documents are fetched (the production policy unless the
+    /// hidden test setting is given).
+    pub cimd: FetchPolicy,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -187,6 +196,8 @@ pub enum ConfigError {
     OAuthNeedsStateDir,
     #[error("--oauth on a non-loopback address needs the URL clients reach it at\nhint: pass --public-url https://… (MCP_PUBLIC_URL), or use --tunnel")]
     OAuthNeedsPublicUrl,
+    #[error("PYRUN_OAUTH_TEST_METADATA_CA (--oauth-test-metadata-ca) is for tests on a loopback address only\nhint: unset it, or drop --tunnel and bind 127.0.0.1")]
+    TestSettingInPublic,
     #[error(
         "cannot use the audit log {0}\nhint: pass --audit-log PATH (or off) or set PYRUN_AUDIT_LOG"
     )]
@@ -251,6 +262,10 @@ impl Cli {
         let python = resolve_python(run.python.as_deref())?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         let sandbox = self.sandbox.resolve(run.timeout);
+        let test_ca = self.oauth_test.oauth_test_metadata_ca.is_some();
+        if test_ca && (tunnel.is_some() || !http.bind.ip().is_loopback()) {
+            return Err(ConfigError::TestSettingInPublic);
+        }
         Ok(Config {
             transport: self.transport,
             projects_dir: run.projects_dir,
@@ -267,6 +282,7 @@ impl Cli {
             state_dir,
             oauth,
             audit_log,
+            cimd: self.oauth_test.fetch_policy(),
         })
     }
 
@@ -444,6 +460,7 @@ mod tests {
             include_str!("oauth.rs"),
             include_str!("audit.rs"),
             include_str!("tunnel.rs"),
+            include_str!("oauth_test.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),
         ]
@@ -477,6 +494,22 @@ mod tests {
         for name in &declared {
             assert!(read.contains(name), "{name} was not found by the scan");
         }
+    }
+
+    #[test]
+    fn the_test_metadata_ca_is_hidden_and_only_relaxes_the_policy_when_given() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(!help.contains("oauth-test-metadata-ca"), "{help}");
+        let given = parse(&["--oauth-test-metadata-ca", "/tmp/ca.pem"]).unwrap();
+        assert_eq!(
+            given.oauth_test.fetch_policy().test_metadata_ca,
+            Some(PathBuf::from("/tmp/ca.pem"))
+        );
+        assert_eq!(
+            parse(&[]).unwrap().oauth_test.fetch_policy(),
+            FetchPolicy::default()
+        );
+        assert!(parse(&["--oauth-test-metadata-ca", ""]).is_err());
     }
 
     #[test]

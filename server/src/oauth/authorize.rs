@@ -124,12 +124,11 @@ async fn find_client(oauth: &OAuth, client_id: &str) -> Result<KnownClient, Resp
             )
         })?;
         let name = document
-            .client_name
-            .as_deref()
+            .client_name()
             .and_then(register::clean_name)
             .unwrap_or_else(|| redirect_uri::display_host(client_id));
         let redirect_uris = document
-            .redirect_uris
+            .redirect_uris()
             .iter()
             .filter(|uri| redirect_uri::check(uri).is_ok())
             .cloned()
