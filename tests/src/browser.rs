@@ -4,9 +4,10 @@
 //! Nothing is downloaded here: `scripts/test.sh` installs `chromium` and `chromium-driver` with
 //! apt before the real-client step, and [`Browser::start`] panics with that hint when they are
 //! missing. Elsewhere (GitHub's Ubuntu image has Google Chrome and its chromedriver, not Debian's
-//! packages) `PYRUN_TEST_CHROMIUM` and `PYRUN_TEST_CHROMEDRIVER` name the programs. Each [`Browser`] runs its own `chromedriver --port=N` in a process group of its own;
-//! dropping it ends the session and that group (chromedriver and the chromium it started), nothing
-//! else.
+//! packages) `PYRUN_TEST_CHROMIUM` and `PYRUN_TEST_CHROMEDRIVER` name the programs.
+//!
+//! Each [`Browser`] runs its own `chromedriver --port=N` in a process group of its own; dropping it
+//! ends that group (chromedriver and the chromium it started), nothing else.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -130,8 +131,13 @@ impl Browser {
         );
     }
 
-    /// One WebDriver command; its `value`, or a panic naming the command and the driver's error.
-    async fn send(&self, method: reqwest::Method, url: &str, body: Option<Value>) -> Value {
+    /// One WebDriver request: the HTTP status and the JSON reply.
+    async fn request(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        body: Option<Value>,
+    ) -> (reqwest::StatusCode, Value) {
         let mut req = self.http.request(method.clone(), url);
         if let Some(body) = body {
             req = req
@@ -144,12 +150,18 @@ impl Browser {
             .unwrap_or_else(|e| panic!("WebDriver {method} {url}: {e}"));
         let status = resp.status();
         let bytes = resp.bytes().await.unwrap_or_default();
-        let reply: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        let reply = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
             panic!(
                 "WebDriver {method} {url}: not JSON ({e}): {}",
                 String::from_utf8_lossy(&bytes)
             )
         });
+        (status, reply)
+    }
+
+    /// One WebDriver command; its `value`, or a panic naming the command and the driver's error.
+    async fn send(&self, method: reqwest::Method, url: &str, body: Option<Value>) -> Value {
+        let (status, reply) = self.request(method.clone(), url, body).await;
         assert!(
             status.is_success(),
             "WebDriver {method} {url} failed ({status}): {}",
@@ -184,22 +196,9 @@ impl Browser {
     /// The first element matching the CSS `selector`, if the page has one.
     pub async fn find(&self, selector: &str) -> Option<Element> {
         let body = json!({"using": "css selector", "value": selector});
-        let resp = self
-            .http
-            .post(format!("{}/element", self.session))
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("WebDriver find {selector}: {e}"));
-        let found = resp.status().is_success();
-        let reply: Value = resp
-            .bytes()
-            .await
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
-        if !found {
+        let url = format!("{}/element", self.session);
+        let (status, reply) = self.request(reqwest::Method::POST, &url, Some(body)).await;
+        if !status.is_success() {
             // "no such element" is an answer; anything else is a broken session.
             assert_eq!(
                 reply["value"]["error"], "no such element",
