@@ -467,6 +467,22 @@ async fn a_server_without_oauth_advertises_nothing_and_answers_as_before() {
 }
 
 #[tokio::test]
+async fn an_oauth_401_tells_the_client_the_connection_closes() {
+    // The 401 goes out before the body is read and hyper closes the connection after it: a
+    // client that reuses the connection for discovery must know.
+    let server = start(&[]);
+    let response = mcp_post(
+        &server.http,
+        &server.server.mcp_url(),
+        &HeaderMap::new(),
+        &initialize_request(1),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(response.headers()["connection"], "close");
+}
+
+#[tokio::test]
 async fn the_static_token_keeps_working_beside_oauth() {
     let server = start(&["--auth-token", TOKEN]);
     assert_eq!(server.mcp_status(TOKEN).await.0, StatusCode::OK);

@@ -98,11 +98,14 @@ fn oauth_challenge(oauth: &OAuth, path: &str, token_presented: bool) -> Response
         ClientMessage::new("Unauthorized: connect through OAuth (see the resource_metadata in WWW-Authenticate), or send the server's bearer token")
     };
     let mut response = (StatusCode::UNAUTHORIZED, message).into_response();
+    let headers = response.headers_mut();
     if let Ok(value) = HeaderValue::from_str(&challenge) {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, value);
+        headers.insert(header::WWW_AUTHENTICATE, value);
     }
+    // The refusal goes out before the request's body is read, and hyper then closes the
+    // connection; saying so keeps an OAuth client (which asks for the metadata right after this
+    // 401, on its pooled connection) from sending into a closing socket.
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
 }
 
