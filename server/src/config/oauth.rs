@@ -4,6 +4,7 @@
 use url::Url;
 
 use super::{ConfigError, Transport};
+use crate::oauth::redirect_uri::{host_and_port, is_loopback};
 use crate::oauth::OwnerSecret;
 
 /// Settings of `--oauth`.
@@ -109,15 +110,12 @@ fn public_origin(given: &str) -> Result<String, ConfigError> {
             "it has a path, query or fragment; give the bare origin",
         ));
     }
-    let loopback = match url.host() {
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => return Err(bad("it has no host")),
-    };
+    if url.host().is_none() {
+        return Err(bad("it has no host"));
+    }
     match url.scheme() {
         "https" => {}
-        "http" if loopback => {}
+        "http" if is_loopback(&url) => {}
         _ => {
             return Err(bad(
                 "OAuth needs https (plain http only on a loopback address)",
@@ -129,12 +127,7 @@ fn public_origin(given: &str) -> Result<String, ConfigError> {
 
 /// The host (and port) of an origin, for the Host check.
 pub fn origin_host(origin: &str) -> Option<String> {
-    let url = Url::parse(origin).ok()?;
-    let host = url.host_str()?;
-    Some(match url.port() {
-        Some(port) => format!("{host}:{port}"),
-        None => host.to_owned(),
-    })
+    host_and_port(origin)
 }
 
 #[cfg(test)]

@@ -30,7 +30,8 @@ pub fn check(uri: &str) -> Result<(), &'static str> {
     }
 }
 
-fn is_loopback(url: &Url) -> bool {
+/// True when the URL's host is this machine's loopback (`localhost`, 127.0.0.0/8, `::1`).
+pub fn is_loopback(url: &Url) -> bool {
     match url.host() {
         Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
@@ -39,18 +40,19 @@ fn is_loopback(url: &Url) -> bool {
     }
 }
 
+/// A URL's `host[:port]` (the port only when it is not the scheme's default).
+pub fn host_and_port(uri: &str) -> Option<String> {
+    let url = Url::parse(uri).ok()?;
+    let host = url.host_str()?.to_owned();
+    Some(match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host,
+    })
+}
+
 /// The host (and port) people are shown for a URL on the consent page.
 pub fn display_host(uri: &str) -> String {
-    Url::parse(uri)
-        .ok()
-        .and_then(|url| {
-            let host = url.host_str()?.to_owned();
-            Some(match url.port() {
-                Some(port) => format!("{host}:{port}"),
-                None => host,
-            })
-        })
-        .unwrap_or_else(|| "(unknown)".to_owned())
+    host_and_port(uri).unwrap_or_else(|| "(unknown)".to_owned())
 }
 
 /// The origin a redirect goes to, for the consent page's `form-action` policy.
