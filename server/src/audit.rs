@@ -17,7 +17,7 @@ use std::fs::File;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
@@ -314,31 +314,7 @@ fn numbered(path: &Path, n: usize) -> PathBuf {
 
 /// `2026-11-05T13:05:54.123Z`.
 fn rfc3339_utc(time: SystemTime) -> String {
-    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60,
-        since.subsec_millis()
-    )
-}
-
-/// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
+    chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 #[cfg(test)]
@@ -517,7 +493,9 @@ mod tests {
     #[test]
     fn times_are_rfc3339_utc() {
         let at = |secs: u64, ms: u64| {
-            rfc3339_utc(UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_millis(ms))
+            rfc3339_utc(
+                std::time::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_millis(ms),
+            )
         };
         assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
         assert_eq!(at(951_782_400, 5), "2000-02-29T00:00:00.005Z");
