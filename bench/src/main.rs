@@ -3,6 +3,7 @@
 //! FastMCP baseline. Driven by `scripts/bench.sh`; never part of the test suite's pass/fail.
 
 mod drivers;
+mod oauth;
 mod procs;
 mod stats;
 
@@ -289,6 +290,40 @@ async fn main() -> anyhow::Result<()> {
         imports.cell(),
         "—".into(),
         format!("overhead {:+.2} ms", imports.overhead_ms()),
+    );
+
+    // 9. What --oauth costs per request, per approval and per refresh.
+    let cost = oauth::measure(bin, &projects, &python_arg, args.calls).await?;
+    let cell = |s: &Samples| format!("{} / {}", ms(s.median()), ms(s.p99()));
+    report.row(
+        &format!(
+            "tools/list /mcp, static token: median / p99 of {}",
+            args.calls
+        ),
+        cell(&cost.static_token),
+        "—".into(),
+        "the same --oauth server".into(),
+    );
+    report.row(
+        &format!(
+            "tools/list /mcp, OAuth access token: median / p99 of {}",
+            args.calls
+        ),
+        cell(&cost.access_token),
+        "—".into(),
+        "the token's hash looked up in SQLite on every request".into(),
+    );
+    report.row(
+        "OAuth consent page + approval + code exchange: median / p99 of 10",
+        cell(&cost.approvals),
+        "—".into(),
+        "Argon2id check of the owner secret".into(),
+    );
+    report.row(
+        &format!("OAuth refresh (rotation): median / p99 of {}", args.calls),
+        cell(&cost.refreshes),
+        "—".into(),
+        String::new(),
     );
 
     drop(http);

@@ -168,6 +168,68 @@ pub async fn assert_token_refused(server: &HttpServer, token: &str) {
     );
 }
 
+/// Opens the consent page for `client_id` and approves it with `owner_secret` over plain HTTP,
+/// as a browser without JavaScript would (the page's hidden fields, its CSRF cookie, the form
+/// post); the authorization code from the redirect to `redirect_uri`.
+pub async fn approve(
+    server: &HttpServer,
+    client_id: &str,
+    redirect_uri: &str,
+    owner_secret: &str,
+) -> String {
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("reqwest client");
+    let page = browser
+        .get(authorize_url(server, client_id, redirect_uri, "bench"))
+        .send()
+        .await
+        .expect("GET /oauth/authorize");
+    assert_eq!(page.status(), StatusCode::OK, "the consent page");
+    let cookie = page
+        .headers()
+        .get(reqwest::header::SET_COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .expect("the consent page sets its CSRF cookie")
+        .to_owned();
+    let html = page.text().await.expect("the consent page's text");
+    let field = |name: &str| {
+        let marker = format!("name=\"{name}\" value=\"");
+        let start = html.find(&marker).expect("a hidden field") + marker.len();
+        html[start..]
+            .split('"')
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (request, csrf) = (field("request"), field("csrf"));
+    let decided = browser
+        .post(server.url("/oauth/authorize"))
+        .header(reqwest::header::COOKIE, cookie)
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .body(form(&[
+            ("request", &request),
+            ("csrf", &csrf),
+            ("secret", owner_secret),
+            ("decision", "approve"),
+        ]))
+        .send()
+        .await
+        .expect("POST /oauth/authorize");
+    assert_eq!(decided.status(), StatusCode::SEE_OTHER, "the approval");
+    let location = decided
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    query_param(location, "code").expect("a code in the redirect")
+}
+
 async fn json_body(resp: reqwest::Response) -> Value {
     let bytes = resp.bytes().await.unwrap_or_default();
     serde_json::from_slice(&bytes)
