@@ -133,3 +133,40 @@ fn a_service_that_is_not_ngrok_is_a_clear_error() {
     let out = server(&["--tunnel", "ngrok", "--ngrok-server-addr", &addr], &READY);
     failed_saying(&out, &["cannot reach the ngrok service", "tls"]);
 }
+
+#[cfg(feature = "tunnel")]
+#[test]
+fn oauth_opens_a_tunnel_without_a_static_token_and_warns_about_a_random_domain() {
+    // `--oauth` is authentication enough for a public URL; the tunnel is then tried (and fails
+    // here, where no ngrok service is reachable), after a loud warning about a random domain.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let state = tempfile::tempdir().unwrap();
+    let args = [
+        "--tunnel",
+        "ngrok",
+        "--ngrok-server-addr",
+        &addr,
+        "--oauth",
+        "--oauth-owner-password",
+        "correct horse battery",
+        "--state-dir",
+        state.path().to_str().unwrap(),
+    ];
+    let out = server(&args, &[("NGROK_AUTHTOKEN", "x")]);
+    failed_saying(
+        &out,
+        &[
+            "RANDOM tunnel domain",
+            "--tunnel-domain",
+            "cannot reach the ngrok service",
+        ],
+    );
+    // With a fixed domain: no warning.
+    let mut fixed = args.to_vec();
+    fixed.extend(["--tunnel-domain", "pyrun.ngrok.app"]);
+    let out = server(&fixed, &[("NGROK_AUTHTOKEN", "x")]);
+    failed_saying(&out, &["cannot reach the ngrok service"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("RANDOM"));
+}
