@@ -47,6 +47,10 @@ struct Args {
     /// Idle SSE sessions held open for the memory figure.
     #[arg(long, default_value_t = 1000)]
     idle_sessions: usize,
+    /// An extra argument for every pyrun server the bench starts (repeatable), e.g.
+    /// `--server-arg=--audit-log=off` to compare a setting's cost.
+    #[arg(long = "server-arg", allow_hyphen_values = true)]
+    server_args: Vec<String>,
 }
 
 const SCRIPT: &str = "hello_world.py";
@@ -91,7 +95,10 @@ async fn main() -> anyhow::Result<()> {
     )?;
     let baseline_script = work.path().join("fastmcp_baseline.py");
     std::fs::write(&baseline_script, FASTMCP_BASELINE)?;
-    let python_arg = ["--python", python.to_str().context("python path")?];
+    let python_arg: Vec<&str> = ["--python", python.to_str().context("python path")?]
+        .into_iter()
+        .chain(args.server_args.iter().map(String::as_str))
+        .collect();
     let bin = &args.server_bin;
     let mut report = Report { rows: Vec::new() };
     let machine = machine_line(&python);

@@ -115,6 +115,8 @@ pub struct OAuth {
     pub pending: PendingRequests,
     pub registrations: RegistrationLimit,
     pub documents: cimd::CimdFetcher,
+    /// When each client's "last used" time was last written (see [`OAuth::touch_due`]).
+    touched: std::sync::Mutex<std::collections::HashMap<String, i64>>,
 }
 
 impl OAuth {
@@ -147,6 +149,7 @@ impl OAuth {
             pending: PendingRequests::default(),
             registrations: RegistrationLimit::default(),
             documents,
+            touched: std::sync::Mutex::default(),
         }))
     }
 
@@ -168,13 +171,31 @@ impl OAuth {
             );
             return None;
         }
-        if let Err(error) = self.store.touch_client(&grant.client_id, now) {
-            tracing::warn!(%error, "cannot note when a client was last used");
+        if self.touch_due(&grant.client_id, now) {
+            if let Err(error) = self.store.touch_client(&grant.client_id, now) {
+                tracing::warn!(%error, "cannot note when a client was last used");
+            }
         }
         Some(Caller::OAuthClient(OAuthClient {
             id: grant.client_id.into(),
             name: grant.client_name.into(),
         }))
+    }
+
+    /// True at most once a minute per client: when its "last used" time is worth a write (a
+    /// write transaction on every request would cost more than the token check itself).
+    fn touch_due(&self, client_id: &str, now: i64) -> bool {
+        let mut touched = self
+            .touched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match touched.get(client_id) {
+            Some(last) if now - last < 60 => false,
+            _ => {
+                touched.insert(client_id.to_owned(), now);
+                true
+            }
+        }
     }
 
     pub fn owner_secret_is_password(&self) -> bool {

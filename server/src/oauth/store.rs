@@ -455,16 +455,16 @@ impl Store {
         token_hash: &str,
         now: i64,
     ) -> Result<Option<TokenGrant>, StoreError> {
-        Ok(self
-            .conn()
-            .query_row(
-                "SELECT t.client_id, c.name, t.family, t.scope, t.resource
-                 FROM tokens t JOIN clients c ON c.client_id = t.client_id
-                 WHERE t.token_hash = ?1 AND t.kind = 'access' AND t.revoked = 0
-                   AND t.expires > ?2 AND c.revoked = 0",
-                params![token_hash, now],
-                token_grant_from_row,
-            )
+        // The one query of every authenticated request: prepared once per connection.
+        let conn = self.conn();
+        let mut statement = conn.prepare_cached(
+            "SELECT t.client_id, c.name, t.family, t.scope, t.resource
+             FROM tokens t JOIN clients c ON c.client_id = t.client_id
+             WHERE t.token_hash = ?1 AND t.kind = 'access' AND t.revoked = 0
+               AND t.expires > ?2 AND c.revoked = 0",
+        )?;
+        Ok(statement
+            .query_row(params![token_hash, now], token_grant_from_row)
             .optional()?)
     }
 
