@@ -214,10 +214,13 @@ impl MountPlan {
     pub(super) fn build(&self, user_ns: &std::os::fd::OwnedFd) -> io::Result<std::os::fd::OwnedFd> {
         use std::os::fd::AsRawFd;
         let user = user_ns.as_raw_fd();
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
         // SAFETY: fork in a possibly multi-threaded process: the child below only makes raw
         // syscalls on data prepared before the fork, then stops or `_exit`s.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
+            super::namespaces::die_with_parent(parent);
             // SAFETY: raw syscalls on prepared strings; never returns.
             unsafe {
                 let code = match self.execute(user) {

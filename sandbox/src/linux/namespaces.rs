@@ -29,10 +29,13 @@ impl Namespaces {
     /// Namespaces for `flags` (`CLONE_NEWUSER`, optionally `| CLONE_NEWNET`), made by a child that
     /// stops itself until their fds are open here, then is killed. `None` when the kernel refuses.
     pub(super) fn shared(flags: libc::c_int) -> Option<Self> {
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
         // SAFETY: fork in a possibly multi-threaded process: the child makes only raw syscalls,
         // then `_exit`s without running destructors.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
+            die_with_parent(parent);
             // SAFETY: raw syscalls only; SIGSTOP holds the child (and its namespaces) until the
             // server has opened them and kills it.
             unsafe {
@@ -145,6 +148,20 @@ fn unshare(flags: libc::c_int) -> io::Result<()> {
 }
 
 /// Waits for a child forked by the sandbox; its exit code, `None` when it did not exit normally.
+/// In a forked child that stops itself until the server kills it: die with the thread that
+/// forked it instead (SIGKILL ends even a stopped process), and at once if that already happened.
+/// Without this, a server stopped between the fork and the kill (a shutdown during the start-up
+/// probe) leaves the stopped child behind for good. Call only in such a child: it may `_exit`.
+pub(super) fn die_with_parent(parent: libc::pid_t) {
+    // SAFETY: raw syscalls with no memory arguments; `_exit` leaves the forked child only.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != parent {
+            libc::_exit(1);
+        }
+    }
+}
+
 pub(super) fn wait_exit_code(pid: libc::pid_t) -> Option<i32> {
     wait_status(pid, 0)
         .filter(|&status| libc::WIFEXITED(status))
@@ -167,5 +184,72 @@ pub(super) fn wait_status(pid: libc::pid_t, options: libc::c_int) -> Option<libc
             continue;
         }
         return None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `pid` still exists as a process that is not a zombie.
+    fn lives(pid: libc::pid_t) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+                Some(state != 'Z' && state != 'X')
+            })
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn a_stopped_holder_dies_with_the_process_that_forked_it() {
+        // The test's child plays the server: it forks a holder that stops itself as the
+        // namespace holders do, reports the holder's pid, and exits without killing it.
+        let mut fds = [0; 2];
+        // SAFETY: `fds` is a valid two-int array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: the child makes raw syscalls only and `_exit`s.
+        let server = unsafe { libc::fork() };
+        if server == 0 {
+            // SAFETY: raw syscalls in the forked children; each leaves by `_exit` or SIGKILL.
+            unsafe {
+                let parent = libc::getpid();
+                let holder = libc::fork();
+                if holder == 0 {
+                    die_with_parent(parent);
+                    libc::kill(libc::getpid(), libc::SIGSTOP);
+                    libc::_exit(0);
+                }
+                let bytes = holder.to_ne_bytes();
+                libc::write(fds[1], bytes.as_ptr().cast(), bytes.len());
+                // Give the holder time to stop, as the server's wait would.
+                libc::usleep(100_000);
+                libc::_exit(0);
+            }
+        }
+        let mut bytes = [0u8; 4];
+        // SAFETY: reads into a valid buffer of its length.
+        let read = unsafe { libc::read(fds[0], bytes.as_mut_ptr().cast(), bytes.len()) };
+        assert_eq!(read, 4);
+        let holder = libc::pid_t::from_ne_bytes(bytes);
+        assert!(wait_exit_code(server).is_some());
+        let gone = (0..200).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            !lives(holder)
+        });
+        if !gone {
+            // SAFETY: kills the test's own leftover before failing.
+            unsafe { libc::kill(holder, libc::SIGKILL) };
+        }
+        // SAFETY: closes the pipe's own fds.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        assert!(
+            gone,
+            "the stopped holder outlived the process that forked it"
+        );
     }
 }
