@@ -27,6 +27,8 @@ pub struct App {
     pub oauth: Option<Arc<OAuth>>,
     /// Where each tool call is recorded (`--audit-log`); may be off.
     pub audit: AuditLog,
+    /// Tells sessions when project files appear or go (`notifications/resources/list_changed`).
+    pub watch: crate::resources::watch::ProjectWatch,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -123,12 +125,14 @@ impl App {
             }
             None => AuditLog::off(),
         };
+        let watch = crate::resources::watch::ProjectWatch::new(root.clone());
         Ok(Arc::new(Self {
             config,
             root,
             runner,
             oauth,
             audit,
+            watch,
         }))
     }
 }
