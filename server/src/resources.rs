@@ -77,7 +77,8 @@ pub async fn list(
         None => None,
     };
     let app = app.clone();
-    let files = tokio::task::spawn_blocking(move || app.root.list_files())
+    let fresh = after.is_none();
+    let files = tokio::task::spawn_blocking(move || app.watch.listing(fresh))
         .await
         .unwrap_or_default();
     let start = match &after {

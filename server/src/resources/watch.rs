@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use notify::{EventKind, RecursiveMode, Watcher as _};
 use rmcp::service::Peer;
@@ -31,12 +31,17 @@ use crate::run::paths::{is_served_name, ListedFile, ProjectRoot};
 pub const DEBOUNCE: Duration = Duration::from_secs(1);
 /// A notification that cannot be sent in this time is dropped.
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the walk behind a first `resources/list` page answers the pages after it: a client
+/// paging through a big folder walks it once, not once per page, and sees one snapshot.
+const LISTING_TTL: Duration = Duration::from_secs(30);
 
 /// The projects folder's watcher and the sessions that hear it. Cheap until a session subscribes.
 #[derive(Debug)]
 pub struct ProjectWatch {
     inner: Arc<Inner>,
     start: Once,
+    /// The last walk for `resources/list`, with when it was made and the change count then.
+    listing: Mutex<Option<(Instant, u64, Arc<Vec<ListedFile>>)>>,
 }
 
 #[derive(Debug)]
@@ -64,7 +69,23 @@ impl ProjectWatch {
                 changes: watch::channel(0).0,
             }),
             start: Once::new(),
+            listing: Mutex::new(None),
         }
+    }
+
+    /// The served files: walked now when `fresh` (a first page), else the last walk while it is
+    /// younger than [`LISTING_TTL`] and no change was seen since. Blocking.
+    pub fn listing(&self, fresh: bool) -> Arc<Vec<ListedFile>> {
+        let changes = *self.inner.changes.borrow();
+        let mut cached = self.listing.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, seen, files)) = &*cached {
+            if !fresh && *seen == changes && at.elapsed() < LISTING_TTL {
+                return files.clone();
+            }
+        }
+        let files = Arc::new(self.inner.root.list_files());
+        *cached = Some((Instant::now(), changes, files.clone()));
+        files
     }
 
     /// A session that initialized: it hears `list_changed` until its transport closes. Must be
