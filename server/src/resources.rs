@@ -230,7 +230,6 @@ pub fn mime_type(relative: &str) -> &'static str {
         "zip" => "application/zip",
         "gz" => "application/gzip",
         "parquet" => "application/vnd.apache.parquet",
-        "npy" | "pkl" | "pickle" | "bin" | "db" | "sqlite" => OCTET_STREAM,
         _ => OCTET_STREAM,
     }
 }

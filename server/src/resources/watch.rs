@@ -40,14 +40,21 @@ const LISTING_TTL: Duration = Duration::from_secs(30);
 pub struct ProjectWatch {
     inner: Arc<Inner>,
     start: Once,
-    /// The last walk for `resources/list`, with when it was made and the change count then.
-    listing: Mutex<Option<(Instant, u64, Arc<Vec<ListedFile>>)>>,
+    /// The last walk for `resources/list`.
+    listing: Mutex<Option<Listing>>,
+}
+
+/// A walk of the folder, when it was made and the change count then.
+#[derive(Debug)]
+struct Listing {
+    at: Instant,
+    changes: u64,
+    files: Arc<Vec<ListedFile>>,
 }
 
 #[derive(Debug)]
 struct Inner {
     root: ProjectRoot,
-    debounce: Duration,
     /// Sessions that initialized, until their transport closes.
     peers: Mutex<Vec<Peer<RoleServer>>>,
     /// Bumped on every change; `subscriptions/listen` waits on it.
@@ -56,15 +63,9 @@ struct Inner {
 
 impl ProjectWatch {
     pub fn new(root: ProjectRoot) -> Self {
-        Self::with_debounce(root, DEBOUNCE)
-    }
-
-    /// With another quiet time (tests).
-    pub fn with_debounce(root: ProjectRoot, debounce: Duration) -> Self {
         Self {
             inner: Arc::new(Inner {
                 root,
-                debounce,
                 peers: Mutex::new(Vec::new()),
                 changes: watch::channel(0).0,
             }),
@@ -78,13 +79,17 @@ impl ProjectWatch {
     pub fn listing(&self, fresh: bool) -> Arc<Vec<ListedFile>> {
         let changes = *self.inner.changes.borrow();
         let mut cached = self.listing.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((at, seen, files)) = &*cached {
-            if !fresh && *seen == changes && at.elapsed() < LISTING_TTL {
-                return files.clone();
+        if let Some(last) = &*cached {
+            if !fresh && last.changes == changes && last.at.elapsed() < LISTING_TTL {
+                return last.files.clone();
             }
         }
         let files = Arc::new(self.inner.root.list_files());
-        *cached = Some((Instant::now(), changes, files.clone()));
+        *cached = Some(Listing {
+            at: Instant::now(),
+            changes,
+            files: files.clone(),
+        });
         files
     }
 
@@ -102,12 +107,6 @@ impl ProjectWatch {
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.start();
         self.inner.changes.subscribe()
-    }
-
-    /// Sessions registered and not yet known closed (tests, diagnostics).
-    pub fn peer_count(&self) -> usize {
-        let peers = self.inner.peers.lock().unwrap_or_else(|p| p.into_inner());
-        peers.iter().filter(|p| !p.is_transport_closed()).count()
     }
 
     fn start(&self) {
@@ -157,7 +156,7 @@ async fn watch_folder(inner: Arc<Inner>) -> notify::Result<()> {
     tracing::debug!("watching the projects folder");
     loop {
         wake.notified().await;
-        tokio::time::sleep(inner.debounce).await;
+        tokio::time::sleep(DEBOUNCE).await;
         if !dirty.swap(false, Ordering::AcqRel) {
             continue;
         }
