@@ -261,7 +261,9 @@ impl Refused {
                     .number(size)
                     .then(" bytes, more than the ")
                     .number(cap)
-                    .then(" bytes (8 MiB) a resource may have")
+                    .then(" bytes (")
+                    .number(cap / (1024 * 1024))
+                    .then(" MiB) a resource may have")
                     .hint("run a script that prints the part you need")
                     .into_string(),
                 None,
