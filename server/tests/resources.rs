@@ -458,3 +458,61 @@ fn a_bad_prompt_argument_is_a_clear_json_rpc_error() {
         assert!(message.contains(says), "{what}: {message}");
     }
 }
+
+/// The 2026-07-28 protocol has no `initialize`: a client opts in to `list_changed` with a
+/// `subscriptions/listen` request, and hears it on that stream.
+#[test]
+fn a_2026_07_28_client_hears_list_changed_through_subscriptions_listen() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let (_base, projects) = folder();
+    let launch =
+        pyrun_mcp_tests::ServerLaunch::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"), &projects);
+    let mut child = launch
+        .command("stdio", None)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "listen-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let listen = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
+        "params": {"_meta": meta, "notifications": {"resourcesListChanged": true}}});
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{listen}").unwrap();
+    stdin.flush().unwrap();
+    let next = |within: u64| lines.recv_timeout(Duration::from_secs(within)).ok();
+    let ack = next(30).expect("an acknowledgement");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(ack["params"]["notifications"]["resourcesListChanged"], true);
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(projects.join("appeared.py"), "").unwrap();
+    let changed = next(10).expect("list_changed on the subscription");
+    assert_eq!(
+        changed["method"], "notifications/resources/list_changed",
+        "{changed}"
+    );
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        7
+    );
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+}
