@@ -14,6 +14,7 @@ use crate::run::bytecode_cache::BytecodeCache;
 use crate::run::paths::{PathError, ProjectRoot};
 use crate::run::runner::{Runner, RunnerSettings};
 use crate::run::sandbox_probe::SandboxProbe;
+use crate::tasks::Tasks;
 use pyrun_sandbox::{python_read_paths, Sandbox, SandboxError, SandboxMode, SandboxPolicy};
 
 /// How long the sandbox probe leaves the CPU to a connecting client when no run asks for it
@@ -31,6 +32,8 @@ pub struct App {
     pub oauth: Option<Arc<OAuth>>,
     /// Where each tool call is recorded (`--audit-log`); may be off.
     pub audit: AuditLog,
+    /// MCP tasks (`run_python` for clients that declare the Tasks extension).
+    pub tasks: Tasks,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +134,9 @@ impl App {
             },
             |e| ClientMessage::from(e).into_string(),
         );
+        let tasks = Tasks::default();
+        let forget = tasks.clone();
+        runs.on_forget(move |run_id| forget.forget_run(run_id));
         let audit = match &config.audit_log {
             Some(path) => {
                 tracing::info!(path = %path.display(), "audit log");
@@ -145,6 +151,7 @@ impl App {
             runs,
             oauth,
             audit,
+            tasks,
         }))
     }
 }

@@ -17,6 +17,7 @@ pub mod oauth;
 pub mod run;
 mod run_tools;
 pub mod state_dir;
+mod tasks;
 mod tools;
 pub mod transport;
 pub mod tunnel;

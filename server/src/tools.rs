@@ -10,8 +10,9 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, Implementation, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
@@ -339,20 +340,108 @@ impl PyRunServer {
             self.app.runs.show(&record);
             return self.handed_over(&record, script, after);
         }
-        let caller = self.caller(ctx);
+        self.ended_result(&record, &self.caller(ctx), script, timeout, notes)
+    }
+
+    /// The `run_python` result of a run of the registry that has ended (its output copied: a
+    /// task's run stays readable with get_run).
+    fn ended_result(
+        &self,
+        record: &RunRecord,
+        caller: &Caller,
+        script: &ProjectPath,
+        timeout: Duration,
+        notes: &CallNotes,
+    ) -> CallToolResult {
         match record.end() {
             Some(RunEnd::Finished(outcome)) => {
                 let mut outcome = outcome.clone();
-                outcome.stdout = record.live.take_text(Stream::Stdout).0;
-                outcome.stderr = record.live.take_text(Stream::Stderr).0;
-                self.finished(outcome, &caller, script, timeout, notes)
+                outcome.stdout = record.live.read(Stream::Stdout, 0, usize::MAX).text;
+                outcome.stderr = record.live.read(Stream::Stderr, 0, usize::MAX).text;
+                self.finished(outcome, caller, script, timeout, notes)
             }
             // Built from a `ClientMessage` by the registry.
             Some(RunEnd::Failed(reason)) => {
                 CallToolResult::error(vec![ContentBlock::text(reason.clone())])
             }
-            None => refusal(ClientMessage::new("the run's end was lost")),
+            None => refusal(ClientMessage::new("the run has not ended")),
         }
+    }
+
+    /// `run_python` for a client that declared the Tasks extension: the run goes to the
+    /// background registry (kind `task`, the background time limit and pool) and the call
+    /// returns a task at once. Bad arguments are answered as the tool would, without a task.
+    async fn run_python_as_task(
+        &self,
+        request: CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let args: RunPythonArgs = serde_json::from_value(arguments).map_err(|e| {
+            ErrorData::invalid_params(format!("failed to deserialize parameters: {e}"), None)
+        })?;
+        let notes = ctx
+            .extensions
+            .get::<CallNotes>()
+            .cloned()
+            .unwrap_or_default();
+        notes.note(|n| n.arg_count = Some(args.args.len()));
+        let script = match self.app.root.resolve_script(&args.file_name) {
+            Ok(script) => script,
+            Err(e) => {
+                notes.asked_file(&args.file_name);
+                return Ok(refusal(e.into()).into());
+            }
+        };
+        notes.note(|n| n.file_name = Some(script.relative().to_owned()));
+        let settings = self.app.runs.settings();
+        let timeout = match effective_timeout(args.timeout_seconds, settings.timeout) {
+            Ok(t) => t,
+            Err(message) => return Ok(refusal(message).into()),
+        };
+        let caller = self.caller(ctx);
+        let owner = caller.key().into_owned();
+        let request = BackgroundRequest {
+            script: script.clone(),
+            args: args.args,
+            stdin: args.stdin,
+            timeout,
+            pool: Pool::Background,
+        };
+        let record = match self.app.runs.start(&owner, RunKind::Task, request, true) {
+            Ok(record) => record,
+            Err(e) => return Ok(refusal(self.full(e)).into()),
+        };
+        tracing::info!(%caller, run_id = %record.id, script = script.relative(), "task started");
+        let (status_server, end_server) = (self.clone(), self.clone());
+        let created = self.app.tasks.spawn(
+            &owner,
+            record,
+            script.clone(),
+            timeout + settings.retention,
+            move |run, script| status_server.task_status(run, script),
+            move |run| {
+                end_server.ended_result(run, &caller, &script, timeout, &CallNotes::default())
+            },
+        );
+        Ok(CallToolResponse::Task(created))
+    }
+
+    /// A task's status message: where its run is and the last line it printed.
+    fn task_status(&self, run: &RunRecord, script: &ProjectPath) -> String {
+        let status = run.status();
+        let message = ClientMessage::new("")
+            .then(status.as_str())
+            .then(" ")
+            .path(script)
+            .then(" (")
+            .number(run.duration().as_secs())
+            .then(" s)");
+        let message = match run.live.last_line() {
+            Some(line) => message.then(": ").output(&self.without_host_folder(&line)),
+            None => message,
+        };
+        message.into_string()
     }
 
     /// The result of a `run_python` handed over to the background.
@@ -508,8 +597,7 @@ impl ServerHandler for PyRunServer {
         mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if !self.app.audit.is_on() {
-            let call = ToolCallContext::new(self, request, context);
-            return self.tool_router.call(call).await;
+            return self.route(request, context).await;
         }
         let notes = CallNotes::default();
         let mut audited = AuditedCall {
@@ -522,10 +610,7 @@ impl ServerHandler for PyRunServer {
             refused: None,
         };
         context.extensions.insert(notes);
-        let response = self
-            .tool_router
-            .call(ToolCallContext::new(self, request, context))
-            .await;
+        let response = self.route(request, context).await;
         audited.refused = Some(match &response {
             Ok(CallToolResponse::Complete(result)) => result.is_error == Some(true),
             Ok(_) => false,
@@ -534,8 +619,40 @@ impl ServerHandler for PyRunServer {
         response
     }
 
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let owner = self.caller(&context);
+        let task = self.app.tasks.get(&owner.key(), &request.task_id)?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let owner = self.caller(&context);
+        self.app.tasks.cancel(&owner.key(), &request.task_id)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let owner = self.caller(&context);
+        self.app.tasks.update(&owner.key(), &request.task_id)
+    }
+
     fn get_info(&self) -> ServerConfig {
-        let info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tasks()
+            .build();
+        let info = ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("pyrun-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Runs the Python files of one projects folder. Call list_python_files to see \
@@ -548,6 +665,26 @@ impl ServerHandler for PyRunServer {
 
     #[cfg(feature = "conformance")]
     crate::conformance_handlers!();
+}
+
+impl PyRunServer {
+    /// Runs a tool call: `run_python` as a task when the client declared the Tasks extension,
+    /// everything else through the router.
+    async fn route(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let wants_task = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
+        if wants_task && request.name == "run_python" {
+            return self.run_python_as_task(request, &context).await;
+        }
+        self.tool_router
+            .call(ToolCallContext::new(self, request, context))
+            .await
+    }
 }
 
 /// A tool call on its way to the audit log: recorded when dropped, so a call whose future is
