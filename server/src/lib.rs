@@ -15,6 +15,7 @@ pub mod conformance;
 pub mod integrations;
 pub mod oauth;
 pub mod run;
+pub mod run_files;
 pub mod state_dir;
 mod tools;
 pub mod transport;

@@ -23,12 +23,16 @@ use crate::audit::{CallNotes, Channel, FinishedCall, TransportKind};
 use crate::client_message::{push_escaped, ClientMessage};
 use crate::run::caller::Caller;
 use crate::run::paths::ProjectPath;
-use crate::run::runner::{RunOutcome, RunRequest};
+use crate::run::runner::{ArtifactTarget, RunOutcome, RunRequest};
+use crate::run_files::{ArtifactInfo, Presented, SkippedArtifact};
 
 /// How often a run that the caller follows with a progress token reports that it is still going.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// A notification that cannot be sent in this time is dropped, so a slow client cannot stall a run.
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a `run_python` run's artifacts stay readable after it ends.
+// lead: replace with --run-retention when it exists.
+const ARTIFACT_RETENTION: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunPythonArgs {
@@ -65,6 +69,10 @@ pub struct RunReport {
     pub duration_ms: u64,
     /// The isolation layers that protected this run.
     pub sandbox: Vec<String>,
+    /// The files the run left in `PYRUN_OUTPUT_DIR`, each readable at its `uri`.
+    pub artifacts: Vec<ArtifactInfo>,
+    /// Files it left that were not kept, with the reason.
+    pub skipped_artifacts: Vec<SkippedArtifact>,
 }
 
 impl RunReport {
@@ -84,6 +92,8 @@ impl RunReport {
                 "sandbox",
                 Value::Array(self.sandbox.into_iter().map(Value::String).collect()),
             ),
+            ("artifacts", to_array(&self.artifacts)),
+            ("skipped_artifacts", to_array(&self.skipped_artifacts)),
         ];
         Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
     }
@@ -165,13 +175,27 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
+        let caller = self.caller(&ctx);
+        // Every run gets a run id, under which the files it leaves are kept for its caller.
+        let artifacts = crate::run::artifacts::new_run_id()
+            .map_err(|e| tracing::warn!(%e, "no run id: the run's artifacts are dropped"))
+            .ok()
+            .map(|run_id| ArtifactTarget {
+                store: Arc::clone(&self.app.artifacts),
+                run_id,
+                owner: caller.key().into_owned(),
+                retention: ARTIFACT_RETENTION,
+            });
+        let target = artifacts
+            .as_ref()
+            .map(|t| (t.run_id.clone(), t.owner.clone()));
         let request = RunRequest {
             script: &script,
             args: &args.args,
             stdin: args.stdin.as_deref(),
             timeout,
+            artifacts,
         };
-        let caller = self.caller(&ctx);
         let run = self.app.runner.run(request, &ctx.ct);
         let outcome = match ctx.meta.get_progress_token() {
             None => run.await,
@@ -196,7 +220,13 @@ impl PyRunServer {
                     n.cancelled = outcome.cancelled;
                     n.sandbox = Some(sandbox.clone());
                 });
-                Ok(self.report(outcome, timeout, sandbox))
+                let presented = match (&outcome.artifacts, &target) {
+                    (Some(collected), Some((run_id, owner))) => {
+                        crate::run_files::present(&self.app, owner, run_id, collected).await
+                    }
+                    _ => Presented::default(),
+                };
+                Ok(self.report(outcome, timeout, sandbox, presented))
             }
             Err(e) => {
                 let span = tracing::warn_span!("run_python", %caller, script = script.relative());
@@ -297,6 +327,7 @@ impl PyRunServer {
         mut outcome: RunOutcome,
         timeout: Duration,
         sandbox: Vec<&'static str>,
+        mut presented: Presented,
     ) -> CallToolResult {
         outcome.stderr = self.without_host_folder(&outcome.stderr);
         let text = render_text(&outcome, timeout);
@@ -309,9 +340,12 @@ impl PyRunServer {
             stderr_truncated: outcome.stderr_truncated,
             duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
             sandbox: sandbox.into_iter().map(str::to_owned).collect(),
+            artifacts: std::mem::take(&mut presented.artifacts),
+            skipped_artifacts: std::mem::take(&mut presented.skipped),
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report.into_value());
+        presented.add_blocks_to(&mut result);
         result
     }
 }
@@ -502,6 +536,10 @@ fn fmt_secs(d: Duration) -> String {
     }
 }
 
+fn to_array<T: Serialize>(items: &[T]) -> serde_json::Value {
+    serde_json::to_value(items).unwrap_or_else(|_| serde_json::Value::Array(Vec::new()))
+}
+
 fn structured<T: Serialize>(text: String, value: &T) -> CallToolResult {
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = serde_json::to_value(value).ok();
@@ -528,6 +566,16 @@ mod tests {
             stderr_truncated: false,
             duration_ms: 42,
             sandbox: vec!["landlock".into(), "seccomp".into()],
+            artifacts: vec![ArtifactInfo {
+                name: "plot.png".into(),
+                size: 3,
+                mime_type: "image/png".into(),
+                uri: "pyrun://runs/run_0/files/plot.png".into(),
+            }],
+            skipped_artifacts: vec![SkippedArtifact {
+                name: "pipe".into(),
+                reason: "not a regular file (FIFO)".into(),
+            }],
         };
         let serialized = serde_json::to_value(&report).unwrap();
         assert_eq!(report.clone().into_value(), serialized);
@@ -551,6 +599,7 @@ mod tests {
             stdout_truncated: false,
             stderr_truncated: false,
             duration: Duration::from_millis(5),
+            artifacts: None,
         }
     }
 

@@ -30,6 +30,7 @@ async fn hundred_megabytes_of_output_keep_memory_flat() {
                 args: &[],
                 stdin: None,
                 timeout: Duration::from_secs(120),
+                artifacts: None,
             },
             &CancellationToken::new(),
         )

@@ -22,6 +22,7 @@ fn request<'a>(
         args,
         stdin,
         timeout: Duration::from_secs(secs),
+        artifacts: None,
     }
 }
 

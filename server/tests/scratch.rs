@@ -72,6 +72,7 @@ fn runner(mode: SandboxMode, projects: &Path) -> Runner {
         projects: sandboxed.then(|| projects.to_path_buf()),
         read_only_projects: false,
         pycache: None,
+        support: None,
     })
     .unwrap();
     Runner::new(
@@ -132,6 +133,7 @@ fn a_locked_folder_goes_and_the_slot_is_private_again(mode: SandboxMode) {
                 args: &[],
                 stdin: None,
                 timeout: Duration::from_secs(30),
+                artifacts: None,
             },
             &CancellationToken::new(),
         ))

@@ -15,6 +15,7 @@ use crate::integrations::{Assistant, BadUrl, RemoteUrl, Target};
 use crate::oauth::cimd::FetchPolicy;
 use pyrun_sandbox::resolve_python;
 
+mod artifacts;
 mod audit;
 mod dotenv;
 mod http;
@@ -25,6 +26,7 @@ mod sandbox;
 mod state;
 mod tunnel;
 
+pub use artifacts::{ArtifactArgs, ArtifactConfig};
 pub use audit::AuditArgs;
 pub use dotenv::Dotenv;
 use dotenv::DOTENV;
@@ -82,6 +84,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub oauth_test: OAuthTestArgs,
+
+    #[command(flatten)]
+    pub artifacts: ArtifactArgs,
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
@@ -146,6 +151,8 @@ pub struct Config {
     /// How OAuth Client ID Metadata Documents are fetched (the production policy unless the
     /// hidden test setting is given).
     pub cimd: FetchPolicy,
+    /// What runs' artifacts may cost (inline pictures, disk).
+    pub artifacts: ArtifactConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -283,6 +290,7 @@ impl Cli {
             oauth,
             audit_log,
             cimd: self.oauth_test.fetch_policy(),
+            artifacts: self.artifacts.resolve(),
         })
     }
 
@@ -461,6 +469,7 @@ mod tests {
             include_str!("audit.rs"),
             include_str!("tunnel.rs"),
             include_str!("oauth_test.rs"),
+            include_str!("artifacts.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),
         ]
