@@ -461,6 +461,7 @@ impl RunExtras {
 
 /// Makes the run's empty output folder (owner-only, like the scratch it is in).
 fn make_output_dir(dir: &Path) -> io::Result<()> {
+    #[cfg_attr(not(unix), allow(unused_mut))]
     let mut builder = std::fs::DirBuilder::new();
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
