@@ -15,6 +15,7 @@ pub mod conformance;
 pub mod integrations;
 pub mod oauth;
 pub mod run;
+pub mod run_files;
 mod run_tools;
 pub mod state_dir;
 mod tasks;

@@ -48,7 +48,7 @@ impl Tasks {
     /// Makes `record` (a run of kind `task`, already started) a task whose result `finish`
     /// builds once the run has ended. `ttl` is the run's time limit plus the retention: rmcp
     /// fails a task still going at its TTL, and forgets it one TTL after it ended.
-    pub fn spawn<F>(
+    pub fn spawn<F, R>(
         &self,
         owner: &str,
         record: Arc<RunRecord>,
@@ -58,7 +58,8 @@ impl Tasks {
         finish: F,
     ) -> CreateTaskResult
     where
-        F: FnOnce(&RunRecord) -> CallToolResult + Send + 'static,
+        F: FnOnce(Arc<RunRecord>) -> R + Send + 'static,
+        R: std::future::Future<Output = CallToolResult> + Send + 'static,
     {
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         let options = TaskOptions::new()
@@ -83,7 +84,7 @@ impl Tasks {
                 if run.status() == RunStatus::Cancelled && context.is_cancel_requested() {
                     return Err(TaskExit::Cancelled);
                 }
-                Ok(finish(&run))
+                Ok(finish(run).await)
             })
         });
         record.set_task_id(task.task_id.clone());

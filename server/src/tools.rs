@@ -26,7 +26,8 @@ use crate::run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord};
 use crate::run::caller::Caller;
 use crate::run::live_output::{LiveOutput, Stream};
 use crate::run::paths::ProjectPath;
-use crate::run::runner::{Pool, RunOutcome, RunRequest};
+use crate::run::runner::{ArtifactTarget, Pool, RunOutcome, RunRequest};
+use crate::run_files::{ArtifactInfo, Presented, SkippedArtifact};
 
 /// How often a run that the caller follows with a progress token reports that it is still going.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -68,6 +69,10 @@ pub struct RunReport {
     pub duration_ms: u64,
     /// The isolation layers that protected this run.
     pub sandbox: Vec<String>,
+    /// The files the run left in `PYRUN_OUTPUT_DIR`, each readable at its `uri`.
+    pub artifacts: Vec<ArtifactInfo>,
+    /// Files it left that were not kept, with the reason.
+    pub skipped_artifacts: Vec<SkippedArtifact>,
     /// Set when the run went on in the background (`--detach-after`): follow it with get_run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
@@ -93,6 +98,8 @@ impl RunReport {
                 "sandbox",
                 Value::Array(self.sandbox.into_iter().map(Value::String).collect()),
             ),
+            ("artifacts", to_array(&self.artifacts)),
+            ("skipped_artifacts", to_array(&self.skipped_artifacts)),
         ];
         let optional = [("run_id", self.run_id), ("status", self.status)]
             .into_iter()
@@ -209,8 +216,20 @@ impl PyRunServer {
             .meta
             .get_progress_token()
             .map(|_| Arc::new(LiveOutput::new(self.app.runner.max_output())));
+        // Every run gets a run id, under which the files it leaves are kept for its caller.
+        let artifacts = crate::run::artifacts::new_run_id()
+            .map_err(|e| tracing::warn!(%e, "no run id: the run's artifacts are dropped"))
+            .ok()
+            .map(|run_id| ArtifactTarget {
+                store: Arc::clone(&self.app.artifacts),
+                run_id,
+                owner: caller.key().into_owned(),
+                retention: self.app.runs.settings().retention,
+            });
+        let run_id = artifacts.as_ref().map(|t| t.run_id.clone());
         let request = RunRequest {
             live: live.clone(),
+            artifacts,
             ..RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout)
         };
         let run = self.app.runner.run(request, &ctx.ct);
@@ -227,7 +246,16 @@ impl PyRunServer {
                     outcome.stdout = live.take_text(Stream::Stdout).0;
                     outcome.stderr = live.take_text(Stream::Stderr).0;
                 }
-                Ok(self.finished(outcome, &caller, &script, timeout, &notes))
+                Ok(self
+                    .finished(
+                        outcome,
+                        run_id.as_deref(),
+                        &caller,
+                        &script,
+                        timeout,
+                        &notes,
+                    )
+                    .await)
             }
             Err(e) => {
                 let span = tracing::warn_span!("run_python", %caller, script = script.relative());
@@ -270,10 +298,12 @@ impl PyRunServer {
         Ok(structured(text, &FileList { files }))
     }
 
-    /// A run that ended: logged, noted for the audit log, reported.
-    fn finished(
+    /// A run that ended: logged, noted for the audit log, reported with the files it left
+    /// (kept under `run_id` for the caller).
+    async fn finished(
         &self,
         outcome: RunOutcome,
+        run_id: Option<&str>,
         caller: &Caller,
         script: &ProjectPath,
         timeout: Duration,
@@ -296,7 +326,13 @@ impl PyRunServer {
             n.cancelled = outcome.cancelled;
             n.sandbox = Some(sandbox.clone());
         });
-        self.report(outcome, timeout, sandbox)
+        let presented = match (&outcome.artifacts, run_id) {
+            (Some(collected), Some(run_id)) => {
+                crate::run_files::present(&self.app, &caller.key(), run_id, collected).await
+            }
+            _ => Presented::default(),
+        };
+        self.report(outcome, timeout, sandbox, presented)
     }
 
     /// `--detach-after`: waits for a run started in the background registry (unlisted) for
@@ -341,11 +377,12 @@ impl PyRunServer {
             return self.handed_over(&record, script, after);
         }
         self.ended_result(&record, &self.caller(ctx), script, timeout, notes)
+            .await
     }
 
     /// The `run_python` result of a run of the registry that has ended (its output copied: a
     /// task's run stays readable with get_run).
-    fn ended_result(
+    async fn ended_result(
         &self,
         record: &RunRecord,
         caller: &Caller,
@@ -358,7 +395,8 @@ impl PyRunServer {
                 let mut outcome = outcome.clone();
                 outcome.stdout = record.live.read(Stream::Stdout, 0, usize::MAX).text;
                 outcome.stderr = record.live.read(Stream::Stderr, 0, usize::MAX).text;
-                self.finished(outcome, caller, script, timeout, notes)
+                self.finished(outcome, Some(&record.id), caller, script, timeout, notes)
+                    .await
             }
             // Built from a `ClientMessage` by the registry.
             Some(RunEnd::Failed(reason)) => {
@@ -420,8 +458,10 @@ impl PyRunServer {
             script.clone(),
             timeout + settings.retention,
             move |run, script| status_server.task_status(run, script),
-            move |run| {
-                end_server.ended_result(run, &caller, &script, timeout, &CallNotes::default())
+            move |run| async move {
+                end_server
+                    .ended_result(&run, &caller, &script, timeout, &CallNotes::default())
+                    .await
             },
         );
         Ok(CallToolResponse::Task(created))
@@ -500,6 +540,8 @@ impl PyRunServer {
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),
+            artifacts: Vec::new(),
+            skipped_artifacts: Vec::new(),
             run_id: Some(record.id.clone()),
             status: Some(record.status().as_str().to_owned()),
         };
@@ -566,6 +608,7 @@ impl PyRunServer {
         mut outcome: RunOutcome,
         timeout: Duration,
         sandbox: Vec<&'static str>,
+        mut presented: Presented,
     ) -> CallToolResult {
         outcome.stderr = self.without_host_folder(&outcome.stderr);
         let text = render_text(&outcome, timeout);
@@ -578,11 +621,14 @@ impl PyRunServer {
             stderr_truncated: outcome.stderr_truncated,
             duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
             sandbox: sandbox.into_iter().map(str::to_owned).collect(),
+            artifacts: std::mem::take(&mut presented.artifacts),
+            skipped_artifacts: std::mem::take(&mut presented.skipped),
             run_id: None,
             status: None,
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report.into_value());
+        presented.add_blocks_to(&mut result);
         result
     }
 }
@@ -872,6 +918,10 @@ pub(crate) fn fmt_secs(d: Duration) -> String {
     }
 }
 
+fn to_array<T: Serialize>(items: &[T]) -> serde_json::Value {
+    serde_json::to_value(items).unwrap_or_else(|_| serde_json::Value::Array(Vec::new()))
+}
+
 pub(crate) fn structured<T: Serialize>(text: String, value: &T) -> CallToolResult {
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = serde_json::to_value(value).ok();
@@ -898,6 +948,16 @@ mod tests {
             stderr_truncated: false,
             duration_ms: 42,
             sandbox: vec!["landlock".into(), "seccomp".into()],
+            artifacts: vec![ArtifactInfo {
+                name: "plot.png".into(),
+                size: 3,
+                mime_type: "image/png".into(),
+                uri: "pyrun://runs/run_0/files/plot.png".into(),
+            }],
+            skipped_artifacts: vec![SkippedArtifact {
+                name: "pipe".into(),
+                reason: "not a regular file (FIFO)".into(),
+            }],
             run_id: None,
             status: None,
         };
@@ -925,6 +985,7 @@ mod tests {
             stdout_truncated: false,
             stderr_truncated: false,
             duration: Duration::from_millis(5),
+            artifacts: None,
         }
     }
 
