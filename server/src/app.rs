@@ -6,12 +6,17 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
+use crate::client_message::ClientMessage;
 use crate::config::Config;
 use crate::oauth::{self, OAuth};
+use crate::run::artifacts::{ArtifactLimits, ArtifactStore};
+use crate::run::background::{BackgroundRuns, BackgroundSettings};
 use crate::run::bytecode_cache::BytecodeCache;
 use crate::run::paths::{PathError, ProjectRoot};
+use crate::run::python_support::PythonSupport;
 use crate::run::runner::{Runner, RunnerSettings};
 use crate::run::sandbox_probe::SandboxProbe;
+use crate::tasks::Tasks;
 use pyrun_sandbox::{python_read_paths, Sandbox, SandboxError, SandboxMode, SandboxPolicy};
 
 /// How long the sandbox probe leaves the CPU to a connecting client when no run asks for it
@@ -22,11 +27,19 @@ const PROBE_IDLE_DELAY: Duration = Duration::from_millis(100);
 pub struct App {
     pub config: Config,
     pub root: ProjectRoot,
-    pub runner: Runner,
+    pub runner: Arc<Runner>,
+    /// Runs that go on in the background (`start_python`, tasks, handed-over `run_python`s).
+    pub runs: BackgroundRuns,
     /// `--oauth`: the authorization server's state.
     pub oauth: Option<Arc<OAuth>>,
     /// Where each tool call is recorded (`--audit-log`); may be off.
     pub audit: AuditLog,
+    /// MCP tasks (`run_python` for clients that declare the Tasks extension).
+    pub tasks: Tasks,
+    /// The files runs left in their output folder, kept for their owner.
+    pub artifacts: Arc<ArtifactStore>,
+    /// The modules the server ships for runs (the matplotlib backend); removed with the App.
+    _python_support: Option<PythonSupport>,
     /// Tells sessions when project files appear or go (`notifications/resources/list_changed`).
     pub watch: crate::resources::watch::ProjectWatch,
 }
@@ -55,6 +68,15 @@ impl App {
             Some(settings) => Some(open_oauth(&config, settings)?),
             None => None,
         };
+        let artifacts = Arc::new(open_artifacts(&config).map_err(AppError::Scratch)?);
+        let python_support = PythonSupport::write()
+            .map_err(|e| {
+                tracing::warn!(
+                    "{e}: the matplotlib backend is not written; plt.show() saves nothing"
+                )
+            })
+            .ok();
+        let support = python_support.as_ref().map(|s| s.dir().to_path_buf());
         let settings = config.sandbox.clone();
         let (projects, python) = (root.path().to_path_buf(), config.python.clone());
         let build = move || {
@@ -93,6 +115,7 @@ impl App {
                 projects: Some(projects.clone()),
                 read_only_projects: settings.read_only_projects,
                 pycache: pycache.as_ref().map(|cache| cache.dir().to_path_buf()),
+                support,
             })?;
             if let Some(cache) = pycache {
                 cache.fill_in_background(python, projects, PROBE_IDLE_DELAY);
@@ -112,12 +135,29 @@ impl App {
                 python: config.python.clone(),
                 max_output_bytes: config.max_output_bytes,
                 max_concurrent: config.max_concurrent,
+                max_background_concurrent: config.background.max_concurrent,
                 pass_env: config.pass_env.clone(),
             },
             sandbox,
             shutdown,
         )
         .map_err(AppError::Scratch)?;
+        let runner = Arc::new(runner);
+        let runs = BackgroundRuns::new(
+            runner.clone(),
+            BackgroundSettings {
+                timeout: config.background.timeout,
+                max_runs: config.background.max_runs,
+                retention: config.background.retention,
+            },
+            artifacts.clone(),
+            |e| ClientMessage::from(e).into_string(),
+        );
+        let tasks = Tasks::default();
+        let forget = tasks.clone();
+        runs.on_forget(move |run_id| forget.forget_run(run_id));
+        let store = artifacts.clone();
+        runs.on_forget(move |run_id| store.forget(run_id));
         let audit = match &config.audit_log {
             Some(path) => {
                 tracing::info!(path = %path.display(), "audit log");
@@ -130,11 +170,38 @@ impl App {
             config,
             root,
             runner,
+            runs,
             oauth,
             audit,
+            tasks,
+            artifacts,
+            _python_support: python_support,
             watch,
         }))
     }
+}
+
+/// The artifact store: in the state folder's `runs/` (made owner-only), else, or when that
+/// cannot be made, in a private temp folder.
+fn open_artifacts(config: &Config) -> std::io::Result<ArtifactStore> {
+    let storage = config.artifacts.max_storage_bytes;
+    let limits = ArtifactLimits {
+        max_total_bytes: storage,
+        max_file_bytes: ArtifactLimits::default().max_file_bytes.min(storage),
+        ..ArtifactLimits::default()
+    };
+    if let Some(dir) = &config.state_dir {
+        let made = crate::state_dir::create_owner_only(dir)
+            .and_then(|()| ArtifactStore::new(dir.join("runs"), limits));
+        match made {
+            Ok(store) => return Ok(store),
+            Err(e) => tracing::warn!(
+                dir = %dir.display(),
+                "artifacts kept in a temp folder instead of the state folder: {e}"
+            ),
+        }
+    }
+    ArtifactStore::temporary(limits)
 }
 
 /// Opens the OAuth state in the state folder (made owner-only when missing).

@@ -16,6 +16,12 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_MAX_OUTPUT_BYTES",
     "PYRUN_MAX_CONCURRENT",
     "PYRUN_PASS_ENV",
+    // Background runs (`BackgroundArgs`).
+    "PYRUN_BACKGROUND_TIMEOUT",
+    "PYRUN_MAX_BACKGROUND_CONCURRENT",
+    "PYRUN_MAX_BACKGROUND_RUNS",
+    "PYRUN_RUN_RETENTION",
+    "PYRUN_DETACH_AFTER",
     // Sandbox (`SandboxArgs`).
     "PYRUN_SANDBOX",
     "PYRUN_ALLOW_NETWORK",
@@ -50,6 +56,9 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_AUDIT_LOG",
     // OAuth, tests only and hidden (`OAuthTestArgs`): trust a CA for client metadata documents.
     "PYRUN_OAUTH_TEST_METADATA_CA",
+    // Artifacts (`ArtifactArgs`).
+    "PYRUN_MAX_INLINE_IMAGE_BYTES",
+    "PYRUN_MAX_ARTIFACT_STORAGE_MB",
     // Read in main.rs: the log filter and plain output.
     "PYRUN_LOG",
     "NO_COLOR",

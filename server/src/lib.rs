@@ -1,6 +1,6 @@
 //! pyrun-mcp server: runs the Python files of one projects folder for MCP clients, safely.
 //!
-//! Two layers, arrows pointing down: the serve layer (`config`, `app`, `tools`, `audit`,
+//! Two layers, arrows pointing down: the serve layer (`config`, `app`, `tools`, `run_tools`, `audit`,
 //! `transport`, `tunnel`, `integrations`, `state_dir`) speaks MCP and HTTP; the run layer
 //! ([`run`]: paths, runner, slots, the sandbox probe) knows nothing of either; below both, the
 //! `pyrun_sandbox` crate holds the kernel rules. A request walks `transport` → `tools` →
@@ -17,7 +17,10 @@ pub mod oauth;
 mod prompts;
 mod resources;
 pub mod run;
+pub mod run_files;
+mod run_tools;
 pub mod state_dir;
+mod tasks;
 mod tools;
 pub mod transport;
 pub mod tunnel;

@@ -295,11 +295,18 @@ fn a_file_over_the_size_cap_is_refused_naming_the_cap() {
 }
 
 #[test]
-fn run_uris_are_not_found_until_artifacts_are_wired() {
+fn an_unknown_runs_artifact_uri_is_not_found_and_never_a_project_file() {
     let (_base, projects) = folder();
     let mut server = StdioServer::start(&projects, &[]);
-    let reply = read(&mut server, "pyrun://runs/run_0123/files/x.png");
-    assert_eq!(reply["error"]["code"], -32002, "{reply}");
+    for uri in [
+        "pyrun://runs/run_0123/files/x.png",
+        "pyrun://runs/run_00000000000000000000000000000000/files/hello.py",
+        "pyrun://runs/../projects/hello.py",
+    ] {
+        let reply = read(&mut server, uri);
+        assert_eq!(reply["error"]["code"], -32002, "{uri}: {reply}");
+        assert!(!reply.to_string().contains("print('hi')"), "{reply}");
+    }
 }
 
 /// Pings until a notification with `method` arrives, or `within` passes.

@@ -15,7 +15,9 @@ use crate::integrations::{Assistant, BadUrl, RemoteUrl, Target};
 use crate::oauth::cimd::FetchPolicy;
 use pyrun_sandbox::resolve_python;
 
+mod artifacts;
 mod audit;
+mod background;
 mod dotenv;
 mod http;
 mod oauth;
@@ -25,7 +27,9 @@ mod sandbox;
 mod state;
 mod tunnel;
 
+pub use artifacts::{ArtifactArgs, ArtifactConfig};
 pub use audit::AuditArgs;
+pub use background::{BackgroundArgs, BackgroundConfig};
 pub use dotenv::Dotenv;
 use dotenv::DOTENV;
 pub use http::{HttpArgs, HttpConfig};
@@ -63,6 +67,9 @@ pub struct Cli {
     pub run: RunArgs,
 
     #[command(flatten)]
+    pub background: BackgroundArgs,
+
+    #[command(flatten)]
     pub http: HttpArgs,
 
     #[command(flatten)]
@@ -82,6 +89,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub oauth_test: OAuthTestArgs,
+
+    #[command(flatten)]
+    pub artifacts: ArtifactArgs,
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
@@ -132,6 +142,8 @@ pub struct Config {
     pub max_output_bytes: usize,
     pub max_concurrent: usize,
     pub pass_env: Vec<String>,
+    /// Background runs: their limits and retention.
+    pub background: BackgroundConfig,
     pub http: HttpConfig,
     pub sandbox: SandboxConfig,
     /// The public URL to open, if any (`--tunnel`).
@@ -146,6 +158,8 @@ pub struct Config {
     /// How OAuth Client ID Metadata Documents are fetched (the production policy unless the
     /// hidden test setting is given).
     pub cimd: FetchPolicy,
+    /// What runs' artifacts may cost (inline pictures, disk).
+    pub artifacts: ArtifactConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -261,7 +275,11 @@ impl Cli {
         }
         let python = resolve_python(run.python.as_deref())?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let sandbox = self.sandbox.resolve(run.timeout);
+        let background = self.background.resolve(cpus);
+        // A process's CPU limit is never below the longest wall time a run may take.
+        let sandbox = self
+            .sandbox
+            .resolve(run.timeout.max(self.background.background_timeout));
         let test_ca = self.oauth_test.oauth_test_metadata_ca.is_some();
         if test_ca && (tunnel.is_some() || !http.bind.ip().is_loopback()) {
             return Err(ConfigError::TestSettingInPublic);
@@ -276,6 +294,7 @@ impl Cli {
                 .max_concurrent
                 .map_or(2 * cpus, |n| usize::try_from(n).unwrap_or(usize::MAX)),
             pass_env: run.pass_env,
+            background,
             http,
             sandbox,
             tunnel,
@@ -283,6 +302,7 @@ impl Cli {
             oauth,
             audit_log,
             cimd: self.oauth_test.fetch_policy(),
+            artifacts: self.artifacts.resolve(),
         })
     }
 
@@ -459,8 +479,10 @@ mod tests {
             include_str!("state.rs"),
             include_str!("oauth.rs"),
             include_str!("audit.rs"),
+            include_str!("background.rs"),
             include_str!("tunnel.rs"),
             include_str!("oauth_test.rs"),
+            include_str!("artifacts.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),
         ]
