@@ -187,7 +187,7 @@ pub fn contents(uri: &str, file: &ProjectFile, bytes: Vec<u8>) -> ResourceConten
     ResourceContents::blob(blob, uri).with_mime_type(mime)
 }
 
-const OCTET_STREAM: &str = "application/octet-stream";
+use crate::run::mime::OCTET_STREAM;
 /// `application/*` types that are text.
 const TEXT_APPLICATION: &[&str] = &[
     "application/json",
@@ -198,40 +198,9 @@ const TEXT_APPLICATION: &[&str] = &[
     "application/x-ipynb+json",
 ];
 
-/// The MIME type of a file, by its extension.
+/// The MIME type of a file, by its extension (the run layer's one table).
 pub fn mime_type(relative: &str) -> &'static str {
-    let name = relative.rsplit('/').next().unwrap_or(relative);
-    let ext = match name.rsplit_once('.') {
-        Some((stem, ext)) if !stem.is_empty() => ext.to_ascii_lowercase(),
-        _ => return OCTET_STREAM,
-    };
-    match ext.as_str() {
-        "py" | "pyi" => "text/x-python",
-        "txt" | "log" | "cfg" | "ini" => "text/plain",
-        "md" => "text/markdown",
-        "rst" => "text/x-rst",
-        "csv" => "text/csv",
-        "tsv" => "text/tab-separated-values",
-        "html" | "htm" => "text/html",
-        "css" => "text/css",
-        "sh" => "text/x-shellscript",
-        "json" => "application/json",
-        "ipynb" => "application/x-ipynb+json",
-        "toml" => "application/toml",
-        "yaml" | "yml" => "application/yaml",
-        "xml" => "application/xml",
-        "js" => "application/javascript",
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "gif" => "image/gif",
-        "webp" => "image/webp",
-        "svg" => "image/svg+xml",
-        "pdf" => "application/pdf",
-        "zip" => "application/zip",
-        "gz" => "application/gzip",
-        "parquet" => "application/vnd.apache.parquet",
-        _ => OCTET_STREAM,
-    }
+    crate::run::mime::by_name(relative)
 }
 
 /// Why a read was refused, before it becomes the client's error.

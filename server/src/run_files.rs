@@ -29,25 +29,12 @@ const FILES_SEGMENT: &str = "/files/";
 /// Read and encoded at a time (a multiple of 3: base64 of each chunk joins without padding).
 const ENCODE_CHUNK: usize = 3 * 16 * 1024;
 
-/// `pyrun://runs/{run_id}/files/{name}`.
+/// `pyrun://runs/{run_id}/files/{name}`, the name's segments encoded as project URIs' are.
 pub fn artifact_uri(run_id: &str, name: &str) -> String {
-    let mut uri = String::with_capacity(RUNS_PREFIX.len() + run_id.len() + 7 + name.len());
-    uri.push_str(RUNS_PREFIX);
-    uri.push_str(run_id);
-    uri.push_str(FILES_SEGMENT);
-    for (i, segment) in name.split('/').enumerate() {
-        if i > 0 {
-            uri.push('/');
-        }
-        for b in segment.bytes() {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-                uri.push(char::from(b));
-            } else {
-                let _ = write!(uri, "%{b:02X}");
-            }
-        }
-    }
-    uri
+    format!(
+        "{RUNS_PREFIX}{run_id}{FILES_SEGMENT}{}",
+        crate::resources::encode_segments(name)
+    )
 }
 
 /// The run id and artifact name of a run URI; `None` for anything else (also a name that does
@@ -58,20 +45,18 @@ pub fn parse_artifact_uri(uri: &str) -> Option<(&str, String)> {
     if !is_run_id(run_id) || encoded.is_empty() {
         return None;
     }
-    let mut bytes = Vec::with_capacity(encoded.len());
-    let mut rest = encoded.as_bytes();
-    while let Some((&b, tail)) = rest.split_first() {
-        if b == b'%' {
-            let hex = tail.get(..2)?;
-            let value = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
-            bytes.push(value);
-            rest = &tail[2..];
-        } else {
-            bytes.push(b);
-            rest = tail;
-        }
+    // A `%` must start an escape (the decoder would keep a stray one as it is).
+    let escapes_ok = encoded
+        .split('%')
+        .skip(1)
+        .all(|after| after.len() >= 2 && after.as_bytes()[..2].iter().all(u8::is_ascii_hexdigit));
+    if !escapes_ok {
+        return None;
     }
-    Some((run_id, String::from_utf8(bytes).ok()?))
+    let name = percent_encoding::percent_decode_str(encoded)
+        .decode_utf8()
+        .ok()?;
+    Some((run_id, name.into_owned()))
 }
 
 /// One kept artifact, as structured results list it.

@@ -512,42 +512,7 @@ fn mib(n: u64) -> String {
 /// The MIME type of a file from its name, and for pictures from its first bytes too: a `.png`
 /// that is not a PNG is not shown as a picture.
 pub fn mime_type(name: &str, head: &[u8]) -> &'static str {
-    let ext = name
-        .rsplit_once('.')
-        .map(|(_, ext)| ext.to_ascii_lowercase())
-        .unwrap_or_default();
-    let picture = |mime: &'static str, magic: bool| {
-        if magic {
-            mime
-        } else {
-            "application/octet-stream"
-        }
-    };
-    match ext.as_str() {
-        "png" => picture("image/png", head.starts_with(b"\x89PNG\r\n\x1a\n")),
-        "jpg" | "jpeg" => picture("image/jpeg", head.starts_with(b"\xff\xd8\xff")),
-        "gif" => picture(
-            "image/gif",
-            head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a"),
-        ),
-        "webp" => picture(
-            "image/webp",
-            head.len() >= 12 && head.starts_with(b"RIFF") && &head[8..12] == b"WEBP",
-        ),
-        "svg" => "image/svg+xml",
-        "pdf" => "application/pdf",
-        "csv" => "text/csv",
-        "tsv" => "text/tab-separated-values",
-        "txt" | "log" => "text/plain",
-        "md" => "text/markdown",
-        "html" | "htm" => "text/html",
-        "json" => "application/json",
-        "xml" => "application/xml",
-        "yaml" | "yml" => "application/yaml",
-        "zip" => "application/zip",
-        "npy" | "pkl" | "parquet" | "bin" => "application/octet-stream",
-        _ => "application/octet-stream",
-    }
+    super::mime::sniffed(name, head)
 }
 
 /// A name segment as a kept artifact's: UTF-8 with no character that would disguise a line

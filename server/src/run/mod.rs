@@ -6,7 +6,7 @@
 //! are keyed on); `slots` keeps reusable scratch folders with their sandbox rules;
 //! `sandbox_probe` probes the sandbox in the background; `bytecode_cache` fills the server-owned
 //! bytecode cache runs read; `artifacts` keeps the files runs leave in their output folder;
-//! `python_support` writes the modules the server ships for runs (the matplotlib backend).
+//! `mime` names file types; `python_support` writes the modules the server ships for runs (the matplotlib backend).
 //! The kernel side is the `pyrun_sandbox` crate, below this layer.
 
 pub mod artifacts;
@@ -17,6 +17,7 @@ pub mod caller;
 #[allow(unsafe_code)] // tokio's fd registration; see the module header
 mod child;
 pub mod live_output;
+pub mod mime;
 pub mod paths;
 pub mod python_support;
 pub mod runner;
