@@ -133,6 +133,14 @@ impl Default for ResourceLimits {
     }
 }
 
+/// Names inside the projects folder that runs may read but not change (Linux: a read-only bind
+/// over each): repository metadata the user's git runs (hooks, `core.fsmonitor`), environments
+/// the user's Python runs, settings that tools load; `.env*` files too. Looked for at the top
+/// level and in each folder on the way to the script. Clients are never served them either.
+pub const PROTECTED_NAMES: &[&str] = &[
+    ".git", ".hg", ".svn", ".venv", "venv", ".envrc", ".vscode", ".idea",
+];
+
 /// Where a run sees the projects folder when the sandbox gives it its own file view (Linux).
 pub const RUN_PROJECTS_DIR: &str = "/projects";
 /// Where a run sees its scratch folder (its HOME and TMPDIR) in that view.

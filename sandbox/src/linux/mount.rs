@@ -373,12 +373,7 @@ impl MountPlan {
     }
 }
 
-/// Names inside the projects folder that runs may read but not change: repository metadata the
-/// user's git runs (hooks, `core.fsmonitor`), environments the user's Python runs, settings that
-/// tools load. Looked for at the top level and in each folder on the way to the script.
-pub(crate) const PROTECTED_NAMES: &[&str] = &[
-    ".git", ".hg", ".svn", ".venv", "venv", ".envrc", ".vscode", ".idea",
-];
+use crate::PROTECTED_NAMES;
 
 /// The protected paths (relative to `projects`) that exist now for a script in `script_dir`
 /// (canonical, inside `projects`): checked in each folder from the top to the script's, plus

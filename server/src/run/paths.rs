@@ -610,6 +610,16 @@ fn resolve_links(start: &Path) -> Result<PathBuf, ResolveError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn no_name_the_sandbox_protects_is_ever_served() {
+        for name in pyrun_sandbox::PROTECTED_NAMES {
+            assert!(!is_served_name(name), "{name} would be served");
+        }
+        for name in [".env", ".env.local", "__pycache__"] {
+            assert!(!is_served_name(name), "{name} would be served");
+        }
+    }
     use super::*;
 
     struct Fixture {
