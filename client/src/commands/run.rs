@@ -19,6 +19,43 @@ pub struct RunReport {
     pub outcome: RunOutcome,
     /// Which streams the server cut short ("stdout", "stderr").
     pub truncated: Vec<&'static str>,
+    /// The files the run left in its output folder, and the ones the server did not keep.
+    pub artifacts: Artifacts,
+}
+
+/// The structured `artifacts` and `skipped_artifacts` of a result, for the notes after a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Artifacts {
+    #[serde(default)]
+    pub artifacts: Vec<ArtifactInfo>,
+    #[serde(default, rename = "skipped_artifacts")]
+    pub skipped: Vec<SkippedArtifact>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ArtifactInfo {
+    pub name: String,
+    #[serde(default)]
+    pub size: u64,
+    #[serde(default)]
+    pub mime_type: String,
+    #[serde(default)]
+    pub uri: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct SkippedArtifact {
+    pub name: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl Artifacts {
+    pub fn of(structured: Option<&Value>) -> Self {
+        structured
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,11 +93,13 @@ impl RunReport {
             .structured_content
             .clone()
             .and_then(|v| serde_json::from_value::<Structured>(v).ok());
+        let artifacts = Artifacts::of(result.structured_content.as_ref());
         let Some(s) = structured else {
             return Self {
                 result,
                 outcome: RunOutcome::Unstructured,
                 truncated: vec![],
+                artifacts,
             };
         };
         let truncated = [
@@ -80,6 +119,7 @@ impl RunReport {
             result,
             outcome,
             truncated,
+            artifacts,
         }
     }
 
@@ -103,6 +143,17 @@ impl RunReport {
 }
 
 pub async fn execute(session: &Session, args: &RunArgs) -> Result<RunReport, ClientError> {
+    let result = session.call_tool(TOOL, arguments(args)?).await?;
+    let report = RunReport::from_result(result);
+    // A refused call (missing file, path outside the folder) is the tool's error, not the script's.
+    if report.outcome == RunOutcome::Unstructured && report.result.is_error == Some(true) {
+        return Err(ClientError::tool_failed(TOOL, &report.result));
+    }
+    Ok(report)
+}
+
+/// `run`'s flags as `run_python` (and `start_python`) arguments.
+pub fn arguments(args: &RunArgs) -> Result<JsonObject, ClientError> {
     let mut arguments = JsonObject::new();
     arguments.insert("file_name".into(), json!(args.file));
     if !args.args.is_empty() {
@@ -114,13 +165,7 @@ pub async fn execute(session: &Session, args: &RunArgs) -> Result<RunReport, Cli
     if let Some(seconds) = args.script_timeout {
         arguments.insert("timeout_seconds".into(), json!(seconds));
     }
-    let result = session.call_tool(TOOL, arguments).await?;
-    let report = RunReport::from_result(result);
-    // A refused call (missing file, path outside the folder) is the tool's error, not the script's.
-    if report.outcome == RunOutcome::Unstructured && report.result.is_error == Some(true) {
-        return Err(ClientError::tool_failed(TOOL, &report.result));
-    }
-    Ok(report)
+    Ok(arguments)
 }
 
 fn read_stdin_file(path: &std::path::Path) -> Result<String, ClientError> {
@@ -182,6 +227,22 @@ mod tests {
         let r =
             report(json!({"exit_code": 0, "stdout_truncated": true, "stderr_truncated": false}));
         assert_eq!(r.truncated, vec!["stdout"]);
+    }
+
+    #[test]
+    fn artifacts_and_skipped_files_are_read_from_the_result() {
+        let r = report(json!({"exit_code": 0,
+            "artifacts": [{"name": "figure-1.png", "size": 2048, "mime_type": "image/png",
+                           "uri": "pyrun://runs/run_1/files/figure-1.png"}],
+            "skipped_artifacts": [{"name": "big.bin", "reason": "larger than the 64 MiB limit per file"}]}));
+        assert_eq!(r.artifacts.artifacts.len(), 1);
+        assert_eq!(r.artifacts.artifacts[0].size, 2048);
+        assert_eq!(r.artifacts.skipped[0].name, "big.bin");
+        // Older servers send neither.
+        assert_eq!(
+            report(json!({"exit_code": 0})).artifacts,
+            Artifacts::default()
+        );
     }
 
     #[test]
