@@ -48,7 +48,7 @@ Exit codes:
   15   MCP protocol error or connection lost during a call
   16   unknown tool or prompt
   17   bad tool or prompt arguments
-  124  timeout (--timeout, or the script's time limit for `run`)
+  124  timeout (--timeout, or the script's time limit for `run` and `logs`)
   130  interrupted (Ctrl-C); the call is cancelled on the server";
 
 #[derive(Debug, thiserror::Error)]

@@ -86,6 +86,7 @@ impl Output {
             return print_json(&json!(result));
         }
         let mut text = String::new();
+        let mut hidden: Vec<(&str, usize)> = Vec::new();
         for block in &result.content {
             match block {
                 ContentBlock::Text(t) => {
@@ -94,11 +95,21 @@ impl Output {
                         text.push('\n');
                     }
                 }
-                other => write_stderr(&format!(
-                    "[{} content not shown; use --json]\n",
-                    kind(other)
-                )),
+                other => match hidden.iter_mut().find(|(k, _)| *k == kind(other)) {
+                    Some((_, count)) => *count += 1,
+                    None => hidden.push((kind(other), 1)),
+                },
             }
+        }
+        for (kind, count) in hidden {
+            let save = if kind == "resource link" {
+                " (--save-artifacts DIR saves them)"
+            } else {
+                ""
+            };
+            write_stderr(&format!(
+                "[{count} {kind} block(s) not shown; use --json{save}]\n"
+            ));
         }
         if text.is_empty() {
             if let Some(structured) = &result.structured_content {
