@@ -6,8 +6,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
+use crate::client_message::ClientMessage;
 use crate::config::Config;
 use crate::oauth::{self, OAuth};
+use crate::run::background::{BackgroundRuns, BackgroundSettings};
 use crate::run::bytecode_cache::BytecodeCache;
 use crate::run::paths::{PathError, ProjectRoot};
 use crate::run::runner::{Runner, RunnerSettings};
@@ -22,7 +24,9 @@ const PROBE_IDLE_DELAY: Duration = Duration::from_millis(100);
 pub struct App {
     pub config: Config,
     pub root: ProjectRoot,
-    pub runner: Runner,
+    pub runner: Arc<Runner>,
+    /// Runs that go on in the background (`start_python`, tasks, handed-over `run_python`s).
+    pub runs: BackgroundRuns,
     /// `--oauth`: the authorization server's state.
     pub oauth: Option<Arc<OAuth>>,
     /// Where each tool call is recorded (`--audit-log`); may be off.
@@ -110,12 +114,23 @@ impl App {
                 python: config.python.clone(),
                 max_output_bytes: config.max_output_bytes,
                 max_concurrent: config.max_concurrent,
+                max_background_concurrent: config.background.max_concurrent,
                 pass_env: config.pass_env.clone(),
             },
             sandbox,
             shutdown,
         )
         .map_err(AppError::Scratch)?;
+        let runner = Arc::new(runner);
+        let runs = BackgroundRuns::new(
+            runner.clone(),
+            BackgroundSettings {
+                timeout: config.background.timeout,
+                max_runs: config.background.max_runs,
+                retention: config.background.retention,
+            },
+            |e| ClientMessage::from(e).into_string(),
+        );
         let audit = match &config.audit_log {
             Some(path) => {
                 tracing::info!(path = %path.display(), "audit log");
@@ -127,6 +142,7 @@ impl App {
             config,
             root,
             runner,
+            runs,
             oauth,
             audit,
         }))

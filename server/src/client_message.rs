@@ -57,6 +57,14 @@ impl ClientMessage {
         self
     }
 
+    /// Appends a line of a run's own output (the caller reads all of it in the result anyway),
+    /// with its control characters escaped; the serve layer has removed the host's projects
+    /// folder from it first.
+    pub fn output(mut self, line: &str) -> Self {
+        push_escaped(&mut self.text, line);
+        self
+    }
+
     /// Appends a proven path as the caller may see it: relative to the projects folder, escaped.
     pub fn path(mut self, path: &ProjectPath) -> Self {
         push_escaped(&mut self.text, path.relative());
@@ -66,6 +74,19 @@ impl ClientMessage {
     /// Appends a number: a limit, a count, a number the caller sent.
     pub fn number(mut self, n: impl Number) -> Self {
         let _ = write!(self.text, "{n}");
+        self
+    }
+
+    /// Appends a length of time as people say it: `1 h`, `90 min`, `45 s`.
+    pub fn duration(mut self, d: std::time::Duration) -> Self {
+        let secs = d.as_secs();
+        let _ = if secs >= 3600 && secs.is_multiple_of(3600) {
+            write!(self.text, "{} h", secs / 3600)
+        } else if secs >= 60 && secs.is_multiple_of(60) {
+            write!(self.text, "{} min", secs / 60)
+        } else {
+            write!(self.text, "{secs} s")
+        };
         self
     }
 

@@ -16,6 +16,12 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_MAX_OUTPUT_BYTES",
     "PYRUN_MAX_CONCURRENT",
     "PYRUN_PASS_ENV",
+    // Background runs (`BackgroundArgs`).
+    "PYRUN_BACKGROUND_TIMEOUT",
+    "PYRUN_MAX_BACKGROUND_CONCURRENT",
+    "PYRUN_MAX_BACKGROUND_RUNS",
+    "PYRUN_RUN_RETENTION",
+    "PYRUN_DETACH_AFTER",
     // Sandbox (`SandboxArgs`).
     "PYRUN_SANDBOX",
     "PYRUN_ALLOW_NETWORK",

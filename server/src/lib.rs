@@ -1,6 +1,6 @@
 //! pyrun-mcp server: runs the Python files of one projects folder for MCP clients, safely.
 //!
-//! Two layers, arrows pointing down: the serve layer (`config`, `app`, `tools`, `audit`,
+//! Two layers, arrows pointing down: the serve layer (`config`, `app`, `tools`, `run_tools`, `audit`,
 //! `transport`, `tunnel`, `integrations`, `state_dir`) speaks MCP and HTTP; the run layer
 //! ([`run`]: paths, runner, slots, the sandbox probe) knows nothing of either; below both, the
 //! `pyrun_sandbox` crate holds the kernel rules. A request walks `transport` → `tools` →
@@ -15,6 +15,7 @@ pub mod conformance;
 pub mod integrations;
 pub mod oauth;
 pub mod run;
+mod run_tools;
 pub mod state_dir;
 mod tools;
 pub mod transport;

@@ -21,9 +21,11 @@ use serde::{Deserialize, Serialize};
 use crate::app::App;
 use crate::audit::{CallNotes, Channel, FinishedCall, TransportKind};
 use crate::client_message::{push_escaped, ClientMessage};
+use crate::run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord};
 use crate::run::caller::Caller;
+use crate::run::live_output::{LiveOutput, Stream};
 use crate::run::paths::ProjectPath;
-use crate::run::runner::{RunOutcome, RunRequest};
+use crate::run::runner::{Pool, RunOutcome, RunRequest};
 
 /// How often a run that the caller follows with a progress token reports that it is still going.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -65,6 +67,12 @@ pub struct RunReport {
     pub duration_ms: u64,
     /// The isolation layers that protected this run.
     pub sandbox: Vec<String>,
+    /// Set when the run went on in the background (`--detach-after`): follow it with get_run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// `running` when the run went on in the background; absent when it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
 }
 
 impl RunReport {
@@ -85,7 +93,16 @@ impl RunReport {
                 Value::Array(self.sandbox.into_iter().map(Value::String).collect()),
             ),
         ];
-        Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+        let optional = [("run_id", self.run_id), ("status", self.status)]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, Value::String(v))));
+        Value::Object(
+            fields
+                .into_iter()
+                .chain(optional)
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+        )
     }
 }
 
@@ -107,7 +124,7 @@ pub struct FileList {
 /// The MCP server: one per session, cheap to clone.
 #[derive(Debug, Clone)]
 pub struct PyRunServer {
-    app: Arc<App>,
+    pub(crate) app: Arc<App>,
     /// Over stdio: the local user. Over HTTP: `None`, each request carries its own caller.
     local: Option<Caller>,
     tool_router: ToolRouter<Self>,
@@ -130,9 +147,11 @@ impl PyRunServer {
             app,
             local,
             #[cfg(not(feature = "conformance"))]
-            tool_router: Self::tool_router(),
+            tool_router: Self::tool_router() + Self::run_tools_router(),
             #[cfg(feature = "conformance")] // test-only fixtures, see conformance.rs
-            tool_router: Self::tool_router() + crate::conformance::tool_router(),
+            tool_router: Self::tool_router()
+                + Self::run_tools_router()
+                + crate::conformance::tool_router(),
         }
     }
 
@@ -165,38 +184,49 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
-        let request = RunRequest {
-            script: &script,
-            args: &args.args,
-            stdin: args.stdin.as_deref(),
-            timeout,
-        };
         let caller = self.caller(&ctx);
+        if let Some(after) = self.app.config.background.detach_after {
+            let request = BackgroundRequest {
+                script: script.clone(),
+                args: args.args.clone(),
+                stdin: args.stdin.clone(),
+                timeout,
+                pool: Pool::Foreground,
+            };
+            // When no background run can be kept, the run goes on as a plain call.
+            if let Ok(record) =
+                self.app
+                    .runs
+                    .start(&caller.key(), RunKind::Background, request, false)
+            {
+                return Ok(self
+                    .run_detachable(record, &script, after, timeout, &ctx, &notes)
+                    .await);
+            }
+        }
+        let live = ctx
+            .meta
+            .get_progress_token()
+            .map(|_| Arc::new(LiveOutput::new(self.app.runner.max_output())));
+        let request = RunRequest {
+            live: live.clone(),
+            ..RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout)
+        };
         let run = self.app.runner.run(request, &ctx.ct);
-        let outcome = match ctx.meta.get_progress_token() {
-            None => run.await,
-            Some(token) => with_progress(run, &ctx, token, &script).await,
+        let outcome = match (ctx.meta.get_progress_token(), &live) {
+            (Some(token), Some(live)) => {
+                let progress = Progress::new(self, &ctx, token, &script, live);
+                progress.around(run).await
+            }
+            _ => run.await,
         };
         match outcome {
-            Ok(outcome) => {
-                tracing::info!(
-                    %caller,
-                    script = script.relative(),
-                    exit_code = outcome.exit_code,
-                    timed_out = outcome.timed_out,
-                    cancelled = outcome.cancelled,
-                    ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
-                    "run ended"
-                );
-                // A run has ended: the sandbox was probed before it started.
-                let sandbox = self.app.runner.sandbox().layers_now().unwrap_or_default();
-                notes.note(|n| {
-                    n.exit_code = outcome.exit_code;
-                    n.timed_out = outcome.timed_out;
-                    n.cancelled = outcome.cancelled;
-                    n.sandbox = Some(sandbox.clone());
-                });
-                Ok(self.report(outcome, timeout, sandbox))
+            Ok(mut outcome) => {
+                if let Some(live) = &live {
+                    outcome.stdout = live.take_text(Stream::Stdout).0;
+                    outcome.stderr = live.take_text(Stream::Stderr).0;
+                }
+                Ok(self.finished(outcome, &caller, &script, timeout, &notes))
             }
             Err(e) => {
                 let span = tracing::warn_span!("run_python", %caller, script = script.relative());
@@ -239,9 +269,159 @@ impl PyRunServer {
         Ok(structured(text, &FileList { files }))
     }
 
+    /// A run that ended: logged, noted for the audit log, reported.
+    fn finished(
+        &self,
+        outcome: RunOutcome,
+        caller: &Caller,
+        script: &ProjectPath,
+        timeout: Duration,
+        notes: &CallNotes,
+    ) -> CallToolResult {
+        tracing::info!(
+            %caller,
+            script = script.relative(),
+            exit_code = outcome.exit_code,
+            timed_out = outcome.timed_out,
+            cancelled = outcome.cancelled,
+            ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            "run ended"
+        );
+        // A run has ended: the sandbox was probed before it started.
+        let sandbox = self.app.runner.sandbox().layers_now().unwrap_or_default();
+        notes.note(|n| {
+            n.exit_code = outcome.exit_code;
+            n.timed_out = outcome.timed_out;
+            n.cancelled = outcome.cancelled;
+            n.sandbox = Some(sandbox.clone());
+        });
+        self.report(outcome, timeout, sandbox)
+    }
+
+    /// `--detach-after`: waits for a run started in the background registry (unlisted) for
+    /// `after`; one that ends in time is reported as usual, one still going is handed over (listed,
+    /// its id returned). Until then the call owns the run: a cancelled or dropped call kills it.
+    async fn run_detachable(
+        &self,
+        record: Arc<RunRecord>,
+        script: &ProjectPath,
+        after: Duration,
+        timeout: Duration,
+        ctx: &RequestContext<RoleServer>,
+        notes: &CallNotes,
+    ) -> CallToolResult {
+        let mut owned = OwnedRun {
+            app: &self.app,
+            record: &record,
+            handed_over: false,
+        };
+        let wait = async {
+            tokio::select! {
+                () = record.ended() => true,
+                () = tokio::time::sleep(after) => false,
+                () = ctx.ct.cancelled() => {
+                    record.cancel();
+                    record.ended().await;
+                    true
+                }
+            }
+        };
+        let ended = match ctx.meta.get_progress_token() {
+            Some(token) => {
+                Progress::new(self, ctx, token, script, &record.live)
+                    .around(wait)
+                    .await
+            }
+            None => wait.await,
+        };
+        if !ended {
+            owned.handed_over = true;
+            self.app.runs.show(&record);
+            return self.handed_over(&record, script, after);
+        }
+        let caller = self.caller(ctx);
+        match record.end() {
+            Some(RunEnd::Finished(outcome)) => {
+                let mut outcome = outcome.clone();
+                outcome.stdout = record.live.take_text(Stream::Stdout).0;
+                outcome.stderr = record.live.take_text(Stream::Stderr).0;
+                self.finished(outcome, &caller, script, timeout, notes)
+            }
+            // Built from a `ClientMessage` by the registry.
+            Some(RunEnd::Failed(reason)) => {
+                CallToolResult::error(vec![ContentBlock::text(reason.clone())])
+            }
+            None => refusal(ClientMessage::new("the run's end was lost")),
+        }
+    }
+
+    /// The result of a `run_python` handed over to the background.
+    fn handed_over(
+        &self,
+        record: &RunRecord,
+        script: &ProjectPath,
+        after: Duration,
+    ) -> CallToolResult {
+        let stdout = record
+            .live
+            .read(Stream::Stdout, 0, crate::run_tools::PAGE_BYTES);
+        let stderr = record
+            .live
+            .read(Stream::Stderr, 0, crate::run_tools::PAGE_BYTES);
+        tracing::info!(run_id = %record.id, script = script.relative(), "run handed over to the background");
+        let mut text = String::new();
+        let _ = write!(
+            text,
+            "{} is still running after {} s; it goes on in the background as run {}.\n\
+             Follow it with get_run {{\"run_id\": \"{}\", \"stdout_offset\": {}, \
+             \"stderr_offset\": {}, \"wait_seconds\": 30}}; stop it with cancel_run.",
+            script.relative(),
+            fmt_secs(after),
+            record.id,
+            record.id,
+            stdout.next_offset,
+            stderr.next_offset,
+        );
+        let stderr_text = self.without_host_folder(&stderr.text);
+        if !stdout.text.is_empty() || !stderr_text.is_empty() {
+            text.push_str("\n--- output so far ---\n");
+            text.push_str(&stdout.text);
+            if !stderr_text.is_empty() {
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str("--- stderr ---\n");
+                text.push_str(&stderr_text);
+            }
+        }
+        let report = RunReport {
+            stdout: stdout.text,
+            stderr: stderr_text,
+            exit_code: None,
+            timed_out: false,
+            stdout_truncated: stdout.truncated,
+            stderr_truncated: stderr.truncated,
+            duration_ms: u64::try_from(record.duration().as_millis()).unwrap_or(u64::MAX),
+            sandbox: self
+                .app
+                .runner
+                .sandbox()
+                .layers_now()
+                .unwrap_or_default()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            run_id: Some(record.id.clone()),
+            status: Some(record.status().as_str().to_owned()),
+        };
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(report.into_value());
+        result
+    }
+
     /// Who sent this request: the stdio client, or what the HTTP auth layer admitted (an HTTP
     /// request without one counts as anonymous: the least it could be).
-    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
+    pub(crate) fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
         if let Some(local) = &self.local {
             return local.clone();
         }
@@ -286,7 +466,7 @@ impl PyRunServer {
 
     /// Tracebacks name files by absolute path; show them relative to the projects folder instead,
     /// so results never reveal where the folder lives on the host.
-    fn without_host_folder(&self, text: &str) -> String {
+    pub(crate) fn without_host_folder(&self, text: &str) -> String {
         let mut prefix = self.app.root.path().to_string_lossy().into_owned();
         prefix.push(std::path::MAIN_SEPARATOR);
         text.replace(&prefix, "")
@@ -309,6 +489,8 @@ impl PyRunServer {
             stderr_truncated: outcome.stderr_truncated,
             duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
             sandbox: sandbox.into_iter().map(str::to_owned).collect(),
+            run_id: None,
+            status: None,
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report.into_value());
@@ -397,40 +579,91 @@ impl Drop for AuditedCall<'_> {
     }
 }
 
-/// Awaits a run while telling the caller, every [`PROGRESS_EVERY`], that it is still going.
-async fn with_progress<F, T>(
-    run: F,
-    ctx: &RequestContext<RoleServer>,
+/// A run's progress notifications: every [`PROGRESS_EVERY`], how long it has run and the last
+/// line it printed.
+struct Progress<'a> {
+    server: &'a PyRunServer,
+    ctx: &'a RequestContext<RoleServer>,
     token: rmcp::model::ProgressToken,
-    script: &ProjectPath,
-) -> T
-where
-    F: std::future::Future<Output = T>,
-{
-    tokio::pin!(run);
-    let mut ticks = tokio::time::interval(PROGRESS_EVERY);
-    ticks.tick().await; // the first tick is immediate
-    let started = tokio::time::Instant::now();
-    loop {
-        tokio::select! {
-            result = &mut run => return result,
-            _ = ticks.tick() => {
-                let secs = started.elapsed().as_secs_f64();
-                let message = ClientMessage::new("running ")
-                    .path(script)
-                    .then(" (")
-                    .number(secs.round())
-                    .then(" s)");
-                let param = ProgressNotificationParam::new(token.clone(), secs.floor())
-                    .with_message(message.into_string());
-                let _ = tokio::time::timeout(NOTIFY_TIMEOUT, ctx.peer.notify_progress(param)).await;
+    script: &'a ProjectPath,
+    live: &'a LiveOutput,
+}
+
+impl<'a> Progress<'a> {
+    fn new(
+        server: &'a PyRunServer,
+        ctx: &'a RequestContext<RoleServer>,
+        token: rmcp::model::ProgressToken,
+        script: &'a ProjectPath,
+        live: &'a LiveOutput,
+    ) -> Self {
+        Self {
+            server,
+            ctx,
+            token,
+            script,
+            live,
+        }
+    }
+
+    /// Awaits `work` while telling the caller that it is still going.
+    async fn around<F: std::future::Future>(self, work: F) -> F::Output {
+        tokio::pin!(work);
+        let mut ticks = tokio::time::interval(PROGRESS_EVERY);
+        ticks.tick().await; // the first tick is immediate
+        let started = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                result = &mut work => return result,
+                _ = ticks.tick() => {
+                    let secs = started.elapsed().as_secs_f64();
+                    let param = ProgressNotificationParam::new(self.token.clone(), secs.floor())
+                        .with_message(self.message(secs).into_string());
+                    let send = self.ctx.peer.notify_progress(param);
+                    let _ = tokio::time::timeout(NOTIFY_TIMEOUT, send).await;
+                }
             }
+        }
+    }
+
+    /// `running train.py (12 s): epoch 3/10 loss 0.41`
+    fn message(&self, secs: f64) -> ClientMessage {
+        let message = ClientMessage::new("running ")
+            .path(self.script)
+            .then(" (")
+            .number(secs.round())
+            .then(" s)");
+        match self.live.last_line() {
+            Some(line) => message
+                .then(": ")
+                .output(&self.server.without_host_folder(&line)),
+            None => message,
+        }
+    }
+}
+
+/// A run started for a `run_python` call that may hand it over: killed and forgotten with the
+/// call unless it was handed over.
+struct OwnedRun<'a> {
+    app: &'a App,
+    record: &'a RunRecord,
+    handed_over: bool,
+}
+
+impl Drop for OwnedRun<'_> {
+    fn drop(&mut self) {
+        if !self.handed_over {
+            self.record.cancel();
+            self.app.runs.remove(&self.record.id);
         }
     }
 }
 
 /// The caller's timeout, which may lower the server's limit but never raise it.
-fn effective_timeout(requested: Option<f64>, limit: Duration) -> Result<Duration, ClientMessage> {
+pub(crate) fn effective_timeout(
+    requested: Option<f64>,
+    limit: Duration,
+) -> Result<Duration, ClientMessage> {
     match requested {
         None => Ok(limit),
         Some(secs) if secs.is_finite() && secs > 0.0 => {
@@ -493,7 +726,7 @@ fn render_text(outcome: &RunOutcome, timeout: Duration) -> String {
     text
 }
 
-fn fmt_secs(d: Duration) -> String {
+pub(crate) fn fmt_secs(d: Duration) -> String {
     let secs = d.as_secs_f64();
     if secs.fract() == 0.0 {
         format!("{secs:.0}")
@@ -502,14 +735,14 @@ fn fmt_secs(d: Duration) -> String {
     }
 }
 
-fn structured<T: Serialize>(text: String, value: &T) -> CallToolResult {
+pub(crate) fn structured<T: Serialize>(text: String, value: &T) -> CallToolResult {
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = serde_json::to_value(value).ok();
     result
 }
 
 /// A refused call: a tool error the model can read and correct, never a protocol error.
-fn refusal(message: ClientMessage) -> CallToolResult {
+pub(crate) fn refusal(message: ClientMessage) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into_string())])
 }
 
@@ -528,11 +761,15 @@ mod tests {
             stderr_truncated: false,
             duration_ms: 42,
             sandbox: vec!["landlock".into(), "seccomp".into()],
+            run_id: None,
+            status: None,
         };
         let serialized = serde_json::to_value(&report).unwrap();
         assert_eq!(report.clone().into_value(), serialized);
         let killed = RunReport {
             exit_code: None,
+            run_id: Some("run_0123".into()),
+            status: Some("running".into()),
             ..report
         };
         assert_eq!(

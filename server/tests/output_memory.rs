@@ -25,12 +25,7 @@ async fn hundred_megabytes_of_output_keep_memory_flat() {
     let before = peak_rss_kib();
     let outcome = runner
         .run(
-            RunRequest {
-                script: &script,
-                args: &[],
-                stdin: None,
-                timeout: Duration::from_secs(120),
-            },
+            RunRequest::new(&script, &[], None, Duration::from_secs(120)),
             &CancellationToken::new(),
         )
         .await

@@ -17,12 +17,7 @@ fn request<'a>(
     stdin: Option<&'a str>,
     secs: u64,
 ) -> RunRequest<'a> {
-    RunRequest {
-        script,
-        args,
-        stdin,
-        timeout: Duration::from_secs(secs),
-    }
+    RunRequest::new(script, args, stdin, Duration::from_secs(secs))
 }
 
 #[cfg(unix)]

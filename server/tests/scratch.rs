@@ -79,6 +79,7 @@ fn runner(mode: SandboxMode, projects: &Path) -> Runner {
             python,
             max_output_bytes: 1 << 20,
             max_concurrent: 2,
+            max_background_concurrent: 1,
             pass_env: Vec::new(),
         },
         sandbox,
@@ -127,12 +128,7 @@ fn a_locked_folder_goes_and_the_slot_is_private_again(mode: SandboxMode) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let outcome = runtime
         .block_on(runner.run(
-            RunRequest {
-                script: &script,
-                args: &[],
-                stdin: None,
-                timeout: Duration::from_secs(30),
-            },
+            RunRequest::new(&script, &[], None, Duration::from_secs(30)),
             &CancellationToken::new(),
         ))
         .unwrap();

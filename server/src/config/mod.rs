@@ -16,6 +16,7 @@ use crate::oauth::cimd::FetchPolicy;
 use pyrun_sandbox::resolve_python;
 
 mod audit;
+mod background;
 mod dotenv;
 mod http;
 mod oauth;
@@ -26,6 +27,7 @@ mod state;
 mod tunnel;
 
 pub use audit::AuditArgs;
+pub use background::{BackgroundArgs, BackgroundConfig};
 pub use dotenv::Dotenv;
 use dotenv::DOTENV;
 pub use http::{HttpArgs, HttpConfig};
@@ -61,6 +63,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub run: RunArgs,
+
+    #[command(flatten)]
+    pub background: BackgroundArgs,
 
     #[command(flatten)]
     pub http: HttpArgs,
@@ -132,6 +137,8 @@ pub struct Config {
     pub max_output_bytes: usize,
     pub max_concurrent: usize,
     pub pass_env: Vec<String>,
+    /// Background runs: their limits and retention.
+    pub background: BackgroundConfig,
     pub http: HttpConfig,
     pub sandbox: SandboxConfig,
     /// The public URL to open, if any (`--tunnel`).
@@ -261,7 +268,11 @@ impl Cli {
         }
         let python = resolve_python(run.python.as_deref())?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let sandbox = self.sandbox.resolve(run.timeout);
+        let background = self.background.resolve(cpus);
+        // A process's CPU limit is never below the longest wall time a run may take.
+        let sandbox = self
+            .sandbox
+            .resolve(run.timeout.max(self.background.background_timeout));
         let test_ca = self.oauth_test.oauth_test_metadata_ca.is_some();
         if test_ca && (tunnel.is_some() || !http.bind.ip().is_loopback()) {
             return Err(ConfigError::TestSettingInPublic);
@@ -276,6 +287,7 @@ impl Cli {
                 .max_concurrent
                 .map_or(2 * cpus, |n| usize::try_from(n).unwrap_or(usize::MAX)),
             pass_env: run.pass_env,
+            background,
             http,
             sandbox,
             tunnel,
@@ -459,6 +471,7 @@ mod tests {
             include_str!("state.rs"),
             include_str!("oauth.rs"),
             include_str!("audit.rs"),
+            include_str!("background.rs"),
             include_str!("tunnel.rs"),
             include_str!("oauth_test.rs"),
             include_str!("dotenv.rs"),

@@ -27,7 +27,8 @@ pub struct SandboxArgs {
     #[arg(long, env = "PYRUN_MAX_MEMORY_MB", default_value_t = 2048)]
     pub max_memory_mb: u64,
 
-    /// CPU seconds per process of a run; never less than --timeout. 0 = unlimited.
+    /// CPU seconds per process of a run; never less than --timeout or --background-timeout.
+    /// 0 = unlimited.
     #[arg(long, env = "PYRUN_MAX_CPU_SECS", default_value_t = 300)]
     pub max_cpu_secs: u64,
 

@@ -1,15 +1,18 @@
 //! The run layer: everything between "run this file" and a finished process, and nothing of
 //! HTTP or MCP. `paths` proves a caller's path inside the projects folder ([`paths::ProjectPath`]);
 //! `runner` starts, limits, times out, cancels and kills runs (the only place that does);
-//! `caller` names who asks (the identity runs and sessions are keyed on); `slots` keeps reusable scratch folders with their sandbox rules; `sandbox_probe` probes the
+//! `live_output` holds a run's output as it arrives; `background` keeps the runs that go on
+//! while their caller does other things; `caller` names who asks (the identity runs and sessions are keyed on); `slots` keeps reusable scratch folders with their sandbox rules; `sandbox_probe` probes the
 //! sandbox in the background; `bytecode_cache` fills the server-owned bytecode cache runs read.
 //! The kernel side is the `pyrun_sandbox` crate, below this layer.
 
+pub mod background;
 pub mod bytecode_cache;
 pub mod caller;
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)] // tokio's fd registration; see the module header
 mod child;
+pub mod live_output;
 pub mod paths;
 pub mod runner;
 pub mod sandbox_probe;

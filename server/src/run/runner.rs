@@ -20,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::live_output::{LiveOutput, Stream};
 use super::paths::ProjectPath;
 use super::sandbox_probe::SandboxProbe;
 use super::slots::{Slot, SlotError, SlotPool};
@@ -30,10 +31,8 @@ use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode};
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// How long to wait for the kernel to reap a process after SIGKILL.
 const REAP_GRACE: Duration = Duration::from_secs(5);
-/// Room added to a capture when it is full (it grows by doubling up to the cap, never past it).
+/// What is read from a pipe at a time.
 const READ_CHUNK: usize = 16 * 1024;
-/// What is read and dropped at a time once a stream is over its cap.
-const DISCARD_CHUNK: usize = 16 * 1024;
 
 /// Variables a script sees from the server's environment; everything else (tokens, API keys) is
 /// dropped unless the user passes it with `--pass-env`.
@@ -57,7 +56,18 @@ pub struct RunnerSettings {
     pub python: PathBuf,
     pub max_output_bytes: usize,
     pub max_concurrent: usize,
+    /// Background runs at once (their own pool: they never take a turn from `run_python`).
+    pub max_background_concurrent: usize,
     pub pass_env: Vec<String>,
+}
+
+/// Which pool a run waits in for its turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pool {
+    /// A tool call that waits for its result (`run_python`).
+    Foreground,
+    /// A run that goes on while its caller does other things (`start_python`, tasks).
+    Background,
 }
 
 /// One run to do.
@@ -67,6 +77,30 @@ pub struct RunRequest<'a> {
     pub args: &'a [String],
     pub stdin: Option<&'a str>,
     pub timeout: Duration,
+    /// Where the output goes as it arrives. `None`: a capture of the run's own, whose text
+    /// ends up in [`RunOutcome`]. `Some`: the output stays in it and the outcome's `stdout` and
+    /// `stderr` are empty (the truncation flags are set all the same).
+    pub live: Option<Arc<LiveOutput>>,
+    pub pool: Pool,
+}
+
+impl<'a> RunRequest<'a> {
+    /// A foreground run with its own capture.
+    pub fn new(
+        script: &'a ProjectPath,
+        args: &'a [String],
+        stdin: Option<&'a str>,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            script,
+            args,
+            stdin,
+            timeout,
+            live: None,
+            pool: Pool::Foreground,
+        }
+    }
 }
 
 /// What happened, in plain data.
@@ -108,6 +142,7 @@ pub struct Runner {
     env: Vec<(OsString, OsString)>,
     max_output: usize,
     permits: Arc<Semaphore>,
+    background_permits: Arc<Semaphore>,
     running: AtomicUsize,
     // Before `sandbox`: slots drop their rules (cgroups) before the sandbox removes their parent.
     slots: Arc<SlotPool>,
@@ -138,6 +173,7 @@ impl Runner {
             env,
             max_output: settings.max_output_bytes,
             permits: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
+            background_permits: Arc::new(Semaphore::new(settings.max_background_concurrent.max(1))),
             running: AtomicUsize::new(0),
             slots: Arc::new(SlotPool::new()?),
             sandbox: sandbox.into(),
@@ -148,6 +184,11 @@ impl Runner {
     /// Runs in flight (not counting those waiting for a permit).
     pub fn running(&self) -> usize {
         self.running.load(Ordering::Relaxed)
+    }
+
+    /// The most output kept per stream, in bytes.
+    pub fn max_output(&self) -> usize {
+        self.max_output
     }
 
     /// The sandbox (possibly still being probed), for reports.
@@ -162,13 +203,22 @@ impl Runner {
         req: RunRequest<'_>,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, RunError> {
+        let pool = match req.pool {
+            Pool::Foreground => &self.permits,
+            Pool::Background => &self.background_permits,
+        };
         let _permit = tokio::select! {
-            permit = self.permits.clone().acquire_owned() => permit.map_err(|_| RunError::CancelledWhileQueued)?,
+            permit = pool.clone().acquire_owned() => permit.map_err(|_| RunError::CancelledWhileQueued)?,
             _ = cancel.cancelled() => return Err(RunError::CancelledWhileQueued),
             _ = self.shutdown.cancelled() => return Err(RunError::CancelledWhileQueued),
         };
         self.running.fetch_add(1, Ordering::Relaxed);
         let _running = DecrementOnDrop(&self.running);
+        let live = req
+            .live
+            .clone()
+            .unwrap_or_else(|| Arc::new(LiveOutput::new(self.max_output)));
+        live.mark_started();
 
         let sandbox = self
             .sandbox
@@ -198,14 +248,16 @@ impl Runner {
             });
         }
         let stop_reading = CancellationToken::new();
-        let out = tokio::spawn(read_capped(
+        let out = tokio::spawn(read_live(
             child.stdout.take(),
-            self.max_output,
+            live.clone(),
+            Stream::Stdout,
             stop_reading.clone(),
         ));
-        let err = tokio::spawn(read_capped(
+        let err = tokio::spawn(read_live(
             child.stderr.take(),
-            self.max_output,
+            live.clone(),
+            Stream::Stderr,
             stop_reading.clone(),
         ));
 
@@ -237,21 +289,32 @@ impl Runner {
                 stop.cancel();
             })
         };
-        let out = out.await.unwrap_or_default();
-        let err = err.await.unwrap_or_default();
+        let _ = out.await;
+        let _ = err.await;
         deadline.abort();
 
+        let ((stdout, stdout_truncated), (stderr, stderr_truncated)) = if req.live.is_some() {
+            (
+                (String::new(), live.truncated(Stream::Stdout)),
+                (String::new(), live.truncated(Stream::Stderr)),
+            )
+        } else {
+            (
+                live.take_text(Stream::Stdout),
+                live.take_text(Stream::Stderr),
+            )
+        };
         Ok(RunOutcome {
-            stdout: text_of(out.bytes),
-            stderr: text_of(err.bytes),
+            stdout,
+            stderr,
             exit_code: match ending {
                 Ending::Exited(_) => status.and_then(exit_code),
                 _ => None,
             },
             timed_out: matches!(ending, Ending::TimedOut),
             cancelled: matches!(ending, Ending::Cancelled),
-            stdout_truncated: out.truncated,
-            stderr_truncated: err.truncated,
+            stdout_truncated,
+            stderr_truncated,
             duration,
         })
     }
@@ -462,63 +525,29 @@ impl Drop for ProcessTree {
     }
 }
 
-#[derive(Debug, Default)]
-struct Captured {
-    bytes: Vec<u8>,
-    truncated: bool,
-}
-
-/// Reads a pipe to its end (or until told to stop), keeping at most `cap` bytes: memory stays flat
-/// however much the script writes, and the script never blocks on a full pipe. Bytes are read
-/// straight into the capture, which grows only as output comes (a short run allocates little).
-async fn read_capped<R: AsyncRead + Unpin>(
+/// Reads a pipe to its end (or until told to stop) into the run's live capture, which keeps at
+/// most its cap: memory stays flat however much the script writes, and the script never blocks
+/// on a full pipe.
+async fn read_live<R: AsyncRead + Unpin>(
     pipe: Option<R>,
-    cap: usize,
+    live: Arc<LiveOutput>,
+    which: Stream,
     stop: CancellationToken,
-) -> Captured {
-    let mut captured = Captured::default();
+) {
     let Some(mut pipe) = pipe else {
-        return captured;
+        return;
     };
-    let mut discard = Vec::new();
+    let mut chunk = vec![0; READ_CHUNK];
     loop {
-        let bytes = &mut captured.bytes;
-        let room = cap.saturating_sub(bytes.len());
-        let read = if room > 0 {
-            if bytes.capacity() == bytes.len() {
-                bytes.reserve_exact(room.min(bytes.len().max(READ_CHUNK)));
-            }
-            let spare = (bytes.capacity() - bytes.len()).min(room);
-            let mut limited = (&mut pipe).take(spare as u64);
-            tokio::select! {
-                read = limited.read_buf(bytes) => read,
-                _ = stop.cancelled() => break,
-            }
-        } else {
-            discard.resize(DISCARD_CHUNK, 0);
-            tokio::select! {
-                read = pipe.read(&mut discard) => {
-                    if matches!(read, Ok(n) if n > 0) {
-                        captured.truncated = true;
-                    }
-                    read
-                }
-                _ = stop.cancelled() => break,
-            }
+        let read = tokio::select! {
+            read = pipe.read(&mut chunk) => read,
+            _ = stop.cancelled() => break,
         };
         match read {
             Ok(0) | Err(_) => break,
-            Ok(_) => {}
+            Ok(n) => live.append(which, &chunk[..n]),
         }
     }
-    captured
-}
-
-/// The text of a stream: the bytes as they are when they are UTF-8 (no copy), else with U+FFFD
-/// for what is not.
-fn text_of(bytes: Vec<u8>) -> String {
-    String::from_utf8(bytes)
-        .unwrap_or_else(|invalid| String::from_utf8_lossy(invalid.as_bytes()).into_owned())
 }
 
 #[cfg(test)]
@@ -575,20 +604,30 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn read_capped_keeps_the_cap_and_reads_to_the_end() {
+    async fn reading_keeps_the_cap_and_reads_to_the_end() {
         let data = vec![b'x'; 300_000];
-        let got = read_capped(Some(&data[..]), 1000, CancellationToken::new()).await;
-        assert_eq!(got.bytes.len(), 1000);
-        assert!(got.truncated);
-        let got = read_capped(Some(&data[..10]), 1000, CancellationToken::new()).await;
-        assert_eq!(got.bytes.len(), 10);
-        assert!(!got.truncated);
+        let read = |bytes: &'static [u8], cap| async move {
+            let live = Arc::new(LiveOutput::new(cap));
+            read_live(
+                Some(bytes),
+                live.clone(),
+                Stream::Stdout,
+                CancellationToken::new(),
+            )
+            .await;
+            live.take_text(Stream::Stdout)
+        };
+        let data: &'static [u8] = data.leak();
+        let (text, truncated) = read(data, 1000).await;
+        assert_eq!((text.len(), truncated), (1000, true));
+        let (text, truncated) = read(&data[..10], 1000).await;
+        assert_eq!((text.len(), truncated), (10, false));
         // Exactly the cap is not truncated; the capture never holds more than the cap.
-        let got = read_capped(Some(&data[..1000]), 1000, CancellationToken::new()).await;
-        assert_eq!((got.bytes.len(), got.truncated), (1000, false));
-        let got = read_capped(Some(&data[..]), 100_000, CancellationToken::new()).await;
-        assert_eq!(got.bytes.len(), 100_000);
-        assert!(got.bytes.capacity() <= 100_000, "{}", got.bytes.capacity());
-        assert!(got.truncated);
+        let (text, truncated) = read(&data[..1000], 1000).await;
+        assert_eq!((text.len(), truncated), (1000, false));
+        let (text, truncated) = read(data, 100_000).await;
+        assert_eq!(text.len(), 100_000);
+        assert!(text.capacity() <= 100_000, "{}", text.capacity());
+        assert!(truncated);
     }
 }

@@ -40,6 +40,7 @@ pub fn runner(max_output_bytes: usize, max_concurrent: usize, pass_env: &[&str])
             python: python(),
             max_output_bytes,
             max_concurrent,
+            max_background_concurrent: 1,
             pass_env: pass_env.iter().map(|s| s.to_string()).collect(),
         },
         sandbox,

@@ -1,0 +1,58 @@
+//! Background runs (`start_python`, MCP tasks, `run_python` handed over with `--detach-after`):
+//! their time limit, their own pool of turns, how many are kept and for how long.
+
+use std::time::Duration;
+
+use super::MAX_TIMEOUT_SECS;
+
+/// The flags, as given.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Background runs")]
+pub struct BackgroundArgs {
+    /// Longest a background run may take, in seconds (1 to 86400).
+    #[arg(long, env = "PYRUN_BACKGROUND_TIMEOUT", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
+    pub background_timeout: u64,
+
+    /// Background runs at once, in a pool of their own (run_python never waits for them);
+    /// further ones are queued [default: CPUs].
+    #[arg(long, env = "PYRUN_MAX_BACKGROUND_CONCURRENT", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub max_background_concurrent: Option<u64>,
+
+    /// Background runs kept at once (queued, running, or ended and not yet expired); a start
+    /// beyond is refused with a clear error.
+    #[arg(long, env = "PYRUN_MAX_BACKGROUND_RUNS", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub max_background_runs: u64,
+
+    /// How long a finished background run (its output and files) is kept, in seconds.
+    #[arg(long, env = "PYRUN_RUN_RETENTION", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=7 * 86_400))]
+    pub run_retention: u64,
+
+    /// Hand a run_python call still going after this many seconds over to the background:
+    /// the call returns its run id at once and the run goes on (claude.ai gives up on a tool
+    /// call after about a minute: ~45 suits it) [default: off].
+    #[arg(long, env = "PYRUN_DETACH_AFTER", value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
+    pub detach_after: Option<u64>,
+}
+
+/// The settings, resolved.
+#[derive(Debug, Clone)]
+pub struct BackgroundConfig {
+    pub timeout: Duration,
+    pub max_concurrent: usize,
+    pub max_runs: usize,
+    pub retention: Duration,
+    pub detach_after: Option<Duration>,
+}
+
+impl BackgroundArgs {
+    pub(super) fn resolve(&self, cpus: usize) -> BackgroundConfig {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        BackgroundConfig {
+            timeout: Duration::from_secs(self.background_timeout),
+            max_concurrent: self.max_background_concurrent.map_or(cpus.max(1), size),
+            max_runs: size(self.max_background_runs),
+            retention: Duration::from_secs(self.run_retention),
+            detach_after: self.detach_after.map(Duration::from_secs),
+        }
+    }
+}

@@ -1,0 +1,493 @@
+//! Background runs: runs that go on while their caller does other things (`start_python`, MCP
+//! tasks, a `run_python` handed over after `--detach-after`), kept in memory for their owner to
+//! read, wait on and cancel.
+//!
+//! A run belongs to the caller that started it (a [`Caller::key`](super::caller::Caller::key))
+//! and to no session: a client that reconnects reads it again. Anyone else gets the same answer
+//! as for an id that never existed. Steps: [`BackgroundRuns::start`] makes the record (refusing
+//! past `--max-background-runs`), spawns the run in the runner's background pool with a live
+//! capture of its output, and returns; the spawned task writes the end into the record and wakes
+//! waiters. Ended runs are kept `--run-retention`, then swept (on every call: nothing runs when
+//! nobody asks). Nothing survives a restart.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio_util::sync::CancellationToken;
+
+use super::live_output::{LiveOutput, Stream};
+use super::paths::ProjectPath;
+use super::runner::{Pool, RunError, RunOutcome, RunRequest, Runner};
+
+/// What the registry needs from the configuration.
+#[derive(Debug, Clone)]
+pub struct BackgroundSettings {
+    /// The time limit of a run started in the background.
+    pub timeout: Duration,
+    /// Runs kept at once: waiting, running, or ended and not yet expired.
+    pub max_runs: usize,
+    /// How long an ended run is kept.
+    pub retention: Duration,
+}
+
+/// How a background run came to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    /// `start_python`, or a `run_python` handed over to the background.
+    Background,
+    /// A `run_python` the client asked to run as an MCP task.
+    Task,
+}
+
+impl RunKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Background => "background",
+            Self::Task => "task",
+        }
+    }
+}
+
+/// Where a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Exited,
+    TimedOut,
+    Cancelled,
+    /// It could not start (the sandbox, the interpreter…).
+    Failed,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Exited => "exited",
+            Self::TimedOut => "timed_out",
+            Self::Cancelled => "cancelled",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub fn has_ended(self) -> bool {
+        !matches!(self, Self::Queued | Self::Running)
+    }
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub enum RunEnd {
+    /// It ran (to its end, a timeout or a cancellation). The output is in the record's
+    /// [`LiveOutput`], not in the outcome.
+    Finished(RunOutcome),
+    /// It never started; the client-facing reason.
+    Failed(String),
+}
+
+/// What is to run.
+#[derive(Debug, Clone)]
+pub struct BackgroundRequest {
+    pub script: ProjectPath,
+    pub args: Vec<String>,
+    pub stdin: Option<String>,
+    /// At most the background time limit.
+    pub timeout: Duration,
+    pub pool: Pool,
+}
+
+/// One run and what is known of it.
+#[derive(Debug)]
+pub struct RunRecord {
+    pub id: String,
+    owner: String,
+    /// The script, relative to the projects folder.
+    pub file_name: String,
+    pub kind: RunKind,
+    /// When it was started (wall clock, for listings).
+    pub started_at: SystemTime,
+    created: Instant,
+    pub live: Arc<LiveOutput>,
+    cancel: CancellationToken,
+    end: OnceLock<(RunEnd, Instant)>,
+    /// Listed by `list_runs` (a `run_python` waiting to be handed over is not, yet).
+    listed: AtomicBool,
+    /// Its end was shown to its owner: it may make room for a new run before it expires.
+    end_seen: AtomicBool,
+    /// The MCP task this run answers, if any.
+    task_id: OnceLock<String>,
+}
+
+impl RunRecord {
+    pub fn status(&self) -> RunStatus {
+        match self.end.get() {
+            None if self.live.has_started() => RunStatus::Running,
+            None => RunStatus::Queued,
+            Some((RunEnd::Failed(_), _)) => RunStatus::Failed,
+            Some((RunEnd::Finished(o), _)) if o.timed_out => RunStatus::TimedOut,
+            Some((RunEnd::Finished(o), _)) if o.cancelled => RunStatus::Cancelled,
+            Some((RunEnd::Finished(_), _)) => RunStatus::Exited,
+        }
+    }
+
+    /// How it ended, once it has.
+    pub fn end(&self) -> Option<&RunEnd> {
+        self.end.get().map(|(end, _)| end)
+    }
+
+    /// Notes that the owner has seen how the run ended.
+    pub fn mark_end_seen(&self) {
+        if self.end.get().is_some() {
+            self.end_seen.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Wall time so far, or of the whole run once it ended.
+    pub fn duration(&self) -> Duration {
+        match self.end.get() {
+            Some((RunEnd::Finished(outcome), _)) => outcome.duration,
+            Some((RunEnd::Failed(_), at)) => at.duration_since(self.created),
+            None => self.created.elapsed(),
+        }
+    }
+
+    /// Asks the run to stop: its whole process tree is killed (a queued run never starts).
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// The MCP task this run answers.
+    pub fn task_id(&self) -> Option<&str> {
+        self.task_id.get().map(String::as_str)
+    }
+
+    pub fn set_task_id(&self, id: String) {
+        let _ = self.task_id.set(id);
+    }
+
+    /// Waits (at most `wait`) until the run ends, starts, or has output past the given offsets.
+    /// Returns at once when one of those is already true. Dropping the future is harmless.
+    pub async fn wait_for_news(&self, wait: Duration, stdout_offset: u64, stderr_offset: u64) {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut changes = self.live.subscribe();
+        let was_started = self.live.has_started();
+        loop {
+            changes.borrow_and_update();
+            let news = self.end.get().is_some()
+                || self.live.has_started() != was_started
+                || self.live.len(Stream::Stdout) > stdout_offset
+                || self.live.len(Stream::Stderr) > stderr_offset;
+            if news {
+                return;
+            }
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep_until(deadline) => return,
+            }
+        }
+    }
+
+    /// Waits until the run has ended.
+    pub async fn ended(&self) {
+        let mut changes = self.live.subscribe();
+        while self.end.get().is_none() {
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn finish(&self, end: RunEnd) {
+        let _ = self.end.set((end, Instant::now()));
+        self.live.bump();
+    }
+
+    fn expired(&self, now: Instant, retention: Duration) -> bool {
+        self.end
+            .get()
+            .is_some_and(|(_, at)| now.duration_since(*at) >= retention)
+    }
+}
+
+/// Why a run was not started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartError {
+    #[error("{max} background runs are kept at once and none can make room")]
+    Full { max: usize },
+}
+
+/// Called with the id of a run dropped from the registry.
+type ForgetHook = Box<dyn Fn(&str) + Send + Sync>;
+
+/// Every background run of the server.
+pub struct BackgroundRuns {
+    runner: Arc<Runner>,
+    settings: BackgroundSettings,
+    runs: Mutex<HashMap<String, Arc<RunRecord>>>,
+    /// Turns a run that could not start into the words its owner reads.
+    describe: fn(RunError) -> String,
+    /// Called with the id of each run dropped from the registry (its files go too).
+    on_forget: Mutex<Vec<ForgetHook>>,
+}
+
+impl std::fmt::Debug for BackgroundRuns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackgroundRuns")
+            .field("settings", &self.settings)
+            .field("runs", &self.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl BackgroundRuns {
+    pub fn new(
+        runner: Arc<Runner>,
+        settings: BackgroundSettings,
+        describe: fn(RunError) -> String,
+    ) -> Self {
+        Self {
+            runner,
+            settings,
+            runs: Mutex::default(),
+            describe,
+            on_forget: Mutex::default(),
+        }
+    }
+
+    pub fn settings(&self) -> &BackgroundSettings {
+        &self.settings
+    }
+
+    /// Registers what to do when a run is dropped (expired, or removed).
+    pub fn on_forget(&self, hook: impl Fn(&str) + Send + Sync + 'static) {
+        self.on_forget
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Box::new(hook));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<RunRecord>>> {
+        self.runs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts a run for `owner` and returns its record at once. `listed: false` keeps it out of
+    /// [`Self::list`] until [`Self::show`] (a `run_python` that may still end in time).
+    pub fn start(
+        &self,
+        owner: &str,
+        kind: RunKind,
+        request: BackgroundRequest,
+        listed: bool,
+    ) -> Result<Arc<RunRecord>, StartError> {
+        let record = Arc::new(RunRecord {
+            id: new_run_id(),
+            owner: owner.to_owned(),
+            file_name: request.script.relative().to_owned(),
+            kind,
+            started_at: SystemTime::now(),
+            created: Instant::now(),
+            live: Arc::new(LiveOutput::new(self.runner.max_output())),
+            cancel: CancellationToken::new(),
+            end: OnceLock::new(),
+            listed: AtomicBool::new(listed),
+            end_seen: AtomicBool::new(false),
+            task_id: OnceLock::new(),
+        });
+        {
+            let mut runs = self.lock();
+            let mut dropped = self.sweep(&mut runs);
+            if runs.len() >= self.settings.max_runs {
+                // Room from the oldest run whose end its owner has already seen.
+                let seen = runs
+                    .values()
+                    .filter(|r| r.end_seen.load(Ordering::Relaxed))
+                    .min_by_key(|r| r.created)
+                    .map(|r| r.id.clone());
+                match seen {
+                    Some(id) => {
+                        runs.remove(&id);
+                        dropped.push(id);
+                    }
+                    None => {
+                        drop(runs);
+                        self.forget_all(&dropped);
+                        return Err(StartError::Full {
+                            max: self.settings.max_runs,
+                        });
+                    }
+                }
+            }
+            runs.insert(record.id.clone(), record.clone());
+            drop(runs);
+            self.forget_all(&dropped);
+        }
+        let runner = self.runner.clone();
+        let describe = self.describe;
+        let running = record.clone();
+        tokio::spawn(async move {
+            let req = RunRequest {
+                live: Some(running.live.clone()),
+                pool: request.pool,
+                ..RunRequest::new(
+                    &request.script,
+                    &request.args,
+                    request.stdin.as_deref(),
+                    request.timeout,
+                )
+            };
+            let end = match runner.run(req, &running.cancel).await {
+                Ok(outcome) => RunEnd::Finished(outcome),
+                Err(RunError::CancelledWhileQueued) if running.cancel.is_cancelled() => {
+                    RunEnd::Finished(RunOutcome {
+                        stdout: String::new(),
+                        stderr: String::new(),
+                        exit_code: None,
+                        timed_out: false,
+                        cancelled: true,
+                        stdout_truncated: false,
+                        stderr_truncated: false,
+                        duration: running.created.elapsed(),
+                    })
+                }
+                Err(e) => RunEnd::Failed(describe(e)),
+            };
+            running.finish(end);
+        });
+        Ok(record)
+    }
+
+    /// Lists a run started with `listed: false` (it was handed over to the background).
+    pub fn show(&self, record: &RunRecord) {
+        record.listed.store(true, Ordering::Relaxed);
+    }
+
+    /// Drops a run at once (a `run_python` that ended before it was handed over).
+    pub fn remove(&self, id: &str) {
+        let removed = self.lock().remove(id);
+        if removed.is_some() {
+            self.forget_all(&[id.to_owned()]);
+        }
+    }
+
+    /// The owner's run with this id; `None` for an unknown, expired or foreign id alike.
+    pub fn get(&self, owner: &str, id: &str) -> Option<Arc<RunRecord>> {
+        let mut runs = self.lock();
+        let dropped = self.sweep(&mut runs);
+        let found = runs.get(id).filter(|r| r.owner == owner).cloned();
+        drop(runs);
+        self.forget_all(&dropped);
+        found
+    }
+
+    /// The owner's listed runs, newest first.
+    pub fn list(&self, owner: &str) -> Vec<Arc<RunRecord>> {
+        let mut runs = self.lock();
+        let dropped = self.sweep(&mut runs);
+        let mut mine: Vec<_> = runs
+            .values()
+            .filter(|r| r.owner == owner && r.listed.load(Ordering::Relaxed))
+            .cloned()
+            .collect();
+        drop(runs);
+        self.forget_all(&dropped);
+        mine.sort_by_key(|r| std::cmp::Reverse(r.created));
+        mine
+    }
+
+    /// Runs that have not ended (for the server's shutdown and tests).
+    pub fn running(&self) -> usize {
+        self.lock()
+            .values()
+            .filter(|r| r.end.get().is_none())
+            .count()
+    }
+
+    /// Removes expired runs; returns their ids (the caller calls the hooks once unlocked).
+    fn sweep(&self, runs: &mut HashMap<String, Arc<RunRecord>>) -> Vec<String> {
+        let now = Instant::now();
+        let expired: Vec<String> = runs
+            .values()
+            .filter(|r| r.expired(now, self.settings.retention))
+            .map(|r| r.id.clone())
+            .collect();
+        for id in &expired {
+            runs.remove(id);
+        }
+        expired
+    }
+
+    fn forget_all(&self, ids: &[String]) {
+        if ids.is_empty() {
+            return;
+        }
+        let hooks = self
+            .on_forget
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for id in ids {
+            for hook in hooks.iter() {
+                hook(id);
+            }
+        }
+    }
+}
+
+/// A new run id: `run_` and 128 random bits in lowercase hex.
+pub fn new_run_id() -> String {
+    let mut bytes = [0u8; 16];
+    // getrandom fails only without any OS entropy source; fall back to time and a counter, which
+    // are unique (not secret: ids are checked against their owner, they are not capabilities).
+    if getrandom::fill(&mut bytes).is_err() {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+        bytes[..8].copy_from_slice(&(nanos as u64).to_le_bytes());
+        bytes[8..].copy_from_slice(&count.to_le_bytes());
+    }
+    let mut id = String::with_capacity(36);
+    id.push_str("run_");
+    for byte in bytes {
+        id.push_str(&format!("{byte:02x}"));
+    }
+    id
+}
+
+/// Whether a string has the shape of a run id (checked before any lookup or file access).
+pub fn is_run_id(id: &str) -> bool {
+    id.len() == 36
+        && id.starts_with("run_")
+        && id[4..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_unique_and_have_their_shape() {
+        let a = new_run_id();
+        let b = new_run_id();
+        assert_ne!(a, b);
+        assert!(is_run_id(&a), "{a}");
+        for bad in [
+            "",
+            "run_",
+            "run_../../etc/passwd",
+            &a.to_uppercase(),
+            &format!("{a}0"),
+            &a.replace("run_", "job_"),
+        ] {
+            assert!(!is_run_id(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! The background-run tools: `start_python`, `get_run`, `cancel_run`, `list_runs`. They adapt
+//! `run::background` to MCP: arguments in, a record looked up for its owner, a result out.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::common::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_router, ErrorData, RoleServer};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::audit::CallNotes;
+use crate::client_message::ClientMessage;
+use crate::run::background::{
+    is_run_id, BackgroundRequest, RunEnd, RunKind, RunRecord, StartError,
+};
+use crate::run::live_output::Stream;
+use crate::run::runner::Pool;
+use crate::tools::{effective_timeout, fmt_secs, refusal, structured, PyRunServer, RunPythonArgs};
+
+/// The most output one `get_run` returns per stream; pass the next offset back for more.
+pub const PAGE_BYTES: usize = 256 * 1024;
+/// The longest `get_run` waits for news.
+const MAX_WAIT_SECS: f64 = 30.0;
+/// How long `cancel_run` waits for the killed run to be reaped before it answers.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// A started run.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StartedRun {
+    /// The run's id, for get_run, cancel_run and list_runs.
+    pub run_id: String,
+    /// `running`, or `queued` while it waits for a turn.
+    pub status: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetRunArgs {
+    /// The id start_python returned.
+    pub run_id: String,
+    /// Wait up to this many seconds (0 to 30) for the run to end or print more; 0 answers at once.
+    #[serde(default)]
+    pub wait_seconds: Option<f64>,
+    /// Return stdout from this byte offset (the previous answer's next_stdout_offset).
+    #[serde(default)]
+    pub stdout_offset: Option<u64>,
+    /// Return stderr from this byte offset (the previous answer's next_stderr_offset).
+    #[serde(default)]
+    pub stderr_offset: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunIdArgs {
+    /// The id start_python returned.
+    pub run_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListRunsArgs {}
+
+/// Where a background run is, with a page of its output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunState {
+    pub run_id: String,
+    /// The script, relative to the projects folder.
+    pub file_name: String,
+    /// `queued`, `running`, `exited`, `timed_out`, `cancelled` or `failed` (could not start).
+    pub status: String,
+    /// The exit code once exited; null while going, or when killed.
+    pub exit_code: Option<i32>,
+    /// Standard output from the offset asked for (at most 256 KiB).
+    pub stdout: String,
+    /// Standard error from the offset asked for (at most 256 KiB).
+    pub stderr: String,
+    /// Pass back as stdout_offset to read on.
+    pub next_stdout_offset: u64,
+    /// Pass back as stderr_offset to read on.
+    pub next_stderr_offset: u64,
+    /// Whether stdout was cut at the server's output limit.
+    pub stdout_truncated: bool,
+    /// Whether stderr was cut at the server's output limit.
+    pub stderr_truncated: bool,
+    /// Wall time so far, or of the whole run once ended, in milliseconds.
+    pub duration_ms: u64,
+    /// Why the run could not start (only when `failed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One line of `list_runs`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub file_name: String,
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    /// When it was started (RFC 3339, UTC).
+    pub started_at: String,
+    /// `background` (start_python, or a run_python handed over) or `task` (an MCP task).
+    pub kind: String,
+}
+
+/// The caller's runs, newest first.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunList {
+    pub runs: Vec<RunSummary>,
+}
+
+#[tool_router(router = run_tools_router, vis = "pub(crate)")]
+impl PyRunServer {
+    /// Start a Python file in the background and return its run id at once; follow it with
+    /// get_run. For scripts that take longer than a tool call may wait (training, downloads).
+    #[tool(
+        annotations(title = "Start a Python file in the background", open_world_hint = false),
+        output_schema = schema_for_output::<StartedRun>()
+    )]
+    async fn start_python(
+        &self,
+        Parameters(args): Parameters<RunPythonArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let notes = call_notes(&ctx);
+        notes.note(|n| n.arg_count = Some(args.args.len()));
+        let script = match self.app.root.resolve_script(&args.file_name) {
+            Ok(script) => script,
+            Err(e) => {
+                notes.asked_file(&args.file_name);
+                return Ok(refusal(e.into()));
+            }
+        };
+        notes.note(|n| n.file_name = Some(script.relative().to_owned()));
+        let runs = &self.app.runs;
+        let timeout = match effective_timeout(args.timeout_seconds, runs.settings().timeout) {
+            Ok(t) => t,
+            Err(message) => return Ok(refusal(message)),
+        };
+        let owner = self.caller(&ctx);
+        let request = BackgroundRequest {
+            script,
+            args: args.args,
+            stdin: args.stdin,
+            timeout,
+            pool: Pool::Background,
+        };
+        let record = match runs.start(&owner.key(), RunKind::Background, request, true) {
+            Ok(record) => record,
+            Err(e) => return Ok(refusal(self.full(e))),
+        };
+        tracing::info!(%owner, run_id = %record.id, script = %record.file_name, "background run started");
+        let status = record.status().as_str().to_owned();
+        let mut text = String::new();
+        let _ = write!(
+            text,
+            "Started {} as run {} ({status}).\nFollow it with get_run {{\"run_id\": \"{}\", \
+             \"wait_seconds\": 30}}; stop it with cancel_run.",
+            record.file_name, record.id, record.id
+        );
+        let started = StartedRun {
+            run_id: record.id.clone(),
+            status,
+        };
+        Ok(structured(text, &started))
+    }
+
+    /// Read a background run: its status, exit code and output from the given offsets. With
+    /// wait_seconds it waits (up to 30 s) until the run ends or prints more.
+    #[tool(
+        annotations(title = "Read a background run", read_only_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<RunState>()
+    )]
+    async fn get_run(
+        &self,
+        Parameters(args): Parameters<GetRunArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let wait = match args.wait_seconds {
+            None => Duration::ZERO,
+            Some(secs) if (0.0..=MAX_WAIT_SECS).contains(&secs) => Duration::from_secs_f64(secs),
+            Some(secs) => {
+                return Ok(refusal(
+                    ClientMessage::new("wait_seconds must be between 0 and 30, got ").number(secs),
+                ))
+            }
+        };
+        let record = match self.find_run(&ctx, &args.run_id) {
+            Ok(record) => record,
+            Err(message) => return Ok(refusal(message)),
+        };
+        let (out, err) = (
+            args.stdout_offset.unwrap_or(0),
+            args.stderr_offset.unwrap_or(0),
+        );
+        if !wait.is_zero() {
+            record.wait_for_news(wait, out, err).await;
+        }
+        Ok(self.run_state(&record, out, err))
+    }
+
+    /// Stop a background run: its whole process tree is killed.
+    #[tool(
+        annotations(title = "Cancel a background run", destructive_hint = true, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<RunState>()
+    )]
+    async fn cancel_run(
+        &self,
+        Parameters(args): Parameters<RunIdArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let record = match self.find_run(&ctx, &args.run_id) {
+            Ok(record) => record,
+            Err(message) => return Ok(refusal(message)),
+        };
+        record.cancel();
+        let _ = tokio::time::timeout(CANCEL_WAIT, record.ended()).await;
+        Ok(self.run_state(&record, 0, 0))
+    }
+
+    /// List your background runs (and MCP task runs), newest first.
+    #[tool(
+        annotations(title = "List background runs", read_only_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<RunList>()
+    )]
+    async fn list_runs(
+        &self,
+        Parameters(_): Parameters<ListRunsArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let owner = self.caller(&ctx);
+        let runs: Vec<RunSummary> = self
+            .app
+            .runs
+            .list(&owner.key())
+            .iter()
+            .map(|record| summary(record))
+            .collect();
+        let text = if runs.is_empty() {
+            "(no runs)".to_owned()
+        } else {
+            let mut text = String::new();
+            for run in &runs {
+                let _ = writeln!(
+                    text,
+                    "{}  {:<9}  {}  {}  {} s{}",
+                    run.run_id,
+                    run.status,
+                    run.started_at,
+                    run.file_name,
+                    fmt_secs(Duration::from_millis(run.duration_ms)),
+                    run.exit_code
+                        .map(|c| format!("  exit {c}"))
+                        .unwrap_or_default(),
+                );
+            }
+            text.trim_end().to_owned()
+        };
+        Ok(structured(text, &RunList { runs }))
+    }
+}
+
+impl PyRunServer {
+    /// The caller's run with this id, or the one message for unknown, expired and foreign ids.
+    fn find_run(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        id: &str,
+    ) -> Result<Arc<RunRecord>, ClientMessage> {
+        let owner = self.caller(ctx);
+        let found = is_run_id(id)
+            .then(|| self.app.runs.get(&owner.key(), id))
+            .flatten();
+        found.ok_or_else(|| self.unknown_run(id))
+    }
+
+    fn unknown_run(&self, id: &str) -> ClientMessage {
+        let retention = self.app.runs.settings().retention;
+        ClientMessage::new("no run with id ")
+            .given(id)
+            .then(" (runs are kept for ")
+            .duration(retention)
+            .then(" after they end, and are gone after a server restart)")
+    }
+
+    pub(crate) fn full(&self, e: StartError) -> ClientMessage {
+        let StartError::Full { max } = e;
+        let retention = self.app.runs.settings().retention;
+        ClientMessage::new("")
+            .number(max)
+            .then(" background runs are kept at once (queued, running, or ended less than ")
+            .duration(retention)
+            .then(" ago) and none can make room")
+            .hint(
+                "read a finished run to its end with get_run (it may then make room), cancel one \
+                 with cancel_run, or wait; the server's operator can raise --max-background-runs",
+            )
+    }
+
+    /// A run's state as a tool result, its output read from the given offsets.
+    pub(crate) fn run_state(&self, record: &RunRecord, out: u64, err: u64) -> CallToolResult {
+        let stdout = record.live.read(Stream::Stdout, out, PAGE_BYTES);
+        let stderr = record.live.read(Stream::Stderr, err, PAGE_BYTES);
+        let status = record.status();
+        let at_end = stdout.next_offset == record.live.len(Stream::Stdout)
+            && stderr.next_offset == record.live.len(Stream::Stderr);
+        if at_end {
+            record.mark_end_seen();
+        }
+        let (exit_code, error) = match record.end() {
+            Some(RunEnd::Finished(outcome)) => (outcome.exit_code, None),
+            Some(RunEnd::Failed(reason)) => (None, Some(reason.clone())),
+            None => (None, None),
+        };
+        let state = RunState {
+            run_id: record.id.clone(),
+            file_name: record.file_name.clone(),
+            status: status.as_str().to_owned(),
+            exit_code,
+            stdout: stdout.text,
+            stderr: self.without_host_folder(&stderr.text),
+            next_stdout_offset: stdout.next_offset,
+            next_stderr_offset: stderr.next_offset,
+            stdout_truncated: stdout.truncated,
+            stderr_truncated: stderr.truncated,
+            duration_ms: millis(record.duration()),
+            error,
+        };
+        let text = render_state(&state, !at_end);
+        structured(text, &state)
+    }
+}
+
+/// The text of a run's state: a status line, the output page, then what to do next.
+fn render_state(state: &RunState, more: bool) -> String {
+    let mut text = format!(
+        "[run {} ({}): {}",
+        state.run_id, state.file_name, state.status
+    );
+    if let Some(code) = state.exit_code {
+        let _ = write!(text, ", exit code {code}");
+    }
+    let _ = write!(
+        text,
+        ", {} s]",
+        fmt_secs(Duration::from_millis(state.duration_ms))
+    );
+    if let Some(error) = &state.error {
+        let _ = write!(text, "\n{error}");
+    }
+    if !state.stdout.is_empty() {
+        text.push('\n');
+        text.push_str(&state.stdout);
+    }
+    if !state.stderr.is_empty() {
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str("--- stderr ---\n");
+        text.push_str(&state.stderr);
+    }
+    let mut cut = Vec::new();
+    if state.stdout_truncated {
+        cut.push("stdout");
+    }
+    if state.stderr_truncated {
+        cut.push("stderr");
+    }
+    if !cut.is_empty() {
+        let _ = write!(
+            text,
+            "\n[Output truncated: {} over the limit]",
+            cut.join(" and ")
+        );
+    }
+    if more {
+        let _ = write!(
+            text,
+            "\n[More output: call get_run with stdout_offset {} and stderr_offset {}]",
+            state.next_stdout_offset, state.next_stderr_offset
+        );
+    } else if state.status == "queued" || state.status == "running" {
+        let _ = write!(
+            text,
+            "\n[Still going: call get_run with stdout_offset {}, stderr_offset {} and wait_seconds 30]",
+            state.next_stdout_offset, state.next_stderr_offset
+        );
+    }
+    text
+}
+
+fn summary(record: &RunRecord) -> RunSummary {
+    let exit_code = match record.end() {
+        Some(RunEnd::Finished(outcome)) => outcome.exit_code,
+        _ => None,
+    };
+    RunSummary {
+        run_id: record.id.clone(),
+        file_name: record.file_name.clone(),
+        status: record.status().as_str().to_owned(),
+        exit_code,
+        duration_ms: millis(record.duration()),
+        started_at: chrono::DateTime::<chrono::Utc>::from(record.started_at)
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        kind: record.kind.as_str().to_owned(),
+    }
+}
+
+fn call_notes(ctx: &RequestContext<RoleServer>) -> CallNotes {
+    ctx.extensions
+        .get::<CallNotes>()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
