@@ -189,8 +189,8 @@ impl Output {
         }
         write_stdout(&format!("{}\n", run.run_id));
         self.hint(&format!(
-            "{}; follow it with `pyrun-mcp-client logs {id} --follow`, stop it with \
-             `pyrun-mcp-client cancel {id}`",
+            "the run is {}; follow it with `pyrun-mcp-client logs {id} --follow`, stop it \
+             with `pyrun-mcp-client cancel {id}`",
             run.status.as_str(),
             id = run.run_id
         ));
