@@ -123,21 +123,15 @@ impl Session {
     /// Every resource, following `nextCursor` page by page.
     pub async fn list_resources(&self) -> Result<Vec<Resource>, ClientError> {
         self.require_capability(Capability::Resources)?;
-        let mut resources = Vec::new();
-        let mut pages = Pages::default();
-        while let Some(cursor) = pages.next() {
-            let params = PaginatedRequestParams::default().with_cursor(cursor);
-            let request =
-                ClientRequest::ListResourcesRequest(ListResourcesRequest::with_param(params));
-            match self.request(request, "resources/list").await? {
-                ServerResult::ListResourcesResult(page) => {
-                    resources.extend(page.resources);
-                    pages.advance(page.next_cursor, "resources/list")?;
-                }
-                other => return Err(unexpected("resources/list", &other)),
-            }
-        }
-        Ok(resources)
+        self.all_pages(
+            "resources/list",
+            |params| ClientRequest::ListResourcesRequest(ListResourcesRequest::with_param(params)),
+            |result| match result {
+                ServerResult::ListResourcesResult(page) => Ok((page.resources, page.next_cursor)),
+                other => Err(unexpected("resources/list", &other)),
+            },
+        )
+        .await
     }
 
     /// `resources/read`; an error the server answers becomes [`ClientError::Refused`].
@@ -157,20 +151,34 @@ impl Session {
     /// Every prompt, following `nextCursor` page by page.
     pub async fn list_prompts(&self) -> Result<Vec<Prompt>, ClientError> {
         self.require_capability(Capability::Prompts)?;
-        let mut prompts = Vec::new();
+        self.all_pages(
+            "prompts/list",
+            |params| ClientRequest::ListPromptsRequest(ListPromptsRequest::with_param(params)),
+            |result| match result {
+                ServerResult::ListPromptsResult(page) => Ok((page.prompts, page.next_cursor)),
+                other => Err(unexpected("prompts/list", &other)),
+            },
+        )
+        .await
+    }
+
+    /// The items of a paged list: `request` builds the request for a cursor, `page` takes a
+    /// page's items and next cursor out of the answer.
+    async fn all_pages<T>(
+        &self,
+        label: &str,
+        request: impl Fn(PaginatedRequestParams) -> ClientRequest,
+        page: impl Fn(ServerResult) -> Result<(Vec<T>, Option<String>), ClientError>,
+    ) -> Result<Vec<T>, ClientError> {
+        let mut items = Vec::new();
         let mut pages = Pages::default();
         while let Some(cursor) = pages.next() {
             let params = PaginatedRequestParams::default().with_cursor(cursor);
-            let request = ClientRequest::ListPromptsRequest(ListPromptsRequest::with_param(params));
-            match self.request(request, "prompts/list").await? {
-                ServerResult::ListPromptsResult(page) => {
-                    prompts.extend(page.prompts);
-                    pages.advance(page.next_cursor, "prompts/list")?;
-                }
-                other => return Err(unexpected("prompts/list", &other)),
-            }
+            let (more, next) = page(self.request(request(params), label).await?)?;
+            items.extend(more);
+            pages.advance(next, label)?;
         }
-        Ok(prompts)
+        Ok(items)
     }
 
     /// `prompts/get`; an error the server answers becomes [`ClientError::Refused`].

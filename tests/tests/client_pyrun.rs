@@ -433,7 +433,8 @@ fn run_commands_refuse_a_stdio_server_and_bad_run_ids_before_connecting() {
 }
 
 /// A stdio MCP server whose one tool links to artifacts with hostile names, as no real pyrun-mcp
-/// server sends them; every `resources/read` it gets is appended to `reads.log` next to it.
+/// server sends them; every `resources/read` it gets is appended to `reads.log` next to it. Its
+/// resource list comes in two pages.
 const HOSTILE_LINKS_SERVER: &str = r#"
 import base64, json, os, sys
 
@@ -472,6 +473,12 @@ for line in sys.stdin:
         content = [{"type": "text", "text": "made files"}]
         content += [{"type": "resource_link", "name": n, "uri": u} for n, u in LINKS]
         result = {"content": content, "isError": False}
+    elif method == "resources/list":
+        if params.get("cursor") is None:
+            result = {"resources": [{"uri": "fake://good", "name": "good"}], "nextCursor": "p2"}
+        else:
+            result = {"resources": [{"uri": "fake://nested", "name": "nested",
+                                     "mimeType": "image/png", "size": 10}]}
     elif method == "resources/read":
         uri = params["uri"]
         with open(os.path.join(HERE, "reads.log"), "a") as log:
@@ -489,15 +496,19 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": request_id, "result": result})
 "#;
 
+/// Writes the hostile-links server into `dir`; returns its `--server` command line.
+fn hostile_links_server(dir: &Path) -> String {
+    let script = dir.join("hostile_links.py");
+    std::fs::write(&script, HOSTILE_LINKS_SERVER).expect("write the fake server");
+    command_line(&pyrun_mcp_tests::python(), &[script.display().to_string()])
+}
+
 #[test]
 fn save_artifacts_writes_safe_names_and_refuses_names_that_would_leave_the_folder() {
     let root = tempfile::tempdir().expect("a temporary folder");
     let server_dir = root.path().join("server");
     std::fs::create_dir(&server_dir).expect("create the server folder");
-    let script = server_dir.join("hostile_links.py");
-    std::fs::write(&script, HOSTILE_LINKS_SERVER).expect("write the fake server");
-    let python = pyrun_mcp_tests::python();
-    let target = command_line(&python, &[script.display().to_string()]);
+    let target = hostile_links_server(&server_dir);
     let out = root.path().join("out");
 
     let assert = client()
@@ -868,4 +879,43 @@ fn resources_and_prompts_show_the_project() {
         .assert()
         .code(17)
         .stderr(predicate::str::contains("file"));
+}
+
+#[test]
+fn resources_are_listed_across_pages_and_binary_reads_go_to_a_file() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let target = hostile_links_server(dir.path());
+    let listed = client()
+        .args(["--server", &target, "resources"])
+        .assert()
+        .success();
+    let listed = stdout_of(&listed);
+    assert!(
+        listed.contains("fake://good") && listed.contains("fake://nested"),
+        "both pages should be listed:\n{listed}"
+    );
+    let file = dir.path().join("nested.png");
+    client()
+        .args(["--server", &target, "read", "fake://nested", "-o"])
+        .arg(&file)
+        .assert()
+        .success()
+        .stdout("")
+        .stderr(predicate::str::contains("wrote 10 B"));
+    assert_eq!(
+        std::fs::read(&file).ok(),
+        Some(b"\x89PNG\r\n\x1a\n\x00\xff".to_vec())
+    );
+    // Piped, the bytes go to stdout as they are.
+    client()
+        .args(["--server", &target, "read", "fake://nested"])
+        .assert()
+        .success()
+        .stdout(predicate::eq(&b"\x89PNG\r\n\x1a\n\x00\xff"[..]));
+    // A server without prompts says so.
+    client()
+        .args(["--server", &target, "prompts"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("does not offer prompts"));
 }
