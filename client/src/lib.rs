@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Cli, Command};
 use crate::commands::artifacts;
+use crate::commands::run::RunOutcome;
 use crate::connect::{HttpOptions, Target};
 use crate::error::{exit_code, ClientError};
 use crate::handler::Notifier;
@@ -129,6 +130,18 @@ async fn execute(session: &Session, command: Command, output: &Output) -> Result
         }
         Command::Run(args) => {
             let report = commands::run::execute(session, &args).await?;
+            if let RunOutcome::HandedOver { run_id } = &report.outcome {
+                output.handed_over(run_id);
+                let save = args.save_artifacts.as_deref();
+                return match show_run(session, output, run_id, true, save).await {
+                    // `run`'s promise: Ctrl-C and --timeout stop the script.
+                    Err(stop @ (ClientError::Interrupted | ClientError::Timeout(_))) => {
+                        commands::runs::cancel_after_stop(session, run_id).await;
+                        Err(stop)
+                    }
+                    other => other,
+                };
+            }
             output.run_report(&report, args.save_artifacts.is_some());
             if let Some(dir) = &args.save_artifacts {
                 save_artifacts(session, output, &artifacts::links(&report.result), dir).await?;
@@ -140,30 +153,17 @@ async fn execute(session: &Session, command: Command, output: &Output) -> Result
             Ok(0)
         }
         Command::Logs(args) => {
-            let log = commands::runs::logs(session, &args.run_id, args.follow, |page| {
-                output.run_page(page)
-            })
-            .await;
-            let log = match log {
+            let save = args.save_artifacts.as_deref();
+            match show_run(session, output, &args.run_id, args.follow, save).await {
                 Err(ClientError::Interrupted) => {
                     output.hint(&format!(
                         "the run goes on in the server; `pyrun-mcp-client cancel {}` stops it",
                         args.run_id
                     ));
-                    return Err(ClientError::Interrupted);
+                    Err(ClientError::Interrupted)
                 }
-                other => other?,
-            };
-            output.run_log(&log, args.save_artifacts.is_some());
-            if let Some(dir) = &args.save_artifacts {
-                if log.last.status.ended() {
-                    let links = artifacts::links(&log.result);
-                    save_artifacts(session, output, &links, dir).await?;
-                } else {
-                    output.hint("the run has not ended yet: no artifacts to save (add --follow)");
-                }
+                other => other,
             }
-            Ok(log.last.exit_code())
         }
         Command::Cancel { run_id } => {
             output.cancelled_run(&commands::runs::cancel(session, &run_id).await?);
@@ -208,6 +208,27 @@ async fn execute(session: &Session, command: Command, output: &Output) -> Result
         }
         Command::Interactive => interactive::execute(session, output).await,
     }
+}
+
+/// `logs`, and `run` after a hand-over: the run's output as it comes, how it ended, its artifacts
+/// saved; the run's exit code.
+async fn show_run(
+    session: &Session,
+    output: &Output,
+    run_id: &str,
+    follow: bool,
+    save: Option<&std::path::Path>,
+) -> Result<u8, ClientError> {
+    let log = commands::runs::logs(session, run_id, follow, |page| output.run_page(page)).await?;
+    output.run_log(&log, save.is_some());
+    if let Some(dir) = save {
+        if log.last.status.ended() {
+            save_artifacts(session, output, &artifacts::links(&log.result), dir).await?;
+        } else {
+            output.hint("the run has not ended yet: no artifacts to save (add --follow)");
+        }
+    }
+    Ok(log.last.exit_code())
 }
 
 /// `--save-artifacts DIR`: saves what it can, shows it, then fails if any artifact was not saved.

@@ -134,6 +134,8 @@ impl Output {
                 write_stderr(stderr);
             }
             RunOutcome::Unstructured => self.call_result(&report.result),
+            // `handed_over` told, and `logs` shows the rest.
+            RunOutcome::HandedOver { .. } => return,
         }
         match &report.outcome {
             RunOutcome::Finished {
@@ -166,6 +168,16 @@ impl Output {
         }
         for skipped in &artifacts.skipped {
             self.hint(&format!("not kept: {}: {}", skipped.name, skipped.reason));
+        }
+    }
+
+    /// `run` on a server that moved the run to the background (`--detach-after`).
+    pub fn handed_over(&self, run_id: &str) {
+        if !self.json {
+            self.hint(&format!(
+                "the server moved the run to the background as {run_id}; following it \
+                 (Ctrl-C stops it)"
+            ));
         }
     }
 

@@ -218,6 +218,21 @@ impl Session {
         }
     }
 
+    /// `tools/call` bounded by `limit` alone: for the clean-up after Ctrl-C or `--timeout` fired,
+    /// which would stop a guarded call at once.
+    pub async fn call_tool_unguarded(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        limit: Duration,
+    ) -> Result<rmcp::model::CallToolResult, ClientError> {
+        let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
+        match tokio::time::timeout(limit, self.service.peer().call_tool(params)).await {
+            Ok(result) => result.map_err(|e| service_error(e, name)),
+            Err(_) => Err(ClientError::Timeout(limit)),
+        }
+    }
+
     /// Sends a request with a spinner running; on Ctrl-C or timeout, cancels it on the server.
     async fn request(
         &self,

@@ -919,3 +919,68 @@ fn resources_are_listed_across_pages_and_binary_reads_go_to_a_file() {
         .code(1)
         .stderr(predicate::str::contains("does not offer prompts"));
 }
+
+/// Writes `slow_exit.py` into `projects`: prints `before`, sleeps 2.5 s, prints `after` (and
+/// `warned` to stderr), exits 3.
+fn add_slow_exit(projects: &Path) {
+    let script = r#"
+import sys, time
+print("before", flush=True)
+time.sleep(2.5)
+print("after", flush=True)
+print("warned", file=sys.stderr, flush=True)
+sys.exit(3)
+"#;
+    std::fs::write(projects.join("slow_exit.py"), script).expect("write slow_exit.py");
+}
+
+#[test]
+fn run_follows_a_run_the_server_hands_over_to_the_background() {
+    let detach_after = ["--detach-after", "1"];
+    for server in [
+        Server::Stdio(StdioCommand::new(&detach_after)),
+        Server::Http(HttpServer::samples(&[
+            "--auth-token",
+            TOKEN,
+            "--detach-after",
+            "1",
+        ])),
+    ] {
+        add_slow_exit(server.projects());
+        server
+            .client()
+            .args(["run", "slow_exit.py"])
+            .assert()
+            .code(3)
+            .stdout("before\nafter\n")
+            .stderr(
+                predicate::str::contains("moved the run to the background")
+                    .and(predicate::str::contains("warned")),
+            );
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn ctrl_c_stops_a_run_the_server_handed_over() {
+    let server = Server::Http(HttpServer::samples(&[
+        "--auth-token",
+        TOKEN,
+        "--detach-after",
+        "1",
+    ]));
+    add_sleeper(server.projects());
+    let target = server.target();
+    let mut child = spawn_client(&["--server", &target, "--token", TOKEN, "run", "sleeper.py"]);
+    let beat = wait_for_sleeper(server.projects(), &mut child);
+    // Past the hand-over: the client now follows the run with get_run.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(sleeper_alive(&beat), "the script should still be running");
+    interrupt(child.id());
+    let status = wait_with_limit(&mut child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130), "Ctrl-C must exit 130");
+    assert!(
+        sleeper_gone_within(&beat, Duration::from_secs(10)),
+        "the handed-over script still runs after Ctrl-C"
+    );
+}

@@ -67,6 +67,9 @@ pub enum RunOutcome {
         exit_code: Option<i32>,
         timed_out: bool,
     },
+    /// The server moved the run to the background (`--detach-after`) while it still went on;
+    /// it is followed with `get_run` in the same session.
+    HandedOver { run_id: String },
     /// A server without `structuredContent`: only text to show.
     Unstructured,
 }
@@ -85,6 +88,9 @@ struct Structured {
     stdout_truncated: bool,
     #[serde(default)]
     stderr_truncated: bool,
+    /// Only in a result handed over to the background (with `status` running or queued).
+    run_id: Option<String>,
+    status: Option<String>,
 }
 
 impl RunReport {
@@ -109,11 +115,15 @@ impl RunReport {
         .into_iter()
         .filter_map(|(name, cut)| cut.then_some(name))
         .collect();
-        let outcome = RunOutcome::Finished {
-            stdout: s.stdout,
-            stderr: s.stderr,
-            exit_code: s.exit_code,
-            timed_out: s.timed_out,
+        let going = matches!(s.status.as_deref(), Some("running" | "queued"));
+        let outcome = match s.run_id {
+            Some(run_id) if going => RunOutcome::HandedOver { run_id },
+            _ => RunOutcome::Finished {
+                stdout: s.stdout,
+                stderr: s.stderr,
+                exit_code: s.exit_code,
+                timed_out: s.timed_out,
+            },
         };
         Self {
             result,
@@ -137,7 +147,8 @@ impl RunReport {
                 exit_code: None, ..
             } => exit_code::FAILURE,
             RunOutcome::Unstructured if self.result.is_error == Some(true) => exit_code::FAILURE,
-            RunOutcome::Unstructured => 0,
+            // Followed to its end by the caller, whose exit code is the run's.
+            RunOutcome::Unstructured | RunOutcome::HandedOver { .. } => 0,
         }
     }
 }
@@ -243,6 +254,25 @@ mod tests {
             report(json!({"exit_code": 0})).artifacts,
             Artifacts::default()
         );
+    }
+
+    #[test]
+    fn a_run_handed_over_to_the_background_is_told_apart_from_an_ended_one() {
+        let id = "run_0123456789abcdef0123456789abcdef";
+        let r = report(
+            json!({"stdout": "so far\n", "exit_code": null, "timed_out": false,
+            "run_id": id, "status": "running"}),
+        );
+        assert_eq!(r.outcome, RunOutcome::HandedOver { run_id: id.into() });
+        // A finished run that carries its id (artifacts) is still a finished run.
+        let r = report(json!({"exit_code": 0, "run_id": id, "status": "exited"}));
+        assert!(matches!(
+            r.outcome,
+            RunOutcome::Finished {
+                exit_code: Some(0),
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -200,6 +200,16 @@ pub async fn cancel(session: &Session, run_id: &str) -> Result<RunState, ClientE
     RunState::from_result(CANCEL, &result)
 }
 
+/// After Ctrl-C or the timeout stopped following a run that `run` started: cancels it, briefly
+/// and without the limits that already fired; a failure changes nothing for the exit code.
+pub async fn cancel_after_stop(session: &Session, run_id: &str) {
+    let mut arguments = JsonObject::new();
+    arguments.insert("run_id".into(), json!(run_id));
+    let _ = session
+        .call_tool_unguarded(CANCEL, arguments, std::time::Duration::from_secs(3))
+        .await;
+}
+
 /// `logs`: reads the run's output from the start, page after page, handing each page to
 /// `on_page` as it comes. Without `follow` it stops once it has read what is there; with it, it
 /// long-polls until the run has ended and every byte is read. A run that could not start is
