@@ -155,12 +155,13 @@ async fn execute(session: &Session, command: Command, output: &Output) -> Result
         Command::Logs(args) => {
             let save = args.save_artifacts.as_deref();
             match show_run(session, output, &args.run_id, args.follow, save).await {
-                Err(ClientError::Interrupted) => {
+                // Only the following stopped (unlike `run`, whose promise is to stop the script).
+                Err(stop @ (ClientError::Interrupted | ClientError::Timeout(_))) => {
                     output.hint(&format!(
                         "the run goes on in the server; `pyrun-mcp-client cancel {}` stops it",
                         args.run_id
                     ));
-                    Err(ClientError::Interrupted)
+                    Err(stop)
                 }
                 other => other,
             }
