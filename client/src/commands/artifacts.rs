@@ -244,6 +244,9 @@ fn write_inside(dir: &Path, relative: &Path, bytes: &[u8]) -> io::Result<PathBuf
                     path.display()
                 )))
             }
+            // An older file of that name goes first, so a hard link to a file elsewhere is
+            // replaced, not written through.
+            Ok(_) if last => fs::remove_file(&path)?,
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if !last {
@@ -253,7 +256,12 @@ fn write_inside(dir: &Path, relative: &Path, bytes: &[u8]) -> io::Result<PathBuf
             Err(e) => return Err(e),
         }
     }
-    fs::write(&path, bytes)?;
+    // `create_new` (O_EXCL) also refuses a link planted after the check above.
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    io::Write::write_all(&mut file, bytes)?;
     Ok(path)
 }
 
@@ -378,6 +386,10 @@ mod tests {
         );
         // Written again: replaced.
         assert!(write_inside(dir.path(), Path::new("plots/a/fig.png"), b"new").is_ok());
+        assert_eq!(
+            fs::read(dir.path().join("plots/a/fig.png")).ok(),
+            Some(b"new".to_vec())
+        );
         assert!(write_inside(dir.path(), Path::new("plots"), b"x").is_err());
     }
 
@@ -394,6 +406,22 @@ mod tests {
         assert_eq!(
             fs::read_dir(outside.path()).map(Iterator::count).ok(),
             Some(0)
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_hard_link_inside_the_folder_is_replaced_not_written_through() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let outside = tempfile::tempdir().expect("temp dir");
+        let precious = outside.path().join("precious");
+        fs::write(&precious, b"keep").expect("write");
+        fs::hard_link(&precious, dir.path().join("a.txt")).expect("hard link");
+        assert!(write_inside(dir.path(), Path::new("a.txt"), b"new").is_ok());
+        assert_eq!(fs::read(&precious).ok(), Some(b"keep".to_vec()));
+        assert_eq!(
+            fs::read(dir.path().join("a.txt")).ok(),
+            Some(b"new".to_vec())
         );
     }
 }
