@@ -108,7 +108,8 @@ check_workflows() {
 
 # cargo test, with its output kept to count the results for the summary.
 run_tests() {
-    cargo test --workspace 2>&1 | tee "$log_dir/test.log"
+    # The plot test (server/tests/artifacts.rs) fails here without matplotlib, instead of skipping.
+    PYRUN_REQUIRE_MATPLOTLIB=1 cargo test --workspace 2>&1 | tee "$log_dir/test.log"
     return "${PIPESTATUS[0]}"
 }
 
@@ -151,6 +152,24 @@ ensure_browser() {
         { "${apt[@]}" update && "${apt[@]}" install chromium chromium-driver; }
 }
 
+# matplotlib for the plot test (server/tests/artifacts.rs): Debian's python3-matplotlib for
+# /usr/bin/python3, from apt when missing (as root), unless the tests' interpreter has it.
+ensure_matplotlib() {
+    local python=${PYRUN_TEST_PYTHON:-python3}
+    if "$python" -c 'import matplotlib' 2>/dev/null || /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null 2>&1 || [[ $(id -u) -ne 0 ]]; then
+        echo "matplotlib is missing: install it for $python (pip install matplotlib) or" \
+            "run \`sudo apt-get install -y python3-matplotlib\` and run again"
+        return 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    local apt=(apt-get -o DPkg::Lock::Timeout=300 -y -q)
+    "${apt[@]}" install python3-matplotlib ||
+        { "${apt[@]}" update && "${apt[@]}" install python3-matplotlib; }
+}
+
 run_real_client_tests() {
     cargo test -p pyrun-mcp-tests --features real-clients 2>&1 | tee -a "$log_dir/test.log"
     return "${PIPESTATUS[0]}"
@@ -182,6 +201,7 @@ else
 fi
 # The crates publish (sandbox, server, client): packaged and built from their packages alone.
 step "cargo publish --dry-run" cargo publish --workspace --dry-run --allow-dirty --quiet
+step "matplotlib for the plot test" ensure_matplotlib
 step "cargo test --workspace" run_tests
 step "cargo test --features tunnel" run_tunnel_tests
 step "build for the real-client tests" build_for_real_clients

@@ -58,6 +58,7 @@ fn main() -> anyhow::Result<()> {
             projects: None,
             read_only_projects: false,
             pycache: None,
+            support: None,
         })?)
     };
     let off = sandbox(SandboxMode::Off)?;

@@ -139,6 +139,8 @@ pub const RUN_PROJECTS_DIR: &str = "/projects";
 pub const RUN_SCRATCH_DIR: &str = "/tmp";
 /// Where a run sees the server's bytecode cache in that view.
 pub const RUN_PYCACHE_DIR: &str = "/pycache";
+/// Where a run sees the server's support modules (its matplotlib backend) in that view.
+pub const RUN_SUPPORT_DIR: &str = "/pyrun";
 
 /// What a run may touch. System directories Python needs (`/usr`, `/lib*`, `/etc/ld.so.cache`, a few
 /// devices) are added by the sandbox itself; see [`python_read_paths`] for the interpreter's own.
@@ -159,6 +161,10 @@ pub struct SandboxPolicy {
     /// The server's bytecode cache (canonical): read-only to runs, at [`RUN_PYCACHE_DIR`] in
     /// their view (Linux) or at its host path without one; added to the readable trees here.
     pub pycache: Option<PathBuf>,
+    /// The server's support modules for runs (canonical; its matplotlib backend): read-only to
+    /// runs in every mode, at [`RUN_SUPPORT_DIR`] in their view (Linux) or at its host path
+    /// without one; added to the readable trees here.
+    pub support: Option<PathBuf>,
 }
 
 impl SandboxPolicy {
@@ -175,6 +181,7 @@ impl SandboxPolicy {
             projects: None,
             read_only_projects: false,
             pycache: None,
+            support: None,
         }
     }
 }
@@ -220,6 +227,8 @@ pub struct Sandbox {
     mode: SandboxMode,
     /// The server's bytecode cache (host path); `None` with the sandbox off.
     pycache: Option<PathBuf>,
+    /// The server's support modules (host path), in every mode.
+    support: Option<PathBuf>,
     #[cfg(target_os = "linux")]
     imp: Option<linux::LinuxSandbox>,
     #[cfg(all(unix, not(target_os = "linux")))]
@@ -243,6 +252,7 @@ impl Sandbox {
             return Ok(Sandbox {
                 mode,
                 pycache: None,
+                support: policy.support,
                 imp: None,
                 #[cfg(target_os = "linux")]
                 spawner: spawn::Spawner::new(),
@@ -251,6 +261,8 @@ impl Sandbox {
         let pycache = policy.pycache.clone();
         // Runs read the cache (read-only: it is not among the writable trees).
         policy.read_paths.extend(pycache.iter().cloned());
+        let support = policy.support.clone();
+        policy.read_paths.extend(support.iter().cloned());
         #[cfg(target_os = "linux")]
         let imp = linux::LinuxSandbox::new(policy)?;
         #[cfg(all(unix, not(target_os = "linux")))]
@@ -260,6 +272,7 @@ impl Sandbox {
         Ok(Sandbox {
             mode,
             pycache,
+            support,
             imp: Some(imp),
             #[cfg(target_os = "linux")]
             spawner: spawn::Spawner::new(),
@@ -318,6 +331,17 @@ impl Sandbox {
             PathBuf::from(RUN_PYCACHE_DIR)
         } else {
             cache.clone()
+        })
+    }
+
+    /// Where runs find the server's support modules (a `PYTHONPATH` entry): [`RUN_SUPPORT_DIR`]
+    /// in their own view, the host path without one. `None` when the server has none.
+    pub fn support_dir(&self) -> Option<PathBuf> {
+        let support = self.support.as_ref()?;
+        Some(if self.has_view() {
+            PathBuf::from(RUN_SUPPORT_DIR)
+        } else {
+            support.clone()
         })
     }
 

@@ -14,11 +14,13 @@ pub enum PythonError {
 }
 
 /// Printed by the interpreter: one absolute path per line. `-I` keeps `PYTHON*` variables, the
-/// user site (`~/.local`) and the current directory out of the answer.
+/// user site (`~/.local`) and the current directory out of the answer. A `sitecustomize` every
+/// start imports is named too: Debian's is a link into `/etc/python3.X/`.
 const PROBE: &str = "import os, site, sys\n\
 paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,\n\
          os.path.dirname(os.path.realpath(sys.executable))]\n\
 paths += site.getsitepackages() + sys.path\n\
+paths.append(getattr(sys.modules.get('sitecustomize'), '__file__', None))\n\
 print('\\n'.join(p for p in paths if p))";
 
 /// The directories `python` needs to read (and execute) to run scripts: `sys.prefix`,

@@ -90,6 +90,7 @@ impl Fixture {
             projects: None,
             read_only_projects: false,
             pycache: None,
+            support: None,
         })
         .unwrap();
         let scratch = scratch.canonicalize().unwrap();

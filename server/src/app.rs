@@ -9,11 +9,14 @@ use crate::audit::AuditLog;
 use crate::client_message::ClientMessage;
 use crate::config::Config;
 use crate::oauth::{self, OAuth};
+use crate::run::artifacts::{ArtifactLimits, ArtifactStore};
 use crate::run::background::{BackgroundRuns, BackgroundSettings};
 use crate::run::bytecode_cache::BytecodeCache;
 use crate::run::paths::{PathError, ProjectRoot};
+use crate::run::python_support::PythonSupport;
 use crate::run::runner::{Runner, RunnerSettings};
 use crate::run::sandbox_probe::SandboxProbe;
+use crate::tasks::Tasks;
 use pyrun_sandbox::{python_read_paths, Sandbox, SandboxError, SandboxMode, SandboxPolicy};
 
 /// How long the sandbox probe leaves the CPU to a connecting client when no run asks for it
@@ -31,6 +34,12 @@ pub struct App {
     pub oauth: Option<Arc<OAuth>>,
     /// Where each tool call is recorded (`--audit-log`); may be off.
     pub audit: AuditLog,
+    /// MCP tasks (`run_python` for clients that declare the Tasks extension).
+    pub tasks: Tasks,
+    /// The files runs left in their output folder, kept for their owner.
+    pub artifacts: Arc<ArtifactStore>,
+    /// The modules the server ships for runs (the matplotlib backend); removed with the App.
+    _python_support: Option<PythonSupport>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +66,15 @@ impl App {
             Some(settings) => Some(open_oauth(&config, settings)?),
             None => None,
         };
+        let artifacts = Arc::new(open_artifacts(&config).map_err(AppError::Scratch)?);
+        let python_support = PythonSupport::write()
+            .map_err(|e| {
+                tracing::warn!(
+                    "{e}: the matplotlib backend is not written; plt.show() saves nothing"
+                )
+            })
+            .ok();
+        let support = python_support.as_ref().map(|s| s.dir().to_path_buf());
         let settings = config.sandbox.clone();
         let (projects, python) = (root.path().to_path_buf(), config.python.clone());
         let build = move || {
@@ -95,6 +113,7 @@ impl App {
                 projects: Some(projects.clone()),
                 read_only_projects: settings.read_only_projects,
                 pycache: pycache.as_ref().map(|cache| cache.dir().to_path_buf()),
+                support,
             })?;
             if let Some(cache) = pycache {
                 cache.fill_in_background(python, projects, PROBE_IDLE_DELAY);
@@ -129,8 +148,14 @@ impl App {
                 max_runs: config.background.max_runs,
                 retention: config.background.retention,
             },
+            artifacts.clone(),
             |e| ClientMessage::from(e).into_string(),
         );
+        let tasks = Tasks::default();
+        let forget = tasks.clone();
+        runs.on_forget(move |run_id| forget.forget_run(run_id));
+        let store = artifacts.clone();
+        runs.on_forget(move |run_id| store.forget(run_id));
         let audit = match &config.audit_log {
             Some(path) => {
                 tracing::info!(path = %path.display(), "audit log");
@@ -145,8 +170,34 @@ impl App {
             runs,
             oauth,
             audit,
+            tasks,
+            artifacts,
+            _python_support: python_support,
         }))
     }
+}
+
+/// The artifact store: in the state folder's `runs/` (made owner-only), else, or when that
+/// cannot be made, in a private temp folder.
+fn open_artifacts(config: &Config) -> std::io::Result<ArtifactStore> {
+    let storage = config.artifacts.max_storage_bytes;
+    let limits = ArtifactLimits {
+        max_total_bytes: storage,
+        max_file_bytes: ArtifactLimits::default().max_file_bytes.min(storage),
+        ..ArtifactLimits::default()
+    };
+    if let Some(dir) = &config.state_dir {
+        let made = crate::state_dir::create_owner_only(dir)
+            .and_then(|()| ArtifactStore::new(dir.join("runs"), limits));
+        match made {
+            Ok(store) => return Ok(store),
+            Err(e) => tracing::warn!(
+                dir = %dir.display(),
+                "artifacts kept in a temp folder instead of the state folder: {e}"
+            ),
+        }
+    }
+    ArtifactStore::temporary(limits)
 }
 
 /// Opens the OAuth state in the state folder (made owner-only when missing).

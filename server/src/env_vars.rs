@@ -56,6 +56,9 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_AUDIT_LOG",
     // OAuth, tests only and hidden (`OAuthTestArgs`): trust a CA for client metadata documents.
     "PYRUN_OAUTH_TEST_METADATA_CA",
+    // Artifacts (`ArtifactArgs`).
+    "PYRUN_MAX_INLINE_IMAGE_BYTES",
+    "PYRUN_MAX_ARTIFACT_STORAGE_MB",
     // Read in main.rs: the log filter and plain output.
     "PYRUN_LOG",
     "NO_COLOR",

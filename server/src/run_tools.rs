@@ -15,11 +15,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
-use crate::run::background::{
-    is_run_id, BackgroundRequest, RunEnd, RunKind, RunRecord, StartError,
-};
+use crate::run::artifacts::is_run_id;
+use crate::run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord, StartError};
 use crate::run::live_output::Stream;
 use crate::run::runner::Pool;
+use crate::run_files::{ArtifactInfo, Presented, SkippedArtifact};
 use crate::tools::{effective_timeout, fmt_secs, refusal, structured, PyRunServer, RunPythonArgs};
 
 /// The most output one `get_run` returns per stream; pass the next offset back for more.
@@ -89,6 +89,10 @@ pub struct RunState {
     /// Why the run could not start (only when `failed`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The files the run left in `PYRUN_OUTPUT_DIR` (once it has ended), each readable at its `uri`.
+    pub artifacts: Vec<ArtifactInfo>,
+    /// Files it left that were not kept, with the reason.
+    pub skipped_artifacts: Vec<SkippedArtifact>,
 }
 
 /// One line of `list_runs`.
@@ -198,7 +202,7 @@ impl PyRunServer {
         if !wait.is_zero() {
             record.wait_for_news(wait, out, err).await;
         }
-        Ok(self.run_state(&record, out, err))
+        Ok(self.run_state(&record, out, err).await)
     }
 
     /// Stop a background run: its whole process tree is killed.
@@ -217,7 +221,7 @@ impl PyRunServer {
         };
         record.cancel();
         let _ = tokio::time::timeout(CANCEL_WAIT, record.ended()).await;
-        Ok(self.run_state(&record, 0, 0))
+        Ok(self.run_state(&record, 0, 0).await)
     }
 
     /// List your background runs (and MCP task runs), newest first.
@@ -286,7 +290,14 @@ impl PyRunServer {
     }
 
     pub(crate) fn full(&self, e: StartError) -> ClientMessage {
-        let StartError::Full { max } = e;
+        let max = match e {
+            StartError::Full { max } => max,
+            StartError::NoRunId => {
+                tracing::error!("{e}");
+                return ClientMessage::new("the server could not draw a run id")
+                    .hint("the server's log has the details");
+            }
+        };
         let retention = self.app.runs.settings().retention;
         ClientMessage::new("")
             .number(max)
@@ -299,8 +310,9 @@ impl PyRunServer {
             )
     }
 
-    /// A run's state as a tool result, its output read from the given offsets.
-    pub(crate) fn run_state(&self, record: &RunRecord, out: u64, err: u64) -> CallToolResult {
+    /// A run's state as a tool result, its output read from the given offsets; once it has
+    /// ended, with the files it left (images inline within the budget, a link for each).
+    pub(crate) async fn run_state(&self, record: &RunRecord, out: u64, err: u64) -> CallToolResult {
         let stdout = record.live.read(Stream::Stdout, out, PAGE_BYTES);
         let stderr = record.live.read(Stream::Stderr, err, PAGE_BYTES);
         let status = record.status();
@@ -313,6 +325,16 @@ impl PyRunServer {
             Some(RunEnd::Finished(outcome)) => (outcome.exit_code, None),
             Some(RunEnd::Failed(reason)) => (None, Some(reason.clone())),
             None => (None, None),
+        };
+        let mut presented = match record.end() {
+            Some(RunEnd::Finished(outcome)) => match &outcome.artifacts {
+                Some(collected) => {
+                    crate::run_files::present(&self.app, record.owner(), &record.id, collected)
+                        .await
+                }
+                None => Presented::default(),
+            },
+            _ => Presented::default(),
         };
         let state = RunState {
             run_id: record.id.clone(),
@@ -327,9 +349,13 @@ impl PyRunServer {
             stderr_truncated: stderr.truncated,
             duration_ms: millis(record.duration()),
             error,
+            artifacts: std::mem::take(&mut presented.artifacts),
+            skipped_artifacts: std::mem::take(&mut presented.skipped),
         };
         let text = render_state(&state, !at_end);
-        structured(text, &state)
+        let mut result = structured(text, &state);
+        presented.add_blocks_to(&mut result);
+        result
     }
 }
 

@@ -10,8 +10,9 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, Implementation, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
@@ -25,7 +26,8 @@ use crate::run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord};
 use crate::run::caller::Caller;
 use crate::run::live_output::{LiveOutput, Stream};
 use crate::run::paths::ProjectPath;
-use crate::run::runner::{Pool, RunOutcome, RunRequest};
+use crate::run::runner::{ArtifactTarget, Pool, RunOutcome, RunRequest};
+use crate::run_files::{ArtifactInfo, Presented, SkippedArtifact};
 
 /// How often a run that the caller follows with a progress token reports that it is still going.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -67,6 +69,10 @@ pub struct RunReport {
     pub duration_ms: u64,
     /// The isolation layers that protected this run.
     pub sandbox: Vec<String>,
+    /// The files the run left in `PYRUN_OUTPUT_DIR`, each readable at its `uri`.
+    pub artifacts: Vec<ArtifactInfo>,
+    /// Files it left that were not kept, with the reason.
+    pub skipped_artifacts: Vec<SkippedArtifact>,
     /// Set when the run went on in the background (`--detach-after`): follow it with get_run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
@@ -92,6 +98,8 @@ impl RunReport {
                 "sandbox",
                 Value::Array(self.sandbox.into_iter().map(Value::String).collect()),
             ),
+            ("artifacts", to_array(&self.artifacts)),
+            ("skipped_artifacts", to_array(&self.skipped_artifacts)),
         ];
         let optional = [("run_id", self.run_id), ("status", self.status)]
             .into_iter()
@@ -208,8 +216,20 @@ impl PyRunServer {
             .meta
             .get_progress_token()
             .map(|_| Arc::new(LiveOutput::new(self.app.runner.max_output())));
+        // Every run gets a run id, under which the files it leaves are kept for its caller.
+        let artifacts = crate::run::artifacts::new_run_id()
+            .map_err(|e| tracing::warn!(%e, "no run id: the run's artifacts are dropped"))
+            .ok()
+            .map(|run_id| ArtifactTarget {
+                store: Arc::clone(&self.app.artifacts),
+                run_id,
+                owner: caller.key().into_owned(),
+                retention: self.app.runs.settings().retention,
+            });
+        let run_id = artifacts.as_ref().map(|t| t.run_id.clone());
         let request = RunRequest {
             live: live.clone(),
+            artifacts,
             ..RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout)
         };
         let run = self.app.runner.run(request, &ctx.ct);
@@ -226,7 +246,16 @@ impl PyRunServer {
                     outcome.stdout = live.take_text(Stream::Stdout).0;
                     outcome.stderr = live.take_text(Stream::Stderr).0;
                 }
-                Ok(self.finished(outcome, &caller, &script, timeout, &notes))
+                Ok(self
+                    .finished(
+                        outcome,
+                        run_id.as_deref(),
+                        &caller,
+                        &script,
+                        timeout,
+                        &notes,
+                    )
+                    .await)
             }
             Err(e) => {
                 let span = tracing::warn_span!("run_python", %caller, script = script.relative());
@@ -269,10 +298,12 @@ impl PyRunServer {
         Ok(structured(text, &FileList { files }))
     }
 
-    /// A run that ended: logged, noted for the audit log, reported.
-    fn finished(
+    /// A run that ended: logged, noted for the audit log, reported with the files it left
+    /// (kept under `run_id` for the caller).
+    async fn finished(
         &self,
         outcome: RunOutcome,
+        run_id: Option<&str>,
         caller: &Caller,
         script: &ProjectPath,
         timeout: Duration,
@@ -295,7 +326,13 @@ impl PyRunServer {
             n.cancelled = outcome.cancelled;
             n.sandbox = Some(sandbox.clone());
         });
-        self.report(outcome, timeout, sandbox)
+        let presented = match (&outcome.artifacts, run_id) {
+            (Some(collected), Some(run_id)) => {
+                crate::run_files::present(&self.app, &caller.key(), run_id, collected).await
+            }
+            _ => Presented::default(),
+        };
+        self.report(outcome, timeout, sandbox, presented)
     }
 
     /// `--detach-after`: waits for a run started in the background registry (unlisted) for
@@ -339,20 +376,112 @@ impl PyRunServer {
             self.app.runs.show(&record);
             return self.handed_over(&record, script, after);
         }
-        let caller = self.caller(ctx);
+        self.ended_result(&record, &self.caller(ctx), script, timeout, notes)
+            .await
+    }
+
+    /// The `run_python` result of a run of the registry that has ended (its output copied: a
+    /// task's run stays readable with get_run).
+    async fn ended_result(
+        &self,
+        record: &RunRecord,
+        caller: &Caller,
+        script: &ProjectPath,
+        timeout: Duration,
+        notes: &CallNotes,
+    ) -> CallToolResult {
         match record.end() {
             Some(RunEnd::Finished(outcome)) => {
                 let mut outcome = outcome.clone();
-                outcome.stdout = record.live.take_text(Stream::Stdout).0;
-                outcome.stderr = record.live.take_text(Stream::Stderr).0;
-                self.finished(outcome, &caller, script, timeout, notes)
+                outcome.stdout = record.live.read(Stream::Stdout, 0, usize::MAX).text;
+                outcome.stderr = record.live.read(Stream::Stderr, 0, usize::MAX).text;
+                self.finished(outcome, Some(&record.id), caller, script, timeout, notes)
+                    .await
             }
             // Built from a `ClientMessage` by the registry.
             Some(RunEnd::Failed(reason)) => {
                 CallToolResult::error(vec![ContentBlock::text(reason.clone())])
             }
-            None => refusal(ClientMessage::new("the run's end was lost")),
+            None => refusal(ClientMessage::new("the run has not ended")),
         }
+    }
+
+    /// `run_python` for a client that declared the Tasks extension: the run goes to the
+    /// background registry (kind `task`, the background time limit and pool) and the call
+    /// returns a task at once. Bad arguments are answered as the tool would, without a task.
+    async fn run_python_as_task(
+        &self,
+        request: CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let args: RunPythonArgs = serde_json::from_value(arguments).map_err(|e| {
+            ErrorData::invalid_params(format!("failed to deserialize parameters: {e}"), None)
+        })?;
+        let notes = ctx
+            .extensions
+            .get::<CallNotes>()
+            .cloned()
+            .unwrap_or_default();
+        notes.note(|n| n.arg_count = Some(args.args.len()));
+        let script = match self.app.root.resolve_script(&args.file_name) {
+            Ok(script) => script,
+            Err(e) => {
+                notes.asked_file(&args.file_name);
+                return Ok(refusal(e.into()).into());
+            }
+        };
+        notes.note(|n| n.file_name = Some(script.relative().to_owned()));
+        let settings = self.app.runs.settings();
+        let timeout = match effective_timeout(args.timeout_seconds, settings.timeout) {
+            Ok(t) => t,
+            Err(message) => return Ok(refusal(message).into()),
+        };
+        let caller = self.caller(ctx);
+        let owner = caller.key().into_owned();
+        let request = BackgroundRequest {
+            script: script.clone(),
+            args: args.args,
+            stdin: args.stdin,
+            timeout,
+            pool: Pool::Background,
+        };
+        let record = match self.app.runs.start(&owner, RunKind::Task, request, true) {
+            Ok(record) => record,
+            Err(e) => return Ok(refusal(self.full(e)).into()),
+        };
+        tracing::info!(%caller, run_id = %record.id, script = script.relative(), "task started");
+        let (status_server, end_server) = (self.clone(), self.clone());
+        let created = self.app.tasks.spawn(
+            &owner,
+            record,
+            script.clone(),
+            timeout + settings.retention,
+            move |run, script| status_server.task_status(run, script),
+            move |run| async move {
+                end_server
+                    .ended_result(&run, &caller, &script, timeout, &CallNotes::default())
+                    .await
+            },
+        );
+        Ok(CallToolResponse::Task(created))
+    }
+
+    /// A task's status message: where its run is and the last line it printed.
+    fn task_status(&self, run: &RunRecord, script: &ProjectPath) -> String {
+        let status = run.status();
+        let message = ClientMessage::new("")
+            .then(status.as_str())
+            .then(" ")
+            .path(script)
+            .then(" (")
+            .number(run.duration().as_secs())
+            .then(" s)");
+        let message = match run.live.last_line() {
+            Some(line) => message.then(": ").output(&self.without_host_folder(&line)),
+            None => message,
+        };
+        message.into_string()
     }
 
     /// The result of a `run_python` handed over to the background.
@@ -411,6 +540,8 @@ impl PyRunServer {
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),
+            artifacts: Vec::new(),
+            skipped_artifacts: Vec::new(),
             run_id: Some(record.id.clone()),
             status: Some(record.status().as_str().to_owned()),
         };
@@ -477,6 +608,7 @@ impl PyRunServer {
         mut outcome: RunOutcome,
         timeout: Duration,
         sandbox: Vec<&'static str>,
+        mut presented: Presented,
     ) -> CallToolResult {
         outcome.stderr = self.without_host_folder(&outcome.stderr);
         let text = render_text(&outcome, timeout);
@@ -489,11 +621,14 @@ impl PyRunServer {
             stderr_truncated: outcome.stderr_truncated,
             duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
             sandbox: sandbox.into_iter().map(str::to_owned).collect(),
+            artifacts: std::mem::take(&mut presented.artifacts),
+            skipped_artifacts: std::mem::take(&mut presented.skipped),
             run_id: None,
             status: None,
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report.into_value());
+        presented.add_blocks_to(&mut result);
         result
     }
 }
@@ -508,8 +643,7 @@ impl ServerHandler for PyRunServer {
         mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if !self.app.audit.is_on() {
-            let call = ToolCallContext::new(self, request, context);
-            return self.tool_router.call(call).await;
+            return self.route(request, context).await;
         }
         let notes = CallNotes::default();
         let mut audited = AuditedCall {
@@ -522,10 +656,7 @@ impl ServerHandler for PyRunServer {
             refused: None,
         };
         context.extensions.insert(notes);
-        let response = self
-            .tool_router
-            .call(ToolCallContext::new(self, request, context))
-            .await;
+        let response = self.route(request, context).await;
         audited.refused = Some(match &response {
             Ok(CallToolResponse::Complete(result)) => result.is_error == Some(true),
             Ok(_) => false,
@@ -534,8 +665,40 @@ impl ServerHandler for PyRunServer {
         response
     }
 
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let owner = self.caller(&context);
+        let task = self.app.tasks.get(&owner.key(), &request.task_id)?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let owner = self.caller(&context);
+        self.app.tasks.cancel(&owner.key(), &request.task_id)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let owner = self.caller(&context);
+        self.app.tasks.update(&owner.key(), &request.task_id)
+    }
+
     fn get_info(&self) -> ServerConfig {
-        let info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tasks()
+            .build();
+        let info = ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("pyrun-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Runs the Python files of one projects folder. Call list_python_files to see \
@@ -548,6 +711,26 @@ impl ServerHandler for PyRunServer {
 
     #[cfg(feature = "conformance")]
     crate::conformance_handlers!();
+}
+
+impl PyRunServer {
+    /// Runs a tool call: `run_python` as a task when the client declared the Tasks extension,
+    /// everything else through the router.
+    async fn route(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let wants_task = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
+        if wants_task && request.name == "run_python" {
+            return self.run_python_as_task(request, &context).await;
+        }
+        self.tool_router
+            .call(ToolCallContext::new(self, request, context))
+            .await
+    }
 }
 
 /// A tool call on its way to the audit log: recorded when dropped, so a call whose future is
@@ -735,6 +918,10 @@ pub(crate) fn fmt_secs(d: Duration) -> String {
     }
 }
 
+fn to_array<T: Serialize>(items: &[T]) -> serde_json::Value {
+    serde_json::to_value(items).unwrap_or_else(|_| serde_json::Value::Array(Vec::new()))
+}
+
 pub(crate) fn structured<T: Serialize>(text: String, value: &T) -> CallToolResult {
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = serde_json::to_value(value).ok();
@@ -761,6 +948,16 @@ mod tests {
             stderr_truncated: false,
             duration_ms: 42,
             sandbox: vec!["landlock".into(), "seccomp".into()],
+            artifacts: vec![ArtifactInfo {
+                name: "plot.png".into(),
+                size: 3,
+                mime_type: "image/png".into(),
+                uri: "pyrun://runs/run_0/files/plot.png".into(),
+            }],
+            skipped_artifacts: vec![SkippedArtifact {
+                name: "pipe".into(),
+                reason: "not a regular file (FIFO)".into(),
+            }],
             run_id: None,
             status: None,
         };
@@ -788,6 +985,7 @@ mod tests {
             stdout_truncated: false,
             stderr_truncated: false,
             duration: Duration::from_millis(5),
+            artifacts: None,
         }
     }
 

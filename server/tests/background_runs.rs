@@ -387,6 +387,43 @@ async fn progress_messages_carry_the_last_line_of_output() {
     assert!(result_text(&done).contains("line 3"), "{done}");
 }
 
+/// A 1×1 PNG, written by the script into its output folder.
+const WRITES_A_PNG: &str = r#"
+import base64, os
+png = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+with open(os.path.join(os.environ["PYRUN_OUTPUT_DIR"], "dot.png"), "wb") as f:
+    f.write(png)
+print("drew")
+"#;
+
+#[tokio::test]
+async fn an_ended_background_run_returns_its_files_as_an_image_and_a_link() {
+    let projects = projects_with(&[("draw.py", WRITES_A_PNG)]);
+    let server = HttpServer::start(projects.path(), &[]);
+    let session = McpSession::open(&server, None).await;
+    let run_id = start(&session, 1, "draw.py").await;
+    let end = until_ended(&session, &run_id).await;
+    let s = structured(&end);
+    assert_eq!(s["status"], "exited", "{end}");
+    assert_eq!(s["artifacts"][0]["name"], "dot.png", "{end}");
+    assert_eq!(s["artifacts"][0]["mime_type"], "image/png", "{end}");
+    let uri = format!("pyrun://runs/{run_id}/files/dot.png");
+    assert_eq!(s["artifacts"][0]["uri"], uri.as_str(), "{end}");
+    let blocks = end["result"]["content"].as_array().unwrap();
+    assert!(
+        blocks
+            .iter()
+            .any(|b| b["type"] == "image" && b["mimeType"] == "image/png"),
+        "{end}"
+    );
+    assert!(
+        blocks
+            .iter()
+            .any(|b| b["type"] == "resource_link" && b["uri"] == uri.as_str()),
+        "{end}"
+    );
+}
+
 #[cfg(target_os = "linux")]
 mod kills {
     use super::*;

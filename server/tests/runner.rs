@@ -218,9 +218,13 @@ async fn a_run_never_sees_what_an_earlier_run_left_in_its_home() {
 import os, pathlib, sys
 home = pathlib.Path(os.environ["HOME"])
 assert os.environ["TMPDIR"] == str(home)
-print("seen", sorted(p.name for p in home.iterdir()))
+# The only thing in HOME: the run's own empty output folder (PYRUN_OUTPUT_DIR).
+out = pathlib.Path(os.environ["PYRUN_OUTPUT_DIR"])
+assert out.parent == home and out.is_dir()
+print("seen", sorted(p.name for p in home.iterdir() if p != out), sorted(os.listdir(out)))
 if sys.argv[1] == "leave":
     (home / "left.txt").write_text("from an earlier run")
+    (out / "left.csv").write_text("from an earlier run")
     (home / ".local/lib").mkdir(parents=True)
     os.chmod(home, 0o777)
 "#;
@@ -231,14 +235,14 @@ if sys.argv[1] == "leave":
     let (leave, look) = (["leave".to_owned()], ["look".to_owned()]);
     for _ in 0..3 {
         let first = r.run(request(&script, &leave, None, 30), &cancel).await;
-        assert_eq!(first.unwrap().stdout, "seen []\n");
+        assert_eq!(first.unwrap().stdout, "seen [] []\n");
         let second = r.run(request(&script, &look, None, 30), &cancel).await;
         let second = second.unwrap();
-        assert_eq!(second.stdout, "seen []\n", "{}", second.stderr);
+        assert_eq!(second.stdout, "seen [] []\n", "{}", second.stderr);
     }
     // Runs that leave nothing reuse their scratch dir; the next run still starts empty.
     for _ in 0..3 {
         let out = r.run(request(&script, &look, None, 30), &cancel).await;
-        assert_eq!(out.unwrap().stdout, "seen []\n");
+        assert_eq!(out.unwrap().stdout, "seen [] []\n");
     }
 }

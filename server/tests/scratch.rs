@@ -72,6 +72,7 @@ fn runner(mode: SandboxMode, projects: &Path) -> Runner {
         projects: sandboxed.then(|| projects.to_path_buf()),
         read_only_projects: false,
         pycache: None,
+        support: None,
     })
     .unwrap();
     Runner::new(

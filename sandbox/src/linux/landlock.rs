@@ -31,6 +31,8 @@ const SYSTEM_READ: &[&str] = &[
     "/etc/ssl/openssl.cnf",
     "/etc/ca-certificates",
     "/etc/fonts",
+    // Debian's system-wide matplotlib settings, which its matplotlib opens on import.
+    "/etc/matplotlibrc",
     "/etc/mime.types",
     "/sys/devices/system/cpu",
     "/proc/cpuinfo",

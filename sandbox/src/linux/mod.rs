@@ -50,6 +50,7 @@ pub(super) struct LinuxSandbox {
 struct ViewTemplate {
     projects: PathBuf,
     pycache: Option<PathBuf>,
+    support: Option<PathBuf>,
     read_only_projects: bool,
 }
 
@@ -59,6 +60,7 @@ impl ViewTemplate {
             projects: &self.projects,
             scratch,
             pycache: self.pycache.as_deref(),
+            support: self.support.as_deref(),
             read_only_projects: self.read_only_projects,
             protected,
         })
@@ -128,6 +130,7 @@ impl LinuxSandbox {
                 let template = ViewTemplate {
                     projects: projects.clone(),
                     pycache: policy.pycache.clone(),
+                    support: policy.support.clone(),
                     read_only_projects: policy.read_only_projects,
                 };
                 probe_view(&template, user).then_some(template)
@@ -327,7 +330,11 @@ impl LinuxSandbox {
 /// `/projects`, the bytecode cache at `/pycache`), each with that folder. The projects folder
 /// and the cache themselves are bound into the view wherever they lie.
 fn hidden_by_view(policy: &SandboxPolicy) -> Vec<(&Path, &'static str)> {
-    let bound = [policy.projects.as_deref(), policy.pycache.as_deref()];
+    let bound = [
+        policy.projects.as_deref(),
+        policy.pycache.as_deref(),
+        policy.support.as_deref(),
+    ];
     policy
         .read_paths
         .iter()
@@ -338,6 +345,7 @@ fn hidden_by_view(policy: &SandboxPolicy) -> Vec<(&Path, &'static str)> {
                 crate::RUN_SCRATCH_DIR,
                 crate::RUN_PROJECTS_DIR,
                 crate::RUN_PYCACHE_DIR,
+                crate::RUN_SUPPORT_DIR,
             ]
             .into_iter()
             .find(|dir| tree.starts_with(dir))

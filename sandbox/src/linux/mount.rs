@@ -15,7 +15,7 @@
 //!    the root with `pivot_root` so the host's root is reachable at `/oldroot`;
 //! 2. `/newroot`: every top-level directory of the host bound (recursively), its symlinks copied,
 //!    the projects folder at `/projects` and the scratch at `/tmp`, the bytecode cache at
-//!    `/pycache` when there is one;
+//!    `/pycache` when there is one, the server's support modules at `/pyrun` likewise;
 //! 3. everything read-only and `nosuid`; `/projects` and `/tmp` writable again but `noexec`
 //!    (unless the projects are read-only); protected names inside the projects folder (`.git`,
 //!    `.venv`, `.env`...) bound read-only over themselves (a venv keeps `exec`, so its compiled
@@ -31,7 +31,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::namespaces::wait_status;
-use crate::{RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR};
+use crate::{RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR, RUN_SUPPORT_DIR};
 
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
 const MOUNT_ATTR_NOSUID: u64 = 0x2;
@@ -82,6 +82,8 @@ pub(crate) struct ViewSpec<'a> {
     pub projects: &'a Path,
     pub scratch: &'a Path,
     pub pycache: Option<&'a Path>,
+    /// The server's support modules, read-only at [`RUN_SUPPORT_DIR`].
+    pub support: Option<&'a Path>,
     pub read_only_projects: bool,
     /// Paths inside `projects` (relative) that runs may read but not change.
     pub protected: &'a [PathBuf],
@@ -116,6 +118,9 @@ impl MountPlan {
         ];
         if spec.pycache.is_some() {
             taken.push(RUN_PYCACHE_DIR.trim_start_matches('/').to_owned());
+        }
+        if spec.support.is_some() {
+            taken.push(RUN_SUPPORT_DIR.trim_start_matches('/').to_owned());
         }
         let mut entries: Vec<_> = std::fs::read_dir("/")?.flatten().collect();
         entries.sort_by_key(|e| e.file_name());
@@ -171,6 +176,9 @@ impl MountPlan {
         place(spec.scratch, RUN_SCRATCH_DIR)?;
         if let Some(pycache) = spec.pycache {
             place(pycache, RUN_PYCACHE_DIR)?;
+        }
+        if let Some(support) = spec.support {
+            place(support, RUN_SUPPORT_DIR)?;
         }
         ops.push(Op::Attr {
             path: cstring(Path::new("/newroot"))?,
@@ -437,10 +445,12 @@ mod tests {
     fn the_plan_binds_the_host_read_only_and_the_run_folders_at_neutral_paths() {
         let projects = tempfile::tempdir().unwrap();
         let scratch = tempfile::tempdir().unwrap();
+        let support = tempfile::tempdir().unwrap();
         let plan = MountPlan::new(&ViewSpec {
             projects: projects.path(),
             scratch: scratch.path(),
             pycache: None,
+            support: Some(support.path()),
             read_only_projects: false,
             protected: &[PathBuf::from(".git"), PathBuf::from("a/.venv")],
         })
@@ -474,6 +484,16 @@ mod tests {
             _ => None,
         });
         assert_eq!(venv, Some((MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOEXEC)));
+        // The support modules at /pyrun, read-only with the rest (only /projects and /tmp are
+        // made writable again).
+        let support_to = format!("/oldroot{}", support.path().display());
+        assert!(plan.ops.iter().any(|op| matches!(op, Op::Bind { from, to }
+            if from.to_bytes() == support_to.as_bytes() && to.as_bytes() == b"/newroot/pyrun")));
+        assert!(!plan
+            .ops
+            .iter()
+            .any(|op| matches!(op, Op::Attr { path, clear, .. }
+            if path.as_bytes().starts_with(b"/newroot/pyrun") && clear & MOUNT_ATTR_RDONLY != 0)));
         // No host /tmp: the scratch is the run's /tmp.
         assert!(!text.contains("\"/oldroot/tmp\""), "{text}");
     }

@@ -15,6 +15,7 @@ use crate::integrations::{Assistant, BadUrl, RemoteUrl, Target};
 use crate::oauth::cimd::FetchPolicy;
 use pyrun_sandbox::resolve_python;
 
+mod artifacts;
 mod audit;
 mod background;
 mod dotenv;
@@ -26,6 +27,7 @@ mod sandbox;
 mod state;
 mod tunnel;
 
+pub use artifacts::{ArtifactArgs, ArtifactConfig};
 pub use audit::AuditArgs;
 pub use background::{BackgroundArgs, BackgroundConfig};
 pub use dotenv::Dotenv;
@@ -87,6 +89,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub oauth_test: OAuthTestArgs,
+
+    #[command(flatten)]
+    pub artifacts: ArtifactArgs,
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
@@ -153,6 +158,8 @@ pub struct Config {
     /// How OAuth Client ID Metadata Documents are fetched (the production policy unless the
     /// hidden test setting is given).
     pub cimd: FetchPolicy,
+    /// What runs' artifacts may cost (inline pictures, disk).
+    pub artifacts: ArtifactConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -295,6 +302,7 @@ impl Cli {
             oauth,
             audit_log,
             cimd: self.oauth_test.fetch_policy(),
+            artifacts: self.artifacts.resolve(),
         })
     }
 
@@ -474,6 +482,7 @@ mod tests {
             include_str!("background.rs"),
             include_str!("tunnel.rs"),
             include_str!("oauth_test.rs"),
+            include_str!("artifacts.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),
         ]

@@ -17,9 +17,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
+use super::artifacts::{new_run_id, ArtifactStore};
 use super::live_output::{LiveOutput, Stream};
 use super::paths::ProjectPath;
-use super::runner::{Pool, RunError, RunOutcome, RunRequest, Runner};
+use super::runner::{ArtifactTarget, Pool, RunError, RunOutcome, RunRequest, Runner};
 
 /// What the registry needs from the configuration.
 #[derive(Debug, Clone)]
@@ -134,6 +135,11 @@ impl RunRecord {
         }
     }
 
+    /// Who started it (a `Caller::key()`).
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
     /// How it ended, once it has.
     pub fn end(&self) -> Option<&RunEnd> {
         self.end.get().map(|(end, _)| end)
@@ -218,6 +224,8 @@ impl RunRecord {
 pub enum StartError {
     #[error("{max} background runs are kept at once and none can make room")]
     Full { max: usize },
+    #[error("no run id could be drawn (no randomness from the OS)")]
+    NoRunId,
 }
 
 /// Called with the id of a run dropped from the registry.
@@ -227,6 +235,8 @@ type ForgetHook = Box<dyn Fn(&str) + Send + Sync>;
 pub struct BackgroundRuns {
     runner: Arc<Runner>,
     settings: BackgroundSettings,
+    /// Where the files runs leave are kept (under their run id, for their owner).
+    artifacts: Arc<ArtifactStore>,
     runs: Mutex<HashMap<String, Arc<RunRecord>>>,
     /// Turns a run that could not start into the words its owner reads.
     describe: fn(RunError) -> String,
@@ -247,11 +257,13 @@ impl BackgroundRuns {
     pub fn new(
         runner: Arc<Runner>,
         settings: BackgroundSettings,
+        artifacts: Arc<ArtifactStore>,
         describe: fn(RunError) -> String,
     ) -> Self {
         Self {
             runner,
             settings,
+            artifacts,
             runs: Mutex::default(),
             describe,
             on_forget: Mutex::default(),
@@ -285,8 +297,9 @@ impl BackgroundRuns {
         request: BackgroundRequest,
         listed: bool,
     ) -> Result<Arc<RunRecord>, StartError> {
+        let id = new_run_id().map_err(|_| StartError::NoRunId)?;
         let record = Arc::new(RunRecord {
-            id: new_run_id(),
+            id,
             owner: owner.to_owned(),
             file_name: request.script.relative().to_owned(),
             kind,
@@ -330,10 +343,17 @@ impl BackgroundRuns {
         let runner = self.runner.clone();
         let describe = self.describe;
         let running = record.clone();
+        let artifacts = ArtifactTarget {
+            store: self.artifacts.clone(),
+            run_id: record.id.clone(),
+            owner: record.owner.clone(),
+            retention: self.settings.retention,
+        };
         tokio::spawn(async move {
             let req = RunRequest {
                 live: Some(running.live.clone()),
                 pool: request.pool,
+                artifacts: Some(artifacts),
                 ..RunRequest::new(
                     &request.script,
                     &request.args,
@@ -353,6 +373,7 @@ impl BackgroundRuns {
                         stdout_truncated: false,
                         stderr_truncated: false,
                         duration: running.created.elapsed(),
+                        artifacts: None,
                     })
                 }
                 Err(e) => RunEnd::Failed(describe(e)),
@@ -367,12 +388,10 @@ impl BackgroundRuns {
         record.listed.store(true, Ordering::Relaxed);
     }
 
-    /// Drops a run at once (a `run_python` that ended before it was handed over).
+    /// Drops a run's record at once (a `run_python` that ended before it was handed over);
+    /// the files it left stay in the store for their retention, as any `run_python`'s do.
     pub fn remove(&self, id: &str) {
-        let removed = self.lock().remove(id);
-        if removed.is_some() {
-            self.forget_all(&[id.to_owned()]);
-        }
+        self.lock().remove(id);
     }
 
     /// The owner's run with this id; `None` for an unknown, expired or foreign id alike.
@@ -434,60 +453,6 @@ impl BackgroundRuns {
             for hook in hooks.iter() {
                 hook(id);
             }
-        }
-    }
-}
-
-/// A new run id: `run_` and 128 random bits in lowercase hex.
-pub fn new_run_id() -> String {
-    let mut bytes = [0u8; 16];
-    // getrandom fails only without any OS entropy source; fall back to time and a counter, which
-    // are unique (not secret: ids are checked against their owner, they are not capabilities).
-    if getrandom::fill(&mut bytes).is_err() {
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let count = COUNTER.fetch_add(1, Ordering::Relaxed);
-        bytes[..8].copy_from_slice(&(nanos as u64).to_le_bytes());
-        bytes[8..].copy_from_slice(&count.to_le_bytes());
-    }
-    let mut id = String::with_capacity(36);
-    id.push_str("run_");
-    for byte in bytes {
-        id.push_str(&format!("{byte:02x}"));
-    }
-    id
-}
-
-/// Whether a string has the shape of a run id (checked before any lookup or file access).
-pub fn is_run_id(id: &str) -> bool {
-    id.len() == 36
-        && id.starts_with("run_")
-        && id[4..]
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn run_ids_are_unique_and_have_their_shape() {
-        let a = new_run_id();
-        let b = new_run_id();
-        assert_ne!(a, b);
-        assert!(is_run_id(&a), "{a}");
-        for bad in [
-            "",
-            "run_",
-            "run_../../etc/passwd",
-            &a.to_uppercase(),
-            &format!("{a}0"),
-            &a.replace("run_", "job_"),
-        ] {
-            assert!(!is_run_id(bad), "{bad}");
         }
     }
 }

@@ -2,10 +2,14 @@
 //! HTTP or MCP. `paths` proves a caller's path inside the projects folder ([`paths::ProjectPath`]);
 //! `runner` starts, limits, times out, cancels and kills runs (the only place that does);
 //! `live_output` holds a run's output as it arrives; `background` keeps the runs that go on
-//! while their caller does other things; `caller` names who asks (the identity runs and sessions are keyed on); `slots` keeps reusable scratch folders with their sandbox rules; `sandbox_probe` probes the
-//! sandbox in the background; `bytecode_cache` fills the server-owned bytecode cache runs read.
+//! while their caller does other things; `caller` names who asks (the identity runs and sessions
+//! are keyed on); `slots` keeps reusable scratch folders with their sandbox rules;
+//! `sandbox_probe` probes the sandbox in the background; `bytecode_cache` fills the server-owned
+//! bytecode cache runs read; `artifacts` keeps the files runs leave in their output folder;
+//! `python_support` writes the modules the server ships for runs (the matplotlib backend).
 //! The kernel side is the `pyrun_sandbox` crate, below this layer.
 
+pub mod artifacts;
 pub mod background;
 pub mod bytecode_cache;
 pub mod caller;
@@ -14,6 +18,7 @@ pub mod caller;
 mod child;
 pub mod live_output;
 pub mod paths;
+pub mod python_support;
 pub mod runner;
 pub mod sandbox_probe;
 pub mod slots;

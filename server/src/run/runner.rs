@@ -7,6 +7,10 @@
 //! awaitable by `child.rs`; elsewhere a `Command` the sandbox confines); feed stdin; read both
 //! pipes with a cap; wait for exit, timeout or cancellation; kill the whole process group whatever
 //! happened; drain the pipes for a bounded time; report a plain [`RunOutcome`].
+//!
+//! Artifacts: each run gets an empty `output` folder in its scratch (`PYRUN_OUTPUT_DIR`); once the
+//! process tree is dead and before the slot goes back, what the run left there is kept by the
+//! [`ArtifactStore`] (when the request names a run id and an owner) and the folder removed.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -20,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::artifacts::{ArtifactStore, Collected};
 use super::live_output::{LiveOutput, Stream};
 use super::paths::ProjectPath;
 use super::sandbox_probe::SandboxProbe;
@@ -82,6 +87,8 @@ pub struct RunRequest<'a> {
     /// `stderr` are empty (the truncation flags are set all the same).
     pub live: Option<Arc<LiveOutput>>,
     pub pool: Pool,
+    /// Where the files the run leaves in `PYRUN_OUTPUT_DIR` go; `None`: they are dropped.
+    pub artifacts: Option<ArtifactTarget>,
 }
 
 impl<'a> RunRequest<'a> {
@@ -99,9 +106,25 @@ impl<'a> RunRequest<'a> {
             timeout,
             live: None,
             pool: Pool::Foreground,
+            artifacts: None,
         }
     }
 }
+
+/// The run's artifacts: kept by `store` under `run_id` for `owner` (a `Caller::key()`), for
+/// `retention` after the run ends.
+#[derive(Debug, Clone)]
+pub struct ArtifactTarget {
+    pub store: Arc<ArtifactStore>,
+    pub run_id: String,
+    pub owner: String,
+    pub retention: Duration,
+}
+
+/// The name of a run's output folder inside its scratch (`PYRUN_OUTPUT_DIR`).
+pub const OUTPUT_DIR_NAME: &str = "output";
+/// The matplotlib backend the server ships (`MPLBACKEND`): `plt.show()` saves PNG artifacts.
+pub const MPL_BACKEND: &str = "module://_pyrun_mpl_backend";
 
 /// What happened, in plain data.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +138,8 @@ pub struct RunOutcome {
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
     pub duration: Duration,
+    /// What the run left in its output folder, when the request named an [`ArtifactTarget`].
+    pub artifacts: Option<Collected>,
 }
 
 /// Why a run did not start. The text is for the server's log: it may name host paths (a cgroup
@@ -230,6 +255,8 @@ impl Runner {
             SlotError::Scratch(e) => RunError::Scratch(e),
             SlotError::Sandbox(e) => RunError::Sandbox(e),
         })?;
+        let output = slot.dir().join(OUTPUT_DIR_NAME);
+        make_output_dir(&output).map_err(RunError::Scratch)?;
         let started = Instant::now();
         let mut child = self.spawn(&req, &sandbox, &slot)?;
         // Windows: a kill-on-close Job Object holds the whole tree (on error, kill_on_drop).
@@ -292,6 +319,7 @@ impl Runner {
         let _ = out.await;
         let _ = err.await;
         deadline.abort();
+        let artifacts = collect_artifacts(req.artifacts, output).await;
 
         let ((stdout, stdout_truncated), (stderr, stderr_truncated)) = if req.live.is_some() {
             (
@@ -316,6 +344,7 @@ impl Runner {
             stdout_truncated,
             stderr_truncated,
             duration,
+            artifacts,
         })
     }
 
@@ -337,12 +366,13 @@ impl Runner {
             slot.dir()
         };
         let pycache = pycache_prefix(sandbox, scratch);
+        let extra = RunExtras::new(sandbox, scratch, &self.env);
         let spec = pyrun_sandbox::spawn::Spec {
             program: &self.python,
             args: std::iter::once(script.as_os_str())
                 .chain(req.args.iter().map(OsStr::new))
                 .collect(),
-            env: self.run_env(scratch, pycache.as_deref()),
+            env: self.run_env(scratch, pycache.as_deref(), &extra),
             cwd: &cwd,
             stdin_piped: req.stdin.is_some(),
         };
@@ -371,12 +401,13 @@ impl Runner {
     ) -> Result<tokio::process::Child, RunError> {
         use std::process::Stdio;
         let pycache = pycache_prefix(sandbox, slot.dir());
+        let extra = RunExtras::new(sandbox, slot.dir(), &self.env);
         let mut cmd = std::process::Command::new(&self.python);
         cmd.arg(req.script.absolute())
             .args(req.args)
             .current_dir(req.script.directory())
             .env_clear()
-            .envs(self.run_env(slot.dir(), pycache.as_deref()))
+            .envs(self.run_env(slot.dir(), pycache.as_deref(), &extra))
             .stdin(if req.stdin.is_some() {
                 Stdio::piped()
             } else {
@@ -411,6 +442,7 @@ impl Runner {
         &'a self,
         scratch: &'a Path,
         pycache: Option<&'a Path>,
+        extra: &'a RunExtras,
     ) -> Vec<(&'a OsStr, &'a OsStr)> {
         let scratch = scratch.as_os_str();
         let mut set: Vec<(&OsStr, &OsStr)> = vec![
@@ -428,6 +460,7 @@ impl Runner {
         if cfg!(windows) {
             set.push((OsStr::new("USERPROFILE"), scratch));
         }
+        set.extend(extra.vars());
         let kept = self
             .env
             .iter()
@@ -451,6 +484,72 @@ fn pycache_prefix(sandbox: &Sandbox, scratch: &Path) -> Option<PathBuf> {
             .pycache_prefix()
             .unwrap_or_else(|| scratch.join(".pycache")),
     )
+}
+
+/// What a run's environment gets beyond the fixed names: its output folder, and where the
+/// server's support modules exist, the matplotlib backend and a `PYTHONPATH` that starts with
+/// them (a passed `PYTHONPATH` follows, never replaced). Paths as the run sees them.
+struct RunExtras {
+    output: PathBuf,
+    python_path: Option<OsString>,
+}
+
+impl RunExtras {
+    fn new(sandbox: &Sandbox, scratch: &Path, env: &[(OsString, OsString)]) -> Self {
+        let python_path = sandbox.support_dir().map(|support| {
+            let mut path = support.into_os_string();
+            let passed = env.iter().find(|(name, _)| name == "PYTHONPATH");
+            if let Some((_, passed)) = passed.filter(|(_, v)| !v.is_empty()) {
+                path.push(if cfg!(windows) { ";" } else { ":" });
+                path.push(passed);
+            }
+            path
+        });
+        Self {
+            output: scratch.join(OUTPUT_DIR_NAME),
+            python_path,
+        }
+    }
+
+    fn vars(&self) -> impl Iterator<Item = (&OsStr, &OsStr)> {
+        let output = (OsStr::new("PYRUN_OUTPUT_DIR"), self.output.as_os_str());
+        let support = self.python_path.as_ref().map(|path| {
+            [
+                (OsStr::new("PYTHONPATH"), path.as_os_str()),
+                (OsStr::new("MPLBACKEND"), OsStr::new(MPL_BACKEND)),
+            ]
+        });
+        std::iter::once(output).chain(support.into_iter().flatten())
+    }
+}
+
+/// Makes the run's empty output folder (owner-only, like the scratch it is in).
+fn make_output_dir(dir: &Path) -> io::Result<()> {
+    #[cfg_attr(not(unix), allow(unused_mut))]
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Keeps what the (dead) run left in `output` when it has a target, then removes the folder, on
+/// a blocking thread. Without a target an empty folder is removed at once; one with files is
+/// left for the slot's clean-up, off the response path.
+async fn collect_artifacts(target: Option<ArtifactTarget>, output: PathBuf) -> Option<Collected> {
+    let Some(target) = target else {
+        let _ = std::fs::remove_dir(&output);
+        return None;
+    };
+    let keep = move || {
+        let expires = std::time::SystemTime::now() + target.retention;
+        let kept = target
+            .store
+            .keep(&target.run_id, &target.owner, &output, expires);
+        // A removal that fails (a folder the run made unreadable) is the slot's to clean.
+        let _ = std::fs::remove_dir_all(&output);
+        kept
+    };
+    tokio::task::spawn_blocking(keep).await.ok()
 }
 
 /// The allowlisted part of an environment, plus the names the user passes explicitly.

@@ -1,0 +1,36 @@
+//! What a run's artifacts may cost: the pictures shown inline in a result, and the disk the
+//! artifact store may fill.
+
+/// Largest `--max-inline-image-bytes`: 64 MiB (a result carries them base64-encoded).
+const MAX_INLINE_IMAGE_BYTES: u64 = 64 << 20;
+
+/// The files runs leave in `PYRUN_OUTPUT_DIR`.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Artifacts")]
+pub struct ArtifactArgs {
+    /// Pictures (PNG, JPEG, GIF, WebP) a run leaves are shown inline in its result up to this
+    /// many bytes in all; the others are links (0: links only).
+    #[arg(long, env = "PYRUN_MAX_INLINE_IMAGE_BYTES", default_value_t = 2 << 20, value_parser = clap::value_parser!(u64).range(0..=MAX_INLINE_IMAGE_BYTES))]
+    pub max_inline_image_bytes: u64,
+
+    /// Disk the kept artifacts of all runs may use, in MiB; the oldest runs' files are dropped
+    /// first when a new run's would pass it.
+    #[arg(long, env = "PYRUN_MAX_ARTIFACT_STORAGE_MB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=(1 << 20)))]
+    pub max_artifact_storage_mb: u64,
+}
+
+/// The artifact settings, resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArtifactConfig {
+    pub max_inline_image_bytes: u64,
+    pub max_storage_bytes: u64,
+}
+
+impl ArtifactArgs {
+    pub(super) fn resolve(&self) -> ArtifactConfig {
+        ArtifactConfig {
+            max_inline_image_bytes: self.max_inline_image_bytes,
+            max_storage_bytes: self.max_artifact_storage_mb << 20,
+        }
+    }
+}
