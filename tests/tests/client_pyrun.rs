@@ -750,7 +750,7 @@ fn unknown_run_ids_are_the_servers_clear_error() {
 }
 
 /// Writes `artifacts.py` into `projects`: prints `made`, writes `data.csv` and a small PNG into
-/// `PYRUN_OUTPUT_DIR`.
+/// `PYRUN_OUTPUT_DIR`, and a symbolic link to /etc/passwd (which the server does not keep).
 fn add_artifact_script(projects: &Path) {
     let script = r#"
 import base64, os
@@ -761,13 +761,42 @@ png = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
 with open(os.path.join(out, "dot.png"), "wb") as f:
     f.write(png)
+os.symlink("/etc/passwd", os.path.join(out, "pw"))
 print("made")
 "#;
     std::fs::write(projects.join("artifacts.py"), script).expect("write artifacts.py");
 }
 
 #[test]
-#[ignore = "needs artifacts and resources/read of pyrun://runs/ on the server (issue 15, helper A + lead)"]
+fn run_and_logs_name_the_artifacts_and_what_the_server_skipped() {
+    let server = Server::http();
+    add_artifact_script(server.projects());
+    let notes = || {
+        predicate::str::contains("the run left 2 file(s): data.csv (8 B), dot.png (70 B)")
+            .and(predicate::str::contains("--save-artifacts DIR"))
+            .and(predicate::str::contains(
+                "not kept: pw: not a regular file (symbolic link)",
+            ))
+    };
+    server
+        .client()
+        .args(["run", "artifacts.py"])
+        .assert()
+        .code(0)
+        .stdout("made\n")
+        .stderr(notes());
+    let id = detach(&server, "artifacts.py");
+    server
+        .client()
+        .args(["logs", &id, "--follow"])
+        .assert()
+        .code(0)
+        .stdout("made\n")
+        .stderr(notes());
+}
+
+#[test]
+#[ignore = "needs resources/read of pyrun://runs/ on the server (issue 15, helper R's read_resource wired to run_files by the lead)"]
 fn run_saves_its_artifacts_and_read_fetches_one() {
     let server = Server::http();
     add_artifact_script(server.projects());
