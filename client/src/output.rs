@@ -2,7 +2,6 @@
 //! the interactive menu's lines to stderr. Respects `NO_COLOR`. The spinner is `reporter`'s.
 
 use std::io::IsTerminal;
-
 use std::path::Path;
 
 use rmcp::model::{
@@ -146,10 +145,15 @@ impl Output {
             } => self.hint("the script was killed before it exited"),
             _ => {}
         }
-        for stream in &report.truncated {
+        self.truncation_notes(&report.truncated);
+        self.artifact_notes(&report.artifacts, saving_artifacts);
+    }
+
+    /// One note per stream the server cut short.
+    fn truncation_notes(&self, streams: &[&str]) {
+        for stream in streams {
             self.hint(&format!("the server truncated the script's {stream}"));
         }
-        self.artifact_notes(&report.artifacts, saving_artifacts);
     }
 
     /// Names the files a run left (unless they are being saved) and the ones the server skipped.
@@ -238,14 +242,7 @@ impl Output {
             }
             RunStatus::Exited | RunStatus::Failed => {}
         }
-        for (stream, cut) in [
-            ("stdout", last.stdout_truncated),
-            ("stderr", last.stderr_truncated),
-        ] {
-            if cut {
-                self.hint(&format!("the server truncated the script's {stream}"));
-            }
-        }
+        self.truncation_notes(&last.truncated_streams());
         if last.status.ended() {
             self.artifact_notes(&Artifacts::of(Some(&last.raw)), saving_artifacts);
         }

@@ -115,6 +115,17 @@ impl RunState {
         Ok(state)
     }
 
+    /// The streams whose capture the server cut short.
+    pub fn truncated_streams(&self) -> Vec<&'static str> {
+        [
+            ("stdout", self.stdout_truncated),
+            ("stderr", self.stderr_truncated),
+        ]
+        .into_iter()
+        .filter_map(|(stream, cut)| cut.then_some(stream))
+        .collect()
+    }
+
     /// Our exit code for an ended run, by `run`'s rules: the script's code, 124 when it timed
     /// out, 1 when it was cancelled or killed; 0 while it goes on.
     pub fn exit_code(&self) -> u8 {
