@@ -821,6 +821,18 @@ fn run_saves_its_artifacts_and_read_fetches_one() {
         "dot.png is not a PNG"
     );
 
+    // A detached run's artifacts, saved once `logs --follow` has seen it end.
+    let id = detach(&server, "artifacts.py");
+    let later = out.path().join("later");
+    server
+        .client()
+        .args(["logs", &id, "--follow", "--save-artifacts"])
+        .arg(&later)
+        .assert()
+        .code(0)
+        .stdout("made\n");
+    assert_eq!(std::fs::read(later.join("dot.png")).ok(), Some(png.clone()));
+
     // Without the flag the run names what it left; `read -o` fetches one by its URI.
     let run = server
         .client()
