@@ -2,6 +2,7 @@
 //! raw spawn, run_python over every transport, load, memory and sandbox cost, side by side with a
 //! FastMCP baseline. Driven by `scripts/bench.sh`; never part of the test suite's pass/fail.
 
+mod background;
 mod drivers;
 mod oauth;
 mod procs;
@@ -331,6 +332,36 @@ async fn main() -> anyhow::Result<()> {
         cell(&cost.refreshes),
         "—".into(),
         String::new(),
+    );
+
+    // 10. Background runs: start_python + a long poll, against run_python; a long poll's wake-up.
+    let bg = background::measure(bin, &projects, &python_arg, SCRIPT, args.calls).await?;
+    report.row(
+        &format!(
+            "run_python stdio, same session: median / p99 of {}",
+            args.calls
+        ),
+        cell(&bg.run_python),
+        "—".into(),
+        "the comparison for the next row".into(),
+    );
+    report.row(
+        &format!(
+            "start_python + get_run (wait 30) until exited, stdio: median / p99 of {}",
+            args.calls
+        ),
+        cell(&bg.background),
+        "—".into(),
+        "two calls; the poll answers when the run ends".into(),
+    );
+    report.row(
+        &format!(
+            "get_run long poll: script prints → answer, median / p99 of {}",
+            bg.wake.len()
+        ),
+        cell(&bg.wake),
+        "—".into(),
+        "includes the script's own 1 ms polling of its go file".into(),
     );
 
     drop(http);

@@ -40,6 +40,8 @@ pub struct App {
     pub artifacts: Arc<ArtifactStore>,
     /// The modules the server ships for runs (the matplotlib backend); removed with the App.
     _python_support: Option<PythonSupport>,
+    /// Tells sessions when project files appear or go (`notifications/resources/list_changed`).
+    pub watch: crate::resources::watch::ProjectWatch,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -163,6 +165,7 @@ impl App {
             }
             None => AuditLog::off(),
         };
+        let watch = crate::resources::watch::ProjectWatch::new(root.clone());
         Ok(Arc::new(Self {
             config,
             root,
@@ -173,6 +176,7 @@ impl App {
             tasks,
             artifacts,
             _python_support: python_support,
+            watch,
         }))
     }
 }

@@ -167,6 +167,11 @@ impl From<PathError> for ClientMessage {
             PathError::Unreadable(given) => Self::quoting(&given)
                 .then(" could not be read")
                 .hint("the server's user may not read it, or a folder on its way"),
+            PathError::NotServed(given) => Self::quoting(&given)
+                .then(" is hidden or protected and is never served")
+                .hint(
+                    "hidden files and folders, .env files, __pycache__ and venv are not resources",
+                ),
             // Only opening the folder at start-up makes this one, with the host path in it.
             PathError::BadRoot(_) => {
                 Self::new("the projects folder cannot be used").hint(SEE_THE_LOG)

@@ -38,10 +38,10 @@ const STEP: Duration = Duration::from_millis(50);
 /// Adds the capabilities the fixtures need to the server's own.
 pub fn extend_info(mut info: ServerConfig) -> ServerConfig {
     let caps = &mut info.capabilities;
-    caps.prompts = Some(PromptsCapability::default());
-    let mut resources = ResourcesCapability::default();
-    resources.subscribe = Some(true);
-    caps.resources = Some(resources);
+    caps.prompts.get_or_insert_with(PromptsCapability::default);
+    caps.resources
+        .get_or_insert_with(ResourcesCapability::default)
+        .subscribe = Some(true);
     caps.logging = Some(JsonObject::new());
     caps.completions = Some(JsonObject::new());
     info
@@ -474,6 +474,31 @@ pub fn complete(request: &CompleteRequestParams) -> Result<CompleteResult, Error
     Ok(CompleteResult::new(info))
 }
 
+/// The server's own prompts, then the fixtures'.
+pub fn with_prompts(mut own: ListPromptsResult) -> ListPromptsResult {
+    own.prompts.extend(list_prompts().prompts);
+    own
+}
+
+/// The fixture resources ahead of the first page of the server's own.
+pub fn with_resources(mut own: ListResourcesResult, first_page: bool) -> ListResourcesResult {
+    if first_page {
+        let mut all = list_resources().resources;
+        all.append(&mut own.resources);
+        own.resources = all;
+    }
+    own
+}
+
+/// The server's own templates, then the fixtures'.
+pub fn with_resource_templates(
+    mut own: ListResourceTemplatesResult,
+) -> ListResourceTemplatesResult {
+    own.resource_templates
+        .extend(list_resource_templates().resource_templates);
+    own
+}
+
 fn text_contents(uri: &str, mime: &str, text: &str) -> ResourceContents {
     ResourceContents::TextResourceContents {
         uri: uri.to_owned(),
@@ -494,46 +519,12 @@ fn object(value: Value) -> JsonObject {
     }
 }
 
-/// The `ServerHandler` methods behind the fixture prompts, resources, completion and logging;
-/// expanded inside `impl ServerHandler for PyRunServer` when the feature is on.
+/// The `ServerHandler` methods behind the fixture subscriptions, completion and logging; expanded
+/// inside `impl ServerHandler for PyRunServer` when the feature is on (its prompts and resources
+/// join the server's own in `tools.rs` through `with_prompts`, `with_resources`, …).
 #[macro_export]
 macro_rules! conformance_handlers {
     () => {
-        async fn list_prompts(
-            &self,
-            _request: Option<rmcp::model::PaginatedRequestParams>,
-            _ctx: rmcp::service::RequestContext<rmcp::RoleServer>,
-        ) -> Result<rmcp::model::ListPromptsResult, rmcp::ErrorData> {
-            Ok($crate::conformance::list_prompts())
-        }
-        async fn get_prompt(
-            &self,
-            request: rmcp::model::GetPromptRequestParams,
-            _ctx: rmcp::service::RequestContext<rmcp::RoleServer>,
-        ) -> Result<rmcp::model::GetPromptResponse, rmcp::ErrorData> {
-            $crate::conformance::get_prompt(&request).map(Into::into)
-        }
-        async fn list_resources(
-            &self,
-            _request: Option<rmcp::model::PaginatedRequestParams>,
-            _ctx: rmcp::service::RequestContext<rmcp::RoleServer>,
-        ) -> Result<rmcp::model::ListResourcesResult, rmcp::ErrorData> {
-            Ok($crate::conformance::list_resources())
-        }
-        async fn list_resource_templates(
-            &self,
-            _request: Option<rmcp::model::PaginatedRequestParams>,
-            _ctx: rmcp::service::RequestContext<rmcp::RoleServer>,
-        ) -> Result<rmcp::model::ListResourceTemplatesResult, rmcp::ErrorData> {
-            Ok($crate::conformance::list_resource_templates())
-        }
-        async fn read_resource(
-            &self,
-            request: rmcp::model::ReadResourceRequestParams,
-            _ctx: rmcp::service::RequestContext<rmcp::RoleServer>,
-        ) -> Result<rmcp::model::ReadResourceResponse, rmcp::ErrorData> {
-            $crate::conformance::read_resource(&request).map(Into::into)
-        }
         #[allow(deprecated)]
         async fn subscribe(
             &self,

@@ -14,6 +14,8 @@ pub mod config;
 pub mod conformance;
 pub mod integrations;
 pub mod oauth;
+mod prompts;
+mod resources;
 pub mod run;
 pub mod run_files;
 mod run_tools;

@@ -120,11 +120,6 @@ impl Tasks {
         self.lock().retain(|_, (_, run)| run != run_id);
     }
 
-    /// Ends every task (the server is stopping).
-    pub fn shutdown(&self) {
-        self.manager.shutdown();
-    }
-
     fn check(&self, owner: &str, task_id: &str) -> Result<(), ErrorData> {
         match self.lock().get(task_id) {
             Some((key, _)) if key == owner => Ok(()),

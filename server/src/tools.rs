@@ -11,10 +11,12 @@ use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    GetTaskParams, GetTaskResult, Implementation, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, UpdateTaskParams,
+    GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SubscriptionFilter, UpdateTaskParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -695,6 +697,9 @@ impl ServerHandler for PyRunServer {
 
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
+            .enable_prompts()
+            .enable_resources()
+            .enable_resources_list_changed()
             .enable_tools()
             .enable_tasks()
             .build();
@@ -711,6 +716,107 @@ impl ServerHandler for PyRunServer {
 
     #[cfg(feature = "conformance")]
     crate::conformance_handlers!();
+
+    // Resources and prompts: `resources.rs`, `prompts.rs`; the conformance fixtures join them.
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        #[cfg(feature = "conformance")]
+        let first_page = request.as_ref().is_none_or(|r| r.cursor.is_none());
+        let result = crate::resources::list(&self.app, request).await;
+        #[cfg(feature = "conformance")]
+        let result = result.map(|own| crate::conformance::with_resources(own, first_page));
+        result
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let result = crate::resources::templates();
+        #[cfg(feature = "conformance")]
+        let result = crate::conformance::with_resource_templates(result);
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri.as_str();
+        #[cfg(feature = "conformance")]
+        if uri.starts_with("test://") {
+            return crate::conformance::read_resource(&request).map(Into::into);
+        }
+        if uri.starts_with(crate::resources::RUNS_PREFIX) {
+            let caller = self.caller(&ctx);
+            return crate::run_files::read_resource(&self.app, &caller, uri)
+                .await
+                .map(Into::into);
+        }
+        crate::resources::read(&self.app, uri).await.map(Into::into)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let result = crate::prompts::list();
+        #[cfg(feature = "conformance")]
+        let result = crate::conformance::with_prompts(result);
+        Ok(result)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        #[cfg(feature = "conformance")]
+        if request.name.starts_with("test_") {
+            return crate::conformance::get_prompt(&request).map(Into::into);
+        }
+        crate::prompts::get(&self.app, request)
+            .await
+            .map(Into::into)
+    }
+
+    /// A session that initialized hears `resources/list_changed` until it closes.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.app.watch.add_peer(context.peer);
+    }
+
+    /// 2026-07-28 sessions opt in to `resources/list_changed` with `subscriptions/listen`.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.resources_list_changed = requested.resources_list_changed;
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.app.watch.subscribe();
+        let wants = context.accepted().resources_list_changed == Some(true);
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                changed = changes.changed(), if wants => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    let send = context.sink().notify_resource_list_changed();
+                    let _ = tokio::time::timeout(NOTIFY_TIMEOUT, send).await;
+                }
+            }
+        }
+    }
 }
 
 impl PyRunServer {

@@ -127,7 +127,6 @@ fn a_runs_files_come_back_as_images_links_and_notes_and_links_or_fifos_are_never
 }
 
 #[test]
-#[ignore = "lead: enable once read_resource sends pyrun://runs/ URIs to run_files::read_resource"]
 fn an_artifact_link_reads_back_for_its_caller_and_a_mangled_one_is_not_found() {
     let (dir, _) = common::project(&[("leave.py", LEAVE_FILES), ("secret.txt", SECRET)]);
     let mut server = StdioServer::start(dir.path(), &[]);

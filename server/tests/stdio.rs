@@ -275,3 +275,35 @@ fn with_a_bare_path_the_interpreter_is_found_in_the_usual_places() {
     assert_eq!(result["isError"], json!(false), "{result}");
     assert!(text(&result).contains("Hello, World!"), "{result}");
 }
+
+#[test]
+fn the_local_user_follows_a_background_run_over_stdio() {
+    let mut server = StdioServer::start(&samples(), &[]);
+    let started = server.request(
+        "tools/call",
+        json!({"name": "start_python", "arguments": {"file_name": "hello_world.py"}}),
+    );
+    let run_id = started["result"]["structuredContent"]["run_id"]
+        .as_str()
+        .expect("a run id")
+        .to_owned();
+    let mut state = Value::Null;
+    for _ in 0..20 {
+        state = server.request(
+            "tools/call",
+            json!({"name": "get_run", "arguments": {"run_id": run_id, "wait_seconds": 10}}),
+        );
+        if state["result"]["structuredContent"]["status"] == "exited" {
+            break;
+        }
+    }
+    let s = &state["result"]["structuredContent"];
+    assert_eq!(s["status"], "exited", "{state}");
+    assert_eq!(s["exit_code"], 0, "{state}");
+    assert!(s["stdout"].as_str().unwrap().contains("Hello"), "{state}");
+    let listed = server.request("tools/call", json!({"name": "list_runs", "arguments": {}}));
+    assert_eq!(
+        listed["result"]["structuredContent"]["runs"][0]["run_id"],
+        run_id.as_str()
+    );
+}

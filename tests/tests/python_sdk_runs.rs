@@ -64,7 +64,10 @@ fn a_plot_started_in_the_background_comes_back_as_a_png_in_both_modes() {
         let read = &report["read_back"][0];
         assert_eq!(read["png"], true, "{report}");
         assert_eq!(read["mime"], "image/png", "{report}");
-        assert_eq!(read["size"], image["size"], "the link reads the same PNG: {report}");
+        assert_eq!(
+            read["size"], image["size"],
+            "the link reads the same PNG: {report}"
+        );
         let run_id = report["run_id"].as_str().unwrap();
         assert!(
             report["listed"]

@@ -11,6 +11,12 @@
 //! one whose `..` climbs out of the folder, is accepted only when it leads to something usable;
 //! any other answer to it is one and the same refusal ([`PathError::Outside`]), so no answer tells
 //! whether a host path exists, what it is, or where the folder lives.
+//!
+//! The same proof serves any file to clients as a resource ([`ProjectRoot::resolve_file`], the only
+//! constructor of [`ProjectFile`]), except what is never served: hidden names (`.git`, `.venv`,
+//! `.env*`, every other dot-name), `__pycache__` and `venv` (see [`is_served_name`]), whether named
+//! on the way in or reached through a link. [`ProjectRoot::read_file`] reopens the proven path
+//! without following any link, so a link swapped in after the proof is refused, not followed.
 
 use std::ffi::OsStr;
 use std::fs;
@@ -29,6 +35,10 @@ const MAX_LINK_HOPS: usize = 40;
 const MAX_LISTED_ENTRIES: usize = 20_000;
 /// Directory depth followed at most by one listing.
 const MAX_LIST_DEPTH: usize = 16;
+/// Names never listed nor served as resources, besides every hidden (dot) name: the bytecode
+/// folders and a virtual environment without a dot. Hidden names cover the sandbox's protected
+/// names (`.git`, `.hg`, `.svn`, `.venv`, `.envrc`, `.vscode`, `.idea`, `.env*`).
+const NEVER_SERVED: &[&str] = &["__pycache__", "venv"];
 
 /// Why a path was refused. Messages name the path as the caller gave it, never a host path.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -56,6 +66,55 @@ pub enum PathError {
     Unreadable(String),
     #[error("the projects folder {0}")]
     BadRoot(String),
+    /// A hidden or protected name (see [`is_served_name`]) on the way to a file to serve.
+    #[error("'{0}' is hidden or protected and is never served")]
+    NotServed(String),
+}
+
+/// Whether a file or folder name may be listed and served as a resource: no hidden (dot) names,
+/// no `__pycache__`, no `venv`.
+pub fn is_served_name(name: &str) -> bool {
+    !name.starts_with('.') && !NEVER_SERVED.contains(&name)
+}
+
+/// A regular file inside the projects folder that clients may read (not hidden, not protected),
+/// proven by [`ProjectRoot::resolve_file`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectFile {
+    absolute: PathBuf,
+    relative: String,
+    size: u64,
+}
+
+impl ProjectFile {
+    /// The path relative to the projects folder, with `/` separators: safe to show.
+    pub fn relative(&self) -> &str {
+        &self.relative
+    }
+    /// Its size in bytes when it was proven.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+/// One entry of [`ProjectRoot::list_files`]: a name that [`ProjectRoot::resolve_file`] serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedFile {
+    /// Relative to the projects folder, `/` separators (a symlink under its own name).
+    pub relative: String,
+    pub size: u64,
+}
+
+/// Why a proven file could not be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReadError {
+    #[error("the file has {size} bytes, more than the {cap} bytes served at most")]
+    TooLarge { size: u64, cap: u64 },
+    /// It was replaced (by a link, a folder, a FIFO…) or removed after it was proven.
+    #[error("the file changed while it was read")]
+    Changed,
+    #[error("the file could not be read ({0})")]
+    Io(io::ErrorKind),
 }
 
 /// The projects folder, canonicalized once.
@@ -190,6 +249,136 @@ impl ProjectRoot {
         files
     }
 
+    /// Resolves a caller's path to a regular file that may be served (any type, not only `.py`),
+    /// with the proof of [`ProjectRoot::resolve_script`]; a hidden or protected name on the way, as
+    /// named or as resolved through links, is [`PathError::NotServed`] whether or not it exists.
+    pub fn resolve_file(&self, input: &str) -> Result<ProjectFile, PathError> {
+        let named = Named::parse(input)?;
+        if let Named::Inside(relative) = &named {
+            let hidden = Path::new(relative).components().any(
+                |c| matches!(c, Component::Normal(n) if !is_served_name(&n.to_string_lossy())),
+            );
+            if hidden {
+                return Err(PathError::NotServed(input.to_owned()));
+            }
+        }
+        let found = self
+            .resolve_inside(named.path(), input)
+            .and_then(|resolved| {
+                let meta =
+                    fs::metadata(&resolved).map_err(|_| PathError::NotFound(input.to_owned()))?;
+                if meta.is_dir() {
+                    return Err(PathError::Directory(input.to_owned()));
+                }
+                if !meta.is_file() {
+                    return Err(PathError::NotRegularFile(input.to_owned()));
+                }
+                let relative = self.relative_of(&resolved);
+                if !relative.split('/').all(is_served_name) {
+                    return Err(PathError::NotServed(input.to_owned()));
+                }
+                Ok(ProjectFile {
+                    absolute: resolved,
+                    relative,
+                    size: meta.len(),
+                })
+            });
+        named.judge(found, input)
+    }
+
+    /// Every file [`ProjectRoot::resolve_file`] serves, sorted by relative path (the same bounds
+    /// as [`ProjectRoot::list_scripts`]: entries visited, depth; symlinked folders not descended).
+    /// A symlinked file is listed under its own name when its target may be served.
+    pub fn list_files(&self) -> Vec<ListedFile> {
+        self.walk_served().0
+    }
+
+    /// The served files (as [`ProjectRoot::list_files`]) and the folders walked to find them,
+    /// the folder itself first (host paths: for a watcher, never for a client).
+    pub fn walk_served(&self) -> (Vec<ListedFile>, Vec<PathBuf>) {
+        let mut files = Vec::new();
+        let mut folders = Vec::new();
+        let mut pending = vec![(self.canonical.clone(), 0usize)];
+        let mut visited = 0usize;
+        while let Some((current, depth)) = pending.pop() {
+            let Ok(entries) = fs::read_dir(&current) else {
+                continue;
+            };
+            folders.push(current);
+            for entry in entries.flatten() {
+                visited += 1;
+                if visited > MAX_LISTED_ENTRIES {
+                    break;
+                }
+                let name = entry.file_name();
+                if !name.to_str().is_some_and(is_served_name) {
+                    continue;
+                }
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                let path = entry.path();
+                if kind.is_dir() {
+                    if depth < MAX_LIST_DEPTH {
+                        pending.push((path, depth + 1));
+                    }
+                } else if kind.is_file() {
+                    if let Ok(meta) = entry.metadata() {
+                        files.push(ListedFile {
+                            relative: self.relative_of(&path),
+                            size: meta.len(),
+                        });
+                    }
+                } else if kind.is_symlink() {
+                    let relative = self.relative_of(&path);
+                    if let Ok(target) = self.resolve_file(&relative) {
+                        files.push(ListedFile {
+                            relative,
+                            size: target.size,
+                        });
+                    }
+                }
+            }
+        }
+        files.sort_by(|a, b| a.relative.cmp(&b.relative));
+        (files, folders)
+    }
+
+    /// The bytes of a proven file, at most `cap`. The file is reopened by its proven path
+    /// without following any link (on Linux, `openat2` beneath the folder with no links at all),
+    /// without blocking on a FIFO, and must still be a regular file no larger than `cap`.
+    /// Blocking: call it off the async threads.
+    pub fn read_file(&self, file: &ProjectFile, cap: u64) -> Result<Vec<u8>, ReadError> {
+        use std::io::Read as _;
+        let opened = open_no_links(&self.canonical, file).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => ReadError::Changed,
+            _ if e.raw_os_error() == Some(ELOOP) || e.raw_os_error() == Some(EXDEV) => {
+                ReadError::Changed
+            }
+            kind => ReadError::Io(kind),
+        })?;
+        let meta = opened.metadata().map_err(|e| ReadError::Io(e.kind()))?;
+        if !meta.is_file() {
+            return Err(ReadError::Changed);
+        }
+        if meta.len() > cap {
+            return Err(ReadError::TooLarge {
+                size: meta.len(),
+                cap,
+            });
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        opened
+            .take(cap.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| ReadError::Io(e.kind()))?;
+        let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        if read > cap {
+            return Err(ReadError::TooLarge { size: read, cap });
+        }
+        Ok(bytes)
+    }
+
     fn relative_of(&self, path: &Path) -> String {
         let rel = path.strip_prefix(&self.canonical).unwrap_or(path);
         let parts: Vec<_> = rel
@@ -231,6 +420,53 @@ impl ProjectRoot {
         }
         Ok(canonical)
     }
+}
+
+#[cfg(unix)]
+const ELOOP: i32 = libc::ELOOP;
+#[cfg(unix)]
+const EXDEV: i32 = libc::EXDEV;
+#[cfg(not(unix))]
+const ELOOP: i32 = -1;
+#[cfg(not(unix))]
+const EXDEV: i32 = -1;
+
+/// Opens a proven file for reading by its relative path beneath `root`, following no link.
+#[cfg(target_os = "linux")]
+fn open_no_links(root: &Path, file: &ProjectFile) -> io::Result<fs::File> {
+    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
+    let dir = rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    match openat2(&dir, file.relative.as_str(), flags, Mode::empty(), resolve) {
+        Ok(fd) => Ok(fs::File::from(fd)),
+        // Kernels before 5.6: the last component is still never followed.
+        Err(rustix::io::Errno::NOSYS) => {
+            let fd = rustix::fs::open(&file.absolute, flags, Mode::empty())?;
+            Ok(fs::File::from(fd))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Opens a proven file for reading; its last component is never followed.
+#[cfg(all(unix, not(target_os = "linux")))]
+fn open_no_links(_root: &Path, file: &ProjectFile) -> io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&file.absolute)
+}
+
+/// Opens a proven file for reading (the canonical path, proven just before).
+#[cfg(not(unix))]
+fn open_no_links(_root: &Path, file: &ProjectFile) -> io::Result<fs::File> {
+    fs::File::open(&file.absolute)
 }
 
 /// How the caller's text names a path, once its text is known to be acceptable.
@@ -761,5 +997,114 @@ mod tests {
         .unwrap();
         let all = f.root.list_scripts(f.root.path());
         assert!(!all.contains(&"link_out.py".to_owned()));
+    }
+
+    #[test]
+    fn resolve_file_serves_any_file_inside_but_no_hidden_or_protected_name() {
+        let f = fixture();
+        let project = f.base.join("project");
+        for dir in [".git", ".venv", "venv", "__pycache__", "sub/.hidden"] {
+            fs::create_dir_all(project.join(dir)).unwrap();
+            fs::write(project.join(dir).join("x.py"), "").unwrap();
+        }
+        fs::write(project.join(".env"), "K=V").unwrap();
+        fs::write(project.join("sub/.env.prod"), "K=V").unwrap();
+        let file = f.root.resolve_file("notes.txt").unwrap();
+        assert_eq!((file.relative(), file.size()), ("notes.txt", 1));
+        assert_eq!(
+            f.root
+                .resolve_file("/projects/sub/inner.py")
+                .unwrap()
+                .relative(),
+            "sub/inner.py"
+        );
+        for hidden in [
+            ".env",
+            "sub/.env.prod",
+            ".git/x.py",
+            ".venv/x.py",
+            "venv/x.py",
+            "__pycache__/x.py",
+            "sub/.hidden/x.py",
+            "sub/../.env",
+            ".git/missing",
+        ] {
+            assert_eq!(
+                f.root.resolve_file(hidden),
+                Err(PathError::NotServed(hidden.into())),
+                "{hidden}"
+            );
+        }
+        let host_env = project.join(".env");
+        outside_file(&f, host_env.to_str().unwrap());
+        outside_file(&f, "../project2/secret.py");
+        outside_file(&f, "../outside.py");
+        assert_eq!(
+            f.root.resolve_file("sub"),
+            Err(PathError::Directory("sub".into()))
+        );
+        let listed: Vec<_> = f
+            .root
+            .list_files()
+            .into_iter()
+            .map(|l| l.relative)
+            .collect();
+        assert!(listed.contains(&"notes.txt".to_owned()), "{listed:?}");
+        assert!(
+            !listed
+                .iter()
+                .any(|l| l.split('/').any(|n| !is_served_name(n))),
+            "{listed:?}"
+        );
+        for name in &listed {
+            assert!(f.root.resolve_file(name).is_ok(), "{name}");
+        }
+    }
+
+    fn outside_file(f: &Fixture, input: &str) {
+        assert_eq!(
+            f.root.resolve_file(input),
+            Err(PathError::Outside(input.to_owned())),
+            "{input:?} must be refused as outside"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn links_to_hidden_names_are_not_served_and_a_link_swapped_in_is_not_read() {
+        use std::os::unix::fs::symlink;
+        let f = fixture();
+        let project = f.base.join("project");
+        fs::write(project.join(".env"), "SECRET").unwrap();
+        symlink(".env", project.join("env.txt")).unwrap();
+        assert_eq!(
+            f.root.resolve_file("env.txt"),
+            Err(PathError::NotServed("env.txt".into()))
+        );
+        assert!(!f.root.list_files().iter().any(|l| l.relative == "env.txt"));
+        // Proven, then replaced by a link out before it is read.
+        fs::write(project.join("swap.txt"), "fine").unwrap();
+        let proven = f.root.resolve_file("swap.txt").unwrap();
+        assert_eq!(f.root.read_file(&proven, 100).unwrap(), b"fine");
+        fs::remove_file(project.join("swap.txt")).unwrap();
+        symlink(f.base.join("outside.py"), project.join("swap.txt")).unwrap();
+        assert_eq!(f.root.read_file(&proven, 100), Err(ReadError::Changed));
+        // A folder on the way replaced by a link.
+        let inner = f.root.resolve_file("sub/inner.py").unwrap();
+        fs::rename(project.join("sub"), f.base.join("moved_sub")).unwrap();
+        symlink(f.base.join("moved_sub"), project.join("sub")).unwrap();
+        assert_eq!(f.root.read_file(&inner, 100), Err(ReadError::Changed));
+    }
+
+    #[test]
+    fn read_file_refuses_more_than_the_cap() {
+        let f = fixture();
+        fs::write(f.base.join("project/big.txt"), "0123456789").unwrap();
+        let big = f.root.resolve_file("big.txt").unwrap();
+        assert_eq!(
+            f.root.read_file(&big, 9),
+            Err(ReadError::TooLarge { size: 10, cap: 9 })
+        );
+        assert_eq!(f.root.read_file(&big, 10).unwrap(), b"0123456789");
     }
 }
