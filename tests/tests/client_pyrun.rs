@@ -796,7 +796,6 @@ fn run_and_logs_name_the_artifacts_and_what_the_server_skipped() {
 }
 
 #[test]
-#[ignore = "needs resources/read of pyrun://runs/ on the server (issue 15, helper R's read_resource wired to run_files by the lead)"]
 fn run_saves_its_artifacts_and_read_fetches_one() {
     let server = Server::http();
     add_artifact_script(server.projects());
@@ -866,7 +865,6 @@ fn run_saves_its_artifacts_and_read_fetches_one() {
 }
 
 #[test]
-#[ignore = "needs resources and prompts on the server (issue 15, helper R)"]
 fn resources_and_prompts_show_the_project() {
     let server = Server::http();
     let listed = server.client().arg("resources").assert().success();
