@@ -245,17 +245,12 @@ pub async fn logs(
         on_page(&state);
         stdout.push_str(&state.stdout);
         stderr.push_str(&state.stderr);
-        let drained = state.stdout.is_empty() && state.stderr.is_empty();
-        let next = (state.next_stdout_offset, state.next_stderr_offset);
-        if !drained && next == offsets {
-            return Err(ClientError::Protocol(format!(
-                "`{GET}` sent output but did not move its offsets past it; reading on would repeat it"
-            )));
-        }
-        offsets = next;
-        let done = drained && (state.status.ended() || !follow);
-        if done {
-            if state.status == RunStatus::Failed {
+        match next_read(&state, offsets, follow)? {
+            Some(next_wait) => {
+                offsets = (state.next_stdout_offset, state.next_stderr_offset);
+                wait = next_wait;
+            }
+            None if state.status == RunStatus::Failed => {
                 return Err(ClientError::RunFailed {
                     run_id: run_id.into(),
                     reason: state
@@ -264,16 +259,33 @@ pub async fn logs(
                         .unwrap_or_else(|| "the server gave no reason".into()),
                 });
             }
-            return Ok(RunLog {
-                last: state,
-                stdout,
-                stderr,
-                result,
-            });
+            None => {
+                return Ok(RunLog {
+                    last: state,
+                    stdout,
+                    stderr,
+                    result,
+                })
+            }
         }
-        // More may be waiting right away after a full page; after an empty one, wait for news.
-        wait = if drained { WAIT_SECONDS } else { 0 };
     }
+}
+
+/// After a page read from `asked` offsets: `None` when `logs` is done (everything read, and the
+/// run ended or we are not following), else how long the next `get_run` may wait: not at all
+/// after a page with output (more may be waiting), up to [`WAIT_SECONDS`] after an empty one.
+fn next_read(page: &RunState, asked: (u64, u64), follow: bool) -> Result<Option<u64>, ClientError> {
+    let drained = page.stdout.is_empty() && page.stderr.is_empty();
+    if !drained && (page.next_stdout_offset, page.next_stderr_offset) == asked {
+        return Err(ClientError::Protocol(format!(
+            "`{GET}` sent output but did not move its offsets past it; reading on would repeat it"
+        )));
+    }
+    Ok(match (drained, page.status.ended() || !follow) {
+        (true, true) => None,
+        (true, false) => Some(WAIT_SECONDS),
+        (false, _) => Some(0),
+    })
 }
 
 /// A tool call whose `isError` result becomes the error (e.g. an unknown run id).
@@ -367,6 +379,51 @@ mod tests {
         assert_eq!(code("queued", Value::Null), Some(0));
         // A status added later is read as still going, not as a parse failure.
         assert_eq!(code("paused", Value::Null), Some(0));
+    }
+
+    #[test]
+    fn logs_reads_on_until_the_run_ended_and_every_page_is_read() {
+        let page = |status: &str, out: &str, next: u64| {
+            state(json!({"run_id": ID, "status": status, "stdout": out,
+                "next_stdout_offset": next}))
+            .expect("parses")
+        };
+        let follow = true;
+        // A page with output: read on at once, following or not, ended or not.
+        assert_eq!(
+            next_read(&page("running", "a", 1), (0, 0), follow).ok(),
+            Some(Some(0))
+        );
+        assert_eq!(
+            next_read(&page("running", "a", 1), (0, 0), !follow).ok(),
+            Some(Some(0))
+        );
+        assert_eq!(
+            next_read(&page("exited", "a", 1), (0, 0), follow).ok(),
+            Some(Some(0))
+        );
+        // Nothing new: following waits for news; otherwise, and once ended, done.
+        assert_eq!(
+            next_read(&page("running", "", 1), (1, 0), follow).ok(),
+            Some(Some(WAIT_SECONDS))
+        );
+        assert_eq!(
+            next_read(&page("queued", "", 0), (0, 0), !follow).ok(),
+            Some(None)
+        );
+        assert_eq!(
+            next_read(&page("exited", "", 1), (1, 0), follow).ok(),
+            Some(None)
+        );
+        assert_eq!(
+            next_read(&page("cancelled", "", 1), (1, 0), follow).ok(),
+            Some(None)
+        );
+        // Output without moving the offsets would print it forever.
+        assert!(matches!(
+            next_read(&page("running", "a", 1), (1, 0), follow),
+            Err(ClientError::Protocol(m)) if m.contains("offsets")
+        ));
     }
 
     #[test]
