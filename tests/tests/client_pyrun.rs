@@ -655,6 +655,15 @@ fn a_detached_run_is_followed_as_it_prints_and_exits_with_its_code() {
     assert_eq!(log["stdout"], "first\nsecond\n", "{log}");
     assert_eq!(log["status"], "exited", "{log}");
 
+    // Another session over the other transport, same token: the run is still there.
+    if let Server::Http(http) = &server {
+        client()
+            .args(["--server", &http.sse_url(), "--token", TOKEN, "logs", &id])
+            .assert()
+            .code(3)
+            .stdout("first\nsecond\n");
+    }
+
     // `runs` lists it with its state.
     let runs = server.client().arg("runs").assert().success();
     let listed = stdout_of(&runs);
