@@ -371,7 +371,8 @@ async fn progress_messages_carry_the_last_line_of_output() {
         )
         .await;
     let mut seen = None;
-    for _ in 0..10 {
+    // One a second; a loaded machine may take a while to start the interpreter.
+    for _ in 0..60 {
         let message = stream.next_message().await.expect("a message");
         let text = message["params"]["message"].as_str().unwrap_or("");
         if text.contains("err 1") {

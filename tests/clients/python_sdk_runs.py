@@ -20,6 +20,17 @@ from mcp.client.streamable_http import streamable_http_client
 from common import recording_http_client, print_report
 
 
+def structured(result):
+    """A result's structured content (`structured_content` in mcp 2.x, `structuredContent` before)."""
+    value = getattr(result, "structured_content", None)
+    return value if value is not None else getattr(result, "structuredContent", None)
+
+
+def mime_of(item):
+    value = getattr(item, "mime_type", None)
+    return value if value is not None else getattr(item, "mimeType", None)
+
+
 def png_facts(data):
     """Whether `data` is a PNG, and its width and height from the IHDR chunk."""
     if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
@@ -30,7 +41,7 @@ def png_facts(data):
 
 async def follow(client, file):
     started = await client.call_tool("start_python", {"file_name": file})
-    run_id = started.structuredContent["run_id"]
+    run_id = structured(started)["run_id"]
     out = err = 0
     stdout = ""
     polls = 0
@@ -40,7 +51,7 @@ async def follow(client, file):
             "get_run",
             {"run_id": run_id, "wait_seconds": 20, "stdout_offset": out, "stderr_offset": err},
         )
-        s = state.structuredContent
+        s = structured(state)
         stdout += s["stdout"]
         out, err = s["next_stdout_offset"], s["next_stderr_offset"]
         if s["status"] not in ("queued", "running") or polls > 60:
@@ -55,7 +66,7 @@ async def main(opts):
         )
         async with Client(target, mode=opts.mode, read_timeout_seconds=60) as client:
             run_id, stdout, state, polls = await follow(client, opts.file)
-            s = state.structuredContent
+            s = structured(state)
             images = [
                 png_facts(base64.b64decode(block.data))
                 for block in state.content
@@ -68,7 +79,7 @@ async def main(opts):
                 for item in contents:
                     blob = getattr(item, "blob", None)
                     data = base64.b64decode(blob) if blob is not None else item.text.encode()
-                    read_back.append({"uri": str(item.uri), "mime": item.mimeType, **png_facts(data)})
+                    read_back.append({"uri": str(item.uri), "mime": mime_of(item), **png_facts(data)})
             listed = await client.call_tool("list_runs", {})
             return {
                 "mode": opts.mode,
@@ -81,7 +92,7 @@ async def main(opts):
                 "images": images,
                 "links": links,
                 "read_back": read_back,
-                "listed": [r["run_id"] for r in listed.structuredContent["runs"]],
+                "listed": [r["run_id"] for r in structured(listed)["runs"]],
             }
 
     await print_report(session, False)
