@@ -679,7 +679,7 @@ fn a_detached_run_is_followed_as_it_prints_and_exits_with_its_code() {
 
 #[cfg(target_os = "linux")]
 #[test]
-fn cancel_stops_a_background_run_and_logs_says_so() {
+fn cancel_stops_a_background_run_while_ctrl_c_and_timeout_on_logs_do_not() {
     let server = Server::http();
     add_sleeper(server.projects());
     let id = detach(&server, "sleeper.py");
@@ -687,6 +687,19 @@ fn cancel_stops_a_background_run_and_logs_says_so() {
     assert!(
         sleeper_alive(&beat),
         "the run should be going before cancel"
+    );
+
+    // --timeout on `logs --follow` stops following, not the run.
+    server
+        .client()
+        .args(["--timeout", "1", "logs", &id, "--follow"])
+        .assert()
+        .code(124)
+        .stdout(predicate::str::starts_with("sleeping\n"))
+        .stderr(predicate::str::contains("the run goes on in the server"));
+    assert!(
+        sleeper_alive(&beat),
+        "--timeout on logs --follow stopped the run itself"
     );
 
     // Ctrl-C on `logs --follow` stops following, not the run.
