@@ -89,6 +89,63 @@ pub enum Command {
     },
     /// A small menu: run a file, list files, list tools, quit (the default on a terminal).
     Interactive,
+    /// List your background runs on the server, newest first (list_runs; needs an HTTP target).
+    Runs,
+    /// Print a background run's output: what is there so far, or all of it as it arrives with
+    /// --follow, then exit with the run's exit code like `run` (needs an HTTP target).
+    Logs(LogsArgs),
+    /// Stop a background run and its whole process tree (cancel_run; needs an HTTP target).
+    Cancel {
+        /// The run id `run --detach` printed (`runs` lists them).
+        run_id: String,
+    },
+    /// List the server's resources (for pyrun-mcp: the project files, as pyrun://projects/…).
+    Resources,
+    /// Read one resource: text to stdout, or any content to a file with -o.
+    Read {
+        /// The resource URI, e.g. pyrun://projects/hello_world.py or an artifact's
+        /// pyrun://runs/RUN_ID/files/NAME.
+        uri: String,
+        /// Write the content to FILE instead of stdout (`-` is stdout).
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// List the server's prompts with their arguments.
+    Prompts,
+    /// Get one prompt, filled in with its arguments, and print its messages.
+    Prompt {
+        /// Prompt name, e.g. run-and-explain.
+        name: String,
+        /// Prompt argument as key=value (values are strings); repeatable.
+        #[arg(long = "arg", short = 'a', value_name = "KEY=VALUE")]
+        args: Vec<String>,
+    },
+}
+
+impl Command {
+    /// The subcommands that work on runs kept by a server, which a stdio server started by this
+    /// client cannot keep: it ends when the client does.
+    pub fn needs_lasting_server(&self) -> Option<&'static str> {
+        match self {
+            Self::Runs => Some("runs"),
+            Self::Logs(_) => Some("logs"),
+            Self::Cancel { .. } => Some("cancel"),
+            Self::Run(args) if args.detach => Some("run --detach"),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The run id `run --detach` printed (`runs` lists them).
+    pub run_id: String,
+    /// Keep printing output as it arrives until the run ends.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Once the run has ended, save its artifacts under DIR (see `run --save-artifacts`).
+    #[arg(long, value_name = "DIR")]
+    pub save_artifacts: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -101,6 +158,10 @@ pub struct CallArgs {
     /// All arguments as one JSON object (`--arg` entries override its keys).
     #[arg(long, value_name = "JSON")]
     pub args_json: Option<String>,
+    /// Save every resource the result links to (the run's artifacts) under DIR, read with
+    /// resources/read; names that would leave DIR are refused.
+    #[arg(long, value_name = "DIR")]
+    pub save_artifacts: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -116,4 +177,12 @@ pub struct RunArgs {
     /// The script's own time limit in seconds, enforced by the server (exit 124 when hit).
     #[arg(long, value_name = "SECONDS")]
     pub script_timeout: Option<u64>,
+    /// Start the run in the background (start_python), print its run id and exit at once; follow
+    /// it with `logs RUN_ID --follow` (needs an HTTP target).
+    #[arg(long, conflicts_with = "save_artifacts")]
+    pub detach: bool,
+    /// Save the run's artifacts (the files it wrote into PYRUN_OUTPUT_DIR) under DIR; names that
+    /// would leave DIR are refused.
+    #[arg(long, value_name = "DIR")]
+    pub save_artifacts: Option<PathBuf>,
 }

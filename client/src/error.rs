@@ -23,9 +23,9 @@ pub mod exit_code {
     pub const NOT_MCP: u8 = 14;
     /// The server broke the MCP protocol or closed the connection mid-call.
     pub const PROTOCOL: u8 = 15;
-    /// The server has no tool of that name.
+    /// The server has no tool (or prompt) of that name.
     pub const UNKNOWN_TOOL: u8 = 16;
-    /// The tool arguments were rejected (locally or by the server).
+    /// The tool (or prompt) arguments were rejected (locally or by the server).
     pub const BAD_ARGUMENTS: u8 = 17;
     /// `--timeout` expired, or (for `run`) the script hit its time limit.
     pub const TIMEOUT: u8 = 124;
@@ -37,17 +37,18 @@ pub mod exit_code {
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0    success (for `run`: the script's own exit code is returned)
-  1    the tool reported an error
-  2    bad command line
+  1    the tool reported an error; the server refused a read, a prompt or a run id;
+       an artifact could not be saved
+  2    bad command line (also: runs, logs, cancel, run --detach given a stdio server)
   10   cannot connect (refused, DNS, server command missing or exited)
   11   401 Unauthorized (pass --token or set MCP_AUTH_TOKEN)
   12   403/421 Host or Origin not allowed by the server
   13   TLS failure
   14   not an MCP endpoint (HTML page such as a tunnel warning, 404, wrong content type)
   15   MCP protocol error or connection lost during a call
-  16   unknown tool
-  17   bad tool arguments
-  124  timeout (--timeout, or the script's time limit for `run`)
+  16   unknown tool or prompt
+  17   bad tool or prompt arguments
+  124  timeout (--timeout, or the script's time limit for `run` and `logs`)
   130  interrupted (Ctrl-C); the call is cancelled on the server";
 
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +85,33 @@ pub enum ClientError {
 
     #[error("the tool `{tool}` reported an error: {message}")]
     ToolFailed { tool: String, message: String },
+
+    #[error("the server has no prompt named `{name}`")]
+    UnknownPrompt {
+        name: String,
+        available: Vec<String>,
+    },
+
+    #[error("bad arguments for prompt `{prompt}`: {reason}")]
+    BadPromptArguments { prompt: String, reason: String },
+
+    /// Runs live in the server: a stdio server this client starts ends when the client does.
+    #[error("`{command}` needs an HTTP server: runs live in a server, and a stdio server started by this client ends with it")]
+    NeedsHttp { command: &'static str },
+
+    #[error("the server does not offer {what} ({server} declared none)")]
+    NotOffered { what: &'static str, server: String },
+
+    /// A JSON-RPC error answered to a resource read or a prompt: not found, refused, too large.
+    #[error("the server refused to {what}: {reason}")]
+    Refused { what: String, reason: String },
+
+    #[error("run {run_id} could not start: {reason}")]
+    RunFailed { run_id: String, reason: String },
+
+    /// Some artifacts were not saved (the others were); each entry says which and why.
+    #[error("{} artifact(s) not saved:\n  {}", .0.len(), .0.join("\n  "))]
+    ArtifactsNotSaved(Vec<String>),
 
     #[error("timed out after {} s", .0.as_secs_f64())]
     Timeout(Duration),
@@ -126,7 +154,15 @@ impl ClientError {
             Self::Protocol(_) => PROTOCOL,
             Self::UnknownTool { .. } => UNKNOWN_TOOL,
             Self::BadArguments { .. } => BAD_ARGUMENTS,
-            Self::ToolFailed { .. } | Self::Io { .. } => FAILURE,
+            Self::ToolFailed { .. }
+            | Self::Io { .. }
+            | Self::NotOffered { .. }
+            | Self::Refused { .. }
+            | Self::RunFailed { .. }
+            | Self::ArtifactsNotSaved(_) => FAILURE,
+            Self::NeedsHttp { .. } => USAGE,
+            Self::UnknownPrompt { .. } => UNKNOWN_TOOL,
+            Self::BadPromptArguments { .. } => BAD_ARGUMENTS,
             Self::Timeout(_) => TIMEOUT,
             Self::Interrupted => INTERRUPTED,
         }
@@ -180,6 +216,20 @@ impl ClientError {
             }
             Self::BadArguments { .. } => {
                 Some("see the tool's input schema with `pyrun-mcp-client tools --verbose`".into())
+            }
+            Self::UnknownPrompt { available, .. } if !available.is_empty() => {
+                Some(format!("available prompts: {}", available.join(", ")))
+            }
+            Self::BadPromptArguments { .. } => {
+                Some("see the prompts' arguments with `pyrun-mcp-client prompts`".into())
+            }
+            Self::NeedsHttp { .. } => Some(
+                "start the server over HTTP (`pyrun-mcp-server --transport http`) and pass \
+                 --server http://HOST:PORT/mcp; its runs outlive this client"
+                    .into(),
+            ),
+            Self::ToolFailed { message, .. } if message.starts_with("no run with id") => {
+                Some("`pyrun-mcp-client runs` lists the runs the server keeps for you".into())
             }
             Self::Timeout(_) => Some("raise --timeout, or leave it out for no limit".into()),
             _ => None,
@@ -246,6 +296,57 @@ mod tests {
                 "exit code {code} is not documented in --help"
             );
         }
+    }
+
+    #[test]
+    fn errors_of_runs_resources_and_prompts_keep_the_documented_codes() {
+        let cases = [
+            (ClientError::NeedsHttp { command: "logs" }, 2),
+            (
+                ClientError::UnknownPrompt {
+                    name: "x".into(),
+                    available: vec![],
+                },
+                16,
+            ),
+            (
+                ClientError::BadPromptArguments {
+                    prompt: "x".into(),
+                    reason: String::new(),
+                },
+                17,
+            ),
+            (
+                ClientError::Refused {
+                    what: "read x".into(),
+                    reason: String::new(),
+                },
+                1,
+            ),
+            (
+                ClientError::RunFailed {
+                    run_id: "r".into(),
+                    reason: String::new(),
+                },
+                1,
+            ),
+            (ClientError::ArtifactsNotSaved(vec!["a".into()]), 1),
+            (
+                ClientError::NotOffered {
+                    what: "prompts",
+                    server: String::new(),
+                },
+                1,
+            ),
+        ];
+        for (error, code) in cases {
+            assert_eq!(error.exit_code(), code, "{error}");
+        }
+        let stdio = ClientError::NeedsHttp { command: "logs" };
+        assert!(stdio
+            .hint()
+            .unwrap_or_default()
+            .contains("--transport http"));
     }
 
     #[test]

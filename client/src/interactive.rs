@@ -79,9 +79,11 @@ async fn run_one(
         args,
         stdin_file: None,
         script_timeout: None,
+        detach: false,
+        save_artifacts: None,
     };
     let report = run::execute(session, &run_args).await?;
-    output.run_report(&report);
+    output.run_report(&report, false);
     Ok(Some(report.exit_code()))
 }
 

@@ -18,6 +18,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Cli, Command};
+use crate::commands::artifacts;
+use crate::commands::run::RunOutcome;
 use crate::connect::{HttpOptions, Target};
 use crate::error::{exit_code, ClientError};
 use crate::handler::Notifier;
@@ -48,7 +50,8 @@ async fn run_async(cli: Cli) -> Result<u8, ClientError> {
         None if std::io::stdin().is_terminal() => Command::Interactive,
         None => {
             return Err(ClientError::Usage(
-                "no subcommand given (tools, call, run, files, ping, interactive); see --help"
+                "no subcommand given (tools, call, run, files, runs, logs, cancel, resources, \
+                 read, prompts, prompt, ping, interactive); see --help"
                     .into(),
             ))
         }
@@ -59,6 +62,14 @@ async fn run_async(cli: Cli) -> Result<u8, ClientError> {
         )
     })?;
     let target = Target::detect(&server, cli.transport)?;
+    match &command {
+        Command::Logs(args) => commands::runs::check_run_id(&args.run_id)?,
+        Command::Cancel { run_id } => commands::runs::check_run_id(run_id)?,
+        _ => {}
+    }
+    if let (Target::Stdio { .. }, Some(name)) = (&target, command.needs_lasting_server()) {
+        return Err(ClientError::NeedsHttp { command: name });
+    }
     let http = HttpOptions::new(cli.token, &cli.headers)?;
     let deadline = match cli.timeout {
         None => None,
@@ -108,12 +119,85 @@ async fn execute(session: &Session, command: Command, output: &Output) -> Result
             if result.is_error == Some(true) {
                 return Err(ClientError::tool_failed(&args.tool, &result));
             }
+            if let Some(dir) = &args.save_artifacts {
+                save_artifacts(session, output, &artifacts::links(&result), dir).await?;
+            }
+            Ok(0)
+        }
+        Command::Run(args) if args.detach => {
+            output.started_run(&commands::runs::start(session, &args).await?);
             Ok(0)
         }
         Command::Run(args) => {
             let report = commands::run::execute(session, &args).await?;
-            output.run_report(&report);
+            if let RunOutcome::HandedOver { run_id } = &report.outcome {
+                output.handed_over(run_id);
+                let save = args.save_artifacts.as_deref();
+                return match show_run(session, output, run_id, true, save).await {
+                    // `run`'s promise: Ctrl-C and --timeout stop the script.
+                    Err(stop @ (ClientError::Interrupted | ClientError::Timeout(_))) => {
+                        commands::runs::cancel_after_stop(session, run_id).await;
+                        Err(stop)
+                    }
+                    other => other,
+                };
+            }
+            output.run_report(&report, args.save_artifacts.is_some());
+            if let Some(dir) = &args.save_artifacts {
+                save_artifacts(session, output, &artifacts::links(&report.result), dir).await?;
+            }
             Ok(report.exit_code())
+        }
+        Command::Runs => {
+            output.runs(&commands::runs::list(session).await?);
+            Ok(0)
+        }
+        Command::Logs(args) => {
+            let save = args.save_artifacts.as_deref();
+            match show_run(session, output, &args.run_id, args.follow, save).await {
+                // Only the following stopped (unlike `run`, whose promise is to stop the script).
+                Err(stop @ (ClientError::Interrupted | ClientError::Timeout(_))) => {
+                    output.hint(&format!(
+                        "the run goes on in the server; `pyrun-mcp-client cancel {}` stops it",
+                        args.run_id
+                    ));
+                    Err(stop)
+                }
+                other => other,
+            }
+        }
+        Command::Cancel { run_id } => {
+            output.cancelled_run(&commands::runs::cancel(session, &run_id).await?);
+            Ok(0)
+        }
+        Command::Resources => {
+            output.resources(&commands::resources::list(session).await?);
+            Ok(0)
+        }
+        Command::Read { uri, output: dest } => {
+            let to_stdout = dest.as_ref().is_none_or(|d| d.as_os_str() == "-");
+            let content = commands::resources::read(session, &uri, dest.as_deref()).await?;
+            if to_stdout && !content.text && !output.json() && std::io::stdout().is_terminal() {
+                return Err(ClientError::Usage(format!(
+                    "{uri} is binary ({} bytes{}); write it to a file with -o FILE, or pipe it",
+                    content.bytes.len(),
+                    content
+                        .mime_type
+                        .as_deref()
+                        .map(|m| format!(", {m}"))
+                        .unwrap_or_default()
+                )));
+            }
+            output.resource_content(&content);
+            Ok(0)
+        }
+        Command::Prompts => {
+            output.prompts(&commands::prompts::list(session).await?);
+            Ok(0)
+        }
+        Command::Prompt { name, args } => {
+            output.prompt_messages(&commands::prompts::get(session, &name, &args).await?);
+            Ok(0)
         }
         Command::Files { dir } => {
             output.files(&commands::files::execute(session, dir.as_deref()).await?);
@@ -125,6 +209,39 @@ async fn execute(session: &Session, command: Command, output: &Output) -> Result
         }
         Command::Interactive => interactive::execute(session, output).await,
     }
+}
+
+/// `logs`, and `run` after a hand-over: the run's output as it comes, how it ended, its artifacts
+/// saved; the run's exit code.
+async fn show_run(
+    session: &Session,
+    output: &Output,
+    run_id: &str,
+    follow: bool,
+    save: Option<&std::path::Path>,
+) -> Result<u8, ClientError> {
+    let log = commands::runs::logs(session, run_id, follow, |page| output.run_page(page)).await?;
+    output.run_log(&log, save.is_some());
+    if let Some(dir) = save {
+        if log.last.status.ended() {
+            save_artifacts(session, output, &artifacts::links(&log.result), dir).await?;
+        } else {
+            output.hint("the run has not ended yet: no artifacts to save (add --follow)");
+        }
+    }
+    Ok(log.last.exit_code())
+}
+
+/// `--save-artifacts DIR`: saves what it can, shows it, then fails if any artifact was not saved.
+async fn save_artifacts(
+    session: &Session,
+    output: &Output,
+    links: &[artifacts::ArtifactLink],
+    dir: &std::path::Path,
+) -> Result<(), ClientError> {
+    let report = artifacts::save(session, links, dir).await?;
+    output.saved_artifacts(&report, dir);
+    report.into_result()
 }
 
 /// First Ctrl-C: cancel the call in flight and exit 130. Second Ctrl-C: exit 130 at once.

@@ -5,8 +5,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientRequest, JsonObject, PingRequest, ServerResult,
-    Tool,
+    CallToolRequest, CallToolRequestParams, ClientRequest, GetPromptRequest,
+    GetPromptRequestParams, GetPromptResult, JsonObject, ListPromptsRequest, ListResourcesRequest,
+    PaginatedRequestParams, PingRequest, Prompt, ReadResourceRequest, ReadResourceRequestParams,
+    ReadResourceResult, Resource, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use tokio::time::Instant;
@@ -118,11 +120,135 @@ impl Session {
         }
     }
 
+    /// Every resource, following `nextCursor` page by page.
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, ClientError> {
+        self.require_capability(Capability::Resources)?;
+        self.all_pages(
+            "resources/list",
+            |params| ClientRequest::ListResourcesRequest(ListResourcesRequest::with_param(params)),
+            |result| match result {
+                ServerResult::ListResourcesResult(page) => Ok((page.resources, page.next_cursor)),
+                other => Err(unexpected("resources/list", &other)),
+            },
+        )
+        .await
+    }
+
+    /// `resources/read`; an error the server answers becomes [`ClientError::Refused`].
+    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, ClientError> {
+        self.require_capability(Capability::Resources)?;
+        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(
+            ReadResourceRequestParams::new(uri),
+        ));
+        let label = "resources/read";
+        let on_error = refused(format!("read {uri}"), label);
+        match self.request_with(request, label, on_error).await? {
+            ServerResult::ReadResourceResult(result) => Ok(result),
+            other => Err(unexpected(label, &other)),
+        }
+    }
+
+    /// Every prompt, following `nextCursor` page by page.
+    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, ClientError> {
+        self.require_capability(Capability::Prompts)?;
+        self.all_pages(
+            "prompts/list",
+            |params| ClientRequest::ListPromptsRequest(ListPromptsRequest::with_param(params)),
+            |result| match result {
+                ServerResult::ListPromptsResult(page) => Ok((page.prompts, page.next_cursor)),
+                other => Err(unexpected("prompts/list", &other)),
+            },
+        )
+        .await
+    }
+
+    /// The items of a paged list: `request` builds the request for a cursor, `page` takes a
+    /// page's items and next cursor out of the answer.
+    async fn all_pages<T>(
+        &self,
+        label: &str,
+        request: impl Fn(PaginatedRequestParams) -> ClientRequest,
+        page: impl Fn(ServerResult) -> Result<(Vec<T>, Option<String>), ClientError>,
+    ) -> Result<Vec<T>, ClientError> {
+        let mut items = Vec::new();
+        let mut pages = Pages::default();
+        while let Some(cursor) = pages.next() {
+            let params = PaginatedRequestParams::default().with_cursor(cursor);
+            let (more, next) = page(self.request(request(params), label).await?)?;
+            items.extend(more);
+            pages.advance(next, label)?;
+        }
+        Ok(items)
+    }
+
+    /// `prompts/get`; an error the server answers becomes [`ClientError::Refused`].
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+    ) -> Result<GetPromptResult, ClientError> {
+        self.require_capability(Capability::Prompts)?;
+        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(
+            GetPromptRequestParams::new(name).with_arguments(arguments),
+        ));
+        let label = "prompts/get";
+        let on_error = refused(format!("get the prompt `{name}`"), label);
+        match self.request_with(request, label, on_error).await? {
+            ServerResult::GetPromptResult(result) => Ok(result),
+            other => Err(unexpected(label, &other)),
+        }
+    }
+
+    /// A server that did not declare resources (or prompts) in `initialize` has none to list.
+    fn require_capability(&self, capability: Capability) -> Result<(), ClientError> {
+        let declared = self
+            .service
+            .peer_info()
+            .is_some_and(|info| match capability {
+                Capability::Resources => info.capabilities.resources.is_some(),
+                Capability::Prompts => info.capabilities.prompts.is_some(),
+            });
+        if declared {
+            Ok(())
+        } else {
+            Err(ClientError::NotOffered {
+                what: capability.name(),
+                server: self.server_name().unwrap_or_else(|| "the server".into()),
+            })
+        }
+    }
+
+    /// `tools/call` bounded by `limit` alone: for the clean-up after Ctrl-C or `--timeout` fired,
+    /// which would stop a guarded call at once.
+    pub async fn call_tool_unguarded(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        limit: Duration,
+    ) -> Result<rmcp::model::CallToolResult, ClientError> {
+        let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
+        match tokio::time::timeout(limit, self.service.peer().call_tool(params)).await {
+            Ok(result) => result.map_err(|e| service_error(e, name)),
+            Err(_) => Err(ClientError::Timeout(limit)),
+        }
+    }
+
     /// Sends a request with a spinner running; on Ctrl-C or timeout, cancels it on the server.
     async fn request(
         &self,
         request: ClientRequest,
         label: &str,
+    ) -> Result<ServerResult, ClientError> {
+        self.request_with(request, label, |e| service_error(e, label))
+            .await
+    }
+
+    /// [`Self::request`] with its own reading of the errors the server answers.
+    async fn request_with(
+        &self,
+        request: ClientRequest,
+        label: &str,
+        on_error: impl Fn(ServiceError) -> ClientError,
     ) -> Result<ServerResult, ClientError> {
         let peer = self.service.peer();
         let mut handle = self
@@ -130,7 +256,7 @@ impl Session {
             .guard(async {
                 peer.send_cancellable_request(request, PeerRequestOptions::no_options())
                     .await
-                    .map_err(|e| service_error(e, label))
+                    .map_err(&on_error)
             })
             .await?;
         self.reporter.begin(label);
@@ -141,7 +267,7 @@ impl Session {
         self.reporter.end();
         match outcome {
             Ok(Ok(Ok(result))) => Ok(result),
-            Ok(Ok(Err(e))) => Err(service_error(e, label)),
+            Ok(Ok(Err(e))) => Err(on_error(e)),
             Ok(Err(_closed)) => Err(ClientError::Protocol(
                 "the connection closed before the answer arrived".into(),
             )),
@@ -184,6 +310,65 @@ impl Session {
     }
 }
 
+#[derive(Debug, Clone, Copy)]
+enum Capability {
+    Resources,
+    Prompts,
+}
+
+impl Capability {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Resources => "resources",
+            Self::Prompts => "prompts",
+        }
+    }
+}
+
+/// The cursors of a paged list: the first page has none, the last page returns none. A server that
+/// hands back a cursor it already gave would page forever; that is a protocol error.
+#[derive(Debug, Default)]
+struct Pages {
+    next: Option<Option<String>>,
+    seen: std::collections::HashSet<String>,
+    started: bool,
+}
+
+impl Pages {
+    /// The cursor to ask for next (`Some(None)`: the first page), or `None` when done.
+    fn next(&mut self) -> Option<Option<String>> {
+        if !self.started {
+            self.started = true;
+            return Some(None);
+        }
+        self.next.take()
+    }
+
+    fn advance(&mut self, cursor: Option<String>, what: &str) -> Result<(), ClientError> {
+        if let Some(cursor) = &cursor {
+            if !self.seen.insert(cursor.clone()) {
+                return Err(ClientError::Protocol(format!(
+                    "`{what}` returned the cursor `{cursor}` twice; the list would never end"
+                )));
+            }
+        }
+        self.next = cursor.map(Some);
+        Ok(())
+    }
+}
+
+/// A JSON-RPC error for a read or a prompt is the server's answer about that thing (not found,
+/// outside the folder, too large), not bad tool arguments.
+fn refused(what: String, label: &str) -> impl Fn(ServiceError) -> ClientError + '_ {
+    move |err| match err {
+        ServiceError::McpError(e) => ClientError::Refused {
+            what: what.clone(),
+            reason: e.message.into_owned(),
+        },
+        other => service_error(other, label),
+    }
+}
+
 /// `label` names the request (the tool, for `tools/call`) in a rejection.
 fn service_error(err: ServiceError, label: &str) -> ClientError {
     match err {
@@ -210,4 +395,31 @@ fn unexpected(what: &str, result: &ServerResult) -> ClientError {
         .map(|v| v.to_string().chars().take(200).collect::<String>())
         .unwrap_or_default();
     ClientError::Protocol(format!("unexpected answer to `{what}`: {kind}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_follow_cursors_and_stop_at_the_last_page() {
+        let mut pages = Pages::default();
+        assert_eq!(pages.next(), Some(None));
+        assert!(pages.advance(Some("2".into()), "x").is_ok());
+        assert_eq!(pages.next(), Some(Some("2".into())));
+        assert!(pages.advance(None, "x").is_ok());
+        assert_eq!(pages.next(), None);
+    }
+
+    #[test]
+    fn a_cursor_seen_twice_is_a_protocol_error() {
+        let mut pages = Pages::default();
+        pages.next();
+        assert!(pages.advance(Some("a".into()), "resources/list").is_ok());
+        pages.next();
+        assert!(matches!(
+            pages.advance(Some("a".into()), "resources/list"),
+            Err(ClientError::Protocol(m)) if m.contains("twice")
+        ));
+    }
 }

@@ -4,8 +4,13 @@
 use std::io::Write;
 
 pub fn write_stdout(text: &str) {
+    write_stdout_bytes(text.as_bytes());
+}
+
+/// Bytes as they are (a binary resource piped on).
+pub fn write_stdout_bytes(bytes: &[u8]) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
+    let _ = out.write_all(bytes);
     let _ = out.flush();
 }
 

@@ -1,8 +1,12 @@
 //! One module per subcommand; each returns data for `output` to print and never prints itself.
 //! (The interactive menu, whose job is the conversation, is the driver `crate::interactive`.)
 
+pub mod artifacts;
 pub mod call;
 pub mod files;
 pub mod ping;
+pub mod prompts;
+pub mod resources;
 pub mod run;
+pub mod runs;
 pub mod tools;

@@ -19,6 +19,43 @@ pub struct RunReport {
     pub outcome: RunOutcome,
     /// Which streams the server cut short ("stdout", "stderr").
     pub truncated: Vec<&'static str>,
+    /// The files the run left in its output folder, and the ones the server did not keep.
+    pub artifacts: Artifacts,
+}
+
+/// The structured `artifacts` and `skipped_artifacts` of a result, for the notes after a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Artifacts {
+    #[serde(default)]
+    pub artifacts: Vec<ArtifactInfo>,
+    #[serde(default, rename = "skipped_artifacts")]
+    pub skipped: Vec<SkippedArtifact>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ArtifactInfo {
+    pub name: String,
+    #[serde(default)]
+    pub size: u64,
+    #[serde(default)]
+    pub mime_type: String,
+    #[serde(default)]
+    pub uri: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct SkippedArtifact {
+    pub name: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl Artifacts {
+    pub fn of(structured: Option<&Value>) -> Self {
+        structured
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +67,9 @@ pub enum RunOutcome {
         exit_code: Option<i32>,
         timed_out: bool,
     },
+    /// The server moved the run to the background (`--detach-after`) while it still went on;
+    /// it is followed with `get_run` in the same session.
+    HandedOver { run_id: String },
     /// A server without `structuredContent`: only text to show.
     Unstructured,
 }
@@ -48,6 +88,9 @@ struct Structured {
     stdout_truncated: bool,
     #[serde(default)]
     stderr_truncated: bool,
+    /// Only in a result handed over to the background (with `status` running or queued).
+    run_id: Option<String>,
+    status: Option<String>,
 }
 
 impl RunReport {
@@ -56,11 +99,13 @@ impl RunReport {
             .structured_content
             .clone()
             .and_then(|v| serde_json::from_value::<Structured>(v).ok());
+        let artifacts = Artifacts::of(result.structured_content.as_ref());
         let Some(s) = structured else {
             return Self {
                 result,
                 outcome: RunOutcome::Unstructured,
                 truncated: vec![],
+                artifacts,
             };
         };
         let truncated = [
@@ -70,16 +115,21 @@ impl RunReport {
         .into_iter()
         .filter_map(|(name, cut)| cut.then_some(name))
         .collect();
-        let outcome = RunOutcome::Finished {
-            stdout: s.stdout,
-            stderr: s.stderr,
-            exit_code: s.exit_code,
-            timed_out: s.timed_out,
+        let going = matches!(s.status.as_deref(), Some("running" | "queued"));
+        let outcome = match s.run_id {
+            Some(run_id) if going => RunOutcome::HandedOver { run_id },
+            _ => RunOutcome::Finished {
+                stdout: s.stdout,
+                stderr: s.stderr,
+                exit_code: s.exit_code,
+                timed_out: s.timed_out,
+            },
         };
         Self {
             result,
             outcome,
             truncated,
+            artifacts,
         }
     }
 
@@ -97,12 +147,24 @@ impl RunReport {
                 exit_code: None, ..
             } => exit_code::FAILURE,
             RunOutcome::Unstructured if self.result.is_error == Some(true) => exit_code::FAILURE,
-            RunOutcome::Unstructured => 0,
+            // Followed to its end by the caller, whose exit code is the run's.
+            RunOutcome::Unstructured | RunOutcome::HandedOver { .. } => 0,
         }
     }
 }
 
 pub async fn execute(session: &Session, args: &RunArgs) -> Result<RunReport, ClientError> {
+    let result = session.call_tool(TOOL, arguments(args)?).await?;
+    let report = RunReport::from_result(result);
+    // A refused call (missing file, path outside the folder) is the tool's error, not the script's.
+    if report.outcome == RunOutcome::Unstructured && report.result.is_error == Some(true) {
+        return Err(ClientError::tool_failed(TOOL, &report.result));
+    }
+    Ok(report)
+}
+
+/// `run`'s flags as `run_python` (and `start_python`) arguments.
+pub fn arguments(args: &RunArgs) -> Result<JsonObject, ClientError> {
     let mut arguments = JsonObject::new();
     arguments.insert("file_name".into(), json!(args.file));
     if !args.args.is_empty() {
@@ -114,13 +176,7 @@ pub async fn execute(session: &Session, args: &RunArgs) -> Result<RunReport, Cli
     if let Some(seconds) = args.script_timeout {
         arguments.insert("timeout_seconds".into(), json!(seconds));
     }
-    let result = session.call_tool(TOOL, arguments).await?;
-    let report = RunReport::from_result(result);
-    // A refused call (missing file, path outside the folder) is the tool's error, not the script's.
-    if report.outcome == RunOutcome::Unstructured && report.result.is_error == Some(true) {
-        return Err(ClientError::tool_failed(TOOL, &report.result));
-    }
-    Ok(report)
+    Ok(arguments)
 }
 
 fn read_stdin_file(path: &std::path::Path) -> Result<String, ClientError> {
@@ -182,6 +238,41 @@ mod tests {
         let r =
             report(json!({"exit_code": 0, "stdout_truncated": true, "stderr_truncated": false}));
         assert_eq!(r.truncated, vec!["stdout"]);
+    }
+
+    #[test]
+    fn artifacts_and_skipped_files_are_read_from_the_result() {
+        let r = report(json!({"exit_code": 0,
+            "artifacts": [{"name": "figure-1.png", "size": 2048, "mime_type": "image/png",
+                           "uri": "pyrun://runs/run_1/files/figure-1.png"}],
+            "skipped_artifacts": [{"name": "big.bin", "reason": "larger than the 64 MiB limit per file"}]}));
+        assert_eq!(r.artifacts.artifacts.len(), 1);
+        assert_eq!(r.artifacts.artifacts[0].size, 2048);
+        assert_eq!(r.artifacts.skipped[0].name, "big.bin");
+        // Older servers send neither.
+        assert_eq!(
+            report(json!({"exit_code": 0})).artifacts,
+            Artifacts::default()
+        );
+    }
+
+    #[test]
+    fn a_run_handed_over_to_the_background_is_told_apart_from_an_ended_one() {
+        let id = "run_0123456789abcdef0123456789abcdef";
+        let r = report(
+            json!({"stdout": "so far\n", "exit_code": null, "timed_out": false,
+            "run_id": id, "status": "running"}),
+        );
+        assert_eq!(r.outcome, RunOutcome::HandedOver { run_id: id.into() });
+        // A finished run that carries its id (artifacts) is still a finished run.
+        let r = report(json!({"exit_code": 0, "run_id": id, "status": "exited"}));
+        assert!(matches!(
+            r.outcome,
+            RunOutcome::Finished {
+                exit_code: Some(0),
+                ..
+            }
+        ));
     }
 
     #[test]
