@@ -307,12 +307,17 @@ fn a_scratch_root_made_unwritable_is_refused_without_naming_it() {
         uid,
         &[PLANTED, ("TMPDIR", temp.path().to_str().unwrap())],
     );
-    // Made before the server answers; no slot in it yet.
+    // Made before the server answers; no slot in it yet. Its siblings of the same prefix are
+    // the support modules' folder and (without a state folder) the artifact store.
     let prefix = format!("pyrun-mcp-{}-", server.pid());
     let scratch = fs::read_dir(temp.path())
         .unwrap()
         .flatten()
-        .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .find(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_prefix(&prefix)
+                .is_some_and(|rest| !rest.starts_with("support-") && !rest.starts_with("runs-"))
+        })
         .expect("the server's scratch root")
         .path();
 
