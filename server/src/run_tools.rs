@@ -313,12 +313,13 @@ impl PyRunServer {
     /// A run's state as a tool result, its output read from the given offsets; once it has
     /// ended, with the files it left (images inline within the budget, a link for each).
     pub(crate) async fn run_state(&self, record: &RunRecord, out: u64, err: u64) -> CallToolResult {
+        // The status first: when it says ended, the pages read after it hold the final output.
+        let status = record.status();
         let stdout = record.live.read(Stream::Stdout, out, PAGE_BYTES);
         let stderr = record.live.read(Stream::Stderr, err, PAGE_BYTES);
-        let status = record.status();
         let at_end = stdout.next_offset == record.live.len(Stream::Stdout)
             && stderr.next_offset == record.live.len(Stream::Stderr);
-        if at_end {
+        if at_end && status.has_ended() {
             record.mark_end_seen();
         }
         let (exit_code, error) = match record.end() {
