@@ -827,7 +827,11 @@ impl PyRunServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // Only a request that declares the extension in its own `_meta` (the 2026-07-28
+        // envelope) gets a task: clients such as the MCP Inspector declare it at `initialize` on
+        // the 2025-11-25 protocol too but expect a plain result there.
         let wants_task = context
+            .meta
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks());
         if wants_task && request.name == "run_python" {

@@ -70,8 +70,19 @@ pub fn assert_unauthorized(report: &Value) {
     );
 }
 
+/// The tools a server with default settings lists, sorted: exactly these (the conformance
+/// fixtures must never reach the normal binary).
+pub const OUR_TOOLS: [&str; 6] = [
+    "cancel_run",
+    "get_run",
+    "list_python_files",
+    "list_runs",
+    "run_python",
+    "start_python",
+];
+
 /// Asserts what a user of any client must see in a session report (see `tests/clients/common.py`):
-/// both tools listed, the three samples ran with their output and exit codes, the package sample is
+/// our six tools listed (and nothing else), the three samples ran with their output and exit codes, the package sample is
 /// listed, and a path escape came back as a tool error.
 pub fn assert_standard_session(report: &Value) {
     let ctx = || serde_json::to_string_pretty(report).unwrap_or_default();
@@ -80,12 +91,7 @@ pub fn assert_standard_session(report: &Value) {
         .map(|t| t.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     // Exactly ours: the conformance fixtures must never reach the normal binary.
-    assert_eq!(
-        tools,
-        ["list_python_files", "run_python"],
-        "tools/list: {}",
-        ctx()
-    );
+    assert_eq!(tools, OUR_TOOLS, "tools/list: {}", ctx());
     let call = |key: &str| &report["calls"][key];
 
     let hello = call("hello");

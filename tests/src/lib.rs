@@ -30,7 +30,8 @@ pub mod stdio;
 pub use browser::Browser;
 #[cfg(feature = "real-clients")]
 pub use clients::{
-    args, assert_standard_session, assert_unauthorized, client_script, inspector_cli, python_client,
+    args, assert_standard_session, assert_unauthorized, client_script, inspector_cli,
+    python_client, OUR_TOOLS,
 };
 #[cfg(feature = "real-clients")]
 pub use deps::{node_env, python_env, NodeEnv};

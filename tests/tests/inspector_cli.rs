@@ -26,7 +26,7 @@ fn check_transport(url: &str, transport: &str) {
         .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
         .unwrap_or_default();
     names.sort_unstable();
-    assert_eq!(names, ["list_python_files", "run_python"], "{listed:#}");
+    assert_eq!(names, pyrun_mcp_tests::OUR_TOOLS, "{listed:#}");
 
     let called = json(&inspector_cli(
         &[

@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use pyrun_mcp_tests::procs::{processes_carrying, unique_token};
 use pyrun_mcp_tests::{bin_path, HttpServer, ServerLaunch};
+use rmcp::model::ProtocolVersion;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelTaskParams, CancelTaskRequest,
     ClientCapabilities, ClientConfig, ClientRequest, GetTaskParams, GetTaskRequest, Implementation,
     ServerResult,
 };
-use rmcp::service::{RunningService, ServiceExt};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService, ServiceExt};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::RoleClient;
 use serde_json::{json, Value};
@@ -78,6 +79,35 @@ async fn client_with(
             server.mcp_url(),
         )
         .auth_header(token);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    if tasks {
+        // A Tasks client speaks 2026-07-28: its capabilities travel in every request's `_meta`,
+        // which is where the server looks before it answers with a task.
+        let modern = ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        };
+        info.serve_with_lifecycle(transport, modern)
+            .await
+            .expect("server/discover")
+    } else {
+        info.serve(transport).await.expect("initialize")
+    }
+}
+
+/// A 2025-11-25 client that declares the extension at `initialize` only, as the MCP Inspector
+/// does (and then expects plain results).
+async fn legacy_client_declaring_tasks(
+    server: &HttpServer,
+) -> RunningService<RoleClient, ClientConfig> {
+    let capabilities: ClientCapabilities =
+        serde_json::from_value(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}))
+            .expect("capabilities");
+    let info = ClientConfig::new(capabilities, Implementation::new("legacy-tasks", "0"));
+    let config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            server.mcp_url(),
+        )
+        .auth_header(TOKEN);
     let transport = StreamableHttpClientTransport::from_config(config);
     info.serve(transport).await.expect("initialize")
 }
@@ -225,6 +255,18 @@ async fn tasks_cancel_kills_the_process_tree_and_a_client_without_the_extension_
     assert!(result.get("taskId").is_none(), "{result}");
     assert_eq!(result["structuredContent"]["timed_out"], true, "{result}");
     plain.cancel().await.ok();
+
+    // Nor does a 2025-11-25 client that declared the extension only at `initialize`.
+    let legacy = legacy_client_declaring_tasks(&fixture.server).await;
+    let result = call(
+        &legacy,
+        "run_python",
+        json!({"file_name": "waits.py", "timeout_seconds": 1}),
+    )
+    .await;
+    assert!(result.get("taskId").is_none(), "{result}");
+    assert_eq!(result["structuredContent"]["timed_out"], true, "{result}");
+    legacy.cancel().await.ok();
     client.cancel().await.ok();
 }
 
