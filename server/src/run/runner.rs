@@ -562,6 +562,8 @@ fn pycache_prefix(sandbox: &Sandbox, scratch: &Path) -> Option<PathBuf> {
 /// inline file's is the scratch).
 struct Placement<'a> {
     cwd: Option<&'a Path>,
+    // Only Linux's sandbox keeps protected names read-only with a view of its own.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     project_dir: &'a Path,
     import_dir: Option<&'a Path>,
 }
