@@ -60,6 +60,8 @@ pub struct RunNotes {
     /// The file relative to the projects folder, or the name as asked when it did not resolve.
     pub file_name: Option<String>,
     pub arg_count: Option<usize>,
+    /// The size of the code a `run_python_code` call sent, in bytes (never the code).
+    pub code_bytes: Option<usize>,
     pub exit_code: Option<i32>,
     pub timed_out: bool,
     pub cancelled: bool,
@@ -109,6 +111,8 @@ struct Line<'a> {
     tool: &'a str,
     file_name: Option<String>,
     arg_count: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code_bytes: Option<usize>,
     exit_code: Option<i32>,
     timed_out: bool,
     cancelled: bool,
@@ -194,6 +198,7 @@ impl AuditLog {
             tool: call.tool,
             file_name: notes.file_name,
             arg_count: notes.arg_count,
+            code_bytes: notes.code_bytes,
             exit_code: notes.exit_code,
             timed_out: notes.timed_out,
             cancelled: notes.cancelled,
@@ -364,6 +369,7 @@ mod tests {
             *n = RunNotes {
                 file_name: Some("mathpkg/main.py".into()),
                 arg_count: Some(2),
+                code_bytes: None,
                 exit_code: Some(3),
                 timed_out: false,
                 cancelled: false,

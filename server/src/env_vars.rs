@@ -59,6 +59,9 @@ pub const ENV_VARS: &[&str] = &[
     // Artifacts (`ArtifactArgs`).
     "PYRUN_MAX_INLINE_IMAGE_BYTES",
     "PYRUN_MAX_ARTIFACT_STORAGE_MB",
+    // Inline code (`InlineArgs`).
+    "PYRUN_ALLOW_INLINE_CODE",
+    "PYRUN_MAX_CODE_BYTES",
     // Read in main.rs: the log filter and plain output.
     "PYRUN_LOG",
     "NO_COLOR",

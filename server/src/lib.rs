@@ -12,6 +12,7 @@ mod client_message;
 pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod inline_code;
 pub mod integrations;
 pub mod oauth;
 mod prompts;

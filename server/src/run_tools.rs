@@ -435,7 +435,7 @@ fn summary(record: &RunRecord) -> RunSummary {
     }
 }
 
-fn call_notes(ctx: &RequestContext<RoleServer>) -> CallNotes {
+pub(crate) fn call_notes(ctx: &RequestContext<RoleServer>) -> CallNotes {
     ctx.extensions
         .get::<CallNotes>()
         .cloned()

@@ -28,7 +28,7 @@ use crate::run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord};
 use crate::run::caller::Caller;
 use crate::run::live_output::{LiveOutput, Stream};
 use crate::run::paths::ProjectPath;
-use crate::run::runner::{ArtifactTarget, Pool, RunOutcome, RunRequest};
+use crate::run::runner::{ArtifactTarget, Pool, RunOutcome, RunRequest, RunSource};
 use crate::run_files::{ArtifactInfo, Presented, SkippedArtifact};
 
 /// How often a run that the caller follows with a progress token reports that it is still going.
@@ -154,14 +154,22 @@ impl PyRunServer {
 
     fn with_caller(app: Arc<App>, local: Option<Caller>) -> Self {
         Self {
+            tool_router: Self::routers(&app),
             app,
             local,
-            #[cfg(not(feature = "conformance"))]
-            tool_router: Self::tool_router() + Self::run_tools_router(),
-            #[cfg(feature = "conformance")] // test-only fixtures, see conformance.rs
-            tool_router: Self::tool_router()
-                + Self::run_tools_router()
-                + crate::conformance::tool_router(),
+        }
+    }
+
+    /// The tools this server offers: `run_python_code` only with `--allow-inline-code` (not
+    /// listed, and unknown when called, without it).
+    fn routers(app: &App) -> ToolRouter<Self> {
+        let router = Self::tool_router() + Self::run_tools_router();
+        #[cfg(feature = "conformance")] // test-only fixtures, see conformance.rs
+        let router = router + crate::conformance::tool_router();
+        if app.config.inline.allowed {
+            router + Self::inline_code_router()
+        } else {
+            router
         }
     }
 
@@ -214,56 +222,8 @@ impl PyRunServer {
                     .await);
             }
         }
-        let live = ctx
-            .meta
-            .get_progress_token()
-            .map(|_| Arc::new(LiveOutput::new(self.app.runner.max_output())));
-        // Every run gets a run id, under which the files it leaves are kept for its caller.
-        let artifacts = crate::run::artifacts::new_run_id()
-            .map_err(|e| tracing::warn!(%e, "no run id: the run's artifacts are dropped"))
-            .ok()
-            .map(|run_id| ArtifactTarget {
-                store: Arc::clone(&self.app.artifacts),
-                run_id,
-                owner: caller.key().into_owned(),
-                retention: self.app.runs.settings().retention,
-            });
-        let run_id = artifacts.as_ref().map(|t| t.run_id.clone());
-        let request = RunRequest {
-            live: live.clone(),
-            artifacts,
-            ..RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout)
-        };
-        let run = self.app.runner.run(request, &ctx.ct);
-        let outcome = match (ctx.meta.get_progress_token(), &live) {
-            (Some(token), Some(live)) => {
-                let progress = Progress::new(self, &ctx, token, &script, live);
-                progress.around(run).await
-            }
-            _ => run.await,
-        };
-        match outcome {
-            Ok(mut outcome) => {
-                if let Some(live) = &live {
-                    outcome.stdout = live.take_text(Stream::Stdout).0;
-                    outcome.stderr = live.take_text(Stream::Stderr).0;
-                }
-                Ok(self
-                    .finished(
-                        outcome,
-                        run_id.as_deref(),
-                        &caller,
-                        &script,
-                        timeout,
-                        &notes,
-                    )
-                    .await)
-            }
-            Err(e) => {
-                let span = tracing::warn_span!("run_python", %caller, script = script.relative());
-                Ok(refusal(span.in_scope(|| e.into())))
-            }
-        }
+        let request = RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout);
+        Ok(self.run_in_call(request, &caller, &ctx, &notes).await)
     }
 
     /// List the Python files that run_python accepts, relative to the projects folder.
@@ -300,6 +260,61 @@ impl PyRunServer {
         Ok(structured(text, &FileList { files }))
     }
 
+    /// A run the call waits for (`run_python`, `run_python_code`): its output followed with
+    /// progress notifications when the caller asked for them, the files it leaves kept under a
+    /// new run id for the caller, its result or a refusal.
+    pub(crate) async fn run_in_call(
+        &self,
+        request: RunRequest<'_>,
+        caller: &Caller,
+        ctx: &RequestContext<RoleServer>,
+        notes: &CallNotes,
+    ) -> CallToolResult {
+        let (source, timeout) = (request.source, request.timeout);
+        let live = ctx
+            .meta
+            .get_progress_token()
+            .map(|_| Arc::new(LiveOutput::new(self.app.runner.max_output())));
+        // Every run gets a run id, under which the files it leaves are kept for its caller.
+        let artifacts = crate::run::artifacts::new_run_id()
+            .map_err(|e| tracing::warn!(%e, "no run id: the run's artifacts are dropped"))
+            .ok()
+            .map(|run_id| ArtifactTarget {
+                store: Arc::clone(&self.app.artifacts),
+                run_id,
+                owner: caller.key().into_owned(),
+                retention: self.app.runs.settings().retention,
+            });
+        let run_id = artifacts.as_ref().map(|t| t.run_id.clone());
+        let request = RunRequest {
+            live: live.clone(),
+            artifacts,
+            ..request
+        };
+        let run = self.app.runner.run(request, &ctx.ct);
+        let outcome = match (ctx.meta.get_progress_token(), &live) {
+            (Some(token), Some(live)) => {
+                let progress = Progress::new(self, ctx, token, source, live);
+                progress.around(run).await
+            }
+            _ => run.await,
+        };
+        match outcome {
+            Ok(mut outcome) => {
+                if let Some(live) = &live {
+                    outcome.stdout = live.take_text(Stream::Stdout).0;
+                    outcome.stderr = live.take_text(Stream::Stderr).0;
+                }
+                self.finished(outcome, run_id.as_deref(), caller, source, timeout, notes)
+                    .await
+            }
+            Err(e) => {
+                let span = tracing::warn_span!("run", %caller, script = source.shown());
+                refusal(span.in_scope(|| e.into()))
+            }
+        }
+    }
+
     /// A run that ended: logged, noted for the audit log, reported with the files it left
     /// (kept under `run_id` for the caller).
     async fn finished(
@@ -307,13 +322,13 @@ impl PyRunServer {
         outcome: RunOutcome,
         run_id: Option<&str>,
         caller: &Caller,
-        script: &ProjectPath,
+        source: RunSource<'_>,
         timeout: Duration,
         notes: &CallNotes,
     ) -> CallToolResult {
         tracing::info!(
             %caller,
-            script = script.relative(),
+            script = source.shown(),
             exit_code = outcome.exit_code,
             timed_out = outcome.timed_out,
             cancelled = outcome.cancelled,
@@ -367,7 +382,7 @@ impl PyRunServer {
         };
         let ended = match ctx.meta.get_progress_token() {
             Some(token) => {
-                Progress::new(self, ctx, token, script, &record.live)
+                Progress::new(self, ctx, token, script.into(), &record.live)
                     .around(wait)
                     .await
             }
@@ -397,8 +412,15 @@ impl PyRunServer {
                 let mut outcome = outcome.clone();
                 outcome.stdout = record.live.read(Stream::Stdout, 0, usize::MAX).text;
                 outcome.stderr = record.live.read(Stream::Stderr, 0, usize::MAX).text;
-                self.finished(outcome, Some(&record.id), caller, script, timeout, notes)
-                    .await
+                self.finished(
+                    outcome,
+                    Some(&record.id),
+                    caller,
+                    script.into(),
+                    timeout,
+                    notes,
+                )
+                .await
             }
             // Built from a `ClientMessage` by the registry.
             Some(RunEnd::Failed(reason)) => {
@@ -598,11 +620,19 @@ impl PyRunServer {
     }
 
     /// Tracebacks name files by absolute path; show them relative to the projects folder instead,
-    /// so results never reveal where the folder lives on the host.
+    /// so results never reveal where the folder lives on the host. Without the sandbox's own
+    /// view, runs see their scratch at its host path too: it is cut to the slot's name
+    /// (`slot-3/_pyrun_inline.py`).
     pub(crate) fn without_host_folder(&self, text: &str) -> String {
-        let mut prefix = self.app.root.path().to_string_lossy().into_owned();
-        prefix.push(std::path::MAIN_SEPARATOR);
-        text.replace(&prefix, "")
+        let mut text = text.to_owned();
+        for folder in [self.app.root.path(), self.app.runner.scratch_root()] {
+            let mut prefix = folder.to_string_lossy().into_owned();
+            prefix.push(std::path::MAIN_SEPARATOR);
+            if text.contains(&prefix) {
+                text = text.replace(&prefix, "");
+            }
+        }
+        text
     }
 
     fn report(
@@ -878,7 +908,7 @@ struct Progress<'a> {
     server: &'a PyRunServer,
     ctx: &'a RequestContext<RoleServer>,
     token: rmcp::model::ProgressToken,
-    script: &'a ProjectPath,
+    source: RunSource<'a>,
     live: &'a LiveOutput,
 }
 
@@ -887,14 +917,14 @@ impl<'a> Progress<'a> {
         server: &'a PyRunServer,
         ctx: &'a RequestContext<RoleServer>,
         token: rmcp::model::ProgressToken,
-        script: &'a ProjectPath,
+        source: RunSource<'a>,
         live: &'a LiveOutput,
     ) -> Self {
         Self {
             server,
             ctx,
             token,
-            script,
+            source,
             live,
         }
     }
@@ -919,13 +949,13 @@ impl<'a> Progress<'a> {
         }
     }
 
-    /// `running train.py (12 s): epoch 3/10 loss 0.41`
+    /// `running train.py (12 s): epoch 3/10 loss 0.41` (inline code: `running inline code …`)
     fn message(&self, secs: f64) -> ClientMessage {
-        let message = ClientMessage::new("running ")
-            .path(self.script)
-            .then(" (")
-            .number(secs.round())
-            .then(" s)");
+        let message = match self.source {
+            RunSource::Script(script) => ClientMessage::new("running ").path(script),
+            RunSource::Inline { .. } => ClientMessage::new("running inline code"),
+        };
+        let message = message.then(" (").number(secs.round()).then(" s)");
         match self.live.last_line() {
             Some(line) => message
                 .then(": ")

@@ -20,6 +20,7 @@ mod audit;
 mod background;
 mod dotenv;
 mod http;
+mod inline;
 mod oauth;
 mod oauth_test;
 mod runs;
@@ -33,6 +34,7 @@ pub use background::{BackgroundArgs, BackgroundConfig};
 pub use dotenv::Dotenv;
 use dotenv::DOTENV;
 pub use http::{HttpArgs, HttpConfig};
+pub use inline::{InlineArgs, InlineConfig};
 pub use oauth::{OAuthArgs, OAuthConfig};
 pub use oauth_test::OAuthTestArgs;
 pub use runs::RunArgs;
@@ -92,6 +94,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub artifacts: ArtifactArgs,
+
+    #[command(flatten)]
+    pub inline: InlineArgs,
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
@@ -160,6 +165,8 @@ pub struct Config {
     pub cimd: FetchPolicy,
     /// What runs' artifacts may cost (inline pictures, disk).
     pub artifacts: ArtifactConfig,
+    /// `run_python_code`: whether it is offered, and the most code a call may send.
+    pub inline: InlineConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -303,6 +310,7 @@ impl Cli {
             audit_log,
             cimd: self.oauth_test.fetch_policy(),
             artifacts: self.artifacts.resolve(),
+            inline: self.inline.resolve(),
         })
     }
 
@@ -483,6 +491,7 @@ mod tests {
             include_str!("tunnel.rs"),
             include_str!("oauth_test.rs"),
             include_str!("artifacts.rs"),
+            include_str!("inline.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),
         ]

@@ -145,6 +145,25 @@ impl ProjectPath {
     }
 }
 
+/// A folder inside the projects folder (the folder itself included) that a run may work in,
+/// proven by [`ProjectRoot::resolve_project`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectDir {
+    absolute: PathBuf,
+    relative: String,
+}
+
+impl ProjectDir {
+    /// The canonical folder.
+    pub fn absolute(&self) -> &Path {
+        &self.absolute
+    }
+    /// The folder relative to the projects folder (`""` for the folder itself): safe to show.
+    pub fn relative(&self) -> &str {
+        &self.relative
+    }
+}
+
 impl ProjectRoot {
     /// Opens the projects folder; it must exist and be a directory.
     pub fn open(dir: &Path) -> Result<Self, PathError> {
@@ -210,6 +229,16 @@ impl ProjectRoot {
                     _ => Err(PathError::NotFound(input.to_owned())),
                 });
         named.judge(found, input)
+    }
+
+    /// Resolves a caller's project (a folder, as for [`ProjectRoot::resolve_dir`], with the same
+    /// refusals) to a folder a run may work in.
+    pub fn resolve_project(&self, input: Option<&str>) -> Result<ProjectDir, PathError> {
+        let absolute = self.resolve_dir(input)?;
+        Ok(ProjectDir {
+            relative: self.relative_of(&absolute),
+            absolute,
+        })
     }
 
     /// The runnable `.py` files below `dir` (already resolved inside), relative, `/`-separated, sorted.

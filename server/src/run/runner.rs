@@ -11,6 +11,11 @@
 //! Artifacts: each run gets an empty `output` folder in its scratch (`PYRUN_OUTPUT_DIR`); once the
 //! process tree is dead and before the slot goes back, what the run left there is kept by the
 //! [`ArtifactStore`] (when the request names a run id and an owner) and the folder removed.
+//!
+//! Inline code ([`RunSource::Inline`]): the caller's code is written into the slot's scratch as
+//! [`INLINE_FILE_NAME`] (owner read-only, never into the projects folder) right before the spawn,
+//! and the interpreter runs that file as the run sees it (`/tmp/_pyrun_inline.py` in the
+//! sandbox's view); the same spawn, layers and limits as a script. It is removed with the run.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -26,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::artifacts::{ArtifactStore, Collected};
 use super::live_output::{LiveOutput, Stream};
-use super::paths::ProjectPath;
+use super::paths::{ProjectDir, ProjectPath};
 use super::sandbox_probe::SandboxProbe;
 use super::slots::{Slot, SlotError, SlotPool};
 use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode};
@@ -75,10 +80,40 @@ pub enum Pool {
     Background,
 }
 
+/// What a run runs.
+#[derive(Debug, Clone, Copy)]
+pub enum RunSource<'a> {
+    /// A `.py` file of the projects folder, run in its own folder.
+    Script(&'a ProjectPath),
+    /// Code the caller sent (already checked: not empty, no NUL byte, within the cap), run from
+    /// the run's scratch in `cwd`, or in the scratch itself when `None`.
+    Inline {
+        code: &'a str,
+        cwd: Option<&'a ProjectDir>,
+    },
+}
+
+impl<'a> From<&'a ProjectPath> for RunSource<'a> {
+    fn from(script: &'a ProjectPath) -> Self {
+        Self::Script(script)
+    }
+}
+
+impl RunSource<'_> {
+    /// The name a run is known by in logs and messages: the script relative to the projects
+    /// folder, or `<inline>`.
+    pub fn shown(&self) -> &str {
+        match self {
+            Self::Script(script) => script.relative(),
+            Self::Inline { .. } => INLINE_SHOWN,
+        }
+    }
+}
+
 /// One run to do.
 #[derive(Debug)]
 pub struct RunRequest<'a> {
-    pub script: &'a ProjectPath,
+    pub source: RunSource<'a>,
     pub args: &'a [String],
     pub stdin: Option<&'a str>,
     pub timeout: Duration,
@@ -94,13 +129,13 @@ pub struct RunRequest<'a> {
 impl<'a> RunRequest<'a> {
     /// A foreground run with its own capture.
     pub fn new(
-        script: &'a ProjectPath,
+        source: impl Into<RunSource<'a>>,
         args: &'a [String],
         stdin: Option<&'a str>,
         timeout: Duration,
     ) -> Self {
         Self {
-            script,
+            source: source.into(),
             args,
             stdin,
             timeout,
@@ -123,6 +158,10 @@ pub struct ArtifactTarget {
 
 /// The name of a run's output folder inside its scratch (`PYRUN_OUTPUT_DIR`).
 pub const OUTPUT_DIR_NAME: &str = "output";
+/// The file inline code is written to, in the run's scratch.
+pub const INLINE_FILE_NAME: &str = "_pyrun_inline.py";
+/// How inline code is named in logs and messages.
+const INLINE_SHOWN: &str = "<inline>";
 /// The matplotlib backend the server ships (`MPLBACKEND`): `plt.show()` saves PNG artifacts.
 pub const MPL_BACKEND: &str = "module://_pyrun_mpl_backend";
 
@@ -216,6 +255,11 @@ impl Runner {
         self.max_output
     }
 
+    /// The private folder the runs' scratch folders are made in (never shown to callers).
+    pub fn scratch_root(&self) -> &Path {
+        self.slots.root()
+    }
+
     /// The sandbox (possibly still being probed), for reports.
     pub fn sandbox(&self) -> &SandboxProbe {
         &self.sandbox
@@ -257,6 +301,14 @@ impl Runner {
         })?;
         let output = slot.dir().join(OUTPUT_DIR_NAME);
         make_output_dir(&output).map_err(RunError::Scratch)?;
+        let inline = match req.source {
+            RunSource::Inline { code, .. } => {
+                let file = slot.dir().join(INLINE_FILE_NAME);
+                write_inline(&file, code).map_err(RunError::Scratch)?;
+                Some(file)
+            }
+            RunSource::Script(_) => None,
+        };
         let started = Instant::now();
         let mut child = self.spawn(&req, &sandbox, &slot)?;
         // Windows: a kill-on-close Job Object holds the whole tree (on error, kill_on_drop).
@@ -320,6 +372,11 @@ impl Runner {
         let _ = err.await;
         deadline.abort();
         let artifacts = collect_artifacts(req.artifacts, output).await;
+        // Gone with the run, so the slot can be reused (a run that replaced it leaves it to the
+        // slot's clean-up).
+        if let Some(file) = inline {
+            let _ = std::fs::remove_file(file);
+        }
 
         let ((stdout, stdout_truncated), (stderr, stderr_truncated)) = if req.live.is_some() {
             (
@@ -358,15 +415,23 @@ impl Runner {
         slot: &Slot,
     ) -> Result<super::child::AsyncChild, RunError> {
         // In the sandbox's own view, the run sees neutral paths (`/projects/...`, `/tmp`).
-        let script = sandbox.view_path(req.script.absolute());
-        let cwd = sandbox.view_path(req.script.directory());
         let scratch = if sandbox.has_view() {
             Path::new(pyrun_sandbox::RUN_SCRATCH_DIR)
         } else {
             slot.dir()
         };
+        let place = Placement::of(req.source, slot.dir());
+        let script = match req.source {
+            RunSource::Script(script) => sandbox.view_path(script.absolute()),
+            RunSource::Inline { .. } => scratch.join(INLINE_FILE_NAME),
+        };
+        let cwd = match place.cwd {
+            Some(dir) => sandbox.view_path(dir),
+            None => scratch.to_path_buf(),
+        };
+        let import_dir = place.import_dir.map(|dir| sandbox.view_path(dir));
         let pycache = pycache_prefix(sandbox, scratch);
-        let extra = RunExtras::new(sandbox, scratch, &self.env);
+        let extra = RunExtras::new(sandbox, scratch, import_dir.as_deref(), &self.env);
         let spec = pyrun_sandbox::spawn::Spec {
             program: &self.python,
             args: std::iter::once(script.as_os_str())
@@ -377,7 +442,7 @@ impl Runner {
             stdin_piped: req.stdin.is_some(),
         };
         let child = sandbox
-            .spawn(slot.rules(), &spec, req.script.directory())
+            .spawn(slot.rules(), &spec, place.project_dir)
             .map_err(|e| match e {
                 // A layer that failed in the child (`Hook`) stays a sandbox failure.
                 SandboxError::Spawn(pyrun_sandbox::spawn::SpawnError::Start { what, source }) => {
@@ -401,11 +466,16 @@ impl Runner {
     ) -> Result<tokio::process::Child, RunError> {
         use std::process::Stdio;
         let pycache = pycache_prefix(sandbox, slot.dir());
-        let extra = RunExtras::new(sandbox, slot.dir(), &self.env);
+        let place = Placement::of(req.source, slot.dir());
+        let extra = RunExtras::new(sandbox, slot.dir(), place.import_dir, &self.env);
+        let script = match req.source {
+            RunSource::Script(script) => script.absolute().to_path_buf(),
+            RunSource::Inline { .. } => slot.dir().join(INLINE_FILE_NAME),
+        };
         let mut cmd = std::process::Command::new(&self.python);
-        cmd.arg(req.script.absolute())
+        cmd.arg(script)
             .args(req.args)
-            .current_dir(req.script.directory())
+            .current_dir(place.cwd.unwrap_or(slot.dir()))
             .env_clear()
             .envs(self.run_env(slot.dir(), pycache.as_deref(), &extra))
             .stdin(if req.stdin.is_some() {
@@ -486,40 +556,108 @@ fn pycache_prefix(sandbox: &Sandbox, scratch: &Path) -> Option<PathBuf> {
     )
 }
 
-/// What a run's environment gets beyond the fixed names: its output folder, and where the
-/// server's support modules exist, the matplotlib backend and a `PYTHONPATH` that starts with
-/// them (a passed `PYTHONPATH` follows, never replaced). Paths as the run sees them.
+/// Where a run works, on the host: its working directory (`None`: the scratch), the folder whose
+/// protected names the sandbox keeps read-only on the way to it, and for inline code in a project
+/// the folder its imports come from first (a script's own folder is Python's `sys.path[0]`; the
+/// inline file's is the scratch).
+struct Placement<'a> {
+    cwd: Option<&'a Path>,
+    // Only Linux's sandbox keeps protected names read-only with a view of its own.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    project_dir: &'a Path,
+    import_dir: Option<&'a Path>,
+}
+
+impl<'a> Placement<'a> {
+    fn of(source: RunSource<'a>, scratch: &'a Path) -> Self {
+        match source {
+            RunSource::Script(script) => Self {
+                cwd: Some(script.directory()),
+                project_dir: script.directory(),
+                import_dir: None,
+            },
+            RunSource::Inline { cwd: Some(dir), .. } => Self {
+                cwd: Some(dir.absolute()),
+                project_dir: dir.absolute(),
+                import_dir: Some(dir.absolute()),
+            },
+            // Outside the projects folder: only its top level's protected names are kept.
+            RunSource::Inline { cwd: None, .. } => Self {
+                cwd: None,
+                project_dir: scratch,
+                import_dir: None,
+            },
+        }
+    }
+}
+
+/// Writes inline code where the run will find it: a new file (never through a link or over
+/// something there), owner read-only.
+fn write_inline(file: &Path, code: &str) -> io::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o400);
+    options.open(file)?.write_all(code.as_bytes())
+}
+
+/// What a run's environment gets beyond the fixed names: its output folder, and a `PYTHONPATH`
+/// of the inline code's project folder, then the server's support modules where they exist
+/// (with the matplotlib backend), then a passed `PYTHONPATH` (never replaced). Paths as the run
+/// sees them.
 struct RunExtras {
     output: PathBuf,
     python_path: Option<OsString>,
+    mpl_backend: bool,
 }
 
 impl RunExtras {
-    fn new(sandbox: &Sandbox, scratch: &Path, env: &[(OsString, OsString)]) -> Self {
-        let python_path = sandbox.support_dir().map(|support| {
-            let mut path = support.into_os_string();
-            let passed = env.iter().find(|(name, _)| name == "PYTHONPATH");
-            if let Some((_, passed)) = passed.filter(|(_, v)| !v.is_empty()) {
-                path.push(if cfg!(windows) { ";" } else { ":" });
-                path.push(passed);
+    fn new(
+        sandbox: &Sandbox,
+        scratch: &Path,
+        import_dir: Option<&Path>,
+        env: &[(OsString, OsString)],
+    ) -> Self {
+        let support = sandbox.support_dir();
+        let passed = env
+            .iter()
+            .find(|(name, _)| name == "PYTHONPATH")
+            .map(|(_, v)| v.as_os_str())
+            .filter(|v| !v.is_empty());
+        let mut python_path: Option<OsString> = None;
+        // A passed PYTHONPATH alone is already in the scrubbed environment.
+        if import_dir.is_some() || support.is_some() {
+            let parts = [
+                import_dir.map(Path::as_os_str),
+                support.as_deref().map(Path::as_os_str),
+                passed,
+            ];
+            for part in parts.into_iter().flatten() {
+                let path = python_path.get_or_insert_with(OsString::new);
+                if !path.is_empty() {
+                    path.push(if cfg!(windows) { ";" } else { ":" });
+                }
+                path.push(part);
             }
-            path
-        });
+        }
         Self {
             output: scratch.join(OUTPUT_DIR_NAME),
             python_path,
+            mpl_backend: support.is_some(),
         }
     }
 
     fn vars(&self) -> impl Iterator<Item = (&OsStr, &OsStr)> {
         let output = (OsStr::new("PYRUN_OUTPUT_DIR"), self.output.as_os_str());
-        let support = self.python_path.as_ref().map(|path| {
-            [
-                (OsStr::new("PYTHONPATH"), path.as_os_str()),
-                (OsStr::new("MPLBACKEND"), OsStr::new(MPL_BACKEND)),
-            ]
-        });
-        std::iter::once(output).chain(support.into_iter().flatten())
+        let path = self
+            .python_path
+            .as_ref()
+            .map(|path| (OsStr::new("PYTHONPATH"), path.as_os_str()));
+        let backend = self
+            .mpl_backend
+            .then(|| (OsStr::new("MPLBACKEND"), OsStr::new(MPL_BACKEND)));
+        std::iter::once(output).chain(path).chain(backend)
     }
 }
 

@@ -139,6 +139,11 @@ impl SlotPool {
         })
     }
 
+    /// The private folder every slot's scratch is made in.
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
     /// Slots ready for a run now.
     pub fn free_count(&self) -> usize {
         self.free.lock().map_or(0, |free| free.len())

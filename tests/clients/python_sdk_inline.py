@@ -1,0 +1,58 @@
+"""Run inline code (`run_python_code`) with the official Python MCP SDK.
+
+Usage:
+  python_sdk_inline.py --mode legacy|auto --http URL --token T
+
+Lists the tools, runs code with args, stdin and a project folder, code that raises, and code
+over the server's size cap. Prints a JSON report for the Rust test; it asserts nothing itself.
+"""
+
+import argparse
+import asyncio
+import sys
+
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from common import call_report, recording_http_client, print_report
+
+CODE = """
+import sys
+from geometry import *  # the project's own module: imports look in the project first
+print("argv", sys.argv[1:])
+print("stdin", sys.stdin.read().strip())
+print("cwd has geometry.py", __import__("os").path.exists("geometry.py"))
+"""
+
+
+async def main(opts):
+    async def session():
+        headers = {"Authorization": f"Bearer {opts.token}"}
+        target = streamable_http_client(
+            opts.http, http_client=recording_http_client(headers=headers)
+        )
+        async with Client(target, mode=opts.mode, read_timeout_seconds=60) as client:
+            listed = await client.list_tools()
+            tools = listed if isinstance(listed, list) else listed.tools
+            calls = {
+                "project": ("run_python_code", {
+                    "code": CODE, "project": "mathpkg", "args": ["x", "y z"], "stdin": "fed",
+                }),
+                "traceback": ("run_python_code", {"code": "a = 1\nraise ValueError('bad')\n"}),
+                "oversized": ("run_python_code", {"code": "#" * 1200})
+            }
+            report = {"mode": opts.mode, "tools": sorted(t.name for t in tools), "calls": {}}
+            for key, (tool, args) in calls.items():
+                report["calls"][key] = call_report(await client.call_tool(tool, args))
+            return report
+
+    await print_report(session, False)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=["legacy", "auto"], required=True)
+    parser.add_argument("--http", required=True)
+    parser.add_argument("--token", required=True)
+    asyncio.run(main(parser.parse_args()))
+    sys.exit(0)

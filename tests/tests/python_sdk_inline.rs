@@ -1,0 +1,59 @@
+//! Inline code (`run_python_code`, `--allow-inline-code`) with the official Python MCP SDK over
+//! Streamable HTTP, in both its modes: listed, run in a project folder with args and stdin, a
+//! traceback that names no host path, and the size cap as a tool error.
+
+use pyrun_mcp_tests::{args, python_client, HttpServer};
+
+const TOKEN: &str = "python-sdk-inline-token";
+
+#[test]
+fn inline_code_runs_in_a_project_and_refuses_oversized_code_in_both_modes() {
+    let server = HttpServer::samples(&[
+        "--auth-token",
+        TOKEN,
+        "--allow-inline-code",
+        "--max-code-bytes",
+        "1000",
+    ]);
+    let url = server.mcp_url();
+    let host_folder = std::fs::canonicalize(server.projects()).unwrap();
+    for mode in ["legacy", "auto"] {
+        let report = python_client(
+            "python_sdk_inline.py",
+            &args(&["--mode", mode, "--http", &url, "--token", TOKEN]),
+        );
+        assert!(
+            report["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t == "run_python_code"),
+            "{report}"
+        );
+        let ran = &report["calls"]["project"];
+        assert_eq!(ran["is_error"], false, "{report}");
+        assert_eq!(
+            ran["structured"]["stdout"], "argv ['x', 'y z']\nstdin fed\ncwd has geometry.py True\n",
+            "{report}"
+        );
+        assert_eq!(ran["structured"]["exit_code"], 0, "{report}");
+
+        let raised = &report["calls"]["traceback"];
+        let stderr = raised["structured"]["stderr"].as_str().unwrap();
+        assert!(stderr.contains("ValueError: bad"), "{report}");
+        assert!(stderr.contains("_pyrun_inline.py\", line 2"), "{report}");
+        assert!(!stderr.contains(host_folder.to_str().unwrap()), "{report}");
+        assert!(!stderr.contains("pyrun-mcp-"), "{report}");
+        assert_eq!(raised["structured"]["exit_code"], 1, "{report}");
+
+        let oversized = &report["calls"]["oversized"];
+        assert_eq!(oversized["is_error"], true, "{report}");
+        assert!(
+            oversized["text"]
+                .as_str()
+                .unwrap()
+                .contains("1200 bytes, more than the 1000 bytes"),
+            "{report}"
+        );
+    }
+}
