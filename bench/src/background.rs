@@ -130,6 +130,19 @@ pub async fn measure(
             bail!("the long poll answered without the line: {reply}");
         }
         costs.wake.push(answered.duration_since(wrote));
+        // Read it to its end, so that it may make room for the next (`--max-background-runs`).
+        loop {
+            let state = session
+                .request(call(
+                    next(),
+                    "get_run",
+                    json!({"run_id": run_id, "wait_seconds": 30, "stdout_offset": u64::MAX}),
+                ))
+                .await?;
+            if structured(&state)?["status"] != "running" {
+                break;
+            }
+        }
     }
     Ok(costs)
 }
