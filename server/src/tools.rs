@@ -344,7 +344,9 @@ impl PyRunServer {
             n.sandbox = Some(sandbox.clone());
         });
         let presented = match (&outcome.artifacts, run_id) {
-            (Some(collected), Some(run_id)) => {
+            (Some(collected), Some(run_id))
+                if !collected.kept.is_empty() || !collected.skipped.is_empty() =>
+            {
                 crate::run_files::present(&self.app, &caller.key(), run_id, collected).await
             }
             _ => Presented::default(),

@@ -246,3 +246,58 @@ if sys.argv[1] == "leave":
         assert_eq!(out.unwrap().stdout, "seen [] []\n");
     }
 }
+
+/// The empty output folder stays in its slot from run to run: a run that swaps it for a link (to
+/// a folder the test made), opens up its mode or leaves a file in it must not hand any of that to
+/// the next run in the same slot.
+#[cfg(unix)]
+#[tokio::test]
+async fn an_output_folder_swapped_for_a_link_or_opened_up_is_never_handed_on() {
+    let script = r#"
+import os, pathlib, stat, sys
+out = pathlib.Path(os.environ["PYRUN_OUTPUT_DIR"])
+st = os.lstat(out)
+print("real" if stat.S_ISDIR(st.st_mode) else "link", oct(st.st_mode & 0o777), sorted(os.listdir(out)))
+if sys.argv[1] == "link":
+    out.rmdir()
+    out.symlink_to(sys.argv[2])
+elif sys.argv[1] == "open":
+    os.chmod(out, 0o777)
+elif sys.argv[1] == "leave":
+    (out / "left.txt").write_text("from an earlier run")
+"#;
+    let (dir, root) = project(&[("out.py", script)]);
+    let canary = dir.path().join("canary");
+    std::fs::create_dir(&canary).unwrap();
+    let canary_arg = canary.to_string_lossy().into_owned();
+    let script = root.resolve_script("out.py").unwrap();
+    let r = runner(1 << 20, 1, &[]);
+    let cancel = CancellationToken::new();
+    for attack in ["link", "open", "leave", "none"] {
+        let args = [attack.to_owned(), canary_arg.clone()];
+        let first = r
+            .run(request(&script, &args, None, 30), &cancel)
+            .await
+            .unwrap();
+        assert_eq!(
+            first.stdout, "real 0o700 []\n",
+            "{attack}: {}",
+            first.stderr
+        );
+        let look = ["look".to_owned(), canary_arg.clone()];
+        let next = r
+            .run(request(&script, &look, None, 30), &cancel)
+            .await
+            .unwrap();
+        assert_eq!(
+            next.stdout, "real 0o700 []\n",
+            "after {attack}: {}",
+            next.stderr
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&canary).unwrap().count(),
+        0,
+        "a run wrote through the link"
+    );
+}

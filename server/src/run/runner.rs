@@ -10,7 +10,8 @@
 //!
 //! Artifacts: each run gets an empty `output` folder in its scratch (`PYRUN_OUTPUT_DIR`); once the
 //! process tree is dead and before the slot goes back, what the run left there is kept by the
-//! [`ArtifactStore`] (when the request names a run id and an owner) and the folder removed.
+//! [`ArtifactStore`] (when the request names a run id and an owner) and the folder removed; an
+//! empty one stays in the slot for its next run.
 //!
 //! Inline code ([`RunSource::Inline`]): the caller's code is written into the slot's scratch as
 //! [`INLINE_FILE_NAME`] (owner read-only, never into the projects folder) right before the spawn,
@@ -33,7 +34,7 @@ use super::artifacts::{ArtifactStore, Collected};
 use super::live_output::{LiveOutput, Stream};
 use super::paths::{ProjectDir, ProjectPath};
 use super::sandbox_probe::SandboxProbe;
-use super::slots::{Slot, SlotError, SlotPool};
+use super::slots::{is_empty_private_dir, Slot, SlotError, SlotPool};
 use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode};
 
 /// How long pipes are read after the process group is gone. Data the script wrote before dying is
@@ -156,8 +157,7 @@ pub struct ArtifactTarget {
     pub retention: Duration,
 }
 
-/// The name of a run's output folder inside its scratch (`PYRUN_OUTPUT_DIR`).
-pub const OUTPUT_DIR_NAME: &str = "output";
+pub use super::slots::OUTPUT_DIR_NAME;
 /// The file inline code is written to, in the run's scratch.
 pub const INLINE_FILE_NAME: &str = "_pyrun_inline.py";
 /// How inline code is named in logs and messages.
@@ -661,23 +661,34 @@ impl RunExtras {
     }
 }
 
-/// Makes the run's empty output folder (owner-only, like the scratch it is in).
+/// Makes the run's empty output folder (owner-only, like the scratch it is in), unless the slot
+/// kept it from its last run (a reusable slot holds it only empty, real and private).
 fn make_output_dir(dir: &Path) -> io::Result<()> {
     #[cfg_attr(not(unix), allow(unused_mut))]
     let mut builder = std::fs::DirBuilder::new();
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
+    match builder.create(dir) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && is_empty_private_dir(dir) => Ok(()),
+        other => other,
+    }
 }
 
-/// Keeps what the (dead) run left in `output` when it has a target, then removes the folder, on
-/// a blocking thread. Without a target an empty folder is removed at once; one with files is
-/// left for the slot's clean-up, off the response path.
+/// Whether a folder has no entry (false when it cannot be read: it is then looked at closely).
+fn is_empty(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none())
+}
+
+/// Keeps what the (dead) run left in `output` when it has a target, then removes the folder (the
+/// next run makes it again), on a blocking thread. An empty folder stays for the slot's next run.
 async fn collect_artifacts(target: Option<ArtifactTarget>, output: PathBuf) -> Option<Collected> {
-    let Some(target) = target else {
-        let _ = std::fs::remove_dir(&output);
-        return None;
-    };
+    // Without a target, what the run left is the slot's clean-up's (off the response path).
+    let target = target?;
+    // Most runs leave nothing: the folder stays, empty, for the slot's next run, and no
+    // blocking thread is needed to look at it.
+    if is_empty(&output) {
+        return Some(Collected::default());
+    }
     let keep = move || {
         let expires = std::time::SystemTime::now() + target.retention;
         let kept = target

@@ -66,11 +66,19 @@ impl Slot {
         &self.rules
     }
 
-    /// True (after restoring its mode) when the slot holds nothing of an earlier run.
+    /// True (after restoring its mode) when the slot holds nothing of an earlier run: nothing
+    /// but, maybe, its own empty output folder (kept from run to run: making and removing it
+    /// each time cost a `mkdir` and an `rmdir`).
     fn is_reusable(&self) -> bool {
         let is_real_dir = std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.is_dir());
         is_real_dir
-            && std::fs::read_dir(&self.dir).is_ok_and(|mut entries| entries.next().is_none())
+            && std::fs::read_dir(&self.dir).is_ok_and(|entries| {
+                entries.into_iter().all(|entry| {
+                    entry.is_ok_and(|e| {
+                        e.file_name() == OUTPUT_DIR_NAME && is_empty_private_dir(&e.path())
+                    })
+                })
+            })
             && private(&self.dir).is_ok()
             && self.rules.is_idle()
     }
@@ -304,6 +312,16 @@ fn open_dir_at(
 }
 
 /// Gives `dir` back its owner-only mode, whatever a run set.
+/// The name of a run's output folder inside its slot's scratch (`PYRUN_OUTPUT_DIR`).
+pub const OUTPUT_DIR_NAME: &str = "output";
+
+/// A real folder (not a link to one), empty, given back its owner-only mode.
+pub fn is_empty_private_dir(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir())
+        && std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none())
+        && private(dir).is_ok()
+}
+
 fn private(dir: &Path) -> io::Result<()> {
     #[cfg(unix)]
     {
