@@ -162,18 +162,16 @@ struct StoredRun {
     bytes: u64,
 }
 
-/// The server folder's name starts with the pid of the server that made it.
-const SERVER_DIR_SEPARATOR: char = '-';
-
 impl ArtifactStore {
     /// A store in a new folder of this server's under `dir` (made owner-only when missing; a
     /// symlink there is refused). Folders of servers no longer running are removed (Unix).
     pub fn new(dir: PathBuf, limits: ArtifactLimits) -> io::Result<Self> {
         make_private_dir(&dir)?;
         #[cfg(unix)]
-        remove_stale_servers(&dir);
+        super::slots::remove_dead_servers_folders(&dir, "");
         let own = tempfile::Builder::new()
-            .prefix(&format!("{}{SERVER_DIR_SEPARATOR}", std::process::id()))
+            // `<pid>-…`: what `slots::remove_dead_servers_folders` looks for.
+            .prefix(&format!("{}-", std::process::id()))
             .tempdir_in(&dir)?;
         Ok(Self {
             limits,
@@ -619,37 +617,6 @@ fn new_private_file(path: &Path) -> io::Result<File> {
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     options.open(path)
-}
-
-/// Removes the folders under `dir` of servers whose pid no longer runs (only this user's).
-#[cfg(unix)]
-fn remove_stale_servers(dir: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let me = rustix::process::geteuid().as_raw();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.split(SERVER_DIR_SEPARATOR).next())
-            .and_then(|pid| pid.parse::<i32>().ok())
-            .and_then(rustix::process::Pid::from_raw)
-        else {
-            continue;
-        };
-        let gone = matches!(
-            rustix::process::test_kill_process(pid),
-            Err(rustix::io::Errno::SRCH)
-        );
-        // `symlink_metadata`: a link is never taken for a folder (nor followed by the removal).
-        let ours =
-            std::fs::symlink_metadata(entry.path()).is_ok_and(|m| m.is_dir() && m.uid() == me);
-        if gone && ours {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
 }
 
 /// The walk of an output folder, by platform.

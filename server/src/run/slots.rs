@@ -201,13 +201,19 @@ impl SlotPool {
 
 const ROOT_PREFIX: &str = "pyrun-mcp-";
 
-/// Removes the scratch roots in `temp` of servers that are no longer running: their name carries
-/// the pid, and `kill(pid, 0)` answering ESRCH means no such process. Only directories this user
-/// owns are touched; a symlink is never followed (`remove_dir_all` removes the link itself).
+/// Removes the scratch roots in `temp` of servers that are no longer running.
 #[cfg(unix)]
 fn sweep_stale_roots(temp: &Path) {
+    remove_dead_servers_folders(temp, ROOT_PREFIX);
+}
+
+/// Removes the folders in `dir` named `{prefix}{pid}-…` whose server is no longer running: the
+/// name carries the pid, and `kill(pid, 0)` answering ESRCH means no such process. Only real
+/// folders this user owns are touched; a symlink is never followed (nor taken for a folder).
+#[cfg(unix)]
+pub(super) fn remove_dead_servers_folders(dir: &Path, prefix: &str) {
     use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(temp) else {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     let me = rustix::process::geteuid().as_raw();
@@ -215,7 +221,7 @@ fn sweep_stale_roots(temp: &Path) {
         let name = entry.file_name();
         let Some(pid) = name
             .to_str()
-            .and_then(|n| n.strip_prefix(ROOT_PREFIX))
+            .and_then(|n| n.strip_prefix(prefix))
             .and_then(|rest| rest.split('-').next())
             .and_then(|pid| pid.parse::<i32>().ok())
             .and_then(rustix::process::Pid::from_raw)
@@ -226,7 +232,8 @@ fn sweep_stale_roots(temp: &Path) {
             rustix::process::test_kill_process(pid),
             Err(rustix::io::Errno::SRCH)
         );
-        let ours = entry.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
+        let ours =
+            std::fs::symlink_metadata(entry.path()).is_ok_and(|m| m.is_dir() && m.uid() == me);
         if gone && ours {
             let _ = remove_tree(&entry.path());
         }
