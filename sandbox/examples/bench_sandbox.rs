@@ -59,6 +59,7 @@ fn main() -> anyhow::Result<()> {
             read_only_projects: false,
             pycache: None,
             support: None,
+            tcp_connect_ports: None,
         })?)
     };
     let off = sandbox(SandboxMode::Off)?;

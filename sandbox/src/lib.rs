@@ -60,6 +60,14 @@ pub use python::{python_read_paths, resolve_python, PythonError};
 #[cfg(windows)]
 pub use windows::RunJob;
 
+/// The kernel's Landlock ABI version (0 without Landlock): package installs need 4 (TCP rules).
+pub fn landlock_abi() -> i64 {
+    #[cfg(target_os = "linux")]
+    return linux::landlock_abi();
+    #[cfg(not(target_os = "linux"))]
+    0
+}
+
 /// How much isolation the server insists on (`--sandbox`, env `PYRUN_SANDBOX`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SandboxMode {
@@ -173,6 +181,11 @@ pub struct SandboxPolicy {
     /// runs in every mode, at [`RUN_SUPPORT_DIR`] in their view (Linux) or at its host path
     /// without one; added to the readable trees here.
     pub support: Option<PathBuf>,
+    /// With `allow_network`: `Some(ports)` lets TCP connect only to these ports and denies every
+    /// TCP bind (Landlock ABI 4, Linux 6.7). [`Sandbox::new`] fails when the kernel cannot
+    /// enforce it, whatever the mode but off: a caller that names ports relies on them. `None`:
+    /// TCP as `allow_network` says. Used by package installs (the index's port only).
+    pub tcp_connect_ports: Option<Vec<u16>>,
 }
 
 impl SandboxPolicy {
@@ -190,6 +203,7 @@ impl SandboxPolicy {
             read_only_projects: false,
             pycache: None,
             support: None,
+            tcp_connect_ports: None,
         }
     }
 }
@@ -212,6 +226,11 @@ pub enum SandboxError {
     Seccomp(String),
     #[error("the sandbox probe ended without an answer (see the server log)")]
     ProbeLost,
+    #[error(
+        "TCP connections cannot be limited to chosen ports on this kernel (Landlock ABI {abi}; \
+         ABI 4, Linux 6.7, is needed)"
+    )]
+    PortRulesUnavailable { abi: i64 },
     #[error("cannot ask the interpreter {python} for its paths: {reason}")]
     PythonPaths { python: PathBuf, reason: String },
     #[cfg(target_os = "linux")]
@@ -314,6 +333,26 @@ impl Sandbox {
         };
         #[cfg(not(target_os = "linux"))]
         let _ = scratch;
+        Ok(SandboxSlot {
+            #[cfg(target_os = "linux")]
+            imp,
+        })
+    }
+
+    /// Like [`Sandbox::slot`], with `also_writable` (existing folders) writable besides the
+    /// scratch: a package install's target environment. Each such slot has its own ruleset.
+    pub fn slot_writing(
+        &self,
+        scratch: &Path,
+        also_writable: &[PathBuf],
+    ) -> Result<SandboxSlot, SandboxError> {
+        #[cfg(target_os = "linux")]
+        let imp = match &self.imp {
+            Some(imp) => Some(imp.slot_writing(scratch, also_writable)?),
+            None => None,
+        };
+        #[cfg(not(target_os = "linux"))]
+        let _ = (scratch, also_writable);
         Ok(SandboxSlot {
             #[cfg(target_os = "linux")]
             imp,

@@ -70,6 +70,16 @@ impl Fixture {
     }
 
     fn with(limits: ResourceLimits, allow_network: bool, python: &Path) -> Self {
+        Self::connecting(limits, allow_network, python, None)
+    }
+
+    /// With `ports`, the package installs' network rule: TCP connect to those ports only.
+    fn connecting(
+        limits: ResourceLimits,
+        allow_network: bool,
+        python: &Path,
+        ports: Option<Vec<u16>>,
+    ) -> Self {
         let root = tempfile::tempdir().unwrap();
         let project = root.path().join("projects");
         let scratch = root.path().join("scratch");
@@ -91,6 +101,7 @@ impl Fixture {
             read_only_projects: false,
             pycache: None,
             support: None,
+            tcp_connect_ports: ports,
         })
         .unwrap();
         let scratch = scratch.canonicalize().unwrap();
@@ -411,6 +422,62 @@ except OSError as e:
     let out = fx.run(script, &args, Duration::from_secs(20));
     assert!(out.has("TCP connected"), "{}\n{}", out.stdout, out.stderr);
     assert!(out.has("UNIX failed"), "{}\n{}", out.stdout, out.stderr);
+}
+
+/// The package installs' profile: the network namespace is the host's, but TCP reaches only the
+/// index's port; any other port (a canary listener of the test's own, standing for a cloud
+/// metadata service or a local daemon) is refused, and so is listening.
+#[test]
+fn the_install_profile_connects_only_to_the_allowed_port_and_never_binds() {
+    let index = TcpListener::bind("127.0.0.1:0").unwrap();
+    let canary = TcpListener::bind("127.0.0.1:0").unwrap();
+    canary.set_nonblocking(true).unwrap();
+    let index_port = index.local_addr().unwrap().port();
+    if pyrun_sandbox::landlock_abi() < 4 {
+        // The server refuses installs on such a kernel; `Sandbox::new` says so.
+        let refused = Sandbox::new(SandboxPolicy {
+            allow_network: true,
+            tcp_connect_ports: Some(vec![index_port]),
+            ..SandboxPolicy::bare(SandboxMode::Standard)
+        });
+        assert!(
+            refused.is_err(),
+            "port rules claimed without Landlock ABI 4"
+        );
+        eprintln!("SKIP the_install_profile...: Landlock ABI < 4 (installs are refused)");
+        return;
+    }
+    let fx = Fixture::connecting(
+        ResourceLimits::default(),
+        true,
+        python(),
+        Some(vec![index_port]),
+    );
+    assert!(fx.sandbox.layers().contains(&"landlock-tcp-ports"));
+    let script = r#"
+import socket, sys
+for name, port in (("index", int(sys.argv[1])), ("canary", int(sys.argv[2]))):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        print(name, "connected")
+    except OSError as e:
+        print(name, "refused", e.errno)
+try:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    print("bind ok")
+except OSError as e:
+    print("bind refused", e.errno)
+"#;
+    let canary_port = canary.local_addr().unwrap().port();
+    let args = vec![index_port.to_string(), canary_port.to_string()];
+    let out = fx.run(script, &args, Duration::from_secs(20));
+    assert!(out.has("index connected"), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.has("canary refused"), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.has("bind refused"), "{}\n{}", out.stdout, out.stderr);
+    // The canary never saw a connection.
+    assert!(canary.accept().is_err(), "the canary port was reached");
 }
 
 #[test]

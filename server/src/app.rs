@@ -116,6 +116,7 @@ impl App {
                 read_only_projects: settings.read_only_projects,
                 pycache: pycache.as_ref().map(|cache| cache.dir().to_path_buf()),
                 support,
+                tcp_connect_ports: None,
             })?;
             if let Some(cache) = pycache {
                 cache.fill_in_background(python, projects, PROBE_IDLE_DELAY);

@@ -1,11 +1,12 @@
-//! Landlock: which files a run may read, write and execute; no TCP, no signals or abstract sockets out.
+//! Landlock: which files a run may read, write and execute; no TCP (or, for package installs, TCP
+//! connect to chosen ports only), no signals or abstract sockets out.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, Scope, ABI,
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
 
 use crate::SandboxError;
@@ -65,6 +66,8 @@ pub(super) struct FsRules {
     read: Vec<PathBuf>,
     write: Vec<PathBuf>,
     allow_network: bool,
+    /// With `allow_network`: TCP connect only to these ports, no TCP bind.
+    tcp_connect: Option<Vec<u16>>,
 }
 
 impl FsRules {
@@ -89,12 +92,29 @@ impl FsRules {
             read: existing(read.iter().cloned().chain(system).collect()),
             write: existing(write.to_vec()),
             allow_network,
+            tcp_connect: None,
         }
+    }
+
+    /// With the network allowed, TCP connections only to `ports` and no TCP bind (`None`: as
+    /// `allow_network` says). The caller has checked that the kernel enforces it (ABI 4).
+    pub(super) fn connecting_only_to(mut self, ports: Option<Vec<u16>>) -> Self {
+        self.tcp_connect = ports;
+        self
     }
 
     /// Builds this run's ruleset and returns its fd, to be enforced in the child with
     /// [`restrict_self`]. `None` when the kernel has no Landlock.
     pub(super) fn ruleset_fd(&self, scratch: &Path) -> Result<Option<OwnedFd>, SandboxError> {
+        self.ruleset_fd_writing(scratch, &[])
+    }
+
+    /// [`FsRules::ruleset_fd`] with `also_writable` (existing folders) writable besides.
+    pub(super) fn ruleset_fd_writing(
+        &self,
+        scratch: &Path,
+        also_writable: &[PathBuf],
+    ) -> Result<Option<OwnedFd>, SandboxError> {
         let err = |e: &dyn std::fmt::Display| SandboxError::Landlock(e.to_string());
         let abi = TESTED_ABI;
         let read = AccessFs::from_read(abi);
@@ -108,19 +128,30 @@ impl FsRules {
             .map_err(|e| err(&e))?
             .scope(Scope::from_all(abi))
             .map_err(|e| err(&e))?;
-        if !self.allow_network {
-            // Handled with no rule: every TCP bind and connect is denied.
+        let connect_ports: &[u16] = match (&self.tcp_connect, self.allow_network) {
+            (_, false) => &[],
+            (Some(ports), true) => ports,
+            (None, true) => &[],
+        };
+        if !self.allow_network || self.tcp_connect.is_some() {
+            // Handled: every TCP bind and connect is denied but the ports given a rule below.
             ruleset = ruleset
                 .handle_access(AccessNet::from_all(abi))
                 .map_err(|e| err(&e))?;
         }
         let mut created = ruleset.create().map_err(|e| err(&e))?;
+        for &port in connect_ports {
+            created = created
+                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+                .map_err(|e| err(&e))?;
+        }
         let rules = self
             .read
             .iter()
             .map(|p| (p.as_path(), read))
             .chain(self.write.iter().map(|p| (p.as_path(), write)))
             .chain(std::iter::once((scratch, write)))
+            .chain(also_writable.iter().map(|p| (p.as_path(), write)))
             .chain(DEVICES.iter().map(|d| (Path::new(*d), device)));
         for (path, access) in rules {
             let fd = match PathFd::new(path) {

@@ -22,6 +22,13 @@ use seccomp::SeccompFilters;
 
 /// Landlock ABI that scopes signals and abstract UNIX sockets to the sandbox (Linux 6.12).
 const LANDLOCK_SCOPED_ABI: i64 = 6;
+/// Landlock ABI that governs TCP bind and connect by port (Linux 6.7).
+const LANDLOCK_NET_ABI: i64 = 4;
+
+/// The kernel's Landlock ABI version, 0 when Landlock is unavailable.
+pub(super) fn landlock_abi() -> i64 {
+    landlock::kernel_abi()
+}
 
 /// What the kernel let a throw-away child do, found at start-up.
 #[derive(Debug, Clone, Copy)]
@@ -196,6 +203,15 @@ impl LinuxSandbox {
                 "the process count is not limited (RLIMIT_NPROC does not apply to root)",
             ));
         }
+        if policy.tcp_connect_ports.is_some() {
+            // Fail closed, whatever the mode: the caller relies on the port rule.
+            if probe.landlock_abi < LANDLOCK_NET_ABI {
+                return Err(SandboxError::PortRulesUnavailable {
+                    abi: probe.landlock_abi,
+                });
+            }
+            layers.push("landlock-tcp-ports");
+        }
         let unscoped = probe.landlock_abi > 0 && probe.landlock_abi < LANDLOCK_SCOPED_ABI;
         if unscoped {
             missing.push((
@@ -225,6 +241,7 @@ impl LinuxSandbox {
                     &policy.write_paths,
                     policy.allow_network,
                 )
+                .connecting_only_to(policy.tcp_connect_ports.clone())
             }),
             namespaces,
             seccomp: probe.seccomp.then(|| Arc::new(filters)),
@@ -244,8 +261,17 @@ impl LinuxSandbox {
 
     /// The rules of a slot whose runs write in `scratch`: its Landlock ruleset and its cgroups.
     pub(super) fn slot(&self, scratch: &Path) -> Result<LinuxSlot, SandboxError> {
+        self.slot_writing(scratch, &[])
+    }
+
+    /// A slot whose runs also write `also_writable` (a package install's environment).
+    pub(super) fn slot_writing(
+        &self,
+        scratch: &Path,
+        also_writable: &[PathBuf],
+    ) -> Result<LinuxSlot, SandboxError> {
         let ruleset = match &self.fs {
-            Some(fs) => match fs.ruleset_fd(scratch)? {
+            Some(fs) => match fs.ruleset_fd_writing(scratch, also_writable)? {
                 Some(fd) => Some(fd),
                 None => return Err(SandboxError::Landlock("kernel refused the ruleset".into())),
             },
