@@ -228,7 +228,7 @@ impl From<RunError> for ClientMessage {
 
 /// What failed in the sandbox, in fixed words (its error's text may name cgroup folders and the
 /// interpreter's path).
-fn sandbox_failure(e: &SandboxError) -> &'static str {
+pub(crate) fn sandbox_failure(e: &SandboxError) -> &'static str {
     match e {
         SandboxError::StrictUnavailable { .. } => {
             "this machine lacks a layer that --sandbox strict requires"
@@ -239,6 +239,10 @@ fn sandbox_failure(e: &SandboxError) -> &'static str {
         SandboxError::Landlock(_) => "the landlock ruleset could not be built",
         SandboxError::Seccomp(_) => "the seccomp filter could not be compiled",
         SandboxError::ProbeLost => "the sandbox probe ended without an answer",
+        SandboxError::PortRulesUnavailable { .. } => {
+            "this kernel cannot limit TCP connections to the package index's port \
+             (Landlock ABI 4, Linux 6.7, is needed)"
+        }
         SandboxError::PythonPaths { .. } => {
             "the interpreter could not be asked which folders it reads"
         }

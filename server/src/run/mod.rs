@@ -6,7 +6,8 @@
 //! are keyed on); `slots` keeps reusable scratch folders with their sandbox rules;
 //! `sandbox_probe` probes the sandbox in the background; `bytecode_cache` fills the server-owned
 //! bytecode cache runs read; `artifacts` keeps the files runs leave in their output folder;
-//! `mime` names file types; `python_support` writes the modules the server ships for runs (the matplotlib backend).
+//! `mime` names file types; `requirement` checks what `install_packages` may ask for and
+//! `install` makes a project's `.venv` and installs into it under its own sandbox profile; `python_support` writes the modules the server ships for runs (the matplotlib backend).
 //! The kernel side is the `pyrun_sandbox` crate, below this layer.
 
 pub mod artifacts;
@@ -20,6 +21,7 @@ pub mod live_output;
 pub mod mime;
 pub mod paths;
 pub mod python_support;
+pub mod requirement;
 pub mod runner;
 pub mod sandbox_probe;
 pub mod slots;
