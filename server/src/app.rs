@@ -12,6 +12,7 @@ use crate::oauth::{self, OAuth};
 use crate::run::artifacts::{ArtifactLimits, ArtifactStore};
 use crate::run::background::{BackgroundRuns, BackgroundSettings};
 use crate::run::bytecode_cache::BytecodeCache;
+use crate::run::install::{InstallSettings, Installs};
 use crate::run::paths::{PathError, ProjectRoot};
 use crate::run::python_support::PythonSupport;
 use crate::run::runner::{Runner, RunnerSettings};
@@ -40,6 +41,8 @@ pub struct App {
     pub artifacts: Arc<ArtifactStore>,
     /// The modules the server ships for runs (the matplotlib backend); removed with the App.
     _python_support: Option<PythonSupport>,
+    /// `--allow-install`: package installs into projects' `.venv` (their pool and sandbox).
+    pub installs: Option<Arc<Installs>>,
     /// Tells sessions when project files appear or go (`notifications/resources/list_changed`).
     pub watch: crate::resources::watch::ProjectWatch,
 }
@@ -140,7 +143,7 @@ impl App {
                 pass_env: config.pass_env.clone(),
             },
             sandbox,
-            shutdown,
+            shutdown.clone(),
         )
         .map_err(AppError::Scratch)?;
         let runner = Arc::new(runner);
@@ -167,6 +170,12 @@ impl App {
             None => AuditLog::off(),
         };
         let watch = crate::resources::watch::ProjectWatch::new(root.clone());
+        let installs = if config.install.allowed {
+            let installs = open_installs(&config, &root, shutdown).map_err(AppError::Scratch)?;
+            Some(Arc::new(installs))
+        } else {
+            None
+        };
         Ok(Arc::new(Self {
             config,
             root,
@@ -177,6 +186,7 @@ impl App {
             tasks,
             artifacts,
             _python_support: python_support,
+            installs,
             watch,
         }))
     }
@@ -203,6 +213,42 @@ fn open_artifacts(config: &Config) -> std::io::Result<ArtifactStore> {
         }
     }
     ArtifactStore::temporary(limits)
+}
+
+/// The installs (`--allow-install`): their cache in the state folder's `install-cache/` (made
+/// owner-only), else, or when that cannot be made, in their private temp folder.
+fn open_installs(
+    config: &Config,
+    root: &ProjectRoot,
+    shutdown: CancellationToken,
+) -> std::io::Result<Installs> {
+    let cache_dir = config.state_dir.as_ref().and_then(|dir| {
+        let cache = dir.join("install-cache");
+        crate::state_dir::create_owner_only(dir)
+            .and_then(|()| crate::state_dir::create_owner_only(&cache))
+            .map(|()| cache)
+            .map_err(
+                |e| tracing::warn!(dir = %dir.display(), "the install cache is a temp folder: {e}"),
+            )
+            .ok()
+    });
+    let settings = InstallSettings {
+        python: config.python.clone(),
+        uv: config.install.uv.clone(),
+        index: config.install.index.clone(),
+        allow_sdist: config.install.allow_sdist,
+        timeout: config.install.timeout,
+        max_output_bytes: config.max_output_bytes,
+        sandbox_mode: config.sandbox.mode,
+        cache_dir,
+        max_concurrent: 2,
+    };
+    tracing::info!(
+        installer = if settings.uv.is_some() { "uv" } else { "pip" },
+        index = settings.index.url(),
+        "package installs are on"
+    );
+    Installs::new(settings, root.path().to_path_buf(), shutdown)
 }
 
 /// Opens the OAuth state in the state folder (made owner-only when missing).

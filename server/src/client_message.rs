@@ -13,6 +13,7 @@
 use std::fmt::{self, Write as _};
 use std::io;
 
+use crate::run::install::InstallError;
 use crate::run::paths::{PathError, ProjectPath, MAX_PATH_BYTES};
 use crate::run::runner::RunError;
 use pyrun_sandbox::SandboxError;
@@ -226,9 +227,63 @@ impl From<RunError> for ClientMessage {
     }
 }
 
+/// An install that could not start: the whole error to the log, its meaning to the client.
+impl From<InstallError> for ClientMessage {
+    fn from(e: InstallError) -> Self {
+        match &e {
+            InstallError::Busy | InstallError::CancelledWhileQueued => {
+                tracing::debug!(error = %e, "install not started")
+            }
+            _ => tracing::warn!(error = %e, "install refused"),
+        }
+        match e {
+            InstallError::Busy => Self::new("an install into this project is already running")
+                .hint("wait for it to end, then call install_packages again"),
+            InstallError::CancelledWhileQueued => {
+                Self::new("the install was cancelled before it started")
+            }
+            InstallError::VenvIsLink => Self::new(
+                "the project's .venv is a symbolic link: nothing is installed through one",
+            )
+            .hint("remove the link (a .venv folder is made in its place)"),
+            InstallError::VenvNotDir => Self::new("the project's .venv is not a folder")
+                .hint("remove or rename it: a .venv folder is made in its place"),
+            InstallError::VenvOutside => {
+                Self::new("the project's .venv leaves the projects folder")
+            }
+            InstallError::ForeignVenv(_) => Self::new(
+                "the project's .venv was not made from the server's Python interpreter, so \
+                 nothing is installed into it",
+            )
+            .hint("remove the project's .venv: install_packages makes a new one"),
+            InstallError::Venv(source) => Self::new("the project's .venv could not be prepared")
+                .kind(source.kind())
+                .hint(SEE_THE_LOG),
+            InstallError::Scratch(source) => {
+                Self::new("a scratch folder for the install could not be made")
+                    .kind(source.kind())
+                    .hint(SEE_THE_LOG)
+            }
+            InstallError::Sandbox(e) => Self::new("installs are refused: ")
+                .then(sandbox_failure(&e))
+                .hint("the server's operator can see why in its log; runs are not affected"),
+            InstallError::Spawn { what, source } => {
+                Self::new("the installer could not be started: ")
+                    .then(what)
+                    .kind(source.kind())
+                    .hint(SEE_THE_LOG)
+            }
+            InstallError::Unsupported => Self::new(
+                "installs need the Linux sandbox on this platform (or a server run with \
+                 --sandbox off)",
+            ),
+        }
+    }
+}
+
 /// What failed in the sandbox, in fixed words (its error's text may name cgroup folders and the
 /// interpreter's path).
-pub(crate) fn sandbox_failure(e: &SandboxError) -> &'static str {
+fn sandbox_failure(e: &SandboxError) -> &'static str {
     match e {
         SandboxError::StrictUnavailable { .. } => {
             "this machine lacks a layer that --sandbox strict requires"

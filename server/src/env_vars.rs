@@ -62,6 +62,12 @@ pub const ENV_VARS: &[&str] = &[
     // Inline code (`InlineArgs`).
     "PYRUN_ALLOW_INLINE_CODE",
     "PYRUN_MAX_CODE_BYTES",
+    // Package installs (`InstallArgs`).
+    "PYRUN_ALLOW_INSTALL",
+    "PYRUN_PACKAGE_INDEX",
+    "PYRUN_ALLOW_SDIST",
+    "PYRUN_UV",
+    "PYRUN_INSTALL_TIMEOUT",
     // Read in main.rs: the log filter and plain output.
     "PYRUN_LOG",
     "NO_COLOR",

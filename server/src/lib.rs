@@ -13,6 +13,7 @@ pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod inline_code;
+mod install;
 pub mod integrations;
 pub mod oauth;
 mod prompts;

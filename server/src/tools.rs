@@ -32,9 +32,9 @@ use crate::run::runner::{ArtifactTarget, Pool, RunOutcome, RunRequest, RunSource
 use crate::run_files::{ArtifactInfo, Presented, SkippedArtifact};
 
 /// How often a run that the caller follows with a progress token reports that it is still going.
-const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// A notification that cannot be sent in this time is dropped, so a slow client cannot stall a run.
-const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunPythonArgs {
@@ -160,14 +160,20 @@ impl PyRunServer {
         }
     }
 
-    /// The tools this server offers: `run_python_code` only with `--allow-inline-code` (not
-    /// listed, and unknown when called, without it).
+    /// The tools this server offers: `run_python_code` only with `--allow-inline-code`,
+    /// `install_packages` only with `--allow-install` (not listed, and unknown when called,
+    /// without them).
     fn routers(app: &App) -> ToolRouter<Self> {
         let router = Self::tool_router() + Self::run_tools_router();
         #[cfg(feature = "conformance")] // test-only fixtures, see conformance.rs
         let router = router + crate::conformance::tool_router();
-        if app.config.inline.allowed {
+        let router = if app.config.inline.allowed {
             router + Self::inline_code_router()
+        } else {
+            router
+        };
+        if app.config.install.allowed {
+            router + Self::install_router()
         } else {
             router
         }

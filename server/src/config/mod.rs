@@ -21,6 +21,7 @@ mod background;
 mod dotenv;
 mod http;
 mod inline;
+mod install;
 mod oauth;
 mod oauth_test;
 mod runs;
@@ -35,6 +36,7 @@ pub use dotenv::Dotenv;
 use dotenv::DOTENV;
 pub use http::{HttpArgs, HttpConfig};
 pub use inline::{InlineArgs, InlineConfig};
+pub use install::{InstallArgs, InstallConfig};
 pub use oauth::{OAuthArgs, OAuthConfig};
 pub use oauth_test::OAuthTestArgs;
 pub use runs::RunArgs;
@@ -97,6 +99,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub inline: InlineArgs,
+
+    #[command(flatten)]
+    pub install: InstallArgs,
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
@@ -167,6 +172,8 @@ pub struct Config {
     pub artifacts: ArtifactConfig,
     /// `run_python_code`: whether it is offered, and the most code a call may send.
     pub inline: InlineConfig,
+    /// `install_packages`: whether it is offered, the index, uv, sdists, the time limit.
+    pub install: InstallConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -223,6 +230,8 @@ pub enum ConfigError {
         "cannot use the audit log {0}\nhint: pass --audit-log PATH (or off) or set PYRUN_AUDIT_LOG"
     )]
     AuditLog(String),
+    #[error(transparent)]
+    BadUv(#[from] install::BadUv),
     #[error("the audit log '{}' lies inside the projects folder, where scripts can write\nhint: pass an --audit-log (PYRUN_AUDIT_LOG) outside it, or off", .0.display())]
     AuditLogInsideProjects(PathBuf),
 }
@@ -311,6 +320,7 @@ impl Cli {
             cimd: self.oauth_test.fetch_policy(),
             artifacts: self.artifacts.resolve(),
             inline: self.inline.resolve(),
+            install: self.install.resolve()?,
         })
     }
 
@@ -492,6 +502,7 @@ mod tests {
             include_str!("oauth_test.rs"),
             include_str!("artifacts.rs"),
             include_str!("inline.rs"),
+            include_str!("install.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),
         ]

@@ -17,6 +17,7 @@ pub mod caller;
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)] // tokio's fd registration; see the module header
 mod child;
+pub mod install;
 pub mod live_output;
 pub mod mime;
 pub mod paths;

@@ -45,31 +45,40 @@ pub struct Specifier {
 /// Why a requirement was refused. The text quotes nothing: the serve layer quotes the caller's
 /// own string beside it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.describe())]
 pub enum RequirementError {
-    #[error("is empty")]
     Empty,
-    #[error("is longer than the most accepted")]
     TooLong,
-    #[error("holds a control character (a newline, tab or NUL byte)")]
     ControlCharacter,
-    #[error("is an installer option: only package names with versions are accepted")]
     Option,
-    #[error("is a URL: packages come only from the server's package index")]
     Url,
-    #[error("is a path: packages come only from the server's package index")]
     Path,
-    #[error("has an environment marker (`;`): markers are not accepted")]
     Marker,
-    #[error("holds shell syntax or a character no requirement has")]
     Forbidden,
-    #[error("does not start with a valid package name")]
     BadName,
-    #[error("has a package name longer than the most accepted")]
     NameTooLong,
-    #[error("has malformed extras (expected `name[extra1,extra2]`)")]
     BadExtras,
-    #[error("has a malformed version specifier (expected e.g. `>=1.0, <2`)")]
     BadSpecifier,
+}
+
+impl RequirementError {
+    /// What is wrong, in fixed words that follow the quoted requirement.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Empty => "is empty",
+            Self::TooLong => "is longer than the 200 bytes accepted",
+            Self::ControlCharacter => "holds a control character (a newline, tab or NUL byte)",
+            Self::Option => "is an installer option: only package names with versions are accepted",
+            Self::Url => "is a URL: packages come only from the server's package index",
+            Self::Path => "is a path: packages come only from the server's package index",
+            Self::Marker => "has an environment marker (`;`): markers are not accepted",
+            Self::Forbidden => "holds shell syntax or a character no requirement has",
+            Self::BadName => "does not start with a valid package name",
+            Self::NameTooLong => "has a package name longer than the 100 bytes accepted",
+            Self::BadExtras => "has malformed extras (expected `name[extra1,extra2]`)",
+            Self::BadSpecifier => "has a malformed version specifier (expected e.g. `>=1.0, <2`)",
+        }
+    }
 }
 
 impl Requirement {

@@ -39,9 +39,9 @@ use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode};
 
 /// How long pipes are read after the process group is gone. Data the script wrote before dying is
 /// already in the pipe; only a process that escaped the group can keep a pipe open this long.
-const DRAIN_GRACE: Duration = Duration::from_millis(500);
+pub(super) const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// How long to wait for the kernel to reap a process after SIGKILL.
-const REAP_GRACE: Duration = Duration::from_secs(5);
+pub(super) const REAP_GRACE: Duration = Duration::from_secs(5);
 /// What is read from a pipe at a time.
 const READ_CHUNK: usize = 16 * 1024;
 
@@ -702,7 +702,7 @@ async fn collect_artifacts(target: Option<ArtifactTarget>, output: PathBuf) -> O
 }
 
 /// The allowlisted part of an environment, plus the names the user passes explicitly.
-fn scrubbed_env(
+pub(super) fn scrubbed_env(
     vars: impl Iterator<Item = (OsString, OsString)>,
     pass: &[String],
 ) -> Vec<(OsString, OsString)> {
@@ -736,14 +736,14 @@ impl Drop for DecrementOnDrop<'_> {
 
 /// The run's process group: killed explicitly at the end of a run, and on drop when the run's
 /// future is abandoned (client gone, server shutting down).
-struct ProcessTree {
+pub(super) struct ProcessTree {
     #[cfg(unix)]
     group: Option<rustix::process::Pid>,
 }
 
 impl ProcessTree {
     /// The group of the child with this pid (its group leader).
-    fn of(pid: Option<u32>) -> Self {
+    pub(super) fn of(pid: Option<u32>) -> Self {
         #[cfg(unix)]
         {
             let group = pid
@@ -758,7 +758,7 @@ impl ProcessTree {
         }
     }
 
-    fn kill(&self) {
+    pub(super) fn kill(&self) {
         #[cfg(unix)]
         if let Some(group) = self.group {
             // ESRCH just means the group is already gone.
@@ -776,7 +776,7 @@ impl Drop for ProcessTree {
 /// Reads a pipe to its end (or until told to stop) into the run's live capture, which keeps at
 /// most its cap: memory stays flat however much the script writes, and the script never blocks
 /// on a full pipe.
-async fn read_live<R: AsyncRead + Unpin>(
+pub(super) async fn read_live<R: AsyncRead + Unpin>(
     pipe: Option<R>,
     live: Arc<LiveOutput>,
     which: Stream,

@@ -1,0 +1,112 @@
+//! Package installs (`install_packages`): off unless the operator turns them on, since they give
+//! a caller the network (to the package index only) and a way to put code into a project's
+//! `.venv`; the one index, whether source distributions may be built, uv, and the time limit.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::run::install::PackageIndex;
+
+/// Largest `--install-timeout`: an hour.
+const MAX_INSTALL_TIMEOUT_SECS: u64 = 3600;
+
+/// The flags, as given.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Package installs")]
+pub struct InstallArgs {
+    /// Offer the tool install_packages: makes a project's .venv and installs packages into it
+    /// from --package-index, in a sandbox of its own that reaches only the index's port
+    /// [default: off; the tool is not listed].
+    #[arg(long, env = "PYRUN_ALLOW_INSTALL", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    pub allow_install: bool,
+
+    /// The package index installs use (PEP 503 simple API, http or https, no credentials); the
+    /// only one: callers cannot name another.
+    #[arg(long, env = "PYRUN_PACKAGE_INDEX", default_value = "https://pypi.org/simple", value_parser = parse_index)]
+    pub package_index: PackageIndex,
+
+    /// Let installs build source distributions (a build runs the package's own code, inside
+    /// the install's sandbox) [default: wheels only].
+    #[arg(long, env = "PYRUN_ALLOW_SDIST", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    pub allow_sdist: bool,
+
+    /// The uv program installs use [default: uv on PATH; python -m venv and pip when there is
+    /// none].
+    #[arg(long, env = "PYRUN_UV")]
+    pub uv: Option<PathBuf>,
+
+    /// Seconds one install (making the venv and installing) may take before it is killed.
+    #[arg(long, env = "PYRUN_INSTALL_TIMEOUT", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=MAX_INSTALL_TIMEOUT_SECS))]
+    pub install_timeout: u64,
+}
+
+fn parse_index(text: &str) -> Result<PackageIndex, String> {
+    PackageIndex::parse(text).map_err(|e| e.to_string())
+}
+
+/// The settings, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallConfig {
+    /// Whether `install_packages` is offered at all.
+    pub allowed: bool,
+    pub index: PackageIndex,
+    pub allow_sdist: bool,
+    /// uv's real path; `None`: pip.
+    pub uv: Option<PathBuf>,
+    pub timeout: Duration,
+}
+
+/// Why the install settings cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("--uv '{}' cannot be used: {reason}\nhint: pass the path of a uv executable (--uv, PYRUN_UV), or leave it out to use uv on PATH or pip", .path.display())]
+pub struct BadUv {
+    path: PathBuf,
+    reason: String,
+}
+
+impl InstallArgs {
+    pub(super) fn resolve(&self) -> Result<InstallConfig, BadUv> {
+        let uv = match (&self.uv, self.allow_install) {
+            (Some(path), _) => Some(real_program(path).map_err(|reason| BadUv {
+                path: path.clone(),
+                reason,
+            })?),
+            // Looked for only when installs are on.
+            (None, true) => uv_on_path(),
+            (None, false) => None,
+        };
+        Ok(InstallConfig {
+            allowed: self.allow_install,
+            index: self.package_index.clone(),
+            allow_sdist: self.allow_sdist,
+            uv,
+            timeout: Duration::from_secs(self.install_timeout),
+        })
+    }
+}
+
+/// The real path of an executable file.
+fn real_program(path: &std::path::Path) -> Result<PathBuf, String> {
+    let real = dunce::canonicalize(path).map_err(|e| e.to_string())?;
+    let meta = std::fs::metadata(&real).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a file".into());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if meta.permissions().mode() & 0o111 == 0 {
+            return Err("not executable".into());
+        }
+    }
+    Ok(real)
+}
+
+/// `uv` in a folder of PATH, resolved to its real path.
+fn uv_on_path() -> Option<PathBuf> {
+    let name = if cfg!(windows) { "uv.exe" } else { "uv" };
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .find_map(|dir| real_program(&dir.join(name)).ok())
+}

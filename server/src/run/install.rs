@@ -1,0 +1,804 @@
+//! Package installs (`install_packages`, `--allow-install`): makes a project's `.venv` when it has
+//! none and installs checked requirements into it, with `uv` when the server has one, else with
+//! `python -m venv` and the venv's own `pip`. The only module that starts an installer.
+//!
+//! Steps, in order: refuse a second install of the same project while one runs; wait for a turn
+//! in the installs' own pool (never a run's); build the install sandbox once (below); prove the
+//! target: `<project>/.venv` must be a real folder (never a link) inside the projects folder,
+//! made here when missing, and an existing one must have been made from the server's `--python`
+//! (its `bin/python` resolves to it: nothing a script put there is started); make a private
+//! scratch; start the steps in the sandbox, one after the other under one deadline:
+//! - with uv: `uv venv --python <python> <venv>` (when made here), then `uv pip install --python
+//!   <venv>/bin/python --index-url <index> [--no-build] <requirements>`;
+//! - without: `<python> -m venv <venv>` (when made here), then `<venv>/bin/python -m pip install
+//!   --isolated --index-url <index> [--only-binary :all:] --no-input --disable-pip-version-check
+//!   --no-compile --progress-bar off --cache-dir <cache> <requirements>`;
+//!
+//! each in its own process group, output read into a capped [`LiveOutput`] (both pipes into one
+//! stream, in arrival order), killed with its whole group at the end, on timeout, cancellation or
+//! shutdown. A venv made here whose creation failed is removed again.
+//!
+//! Requirements reach the installer only as [`Requirement::to_arg`] renders them (see
+//! `requirement.rs`): no option, URL, path or file. The index is the operator's
+//! (`--package-index`), the only one named; pip runs `--isolated` (no configuration file, no
+//! `PIP_*` variable) and uv with `--no-config`; the environment is the runs' allowlist (`PATH`,
+//! locale, time zone) plus what is set here.
+//!
+//! # The install sandbox profile (Linux)
+//! Installs need what runs are denied, the network, so they get a [`Sandbox`] of their own,
+//! built from a policy of their own (runs' rules are untouched):
+//! - **network**: the host's network namespace (not the runs' empty one) inside a user namespace
+//!   of its own (no capabilities); Landlock (ABI ≥ 4) allows TCP `connect` only to the index's
+//!   port and denies every TCP `bind`; seccomp still refuses `AF_UNIX` sockets (local daemons),
+//!   and allows `AF_INET`/`AF_INET6`/`AF_NETLINK`. The resolver's files (`/etc/resolv.conf`,
+//!   `/etc/hosts`, `nsswitch.conf`...) are readable. A kernel that cannot enforce the port rule
+//!   gets no install at all (fail closed), whatever `--sandbox` says but `off`.
+//! - **files**: the system trees and the interpreter's trees read-only (with execute: the venv's
+//!   `bin/python` is a link to the base interpreter); uv's folder read-only with execute; the
+//!   project's `.venv`, the server's install cache and the install's scratch (its HOME and
+//!   TMPDIR) writable, without execute (W^X as for runs); nothing else of the projects folder,
+//!   not even readable. No mount view: the view's job is to show runs the projects folder with
+//!   its protected names (`.venv` first) read-only, and an install must write exactly that
+//!   folder, so installs rely on Landlock alone for files.
+//! - **processes**: a pid namespace as for runs, the same seccomp filter but sockets,
+//!   `RLIMIT_*` and per-install cgroups with larger bounds (memory, processes, open files: uv
+//!   resolves on many threads), CPU seconds as long as `--install-timeout`.
+//!
+//! What this profile does not stop: UDP (DNS needs it; Landlock has no UDP rules) and TCP to any
+//! host on the index's port (Landlock rules name ports, not addresses). With wheels only
+//! (the default) no code of a package runs during an install; `--allow-sdist` lets a build
+//! backend run inside this profile.
+
+use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{OnceCell, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::live_output::{LiveOutput, Stream};
+use super::paths::ProjectDir;
+use super::requirement::Requirement;
+use pyrun_sandbox::{python_read_paths, ResourceLimits, Sandbox, SandboxError, SandboxMode};
+
+/// The name of the environment an install makes and fills, in the project's folder.
+pub const VENV_NAME: &str = ".venv";
+
+/// What the installs need from the configuration.
+#[derive(Debug, Clone)]
+pub struct InstallSettings {
+    /// The `--python` interpreter (its real path): the base of every venv made here.
+    pub python: PathBuf,
+    /// `uv` (its real path), when the server has one.
+    pub uv: Option<PathBuf>,
+    pub index: PackageIndex,
+    /// Source distributions may be built (their build runs code); wheels only otherwise.
+    pub allow_sdist: bool,
+    /// One install, both steps, at most this long.
+    pub timeout: Duration,
+    pub max_output_bytes: usize,
+    pub sandbox_mode: SandboxMode,
+    /// The installer's cache (owner-only, outside the projects folder); `None`: a private temp
+    /// folder of this server.
+    pub cache_dir: Option<PathBuf>,
+    /// Installs at once, server-wide.
+    pub max_concurrent: usize,
+}
+
+/// Larger bounds than a run's: uv and pip resolve on threads and unpack large wheels.
+pub fn install_limits(timeout: Duration) -> ResourceLimits {
+    ResourceLimits {
+        memory_bytes: 4096 << 20,
+        cpu_secs: timeout.as_secs().max(1),
+        file_size_bytes: 2048 << 20,
+        open_files: 4096,
+        processes: 512,
+    }
+}
+
+/// The operator's package index: an `http`/`https` URL without credentials, and its port (the
+/// only one an install may connect to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageIndex {
+    url: String,
+    port: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IndexError {
+    #[error("not a URL: {0}")]
+    NotUrl(String),
+    #[error("only http and https package indexes are supported, not {0}")]
+    Scheme(String),
+    #[error("the package index URL has no host")]
+    NoHost,
+    #[error("the package index URL carries credentials; installs would print them")]
+    Credentials,
+}
+
+impl PackageIndex {
+    pub fn parse(text: &str) -> Result<Self, IndexError> {
+        let url = url::Url::parse(text).map_err(|e| IndexError::NotUrl(e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(IndexError::Scheme(url.scheme().to_owned()));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(IndexError::NoHost);
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(IndexError::Credentials);
+        }
+        let port = url.port_or_known_default().ok_or(IndexError::NoHost)?;
+        Ok(Self {
+            url: url.to_string(),
+            port,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+/// Which program installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Installer {
+    Uv,
+    Pip,
+}
+
+impl Installer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Uv => "uv",
+            Self::Pip => "pip",
+        }
+    }
+}
+
+/// The step an install ended in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstallStep {
+    /// Making the venv.
+    Venv,
+    /// Installing into it.
+    Install,
+}
+
+/// One install to do.
+#[derive(Debug)]
+pub struct InstallRequest<'a> {
+    pub project: &'a ProjectDir,
+    pub requirements: &'a [Requirement],
+    /// Where the installer's output goes as it arrives (both pipes, one stream: stdout).
+    pub live: Arc<LiveOutput>,
+}
+
+/// What happened, in plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallOutcome {
+    pub installer: Installer,
+    /// The step it ended in: `Install` when every step ran.
+    pub step: InstallStep,
+    /// The last step's exit code; `None` when it was killed.
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    /// The venv was made by this install.
+    pub created_venv: bool,
+    /// The venv relative to the projects folder, `/`-separated (`mathpkg/.venv`).
+    pub venv: String,
+    pub duration: Duration,
+}
+
+impl InstallOutcome {
+    /// Every step ran and exited 0.
+    pub fn ok(&self) -> bool {
+        self.step == InstallStep::Install && self.exit_code == Some(0)
+    }
+}
+
+/// Why an install did not start. The text is for the server's log (it may name host paths);
+/// `client_message` maps it for clients.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("an install into this project is already running")]
+    Busy,
+    #[error("the install was cancelled before it started")]
+    CancelledWhileQueued,
+    #[error("the project's .venv is a symbolic link")]
+    VenvIsLink,
+    #[error("the project's .venv is not a folder")]
+    VenvNotDir,
+    #[error("the project's .venv was not made from the server's interpreter ({0})")]
+    ForeignVenv(String),
+    #[error("the project's .venv leaves the projects folder")]
+    VenvOutside,
+    #[error("the project's .venv could not be prepared: {0}")]
+    Venv(io::Error),
+    #[error("a scratch folder for the install could not be made: {0}")]
+    Scratch(io::Error),
+    #[error("installs are refused: {0}")]
+    Sandbox(Arc<SandboxError>),
+    #[error("the installer could not be started: {what}: {source}")]
+    Spawn {
+        what: &'static str,
+        source: io::Error,
+    },
+    #[error("installs need the Linux sandbox (or --sandbox off) on this platform")]
+    Unsupported,
+}
+
+/// The installs of one server: their pool, their sandbox (built on first use), the projects
+/// being installed into, their private root (scratch folders, and the cache without a state
+/// folder).
+pub struct Installs {
+    settings: InstallSettings,
+    env: Vec<(OsString, OsString)>,
+    projects: PathBuf,
+    permits: Semaphore,
+    busy: Mutex<HashSet<PathBuf>>,
+    sandbox: OnceCell<Result<Arc<Sandbox>, Arc<SandboxError>>>,
+    root: tempfile::TempDir,
+    cache: PathBuf,
+    next: std::sync::atomic::AtomicU64,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Installs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Installs")
+            .field("installer", &self.installer())
+            .field("index", &self.settings.index.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Installs {
+    /// `projects` is the canonical projects folder. Fails when no private root can be made.
+    pub fn new(
+        settings: InstallSettings,
+        projects: PathBuf,
+        shutdown: CancellationToken,
+    ) -> io::Result<Self> {
+        let root = tempfile::Builder::new()
+            .prefix("pyrun-mcp-install-")
+            .tempdir()?;
+        let cache = match &settings.cache_dir {
+            Some(dir) => dir.clone(),
+            None => {
+                let dir = root.path().join("cache");
+                std::fs::create_dir(&dir)?;
+                dir
+            }
+        };
+        Ok(Self {
+            env: super::runner::scrubbed_env(std::env::vars_os(), &[]),
+            permits: Semaphore::new(settings.max_concurrent.max(1)),
+            settings,
+            projects,
+            busy: Mutex::new(HashSet::new()),
+            sandbox: OnceCell::new(),
+            root,
+            cache,
+            next: std::sync::atomic::AtomicU64::new(0),
+            shutdown,
+        })
+    }
+
+    /// The installer this server uses.
+    pub fn installer(&self) -> Installer {
+        if self.settings.uv.is_some() {
+            Installer::Uv
+        } else {
+            Installer::Pip
+        }
+    }
+
+    /// The most output kept, in bytes.
+    pub fn max_output(&self) -> usize {
+        self.settings.max_output_bytes
+    }
+
+    /// Host folders an installer's output may name, to be cut from what clients see: the
+    /// install root (scratch, and the cache without a state folder) and the cache.
+    pub fn host_folders(&self) -> [&Path; 2] {
+        [self.root.path(), &self.cache]
+    }
+
+    /// The layers of the install sandbox, once it was built (empty before, or with it off).
+    pub fn layers(&self) -> Vec<&'static str> {
+        match self.sandbox.get() {
+            Some(Ok(sandbox)) => sandbox.layers(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Installs `req.requirements` into the project's `.venv` (made when missing). Dropping the
+    /// future kills the installer too.
+    pub async fn install(
+        &self,
+        req: InstallRequest<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<InstallOutcome, InstallError> {
+        let _busy = BusyProject::claim(&self.busy, req.project.absolute())?;
+        let _permit = tokio::select! {
+            permit = self.permits.acquire() => permit.map_err(|_| InstallError::CancelledWhileQueued)?,
+            _ = cancel.cancelled() => return Err(InstallError::CancelledWhileQueued),
+            _ = self.shutdown.cancelled() => return Err(InstallError::CancelledWhileQueued),
+        };
+        req.live.mark_started();
+        let sandbox = self.sandbox().await?;
+        let started = Instant::now();
+        let venv = req.project.absolute().join(VENV_NAME);
+        let created = self.prepare_venv(&venv)?;
+        let scratch = self.scratch().map_err(InstallError::Scratch)?;
+        let slot = sandbox
+            .slot_writing(scratch.path(), std::slice::from_ref(&venv))
+            .map_err(|e| InstallError::Sandbox(Arc::new(e)))?;
+        // The venv proven again now that its rules hold it open: still our real folder.
+        self.check_venv_dir(&venv)?;
+        let relative = relative_venv(req.project);
+        let deadline = tokio::time::Instant::now() + self.settings.timeout;
+        let steps = Steps {
+            installs: self,
+            sandbox: &sandbox,
+            slot: &slot,
+            scratch: scratch.path(),
+            venv: &venv,
+            live: &req.live,
+            deadline,
+            cancel,
+        };
+        let mut ended = Ended::Exited(Some(0));
+        let mut step = InstallStep::Venv;
+        if created {
+            ended = steps.run(&self.venv_command(&venv)).await?;
+            if !matches!(ended, Ended::Exited(Some(0))) {
+                // A half-made venv would be taken for the server's next time.
+                let _ = std::fs::remove_dir_all(&venv);
+            }
+        }
+        if matches!(ended, Ended::Exited(Some(0))) {
+            step = InstallStep::Install;
+            ended = steps
+                .run(&self.install_command(&venv, req.requirements))
+                .await?;
+        }
+        drop(slot);
+        Ok(InstallOutcome {
+            installer: self.installer(),
+            step,
+            exit_code: match ended {
+                Ended::Exited(code) => code,
+                _ => None,
+            },
+            timed_out: matches!(ended, Ended::TimedOut),
+            cancelled: matches!(ended, Ended::Cancelled),
+            created_venv: created && step == InstallStep::Install,
+            venv: relative,
+            duration: started.elapsed(),
+        })
+    }
+
+    /// The install sandbox, built on first use on a blocking thread.
+    async fn sandbox(&self) -> Result<Arc<Sandbox>, InstallError> {
+        if !cfg!(target_os = "linux") && self.settings.sandbox_mode != SandboxMode::Off {
+            return Err(InstallError::Unsupported);
+        }
+        let built = self
+            .sandbox
+            .get_or_init(|| async {
+                let settings = self.settings.clone();
+                let cache = self.cache.clone();
+                let build = move || build_sandbox(&settings, cache);
+                match tokio::task::spawn_blocking(build).await {
+                    Ok(result) => result.map(Arc::new).map_err(Arc::new),
+                    Err(_) => Err(Arc::new(SandboxError::ProbeLost)),
+                }
+            })
+            .await;
+        built.clone().map_err(InstallError::Sandbox)
+    }
+
+    /// Makes `.venv` when missing (true) or proves the one there (false).
+    fn prepare_venv(&self, venv: &Path) -> Result<bool, InstallError> {
+        match std::fs::symlink_metadata(venv) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                std::fs::create_dir(venv).map_err(InstallError::Venv)?;
+                self.check_venv_dir(venv)?;
+                Ok(true)
+            }
+            Err(e) => Err(InstallError::Venv(e)),
+            Ok(meta) if meta.file_type().is_symlink() => Err(InstallError::VenvIsLink),
+            Ok(meta) if !meta.is_dir() => Err(InstallError::VenvNotDir),
+            Ok(_) => {
+                self.check_venv_dir(venv)?;
+                // An empty folder (an install that failed before it made anything) is made anew.
+                let empty = std::fs::read_dir(venv)
+                    .map_err(InstallError::Venv)?
+                    .next()
+                    .is_none();
+                if empty {
+                    return Ok(true);
+                }
+                self.check_base_interpreter(venv)?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// `venv` is a real folder whose real path is itself, inside the projects folder.
+    fn check_venv_dir(&self, venv: &Path) -> Result<(), InstallError> {
+        let meta = std::fs::symlink_metadata(venv).map_err(InstallError::Venv)?;
+        if meta.file_type().is_symlink() {
+            return Err(InstallError::VenvIsLink);
+        }
+        if !meta.is_dir() {
+            return Err(InstallError::VenvNotDir);
+        }
+        let real = dunce::canonicalize(venv).map_err(InstallError::Venv)?;
+        if real != venv || !real.starts_with(&self.projects) || real == self.projects {
+            return Err(InstallError::VenvOutside);
+        }
+        Ok(())
+    }
+
+    /// An existing venv's `bin/python` must resolve to the server's interpreter: the install
+    /// starts it.
+    fn check_base_interpreter(&self, venv: &Path) -> Result<(), InstallError> {
+        let python = venv.join("bin").join("python");
+        let real = std::fs::canonicalize(&python)
+            .map_err(|e| InstallError::ForeignVenv(format!("bin/python: {e}")))?;
+        let ours = std::fs::canonicalize(&self.settings.python)
+            .unwrap_or_else(|_| self.settings.python.clone());
+        if real != ours {
+            return Err(InstallError::ForeignVenv(format!(
+                "bin/python is {}",
+                real.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// A private scratch folder for one install (removed with it).
+    fn scratch(&self) -> io::Result<tempfile::TempDir> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tempfile::Builder::new()
+            .prefix(&format!("install-{n}-"))
+            .tempdir_in(self.root.path())
+    }
+
+    fn venv_command(&self, venv: &Path) -> Command {
+        match &self.settings.uv {
+            Some(uv) => Command::new(uv).args([
+                OsStr::new("--no-config"),
+                OsStr::new("--color"),
+                OsStr::new("never"),
+                OsStr::new("venv"),
+                OsStr::new("--no-python-downloads"),
+                OsStr::new("--python"),
+                self.settings.python.as_os_str(),
+                venv.as_os_str(),
+            ]),
+            None => Command::new(&self.settings.python).args([
+                OsStr::new("-m"),
+                OsStr::new("venv"),
+                venv.as_os_str(),
+            ]),
+        }
+    }
+
+    fn install_command(&self, venv: &Path, requirements: &[Requirement]) -> Command {
+        let python = venv.join("bin").join("python");
+        let index = OsStr::new(self.settings.index.url());
+        let requirements = requirements.iter().map(|r| OsString::from(r.to_arg()));
+        match &self.settings.uv {
+            Some(uv) => {
+                let mut cmd = Command::new(uv).args([
+                    OsStr::new("--no-config"),
+                    OsStr::new("--color"),
+                    OsStr::new("never"),
+                    OsStr::new("--no-progress"),
+                    OsStr::new("--cache-dir"),
+                    self.cache.join("uv").as_os_str(),
+                    OsStr::new("pip"),
+                    OsStr::new("install"),
+                    OsStr::new("--no-python-downloads"),
+                    OsStr::new("--python"),
+                    python.as_os_str(),
+                    OsStr::new("--index-url"),
+                    index,
+                ]);
+                if !self.settings.allow_sdist {
+                    cmd = cmd.args([OsStr::new("--no-build")]);
+                }
+                cmd.owned_args(requirements)
+            }
+            None => {
+                let mut cmd = Command::new(&python).args([
+                    OsStr::new("-m"),
+                    OsStr::new("pip"),
+                    OsStr::new("install"),
+                    OsStr::new("--isolated"),
+                    OsStr::new("--no-input"),
+                    OsStr::new("--disable-pip-version-check"),
+                    OsStr::new("--no-compile"),
+                    OsStr::new("--progress-bar"),
+                    OsStr::new("off"),
+                    OsStr::new("--cache-dir"),
+                    self.cache.join("pip").as_os_str(),
+                    OsStr::new("--index-url"),
+                    index,
+                ]);
+                if !self.settings.allow_sdist {
+                    cmd = cmd.args([OsStr::new("--only-binary"), OsStr::new(":all:")]);
+                }
+                cmd.owned_args(requirements)
+            }
+        }
+    }
+
+    /// The installer's environment: the runs' allowlist, scratch HOME and temp folders, and
+    /// settings that keep uv and pip from reading anything of the server's user.
+    fn env<'a>(&'a self, scratch: &'a Path) -> Vec<(&'a OsStr, &'a OsStr)> {
+        let scratch = scratch.as_os_str();
+        let set: [(&OsStr, &OsStr); 14] = [
+            (OsStr::new("HOME"), scratch),
+            (OsStr::new("TMPDIR"), scratch),
+            (OsStr::new("XDG_CONFIG_HOME"), scratch),
+            (OsStr::new("XDG_CACHE_HOME"), scratch),
+            (OsStr::new("XDG_DATA_HOME"), scratch),
+            (OsStr::new("PYTHONNOUSERSITE"), OsStr::new("1")),
+            (OsStr::new("PYTHONIOENCODING"), OsStr::new("utf-8")),
+            (OsStr::new("PYTHONUNBUFFERED"), OsStr::new("1")),
+            (OsStr::new("PIP_CONFIG_FILE"), OsStr::new("/dev/null")),
+            (OsStr::new("PIP_NO_INPUT"), OsStr::new("1")),
+            (OsStr::new("UV_NO_CONFIG"), OsStr::new("1")),
+            (OsStr::new("UV_PYTHON_DOWNLOADS"), OsStr::new("never")),
+            (OsStr::new("UV_NO_PROGRESS"), OsStr::new("1")),
+            (OsStr::new("NO_COLOR"), OsStr::new("1")),
+        ];
+        let kept = self
+            .env
+            .iter()
+            .filter(|(name, _)| !set.iter().any(|(n, _)| n == name))
+            .map(|(k, v)| (k.as_os_str(), v.as_os_str()));
+        kept.chain(set).collect()
+    }
+}
+
+/// The install sandbox's policy (see the module header) made into a [`Sandbox`]. Blocking.
+fn build_sandbox(settings: &InstallSettings, cache: PathBuf) -> Result<Sandbox, SandboxError> {
+    let mut read_paths = if settings.sandbox_mode == SandboxMode::Off {
+        Vec::new()
+    } else {
+        python_read_paths(&settings.python)?
+    };
+    if let Some(folder) = settings.uv.as_deref().and_then(Path::parent) {
+        read_paths.push(folder.to_path_buf());
+    }
+    Sandbox::new(pyrun_sandbox::SandboxPolicy {
+        read_paths,
+        write_paths: vec![cache],
+        allow_network: true,
+        limits: install_limits(settings.timeout),
+        tcp_connect_ports: Some(vec![settings.index.port()]),
+        ..pyrun_sandbox::SandboxPolicy::bare(settings.sandbox_mode)
+    })
+}
+
+/// `mathpkg/.venv`, or `.venv` for the projects folder itself.
+fn relative_venv(project: &ProjectDir) -> String {
+    match project.relative() {
+        "" | "." => VENV_NAME.to_owned(),
+        dir => format!("{dir}/{VENV_NAME}"),
+    }
+}
+
+/// A program and its argv, owned.
+#[derive(Debug)]
+struct Command {
+    program: PathBuf,
+    args: Vec<OsString>,
+}
+
+impl Command {
+    fn new(program: &Path) -> Self {
+        Self {
+            program: program.to_path_buf(),
+            args: Vec::new(),
+        }
+    }
+
+    fn args<'a>(mut self, args: impl IntoIterator<Item = &'a OsStr>) -> Self {
+        self.args.extend(args.into_iter().map(OsStr::to_os_string));
+        self
+    }
+
+    fn owned_args(mut self, args: impl IntoIterator<Item = OsString>) -> Self {
+        self.args.extend(args);
+        self
+    }
+}
+
+/// How a step ended.
+#[derive(Debug, Clone, Copy)]
+enum Ended {
+    Exited(Option<i32>),
+    TimedOut,
+    Cancelled,
+}
+
+/// What every step of one install shares.
+struct Steps<'a> {
+    installs: &'a Installs,
+    sandbox: &'a Sandbox,
+    slot: &'a pyrun_sandbox::SandboxSlot,
+    scratch: &'a Path,
+    venv: &'a Path,
+    live: &'a Arc<LiveOutput>,
+    deadline: tokio::time::Instant,
+    cancel: &'a CancellationToken,
+}
+
+impl Steps<'_> {
+    /// Starts `cmd` in the install sandbox and waits for its end, the deadline or cancellation;
+    /// its whole process group is killed whatever happened.
+    #[cfg(target_os = "linux")]
+    async fn run(&self, cmd: &Command) -> Result<Ended, InstallError> {
+        use super::runner::{read_live, ProcessTree, DRAIN_GRACE, REAP_GRACE};
+        let spec = pyrun_sandbox::spawn::Spec {
+            program: &cmd.program,
+            args: cmd.args.iter().map(OsString::as_os_str).collect(),
+            env: self.installs.env(self.scratch),
+            cwd: self.scratch,
+            stdin_piped: false,
+        };
+        let child = self
+            .sandbox
+            .spawn(self.slot, &spec, self.venv)
+            .map_err(|e| match e {
+                SandboxError::Spawn(pyrun_sandbox::spawn::SpawnError::Start { what, source }) => {
+                    InstallError::Spawn { what, source }
+                }
+                other => InstallError::Sandbox(Arc::new(other)),
+            })?;
+        let mut child =
+            super::child::AsyncChild::new(child).map_err(|source| InstallError::Spawn {
+                what: "the installer's pipes could not be registered",
+                source,
+            })?;
+        let tree = ProcessTree::of(child.id());
+        let stop = CancellationToken::new();
+        // Both pipes into one stream: the installer's lines in the order they came.
+        let out = tokio::spawn(read_live(
+            child.stdout.take(),
+            Arc::clone(self.live),
+            Stream::Stdout,
+            stop.clone(),
+        ));
+        let err = tokio::spawn(read_live(
+            child.stderr.take(),
+            Arc::clone(self.live),
+            Stream::Stdout,
+            stop.clone(),
+        ));
+        let ended = tokio::select! {
+            status = child.wait() => Ended::Exited(status.ok().and_then(|s| s.code())),
+            _ = tokio::time::sleep_until(self.deadline) => Ended::TimedOut,
+            _ = self.cancel.cancelled() => Ended::Cancelled,
+            _ = self.installs.shutdown.cancelled() => Ended::Cancelled,
+        };
+        tree.kill();
+        if !matches!(ended, Ended::Exited(_)) {
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
+        }
+        let grace = {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(DRAIN_GRACE).await;
+                stop.cancel();
+            })
+        };
+        let _ = out.await;
+        let _ = err.await;
+        grace.abort();
+        Ok(ended)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    async fn run(&self, _cmd: &Command) -> Result<Ended, InstallError> {
+        let _ = (
+            self.sandbox,
+            self.slot,
+            self.scratch,
+            self.venv,
+            self.live,
+            self.deadline,
+            self.cancel,
+        );
+        Err(InstallError::Unsupported)
+    }
+}
+
+/// A project being installed into; released on drop.
+struct BusyProject<'a> {
+    busy: &'a Mutex<HashSet<PathBuf>>,
+    project: PathBuf,
+}
+
+impl<'a> BusyProject<'a> {
+    fn claim(busy: &'a Mutex<HashSet<PathBuf>>, project: &Path) -> Result<Self, InstallError> {
+        let mut set = busy.lock().unwrap_or_else(|p| p.into_inner());
+        if !set.insert(project.to_path_buf()) {
+            return Err(InstallError::Busy);
+        }
+        Ok(Self {
+            busy,
+            project: project.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for BusyProject<'_> {
+    fn drop(&mut self) {
+        let mut set = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        set.remove(&self.project);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_index_is_an_http_url_without_credentials_and_names_its_port() {
+        let pypi = PackageIndex::parse("https://pypi.org/simple").unwrap();
+        assert_eq!((pypi.url(), pypi.port()), ("https://pypi.org/simple", 443));
+        let local = PackageIndex::parse("http://127.0.0.1:8080/simple/").unwrap();
+        assert_eq!(local.port(), 8080);
+        assert_eq!(
+            PackageIndex::parse("http://example.org/").unwrap().port(),
+            80
+        );
+        assert!(matches!(
+            PackageIndex::parse("file:///srv/wheels"),
+            Err(IndexError::Scheme(_))
+        ));
+        assert!(matches!(
+            PackageIndex::parse("ftp://x/simple"),
+            Err(IndexError::Scheme(_))
+        ));
+        assert_eq!(
+            PackageIndex::parse("https://user:pw@example.org/simple"),
+            Err(IndexError::Credentials)
+        );
+        assert!(matches!(
+            PackageIndex::parse("pypi.org/simple"),
+            Err(IndexError::NotUrl(_))
+        ));
+    }
+
+    #[test]
+    fn a_second_install_of_the_same_project_is_refused_until_the_first_ends() {
+        let busy = Mutex::new(HashSet::new());
+        let first = BusyProject::claim(&busy, Path::new("/p/a")).unwrap();
+        assert!(matches!(
+            BusyProject::claim(&busy, Path::new("/p/a")),
+            Err(InstallError::Busy)
+        ));
+        let other = BusyProject::claim(&busy, Path::new("/p/b"));
+        assert!(other.is_ok());
+        drop(first);
+        assert!(BusyProject::claim(&busy, Path::new("/p/a")).is_ok());
+    }
+}
