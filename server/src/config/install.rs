@@ -30,8 +30,8 @@ pub struct InstallArgs {
     #[arg(long, env = "PYRUN_ALLOW_SDIST", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     pub allow_sdist: bool,
 
-    /// The uv program installs use [default: uv on PATH; python -m venv and pip when there is
-    /// none].
+    /// The uv program installs use, or `off` for pip always [default: uv on PATH; python -m
+    /// venv and pip when there is none].
     #[arg(long, env = "PYRUN_UV")]
     pub uv: Option<PathBuf>,
 
@@ -67,6 +67,7 @@ pub struct BadUv {
 impl InstallArgs {
     pub(super) fn resolve(&self) -> Result<InstallConfig, BadUv> {
         let uv = match (&self.uv, self.allow_install) {
+            (Some(off), _) if off.as_os_str() == "off" => None,
             (Some(path), _) => Some(real_program(path).map_err(|reason| BadUv {
                 path: path.clone(),
                 reason,

@@ -10,7 +10,8 @@
 //! scratch; start the steps in the sandbox, one after the other under one deadline:
 //! - with uv: `uv venv --python <python> <venv>` (when made here), then `uv pip install --python
 //!   <venv>/bin/python --index-url <index> [--no-build] <requirements>`;
-//! - without: `<python> -m venv <venv>` (when made here), then `<venv>/bin/python -m pip install
+//! - without: `<python> -m venv --without-pip <venv>` and `<venv>/bin/python -m ensurepip
+//!   --default-pip` (when made here), then `<venv>/bin/python -m pip install
 //!   --isolated --index-url <index> [--only-binary :all:] --no-input --disable-pip-version-check
 //!   --no-compile --progress-bar off --cache-dir <cache> <requirements>`;
 //!
@@ -360,7 +361,11 @@ impl Installs {
         let mut ended = Ended::Exited(Some(0));
         let mut step = InstallStep::Venv;
         if created {
-            ended = steps.run(&self.venv_command(&venv)).await?;
+            for command in self.venv_commands(&venv) {
+                if matches!(ended, Ended::Exited(Some(0))) {
+                    ended = steps.run(&command).await?;
+                }
+            }
             if !matches!(ended, Ended::Exited(Some(0))) {
                 // A half-made venv would be taken for the server's next time.
                 let _ = std::fs::remove_dir_all(&venv);
@@ -476,9 +481,11 @@ impl Installs {
             .tempdir_in(self.root.path())
     }
 
-    fn venv_command(&self, venv: &Path) -> Command {
+    /// The steps that make the venv: uv's one, or `venv` without pip then `ensurepip` (its own
+    /// step, so that its output reaches the caller: `venv` swallows it).
+    fn venv_commands(&self, venv: &Path) -> Vec<Command> {
         match &self.settings.uv {
-            Some(uv) => Command::new(uv).args([
+            Some(uv) => vec![Command::new(uv).args([
                 OsStr::new("--no-config"),
                 OsStr::new("--color"),
                 OsStr::new("never"),
@@ -487,12 +494,20 @@ impl Installs {
                 OsStr::new("--python"),
                 self.settings.python.as_os_str(),
                 venv.as_os_str(),
-            ]),
-            None => Command::new(&self.settings.python).args([
-                OsStr::new("-m"),
-                OsStr::new("venv"),
-                venv.as_os_str(),
-            ]),
+            ])],
+            None => vec![
+                Command::new(&self.settings.python).args([
+                    OsStr::new("-m"),
+                    OsStr::new("venv"),
+                    OsStr::new("--without-pip"),
+                    venv.as_os_str(),
+                ]),
+                Command::new(&venv.join("bin").join("python")).args([
+                    OsStr::new("-m"),
+                    OsStr::new("ensurepip"),
+                    OsStr::new("--default-pip"),
+                ]),
+            ],
         }
     }
 
@@ -575,6 +590,15 @@ impl Installs {
     }
 }
 
+/// What the installers read about the system (missing ones are skipped).
+const DISTRIBUTION_FILES: &[&str] = &[
+    "/etc/os-release",
+    "/etc/lsb-release",
+    "/etc/debian_version",
+    "/etc/redhat-release",
+    "/etc/alpine-release",
+];
+
 /// The install sandbox's policy (see the module header) made into a [`Sandbox`]. Blocking.
 fn build_sandbox(settings: &InstallSettings, cache: PathBuf) -> Result<Sandbox, SandboxError> {
     let mut read_paths = if settings.sandbox_mode == SandboxMode::Off {
@@ -585,6 +609,8 @@ fn build_sandbox(settings: &InstallSettings, cache: PathBuf) -> Result<Sandbox, 
     if let Some(folder) = settings.uv.as_deref().and_then(Path::parent) {
         read_paths.push(folder.to_path_buf());
     }
+    // pip names the distribution in its User-Agent and fails when it cannot read these.
+    read_paths.extend(DISTRIBUTION_FILES.iter().map(PathBuf::from));
     Sandbox::new(pyrun_sandbox::SandboxPolicy {
         read_paths,
         write_paths: vec![cache],

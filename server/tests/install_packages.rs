@@ -1,0 +1,570 @@
+//! `install_packages` end to end over stdio with the real binary, hermetic: the test builds two
+//! tiny pure-Python wheels (one depending on the other) and an sdist, and serves them as a PEP 503
+//! simple index from a loopback server of its own that counts every request. Installs go through
+//! the pip fallback (and uv when `PYRUN_TEST_UV` names one, or `uv` is on PATH); requirements that
+//! smuggle options, URLs or shell syntax are refused before anything runs (the index sees no
+//! request, no `.venv` appears); a down index, a missing package and an sdist without
+//! `--allow-sdist` are clear tool errors with nothing left running; a run still cannot write the
+//! `.venv`; without `--allow-install` the tool does not exist. (The install profile's port rule is
+//! tried for real in `sandbox/tests/escape_suite.rs`.)
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::stdio::{text, StdioServer};
+use serde_json::{json, Value};
+
+/// Builds the distributions in `dir/files` with the test interpreter's `zipfile`/`tarfile`.
+const BUILD_DISTS: &str = r#"
+import base64, hashlib, io, os, sys, tarfile, zipfile
+out = os.path.join(sys.argv[1], "files")
+os.makedirs(out, exist_ok=True)
+
+def wheel(name, version, requires, body):
+    files = {
+        f"{name}/__init__.py": body,
+        f"{name}-{version}.dist-info/METADATA":
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+            + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        f"{name}-{version}.dist-info/WHEEL":
+            "Wheel-Version: 1.0\nGenerator: pyrun-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = f"{name}-{version}.dist-info/RECORD"
+    lines = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        lines.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    lines.append(f"{record},,")
+    files[record] = "\n".join(lines) + "\n"
+    path = os.path.join(out, f"{name}-{version}-py3-none-any.whl")
+    with zipfile.ZipFile(path, "w") as z:
+        for p, text in files.items():
+            z.writestr(p, text)
+
+wheel("pyrunbeta", "1.0", [], "VALUE = 'beta'\n")
+wheel("pyrunalpha", "1.0", ["pyrunbeta>=1.0"],
+      "from pyrunbeta import VALUE as BETA\nVALUE = 'alpha+' + BETA\n")
+
+sdist = os.path.join(out, "pyrunsdist-1.0.tar.gz")
+with tarfile.open(sdist, "w:gz") as t:
+    for p, text in {
+        "pyrunsdist-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: pyrunsdist\nVersion: 1.0\n",
+        "pyrunsdist-1.0/setup.py": "from setuptools import setup\nsetup(name='pyrunsdist', version='1.0')\n",
+    }.items():
+        data = text.encode()
+        info = tarfile.TarInfo(p)
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+"#;
+
+/// A PEP 503 simple index on `127.0.0.1:0`: `/simple/<name>/` lists that name's files,
+/// `/files/<file>` serves one. Counts every request.
+struct Index {
+    port: u16,
+    requests: Arc<AtomicUsize>,
+    paths: Arc<Mutex<Vec<String>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Index {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new(common::python())
+            .args(["-c", BUILD_DISTS])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "building the test's distributions failed");
+        let files = dir.path().join("files");
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let paths = Arc::new(Mutex::new(Vec::new()));
+        let (count, seen) = (Arc::clone(&requests), Arc::clone(&paths));
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                count.fetch_add(1, Ordering::SeqCst);
+                let files = files.clone();
+                let seen = Arc::clone(&seen);
+                std::thread::spawn(move || serve(stream, &files, &seen));
+            }
+        });
+        Self {
+            port,
+            requests,
+            paths,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/simple/", self.port)
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+/// Answers the requests of one connection (keep-alive), each by the simple API's rules.
+fn serve(stream: TcpStream, files: &Path, seen: &Mutex<Vec<String>>) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut stream = stream;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
+                break;
+            }
+        }
+        let path = line.split(' ').nth(1).unwrap_or("/").to_owned();
+        seen.lock().unwrap().push(path.clone());
+        let (status, kind, body) = answer(&path, files);
+        let head = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        if stream.write_all(head.as_bytes()).is_err() || stream.write_all(&body).is_err() {
+            return;
+        }
+    }
+}
+
+fn answer(path: &str, files: &Path) -> (&'static str, &'static str, Vec<u8>) {
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    if let Some(name) = path
+        .strip_prefix("/simple/")
+        .map(|rest| rest.trim_end_matches('/'))
+    {
+        let mut links = String::new();
+        for entry in std::fs::read_dir(files).unwrap().flatten() {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            if !name.is_empty() && file.starts_with(&format!("{name}-")) {
+                let bytes = std::fs::read(entry.path()).unwrap();
+                let digest = sha256_hex(&bytes);
+                links.push_str(&format!(
+                    "<a href=\"/files/{file}#sha256={digest}\">{file}</a>\n"
+                ));
+            }
+        }
+        if links.is_empty() {
+            return ("404 Not Found", "text/plain", b"not found".to_vec());
+        }
+        let page = format!("<!DOCTYPE html><html><body>\n{links}</body></html>\n");
+        return ("200 OK", "text/html", page.into_bytes());
+    }
+    if let Some(file) = path.strip_prefix("/files/") {
+        if let Ok(bytes) = std::fs::read(files.join(file)) {
+            return ("200 OK", "application/octet-stream", bytes);
+        }
+    }
+    ("404 Not Found", "text/plain", b"not found".to_vec())
+}
+
+/// SHA-256 of `bytes` in hex, by the test interpreter (no hash crate in the test's deps).
+fn sha256_hex(bytes: &[u8]) -> String {
+    let mut child = std::process::Command::new(common::python())
+        .args([
+            "-c",
+            "import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child.wait().unwrap();
+    out.trim().to_owned()
+}
+
+/// `base/p` is the projects folder with the project `app` (`app/requirements.txt`,
+/// `app/write_venv.py`); `base/outside` lies outside it.
+fn folder() -> (tempfile::TempDir, PathBuf) {
+    let base = tempfile::tempdir().unwrap();
+    let root = dunce::canonicalize(base.path()).unwrap();
+    let projects = root.join("p");
+    std::fs::create_dir_all(projects.join("app")).unwrap();
+    std::fs::create_dir_all(root.join("outside")).unwrap();
+    std::fs::write(
+        projects.join("app/requirements.txt"),
+        "# the beta package, pinned\n\npyrunbeta==1.0  # comment\n",
+    )
+    .unwrap();
+    std::fs::write(
+        projects.join("app/write_venv.py"),
+        "import os\n\
+         try:\n    open('.venv/planted.py', 'w').write('x')\n    print('WROTE')\n\
+         except OSError as e:\n    print('REFUSED', e.errno)\n",
+    )
+    .unwrap();
+    (base, projects)
+}
+
+fn start(projects: &Path, index: &str, extra: &[&str]) -> StdioServer {
+    let mut args = vec!["--allow-install", "--package-index", index];
+    args.extend_from_slice(extra);
+    StdioServer::start(projects, &args)
+}
+
+fn install(server: &mut StdioServer, arguments: Value) -> Value {
+    server.call("install_packages", arguments)
+}
+
+fn is_error(result: &Value) -> bool {
+    result["isError"].as_bool().unwrap_or(false)
+}
+
+/// The uv the tests may use: `PYRUN_TEST_UV`, else `uv` on PATH; `None` says why not.
+fn test_uv() -> Option<PathBuf> {
+    if let Some(uv) = std::env::var_os("PYRUN_TEST_UV") {
+        return Some(PathBuf::from(uv));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("uv"))
+        .find(|uv| uv.is_file())
+}
+
+/// Processes (not zombies) whose command line names `needle`.
+fn processes_naming(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        if !zombie && cmdline.contains(needle) {
+            found.push(cmdline);
+        }
+    }
+    found
+}
+
+/// The venv's site-packages folder (`lib/python3.X/site-packages`).
+fn site_packages(venv: &Path) -> PathBuf {
+    let lib = venv.join("lib");
+    let version = std::fs::read_dir(&lib)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("python"))
+        .unwrap_or_else(|| panic!("no python folder in {}", lib.display()));
+    version.path().join("site-packages")
+}
+
+/// Installs the wheel and its dependency with `extra` flags; checks the venv, a reuse from a
+/// requirements file, and that a run still cannot write the venv. Returns the first install's
+/// duration.
+fn installs_a_wheel_and_its_dependency(extra: &[&str], installer: &str) -> Duration {
+    let index = Index::start();
+    let (_base, projects) = folder();
+    let mut server = start(&projects, &index.url(), extra);
+    let started = Instant::now();
+    let result = install(
+        &mut server,
+        json!({"project": "app", "packages": ["pyrunalpha"]}),
+    );
+    let took = started.elapsed();
+    assert!(!is_error(&result), "{result}");
+    let report = &result["structuredContent"];
+    assert_eq!(report["ok"], true, "{result}");
+    assert_eq!(report["installer"], installer, "{result}");
+    assert_eq!(report["venv"], "app/.venv", "{result}");
+    assert_eq!(report["created_venv"], true, "{result}");
+    assert!(
+        report["sandbox"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l == "landlock-tcp-ports"),
+        "{result}"
+    );
+    let shown = result.to_string();
+    assert!(
+        !shown.contains(projects.to_str().unwrap()),
+        "a host path reached the client: {shown}"
+    );
+
+    let venv = projects.join("app/.venv");
+    let site = site_packages(&venv);
+    assert!(site.join("pyrunalpha/__init__.py").is_file(), "{result}");
+    assert!(site.join("pyrunbeta/__init__.py").is_file(), "{result}");
+    let out = std::process::Command::new(venv.join("bin/python"))
+        .args(["-c", "import pyrunalpha; print(pyrunalpha.VALUE)"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "alpha+beta",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Again, from the project's requirements file: the venv is reused.
+    let again = install(
+        &mut server,
+        json!({"project": "app", "requirements": "requirements.txt"}),
+    );
+    assert!(!is_error(&again), "{again}");
+    assert_eq!(again["structuredContent"]["created_venv"], false, "{again}");
+    assert_eq!(
+        again["structuredContent"]["requirements"],
+        json!(["pyrunbeta==1.0"]),
+        "{again}"
+    );
+
+    // A run of the project cannot write its venv.
+    let run = server.call("run_python", json!({"file_name": "app/write_venv.py"}));
+    let stdout = run["structuredContent"]["stdout"].as_str().unwrap_or("");
+    assert!(stdout.starts_with("REFUSED"), "{run}");
+    assert!(!venv.join("planted.py").exists());
+    assert!(index.requests() > 0);
+    took
+}
+
+#[test]
+fn pip_installs_a_wheel_and_its_dependency_into_the_projects_venv() {
+    let took = installs_a_wheel_and_its_dependency(&["--uv", "off"], "pip");
+    eprintln!(
+        "FIGURE pip: venv + two wheels in {:.2} s",
+        took.as_secs_f64()
+    );
+}
+
+#[test]
+fn uv_installs_a_wheel_and_its_dependency_into_the_projects_venv() {
+    let Some(uv) = test_uv() else {
+        eprintln!(
+            "SKIP uv: no uv here (set PYRUN_TEST_UV, as scripts/test.sh does, or put uv on PATH); \
+             the pip fallback is tested"
+        );
+        return;
+    };
+    let uv = uv.to_string_lossy().into_owned();
+    let took = installs_a_wheel_and_its_dependency(&["--uv", &uv], "uv");
+    eprintln!(
+        "FIGURE uv: venv + two wheels in {:.2} s",
+        took.as_secs_f64()
+    );
+}
+
+#[test]
+fn smuggled_options_urls_paths_and_shell_syntax_are_refused_before_anything_runs() {
+    let index = Index::start();
+    let (base, projects) = folder();
+    std::fs::write(
+        projects.join("app/evil.txt"),
+        "pyrunbeta\n# fine\n--index-url http://127.0.0.1:1/simple\n",
+    )
+    .unwrap();
+    std::fs::write(projects.join("app/evil2.txt"), "-r requirements.txt\n").unwrap();
+    std::fs::write(base.path().join("outside.txt"), "pyrunbeta\n").unwrap();
+    let mut server = start(&projects, &index.url(), &["--uv", "off"]);
+    for package in [
+        "--index-url=http://127.0.0.1:1/simple",
+        "-e .",
+        "-r requirements.txt",
+        "pyrunalpha @ http://127.0.0.1:1/x.whl",
+        "../outside",
+        "/etc/passwd",
+        "pyrunalpha; python_version > '3'",
+        "pyrunalpha && touch /tmp/pwned",
+        "pyrunalpha | sh",
+        "$(id)",
+        "`id`",
+        "pyrunalpha\n--extra-index-url http://127.0.0.1:1",
+        "pyrunalpha\0",
+        "",
+    ] {
+        // The bad one after a good one: nothing of the call runs.
+        let result = install(
+            &mut server,
+            json!({"project": "app", "packages": ["pyrunbeta", package]}),
+        );
+        assert!(is_error(&result), "{package:?} accepted: {result}");
+        assert!(
+            result["structuredContent"].is_null(),
+            "{package:?}: {result}"
+        );
+    }
+    let file = install(
+        &mut server,
+        json!({"project": "app", "requirements": "evil.txt"}),
+    );
+    assert!(is_error(&file), "{file}");
+    assert!(text(&file).contains("line 3"), "{file}");
+    assert!(text(&file).contains("option"), "{file}");
+    let nested = install(
+        &mut server,
+        json!({"project": "app", "requirements": "evil2.txt"}),
+    );
+    assert!(text(&nested).contains("line 1"), "{nested}");
+    for outside in ["../../outside.txt", "/etc/passwd", "../requirements.txt"] {
+        let result = install(
+            &mut server,
+            json!({"project": "app", "requirements": outside}),
+        );
+        assert!(is_error(&result), "{outside}: {result}");
+    }
+    let nothing = install(&mut server, json!({"project": "app"}));
+    assert!(text(&nothing).contains("nothing to install"), "{nothing}");
+    let outside = install(
+        &mut server,
+        json!({"project": "..", "packages": ["pyrunbeta"]}),
+    );
+    assert!(is_error(&outside), "{outside}");
+
+    // A .venv that is a link (to a folder outside) is never installed through.
+    std::fs::create_dir_all(projects.join("linked")).unwrap();
+    std::os::unix::fs::symlink(base.path().join("outside"), projects.join("linked/.venv")).unwrap();
+    let linked = install(
+        &mut server,
+        json!({"project": "linked", "packages": ["pyrunbeta"]}),
+    );
+    assert!(text(&linked).contains("symbolic link"), "{linked}");
+    assert_eq!(
+        std::fs::read_dir(base.path().join("outside"))
+            .unwrap()
+            .count(),
+        0
+    );
+
+    assert_eq!(
+        index.requests(),
+        0,
+        "the index was asked: {:?}",
+        index.paths
+    );
+    assert!(!projects.join("app/.venv").exists(), "a venv was made");
+}
+
+#[test]
+fn a_missing_package_and_an_sdist_without_allow_sdist_are_clear_errors() {
+    let index = Index::start();
+    let (_base, projects) = folder();
+    let mut server = start(&projects, &index.url(), &["--uv", "off"]);
+    let missing = install(
+        &mut server,
+        json!({"project": "app", "packages": ["pyrunmissing"]}),
+    );
+    assert!(is_error(&missing), "{missing}");
+    let report = &missing["structuredContent"];
+    assert_eq!(report["ok"], false, "{missing}");
+    assert_ne!(report["exit_code"], 0, "{missing}");
+    let tail = report["output_tail"].as_str().unwrap();
+    assert!(tail.contains("pyrunmissing"), "{missing}");
+    assert!(
+        text(&missing).contains("failed while installing"),
+        "{missing}"
+    );
+    assert!(!missing.to_string().contains(projects.to_str().unwrap()));
+
+    // Only an sdist exists: refused without --allow-sdist, nothing built.
+    let sdist = install(
+        &mut server,
+        json!({"project": "app", "packages": ["pyrunsdist"]}),
+    );
+    assert!(is_error(&sdist), "{sdist}");
+    assert!(
+        !index
+            .paths
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.ends_with(".tar.gz")),
+        "the sdist was downloaded: {:?}",
+        index.paths
+    );
+    let site = site_packages(&projects.join("app/.venv"));
+    assert!(!site.join("pyrunsdist").exists());
+    assert!(processes_naming(projects.to_str().unwrap()).is_empty());
+}
+
+#[test]
+fn a_down_index_is_a_clear_error_and_leaves_nothing_running() {
+    // A port that was just free: nothing listens on it.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (_base, projects) = folder();
+    let url = format!("http://127.0.0.1:{port}/simple/");
+    let mut server = start(&projects, &url, &["--uv", "off", "--install-timeout", "60"]);
+    let result = install(
+        &mut server,
+        json!({"project": "app", "packages": ["pyrunalpha"]}),
+    );
+    assert!(is_error(&result), "{result}");
+    assert_eq!(result["structuredContent"]["ok"], false, "{result}");
+    assert!(
+        text(&result).contains("failed while installing")
+            || text(&result).contains("--install-timeout"),
+        "{result}"
+    );
+    let leftovers = processes_naming(projects.to_str().unwrap());
+    assert!(leftovers.is_empty(), "left running: {leftovers:?}");
+    // The server serves on.
+    let listed = server.request("tools/list", json!({}));
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+}
+
+#[test]
+fn without_the_flag_the_tool_is_neither_listed_nor_callable() {
+    let (_base, projects) = folder();
+    let mut server = StdioServer::start(&projects, &[]);
+    let reply = server.request("tools/list", json!({}));
+    let names: Vec<&str> = reply["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"run_python"), "{names:?}");
+    assert!(!names.contains(&"install_packages"), "{names:?}");
+    let call = server.request(
+        "tools/call",
+        json!({"name": "install_packages", "arguments": {"project": "app", "packages": ["x"]}}),
+    );
+    assert!(call.get("error").is_some(), "{call}");
+    assert!(!projects.join("app/.venv").exists());
+
+    let mut on = StdioServer::start(&projects, &["--allow-install"]);
+    let reply = on.request("tools/list", json!({}));
+    assert!(
+        reply.to_string().contains("\"install_packages\""),
+        "{reply}"
+    );
+}
