@@ -135,7 +135,13 @@ fn serve(stream: TcpStream, files: &Path, seen: &Mutex<Vec<String>>) {
             "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\r\n",
             body.len()
         );
-        if stream.write_all(head.as_bytes()).is_err() || stream.write_all(&body).is_err() {
+        // A HEAD (uv asks before range requests) gets the head only.
+        let body: &[u8] = if line.starts_with("HEAD ") {
+            &[]
+        } else {
+            &body
+        };
+        if stream.write_all(head.as_bytes()).is_err() || stream.write_all(body).is_err() {
             return;
         }
     }
@@ -509,7 +515,8 @@ fn a_missing_package_and_an_sdist_without_allow_sdist_are_clear_errors() {
     );
     let site = site_packages(&projects.join("app/.venv"));
     assert!(!site.join("pyrunsdist").exists());
-    assert!(processes_naming(projects.to_str().unwrap()).is_empty());
+    let venv = projects.join("app/.venv");
+    assert!(processes_naming(venv.to_str().unwrap()).is_empty());
 }
 
 #[test]
@@ -534,7 +541,8 @@ fn a_down_index_is_a_clear_error_and_leaves_nothing_running() {
             || text(&result).contains("--install-timeout"),
         "{result}"
     );
-    let leftovers = processes_naming(projects.to_str().unwrap());
+    // Every installer's argv names the venv (the server's names only the projects folder).
+    let leftovers = processes_naming(projects.join("app/.venv").to_str().unwrap());
     assert!(leftovers.is_empty(), "left running: {leftovers:?}");
     // The server serves on.
     let listed = server.request("tools/list", json!({}));
