@@ -537,8 +537,13 @@ fn a_down_index_is_a_clear_error_and_leaves_nothing_running() {
     assert!(is_error(&result), "{result}");
     assert_eq!(result["structuredContent"]["ok"], false, "{result}");
     assert!(
-        text(&result).contains("failed while installing")
-            || text(&result).contains("--install-timeout"),
+        text(&result).contains("failed while installing"),
+        "{result}"
+    );
+    // pip's own words for a refused connection, after its retries.
+    let tail = result["structuredContent"]["output_tail"].as_str().unwrap();
+    assert!(
+        tail.contains("Connection refused") || tail.contains("NewConnectionError"),
         "{result}"
     );
     // Every installer's argv names the venv (the server's names only the projects folder).
@@ -547,6 +552,30 @@ fn a_down_index_is_a_clear_error_and_leaves_nothing_running() {
     // The server serves on.
     let listed = server.request("tools/list", json!({}));
     assert!(listed["result"]["tools"].is_array(), "{listed}");
+}
+
+#[test]
+fn an_install_past_its_timeout_is_killed_with_its_whole_tree() {
+    let index = Index::start();
+    let (_base, projects) = folder();
+    let mut server = start(
+        &projects,
+        &index.url(),
+        &["--uv", "off", "--install-timeout", "1"],
+    );
+    let started = Instant::now();
+    let result = install(
+        &mut server,
+        json!({"project": "app", "packages": ["pyrunalpha"]}),
+    );
+    assert!(started.elapsed() < Duration::from_secs(15), "{result}");
+    assert!(is_error(&result), "{result}");
+    assert_eq!(result["structuredContent"]["timed_out"], true, "{result}");
+    assert!(text(&result).contains("--install-timeout"), "{result}");
+    let leftovers = processes_naming(projects.join("app/.venv").to_str().unwrap());
+    assert!(leftovers.is_empty(), "left running: {leftovers:?}");
+    // A venv whose making was cut short is not left to be taken for a good one.
+    assert!(!projects.join("app/.venv").exists());
 }
 
 #[test]

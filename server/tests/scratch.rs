@@ -73,6 +73,7 @@ fn runner(mode: SandboxMode, projects: &Path) -> Runner {
         read_only_projects: false,
         pycache: None,
         support: None,
+        tcp_connect_ports: None,
     })
     .unwrap();
     Runner::new(

@@ -479,6 +479,17 @@ mod tests {
     }
 
     #[test]
+    fn the_refusals_name_the_limits_they_enforce() {
+        let too_long = RequirementError::TooLong.describe();
+        assert!(
+            too_long.contains(&MAX_REQUIREMENT_BYTES.to_string()),
+            "{too_long}"
+        );
+        let name = RequirementError::NameTooLong.describe();
+        assert!(name.contains(&MAX_NAME_BYTES.to_string()), "{name}");
+    }
+
+    #[test]
     fn a_requirements_file_passes_comments_and_names_the_first_bad_line() {
         let file = "# tools\n\nrequests>=2 # http\nnumpy[extra]==1.2.*\r\n   \n";
         let found = parse_requirements_file(file).unwrap();
