@@ -106,6 +106,25 @@ check_workflows() {
     "$venv/bin/check-jsonschema" --builtin-schema vendor.github-workflows .github/workflows/*.yml
 }
 
+# uv for the install tests (server/tests/install_packages.rs), pinned, from PyPI, in a venv of its
+# own under target/test-deps/; exported as PYRUN_TEST_UV. Without it (offline) those tests use the
+# pip fallback only and say why.
+UV_VERSION=0.9.5
+ensure_uv() {
+    local venv=target/test-deps/uv
+    if [[ ! -x $venv/bin/uv ]] || [[ $("$venv/bin/uv" --version 2>/dev/null) != "uv $UV_VERSION" ]]; then
+        rm -rf "$venv"
+        if ! { python3 -m venv "$venv" &&
+            "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"; }; then
+            echo "uv $UV_VERSION could not be installed: the install tests use pip only"
+            summary+=("skipped uv for the install tests (pip install uv==$UV_VERSION failed)")
+            return 0
+        fi
+    fi
+    PYRUN_TEST_UV=$(cd "$venv/bin" && pwd)/uv
+    export PYRUN_TEST_UV
+}
+
 # cargo test, with its output kept to count the results for the summary.
 run_tests() {
     # The plot test (server/tests/artifacts.rs) fails here without matplotlib, instead of skipping.
@@ -202,6 +221,7 @@ fi
 # The crates publish (sandbox, server, client): packaged and built from their packages alone.
 step "cargo publish --dry-run" cargo publish --workspace --dry-run --allow-dirty --quiet
 step "matplotlib for the plot test" ensure_matplotlib
+ensure_uv
 step "cargo test --workspace" run_tests
 step "cargo test --features tunnel" run_tunnel_tests
 step "build for the real-client tests" build_for_real_clients

@@ -7,6 +7,7 @@
 //! `--allow-sdist` are clear tool errors with nothing left running; a run still cannot write the
 //! `.venv`; without `--allow-install` the tool does not exist. (The install profile's port rule is
 //! tried for real in `sandbox/tests/escape_suite.rs`.)
+#![cfg(target_os = "linux")] // installs need the Linux sandbox
 
 mod common;
 

@@ -561,6 +561,7 @@ impl Installs {
         }
     }
 
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     /// The installer's environment: the runs' allowlist, scratch HOME and temp folders, and
     /// settings that keep uv and pip from reading anything of the server's user.
     fn env<'a>(&'a self, scratch: &'a Path) -> Vec<(&'a OsStr, &'a OsStr)> {
@@ -744,6 +745,7 @@ impl Steps<'_> {
     #[cfg(not(target_os = "linux"))]
     async fn run(&self, _cmd: &Command) -> Result<Ended, InstallError> {
         let _ = (
+            self.installs,
             self.sandbox,
             self.slot,
             self.scratch,
