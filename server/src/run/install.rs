@@ -36,14 +36,21 @@
 //!   gets no install at all (fail closed), whatever `--sandbox` says but `off`.
 //! - **files**: the system trees and the interpreter's trees read-only (with execute: the venv's
 //!   `bin/python` is a link to the base interpreter); uv's folder read-only with execute; the
-//!   project's `.venv`, the server's install cache and the install's scratch (its HOME and
-//!   TMPDIR) writable, without execute (W^X as for runs); nothing else of the projects folder,
-//!   not even readable. No mount view: the view's job is to show runs the projects folder with
+//!   project's `.venv`, the project's own folder of the server's install cache and the
+//!   install's scratch (its HOME and TMPDIR) writable, without execute (W^X as for runs);
+//!   nothing else of the projects folder, not even readable. No mount view: the view's job is to show runs the projects folder with
 //!   its protected names (`.venv` first) read-only, and an install must write exactly that
 //!   folder, so installs rely on Landlock alone for files.
 //! - **processes**: a pid namespace as for runs, the same seccomp filter but sockets,
 //!   `RLIMIT_*` and per-install cgroups with larger bounds (memory, processes, open files: uv
 //!   resolves on many threads), CPU seconds as long as `--install-timeout`.
+//!
+//! A `.venv` a script made (a run can create one where there was none; runs cannot change one
+//! that exists) passes the base-interpreter check yet holds code the installer runs: its `pip`,
+//! its `.pth` files (the interpreter runs them at start, also when uv asks it its paths). That
+//! code is contained by this profile: it writes only that project's venv and cache (so no other
+//! project's install is poisoned), reads nothing of the projects folder, and reaches TCP only on
+//! the index's port.
 //!
 //! What this profile does not stop: UDP (DNS needs it; Landlock has no UDP rules) and TCP to any
 //! host on the index's port (Landlock rules name ports, not addresses). With wheels only
@@ -341,8 +348,11 @@ impl Installs {
         let venv = req.project.absolute().join(VENV_NAME);
         let created = self.prepare_venv(&venv)?;
         let scratch = self.scratch().map_err(InstallError::Scratch)?;
+        let cache = self
+            .project_cache(req.project)
+            .map_err(InstallError::Scratch)?;
         let slot = sandbox
-            .slot_writing(scratch.path(), std::slice::from_ref(&venv))
+            .slot_writing(scratch.path(), &[venv.clone(), cache.clone()])
             .map_err(|e| InstallError::Sandbox(Arc::new(e)))?;
         // The venv proven again now that its rules hold it open: still our real folder.
         self.check_venv_dir(&venv)?;
@@ -374,7 +384,7 @@ impl Installs {
         if matches!(ended, Ended::Exited(Some(0))) {
             step = InstallStep::Install;
             ended = steps
-                .run(&self.install_command(&venv, req.requirements))
+                .run(&self.install_command(&venv, &cache, req.requirements))
                 .await?;
         }
         drop(slot);
@@ -402,8 +412,7 @@ impl Installs {
             .sandbox
             .get_or_init(|| async {
                 let settings = self.settings.clone();
-                let cache = self.cache.clone();
-                let build = move || build_sandbox(&settings, cache);
+                let build = move || build_sandbox(&settings);
                 match tokio::task::spawn_blocking(build).await {
                     Ok(result) => result.map(Arc::new).map_err(Arc::new),
                     Err(_) => Err(Arc::new(SandboxError::ProbeLost)),
@@ -473,6 +482,28 @@ impl Installs {
         Ok(())
     }
 
+    /// The project's own cache folder (made owner-only when missing): no install writes
+    /// another project's cache, so a project's planted venv (see the module header) cannot
+    /// poison what other projects install.
+    fn project_cache(&self, project: &ProjectDir) -> io::Result<PathBuf> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        project.relative().hash(&mut hasher);
+        let dir = self.cache.join(format!("project-{:016x}", hasher.finish()));
+        #[cfg_attr(not(unix), allow(unused_mut))]
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        match builder.create(&dir) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        if std::fs::symlink_metadata(&dir)?.file_type().is_symlink() {
+            return Err(io::Error::other("the project's cache folder is a link"));
+        }
+        Ok(dir)
+    }
+
     /// A private scratch folder for one install (removed with it).
     fn scratch(&self) -> io::Result<tempfile::TempDir> {
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -511,7 +542,7 @@ impl Installs {
         }
     }
 
-    fn install_command(&self, venv: &Path, requirements: &[Requirement]) -> Command {
+    fn install_command(&self, venv: &Path, cache: &Path, requirements: &[Requirement]) -> Command {
         let python = venv.join("bin").join("python");
         let index = OsStr::new(self.settings.index.url());
         let requirements = requirements.iter().map(|r| OsString::from(r.to_arg()));
@@ -523,7 +554,7 @@ impl Installs {
                     OsStr::new("never"),
                     OsStr::new("--no-progress"),
                     OsStr::new("--cache-dir"),
-                    self.cache.join("uv").as_os_str(),
+                    cache.join("uv").as_os_str(),
                     OsStr::new("pip"),
                     OsStr::new("install"),
                     OsStr::new("--no-python-downloads"),
@@ -549,7 +580,7 @@ impl Installs {
                     OsStr::new("--progress-bar"),
                     OsStr::new("off"),
                     OsStr::new("--cache-dir"),
-                    self.cache.join("pip").as_os_str(),
+                    cache.join("pip").as_os_str(),
                     OsStr::new("--index-url"),
                     index,
                 ]);
@@ -601,7 +632,7 @@ const DISTRIBUTION_FILES: &[&str] = &[
 ];
 
 /// The install sandbox's policy (see the module header) made into a [`Sandbox`]. Blocking.
-fn build_sandbox(settings: &InstallSettings, cache: PathBuf) -> Result<Sandbox, SandboxError> {
+fn build_sandbox(settings: &InstallSettings) -> Result<Sandbox, SandboxError> {
     let mut read_paths = if settings.sandbox_mode == SandboxMode::Off {
         Vec::new()
     } else {
@@ -614,7 +645,8 @@ fn build_sandbox(settings: &InstallSettings, cache: PathBuf) -> Result<Sandbox, 
     read_paths.extend(DISTRIBUTION_FILES.iter().map(PathBuf::from));
     Sandbox::new(pyrun_sandbox::SandboxPolicy {
         read_paths,
-        write_paths: vec![cache],
+        // Each install's `.venv` and cache are added to its own slot.
+        write_paths: Vec::new(),
         allow_network: true,
         limits: install_limits(settings.timeout),
         tcp_connect_ports: Some(vec![settings.index.port()]),
