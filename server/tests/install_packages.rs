@@ -579,6 +579,79 @@ fn an_install_past_its_timeout_is_killed_with_its_whole_tree() {
     assert!(!projects.join("app/.venv").exists());
 }
 
+/// A run plants a `.venv` (there was none) whose `.pth` runs code in whatever interpreter starts
+/// from it, then an install into that project starts it. The planted code runs, but inside the
+/// install's profile: no TCP to a canary port of the test's own, nothing of the projects folder
+/// readable, no other project's cache or venv writable.
+const PLANT_VENV: &str = r#"
+import os, sys
+lib = f".venv/lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"
+os.makedirs(lib)
+os.makedirs(".venv/bin")
+os.symlink(sys.executable, ".venv/bin/python")
+home = os.path.dirname(sys.executable)
+open(".venv/pyvenv.cfg", "w").write(f"home = {home}\ninclude-system-site-packages = false\n")
+open(f"{lib}/planted.pth", "w").write("import pyrun_planted\n")
+open(f"{lib}/pyrun_planted.py", "w").write(f"""
+import os, socket, sys
+seen = []
+try:
+    socket.create_connection(("127.0.0.1", {sys.argv[1]}), timeout=3).close()
+    seen.append("canary reached")
+except OSError as e:
+    seen.append("canary refused")
+for path in ({sys.argv[2]!r} + "/other/secret.txt", {sys.argv[2]!r} + "/other/planted.txt"):
+    try:
+        open(path, "a").close()
+        seen.append("touched " + path)
+    except OSError:
+        seen.append("refused " + path)
+open(os.path.join(sys.prefix, "report.txt"), "a").write("\\n".join(seen) + "\\n")
+""")
+print("PLANTED")
+"#;
+
+#[test]
+fn code_planted_in_a_venv_runs_only_inside_the_install_profile() {
+    let index = Index::start();
+    let canary = TcpListener::bind("127.0.0.1:0").unwrap();
+    canary.set_nonblocking(true).unwrap();
+    let (_base, projects) = folder();
+    std::fs::create_dir_all(projects.join("other")).unwrap();
+    std::fs::write(projects.join("other/secret.txt"), "SECRET").unwrap();
+    std::fs::write(projects.join("app/plant.py"), PLANT_VENV).unwrap();
+    let mut server = start(&projects, &index.url(), &["--uv", "off"]);
+    let canary_port = canary.local_addr().unwrap().port().to_string();
+    let run = server.call(
+        "run_python",
+        json!({"file_name": "app/plant.py", "args": [canary_port, projects.to_str().unwrap()]}),
+    );
+    assert!(
+        run["structuredContent"]["stdout"]
+            .as_str()
+            .unwrap_or("")
+            .contains("PLANTED"),
+        "{run}"
+    );
+    let result = install(
+        &mut server,
+        json!({"project": "app", "packages": ["pyrunbeta"]}),
+    );
+    // The planted venv has no pip: the install fails, after the planted code ran.
+    assert!(is_error(&result), "{result}");
+    let report = std::fs::read_to_string(projects.join("app/.venv/report.txt"))
+        .unwrap_or_else(|e| panic!("the planted code did not run ({e}): {result}"));
+    assert!(report.contains("canary refused"), "{report}");
+    assert!(!report.contains("canary reached"), "{report}");
+    assert!(!report.contains("touched"), "{report}");
+    assert!(canary.accept().is_err(), "the canary port was reached");
+    assert!(!projects.join("other/planted.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(projects.join("other/secret.txt")).unwrap(),
+        "SECRET"
+    );
+}
+
 #[test]
 fn without_the_flag_the_tool_is_neither_listed_nor_callable() {
     let (_base, projects) = folder();
