@@ -382,6 +382,32 @@ mod tests {
     }
 
     #[test]
+    fn install_errors_keep_host_detail_out() {
+        let host = "/srv/projects/app/.venv";
+        let errors = [
+            InstallError::ForeignVenv(format!("bin/python is {host}/evil")),
+            InstallError::Venv(io::Error::new(io::ErrorKind::PermissionDenied, host)),
+            InstallError::Scratch(io::Error::new(io::ErrorKind::NotFound, host)),
+            InstallError::Sandbox(std::sync::Arc::new(SandboxError::PortRulesUnavailable {
+                abi: 3,
+            })),
+            InstallError::Spawn {
+                what: "the installer could not be executed",
+                source: io::Error::new(io::ErrorKind::NotFound, host),
+            },
+        ];
+        for e in errors {
+            let shown = ClientMessage::from(e);
+            assert!(!shown.as_str().contains("/srv"), "{shown}");
+            assert!(shown.as_str().contains("\nhint: "), "{shown}");
+        }
+        let ports = ClientMessage::from(InstallError::Sandbox(std::sync::Arc::new(
+            SandboxError::PortRulesUnavailable { abi: 3 },
+        )));
+        assert!(ports.as_str().contains("Landlock ABI 4"), "{ports}");
+    }
+
+    #[test]
     fn run_errors_keep_host_detail_out() {
         let host = "/sys/fs/cgroup/pids/pyrun-mcp-1-0-2/slot-3";
         let errors = [

@@ -299,11 +299,13 @@ fn installs_a_wheel_and_its_dependency(extra: &[&str], installer: &str) -> Durat
     let (_base, projects) = folder();
     let mut server = start(&projects, &index.url(), extra);
     let started = Instant::now();
-    let result = install(
-        &mut server,
-        json!({"project": "app", "packages": ["pyrunalpha"]}),
+    let reply = server.request(
+        "tools/call",
+        json!({"name": "install_packages", "_meta": {"progressToken": "install-1"},
+               "arguments": {"project": "app", "packages": ["pyrunalpha"]}}),
     );
     let took = started.elapsed();
+    let result = reply["result"].clone();
     assert!(!is_error(&result), "{result}");
     let report = &result["structuredContent"];
     assert_eq!(report["ok"], true, "{result}");
@@ -323,6 +325,20 @@ fn installs_a_wheel_and_its_dependency(extra: &[&str], installer: &str) -> Durat
         !shown.contains(projects.to_str().unwrap()),
         "a host path reached the client: {shown}"
     );
+    // The caller followed it: progress every second, with the installer's last line.
+    let progress: Vec<&Value> = server
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .collect();
+    if took > Duration::from_secs(3) {
+        let message = progress
+            .last()
+            .and_then(|n| n["params"]["message"].as_str())
+            .unwrap_or_else(|| panic!("no progress in {took:?}: {:?}", server.notifications));
+        assert!(message.starts_with("installing into 'app' ("), "{message}");
+        assert!(!message.contains(projects.to_str().unwrap()), "{message}");
+    }
 
     let venv = projects.join("app/.venv");
     let site = site_packages(&venv);
