@@ -361,6 +361,10 @@ fn installs_a_wheel_and_its_dependency(extra: &[&str], installer: &str) -> Durat
         json!({"project": "app", "requirements": "requirements.txt"}),
     );
     assert!(!is_error(&again), "{again}");
+    eprintln!(
+        "FIGURE {installer}: one wheel into the existing venv in {} ms",
+        again["structuredContent"]["duration_ms"]
+    );
     assert_eq!(again["structuredContent"]["created_venv"], false, "{again}");
     assert_eq!(
         again["structuredContent"]["requirements"],
