@@ -132,13 +132,12 @@ run_tests() {
     return "${PIPESTATUS[0]}"
 }
 
-# What the real-client tests run but do not build (no nested cargo): every workspace binary, and the
-# server with its test-only conformance fixtures in a target dir of its own, so the normal binary
-# in target/debug/ never carries them.
+# What the real-client tests run but do not build (no nested cargo): every workspace binary, and
+# `pyrun-mcp-conformance-server`, the server with its test-only conformance fixtures under another
+# name (its own `[[bin]]`, which requires the feature), so the normal binary never carries them.
 build_for_real_clients() {
     cargo build --workspace --bins &&
-        cargo build -p pyrun-mcp-server --features conformance \
-            --target-dir "${CARGO_TARGET_DIR:-target}/conformance"
+        cargo build -p pyrun-mcp-server --features conformance --bin pyrun-mcp-conformance-server
 }
 
 # The browser the consent-page test drives (tests/tests/consent_browser.rs): Debian's chromium and
@@ -205,13 +204,9 @@ step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 step "pyrun-sandbox dependencies" check_sandbox_deps
 step "ARCHITECTURE.md code map" check_architecture_paths
 step "GitHub workflows (schema)" check_workflows
-# The test-only conformance fixtures compile only with their feature: lint them too (check only,
-# so no binary with fixtures lands in target/debug/).
-step "cargo clippy (conformance fixtures)" \
-    cargo clippy -p pyrun-mcp-server --features conformance --all-targets -- -D warnings
-step "cargo clippy --features tunnel" cargo clippy -p pyrun-mcp-server --all-targets --features tunnel -- -D warnings
-step "cargo clippy --features real-clients" \
-    cargo clippy -p pyrun-mcp-tests --all-targets --features real-clients -- -D warnings
+# What compiles only with a feature (the test-only conformance fixtures, the ngrok tunnel, the
+# real-client tests): one lint pass with every feature on (a check only: it builds no binary).
+step "cargo clippy --all-features" cargo clippy --workspace --all-targets --all-features -- -D warnings
 if command -v rustup >/dev/null 2>&1; then
     cross_check x86_64-pc-windows-gnu
     cross_check x86_64-apple-darwin

@@ -14,7 +14,7 @@ use pyrun_mcp_server::tunnel::{self, OpenTunnel};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     // First, before anything opens a file: what the server inherited must not reach a run, and
     // every connection and run pipe needs a descriptor.
     let inherited = process_setup::seal_inherited_fds();

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::app::App;
 use crate::client_message::{push_escaped, ClientMessage};
-use crate::resources::{self, Refused, MAX_RESOURCE_BYTES};
+use crate::resources::{self, Refused};
 
 /// The prompts' names, in the order `prompts/list` gives them.
 pub const NAMES: [&str; 3] = ["run-and-explain", "debug-script", "write-tests"];
@@ -81,22 +81,13 @@ pub async fn get(
         )
     })?;
     let args = string_arg(&arguments, "args")?.unwrap_or_default();
-    let app = app.clone();
     let given = file.clone();
-    let read = tokio::task::spawn_blocking(move || {
-        let script = app.root.resolve_script(&given).map_err(Refused::Path)?;
-        let file = app
-            .root
-            .resolve_file(script.relative())
-            .map_err(|_| Refused::Path(crate::run::paths::PathError::NotServed(given.clone())))?;
-        let bytes = app
-            .root
-            .read_file(&file, MAX_RESOURCE_BYTES)
-            .map_err(Refused::Read)?;
-        Ok::<_, Refused>((file, bytes))
+    let read = resources::read_served(app, move |root| {
+        let script = root.resolve_script(&given).map_err(Refused::Path)?;
+        root.resolve_file(script.relative())
+            .map_err(|_| Refused::Path(crate::run::paths::PathError::NotServed(given.clone())))
     })
-    .await
-    .map_err(|_| ErrorData::internal_error("the read did not finish", None))?;
+    .await?;
     let (file, bytes) = read.map_err(|refused| match refused {
         // The script's own words ("not found", "not a Python file"), as `run_python` says them.
         Refused::Path(e) => ErrorData::invalid_params(ClientMessage::from(e).into_string(), None),

@@ -23,7 +23,7 @@ use rmcp::ErrorData;
 
 use crate::app::App;
 use crate::client_message::ClientMessage;
-use crate::run::paths::{PathError, ProjectFile, ReadError};
+use crate::run::paths::{PathError, ProjectFile, ProjectRoot, ReadError};
 
 /// Where project files live in the URI space.
 pub const PROJECTS_PREFIX: &str = "pyrun://projects/";
@@ -130,22 +130,34 @@ pub async fn read(app: &Arc<App>, uri: &str) -> Result<ReadResourceResult, Error
             )
         })?
         .into_owned();
-    let app = app.clone();
-    let read = tokio::task::spawn_blocking(move || {
-        let file = app.root.resolve_file(&path).map_err(Refused::Path)?;
-        let bytes = app
-            .root
-            .read_file(&file, MAX_RESOURCE_BYTES)
-            .map_err(Refused::Read)?;
-        Ok::<_, Refused>((file, bytes))
+    let read = read_served(app, move |root| {
+        root.resolve_file(&path).map_err(Refused::Path)
     })
-    .await
-    .map_err(|_| ErrorData::internal_error("the read did not finish", None))?;
+    .await?;
     let (file, bytes) = read.map_err(|refused| match refused {
         Refused::Path(e) => Refused::Path(naming(e, uri)).into_error(uri),
         read => read.into_error(uri),
     })?;
     Ok(ReadResourceResult::new(vec![contents(uri, &file, bytes)]))
+}
+
+/// Proves a file with `resolve` and reads it (at most [`MAX_RESOURCE_BYTES`]), off the async
+/// threads: the one read path of resources and prompts.
+pub(crate) async fn read_served(
+    app: &Arc<App>,
+    resolve: impl FnOnce(&ProjectRoot) -> Result<ProjectFile, Refused> + Send + 'static,
+) -> Result<Result<(ProjectFile, Vec<u8>), Refused>, ErrorData> {
+    let app = app.clone();
+    tokio::task::spawn_blocking(move || {
+        let file = resolve(&app.root)?;
+        let bytes = app
+            .root
+            .read_file(&file, MAX_RESOURCE_BYTES)
+            .map_err(Refused::Read)?;
+        Ok((file, bytes))
+    })
+    .await
+    .map_err(|_| ErrorData::internal_error("the read did not finish", None))
 }
 
 /// The same refusal, naming the URI the caller sent rather than the path it decodes to.

@@ -12,19 +12,19 @@ use serde_json::Value;
 
 const SUITE_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// `pyrun-mcp-server --features conformance`, built by `scripts/test.sh` into its own target dir
-/// (so the normal binary in `target/debug/` never carries the fixtures); nothing is built here.
+/// `pyrun-mcp-conformance-server`: the server built with the `conformance` feature under a name of
+/// its own (so the normal binary never carries the fixtures), by `scripts/test.sh`; nothing is
+/// built here.
 fn conformance_binary() -> PathBuf {
-    let target = target_dir().join("conformance");
-    let binary = target
-        .join("debug")
-        .join(format!("pyrun-mcp-server{}", std::env::consts::EXE_SUFFIX));
+    let binary = target_dir().join("debug").join(format!(
+        "pyrun-mcp-conformance-server{}",
+        std::env::consts::EXE_SUFFIX
+    ));
     assert!(
         binary.is_file(),
         "{} is not built.\nhint: cargo build -p pyrun-mcp-server --features conformance \
-         --target-dir {} (scripts/test.sh does)",
+         --bin pyrun-mcp-conformance-server (scripts/test.sh does)",
         binary.display(),
-        target.display()
     );
     binary
 }

@@ -77,6 +77,19 @@ pub fn is_served_name(name: &str) -> bool {
     !name.starts_with('.') && !NEVER_SERVED.contains(&name)
 }
 
+/// The metadata of `resolved` (a path proven inside, following links) when it is a regular file;
+/// otherwise the refusal a caller who named it as `input` gets.
+fn regular_file(resolved: &Path, input: &str) -> Result<fs::Metadata, PathError> {
+    let meta = fs::metadata(resolved).map_err(|_| PathError::NotFound(input.to_owned()))?;
+    if meta.is_dir() {
+        return Err(PathError::Directory(input.to_owned()));
+    }
+    if !meta.is_file() {
+        return Err(PathError::NotRegularFile(input.to_owned()));
+    }
+    Ok(meta)
+}
+
 /// A regular file inside the projects folder that clients may read (not hidden, not protected),
 /// proven by [`ProjectRoot::resolve_file`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,14 +203,7 @@ impl ProjectRoot {
         let found = self
             .resolve_inside(named.path(), input)
             .and_then(|resolved| {
-                let meta =
-                    fs::metadata(&resolved).map_err(|_| PathError::NotFound(input.to_owned()))?;
-                if meta.is_dir() {
-                    return Err(PathError::Directory(input.to_owned()));
-                }
-                if !meta.is_file() {
-                    return Err(PathError::NotRegularFile(input.to_owned()));
-                }
+                regular_file(&resolved, input)?;
                 if resolved.extension() != Some(OsStr::new("py")) {
                     return Err(PathError::NotPython(input.to_owned()));
                 }
@@ -294,14 +300,7 @@ impl ProjectRoot {
         let found = self
             .resolve_inside(named.path(), input)
             .and_then(|resolved| {
-                let meta =
-                    fs::metadata(&resolved).map_err(|_| PathError::NotFound(input.to_owned()))?;
-                if meta.is_dir() {
-                    return Err(PathError::Directory(input.to_owned()));
-                }
-                if !meta.is_file() {
-                    return Err(PathError::NotRegularFile(input.to_owned()));
-                }
+                let meta = regular_file(&resolved, input)?;
                 let relative = self.relative_of(&resolved);
                 if !relative.split('/').all(is_served_name) {
                     return Err(PathError::NotServed(input.to_owned()));
