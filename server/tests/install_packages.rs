@@ -599,6 +599,47 @@ fn an_install_past_its_timeout_is_killed_with_its_whole_tree() {
     assert!(!projects.join("app/.venv").exists());
 }
 
+#[test]
+fn a_cancelled_install_is_killed_with_its_whole_tree() {
+    let index = Index::start();
+    let (_base, projects) = folder();
+    let mut server = start(&projects, &index.url(), &["--uv", "off"]);
+    let id = server.start_request(
+        "tools/call",
+        json!({"name": "install_packages",
+               "arguments": {"project": "app", "packages": ["pyrunalpha"]}}),
+    );
+    let venv = projects.join("app/.venv");
+    let needle = venv.to_str().unwrap().to_owned();
+    // Cancelled while the venv is being made (pip's fallback takes seconds for it).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while processes_naming(&needle).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !processes_naming(&needle).is_empty(),
+        "the install never started"
+    );
+    server.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "test"}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_naming(&needle).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let leftovers = processes_naming(&needle);
+    assert!(leftovers.is_empty(), "left running: {leftovers:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while venv.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!venv.exists(), "the half-made venv was left");
+    // The server serves on, and the project takes a new install.
+    let listed = server.request("tools/list", json!({}));
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+}
+
 /// A run plants a `.venv` (there was none) whose `.pth` runs code in whatever interpreter starts
 /// from it, then an install into that project starts it. The planted code runs, but inside the
 /// install's profile: no TCP to a canary port of the test's own, nothing of the projects folder

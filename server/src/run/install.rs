@@ -371,14 +371,16 @@ impl Installs {
         let mut ended = Ended::Exited(Some(0));
         let mut step = InstallStep::Venv;
         if created {
+            // A half-made venv would be taken for a good one next time: it goes unless every
+            // step made it (also on an error or a dropped call).
+            let mut unfinished = UnfinishedVenv(Some(&venv));
             for command in self.venv_commands(&venv) {
                 if matches!(ended, Ended::Exited(Some(0))) {
                     ended = steps.run(&command).await?;
                 }
             }
-            if !matches!(ended, Ended::Exited(Some(0))) {
-                // A half-made venv would be taken for the server's next time.
-                let _ = std::fs::remove_dir_all(&venv);
+            if matches!(ended, Ended::Exited(Some(0))) {
+                unfinished.0 = None;
             }
         }
         if matches!(ended, Ended::Exited(Some(0))) {
@@ -787,6 +789,20 @@ impl Steps<'_> {
             self.cancel,
         );
         Err(InstallError::Unsupported)
+    }
+}
+
+/// A venv being made: removed on drop unless it was finished (its path taken out). `remove_dir_all`
+/// removes a link put in its place, never what the link points to.
+struct UnfinishedVenv<'a>(Option<&'a Path>);
+
+impl Drop for UnfinishedVenv<'_> {
+    fn drop(&mut self) {
+        if let Some(venv) = self.0 {
+            if let Err(e) = std::fs::remove_dir_all(venv) {
+                tracing::warn!(venv = %venv.display(), %e, "a half-made venv was not removed");
+            }
+        }
     }
 }
 
