@@ -67,7 +67,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{OnceCell, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use super::live_output::{LiveOutput, Stream};
+use super::live_output::LiveOutput;
 use super::paths::ProjectDir;
 use super::requirement::Requirement;
 use pyrun_sandbox::{python_read_paths, ResourceLimits, Sandbox, SandboxError, SandboxMode};
@@ -666,6 +666,7 @@ fn relative_venv(project: &ProjectDir) -> String {
 
 /// A program and its argv, owned.
 #[derive(Debug)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 struct Command {
     program: PathBuf,
     args: Vec<OsString>,
@@ -692,6 +693,7 @@ impl Command {
 
 /// How a step ended.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 enum Ended {
     Exited(Option<i32>),
     TimedOut,
@@ -715,6 +717,7 @@ impl Steps<'_> {
     /// its whole process group is killed whatever happened.
     #[cfg(target_os = "linux")]
     async fn run(&self, cmd: &Command) -> Result<Ended, InstallError> {
+        use super::live_output::Stream;
         use super::runner::{read_live, ProcessTree, DRAIN_GRACE, REAP_GRACE};
         let spec = pyrun_sandbox::spawn::Spec {
             program: &cmd.program,
