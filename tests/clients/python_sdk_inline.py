@@ -4,7 +4,7 @@ Usage:
   python_sdk_inline.py --mode legacy|auto --http URL --token T
 
 Lists the tools, runs code with args, stdin and a project folder, code that raises, and code
-over the server's size cap. Prints a JSON report for the Rust test; it asserts nothing itself.
+over the server's size cap; asks install_packages for a smuggled option. Prints a JSON report for the Rust test; it asserts nothing itself.
 """
 
 import argparse
@@ -39,7 +39,12 @@ async def main(opts):
                     "code": CODE, "project": "mathpkg", "args": ["x", "y z"], "stdin": "fed",
                 }),
                 "traceback": ("run_python_code", {"code": "a = 1\nraise ValueError('bad')\n"}),
-                "oversized": ("run_python_code", {"code": "#" * 1200})
+                "oversized": ("run_python_code", {"code": "#" * 1200}),
+                # install_packages (--allow-install): a smuggled option is refused before
+                # anything runs (the server's index is a closed port: nothing may reach it).
+                "install_refused": ("install_packages", {
+                    "project": "mathpkg", "packages": ["--index-url=http://127.0.0.1:1/simple"],
+                }),
             }
             report = {"mode": opts.mode, "tools": sorted(t.name for t in tools), "calls": {}}
             for key, (tool, args) in calls.items():

@@ -1,6 +1,7 @@
 //! Inline code (`run_python_code`, `--allow-inline-code`) with the official Python MCP SDK over
 //! Streamable HTTP, in both its modes: listed, run in a project folder with args and stdin, a
-//! traceback that names no host path, and the size cap as a tool error.
+//! traceback that names no host path, and the size cap as a tool error; `install_packages`
+//! (`--allow-install`) listed, and a smuggled option refused as a tool error.
 
 use pyrun_mcp_tests::{args, python_client, HttpServer};
 
@@ -14,6 +15,9 @@ fn inline_code_runs_in_a_project_and_refuses_oversized_code_in_both_modes() {
         "--allow-inline-code",
         "--max-code-bytes",
         "1000",
+        "--allow-install",
+        "--package-index",
+        "http://127.0.0.1:1/simple/",
     ]);
     let url = server.mcp_url();
     let host_folder = std::fs::canonicalize(server.projects()).unwrap();
@@ -45,6 +49,24 @@ fn inline_code_runs_in_a_project_and_refuses_oversized_code_in_both_modes() {
         assert!(!stderr.contains(host_folder.to_str().unwrap()), "{report}");
         assert!(!stderr.contains("pyrun-mcp-"), "{report}");
         assert_eq!(raised["structured"]["exit_code"], 1, "{report}");
+
+        let refused = &report["calls"]["install_refused"];
+        assert_eq!(refused["is_error"], true, "{report}");
+        assert!(
+            refused["text"]
+                .as_str()
+                .unwrap()
+                .contains("is an installer option"),
+            "{report}"
+        );
+        assert!(
+            report["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t == "install_packages"),
+            "{report}"
+        );
 
         let oversized = &report["calls"]["oversized"];
         assert_eq!(oversized["is_error"], true, "{report}");
