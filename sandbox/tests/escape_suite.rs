@@ -462,6 +462,11 @@ for name, port in (("index", int(sys.argv[1])), ("canary", int(sys.argv[2]))):
         print(name, "connected")
     except OSError as e:
         print(name, "refused", e.errno)
+# The resolver's files are readable: a name resolves.
+try:
+    print("resolved", socket.getaddrinfo("localhost", int(sys.argv[1]))[0][4][0])
+except OSError as e:
+    print("resolve failed", e)
 try:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -476,6 +481,7 @@ except OSError as e:
     assert!(out.has("index connected"), "{}\n{}", out.stdout, out.stderr);
     assert!(out.has("canary refused"), "{}\n{}", out.stdout, out.stderr);
     assert!(out.has("bind refused"), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.has("resolved"), "{}\n{}", out.stdout, out.stderr);
     // The canary never saw a connection.
     assert!(canary.accept().is_err(), "the canary port was reached");
 }
