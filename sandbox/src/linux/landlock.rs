@@ -128,10 +128,9 @@ impl FsRules {
             .map_err(|e| err(&e))?
             .scope(Scope::from_all(abi))
             .map_err(|e| err(&e))?;
-        let connect_ports: &[u16] = match (&self.tcp_connect, self.allow_network) {
-            (_, false) => &[],
-            (Some(ports), true) => ports,
-            (None, true) => &[],
+        let connect_ports: &[u16] = match &self.tcp_connect {
+            Some(ports) if self.allow_network => ports,
+            _ => &[],
         };
         if !self.allow_network || self.tcp_connect.is_some() {
             // Handled: every TCP bind and connect is denied but the ports given a rule below.
