@@ -7,7 +7,8 @@
 //! `sandbox_probe` probes the sandbox in the background; `bytecode_cache` fills the server-owned
 //! bytecode cache runs read; `artifacts` keeps the files runs leave in their output folder;
 //! `mime` names file types; `requirement` checks what `install_packages` may ask for and
-//! `install` makes a project's `.venv` and installs into it under its own sandbox profile; `python_support` writes the modules the server ships for runs (the matplotlib backend).
+//! `install` makes a project's `.venv` and installs into it under its own sandbox profile;
+//! `python_support` writes the modules the server ships for runs (the matplotlib backend).
 //! The kernel side is the `pyrun_sandbox` crate, below this layer.
 
 pub mod artifacts;
