@@ -498,10 +498,23 @@ fn smuggled_options_urls_paths_and_shell_syntax_are_refused_before_anything_runs
 }
 
 #[test]
-fn a_missing_package_and_an_sdist_without_allow_sdist_are_clear_errors() {
+fn a_missing_package_and_an_sdist_without_allow_sdist_are_clear_errors_with_pip() {
+    missing_and_sdist_are_clear_errors(&["--uv", "off"]);
+}
+
+#[test]
+fn a_missing_package_and_an_sdist_without_allow_sdist_are_clear_errors_with_uv() {
+    let Some(uv) = test_uv() else {
+        eprintln!("SKIP uv: no uv here (set PYRUN_TEST_UV or put uv on PATH)");
+        return;
+    };
+    missing_and_sdist_are_clear_errors(&["--uv", uv.to_str().unwrap()]);
+}
+
+fn missing_and_sdist_are_clear_errors(extra: &[&str]) {
     let index = Index::start();
     let (_base, projects) = folder();
-    let mut server = start(&projects, &index.url(), &["--uv", "off"]);
+    let mut server = start(&projects, &index.url(), extra);
     let missing = install(
         &mut server,
         json!({"project": "app", "packages": ["pyrunmissing"]}),
