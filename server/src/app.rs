@@ -243,6 +243,14 @@ fn open_installs(
         cache_dir,
         max_concurrent: 2,
     };
+    let abi = pyrun_sandbox::landlock_abi();
+    if settings.sandbox_mode != SandboxMode::Off && abi < 4 {
+        tracing::warn!(
+            landlock_abi = abi,
+            "--allow-install: this kernel cannot limit an install's TCP connections to the \
+             index's port (Landlock ABI 4, Linux 6.7); every install is refused"
+        );
+    }
     tracing::info!(
         installer = if settings.uv.is_some() { "uv" } else { "pip" },
         index = settings.index.url(),
