@@ -14,6 +14,7 @@ use std::fmt::{self, Write as _};
 use std::io;
 
 use crate::run::paths::{PathError, ProjectPath, MAX_PATH_BYTES};
+use crate::run::python_env::{CfgProblem, EnvError};
 use crate::run::runner::RunError;
 use pyrun_sandbox::SandboxError;
 
@@ -68,6 +69,16 @@ impl ClientMessage {
     /// Appends a proven path as the caller may see it: relative to the projects folder, escaped.
     pub fn path(mut self, path: &ProjectPath) -> Self {
         push_escaped(&mut self.text, path.relative());
+        self
+    }
+
+    /// Appends a path the run layer made relative to the projects folder (a venv's
+    /// [`Venv::relative`](crate::run::python_env::Venv), an [`EnvError`]'s `venv`), quoted and
+    /// escaped: never a host path.
+    pub fn relative(mut self, relative: &str) -> Self {
+        self.text.push('\'');
+        push_escaped(&mut self.text, relative);
+        self.text.push('\'');
         self
     }
 
@@ -223,6 +234,71 @@ impl From<RunError> for ClientMessage {
             }
             RunError::CancelledWhileQueued => Self::new("the run was cancelled before it started"),
         }
+    }
+}
+
+/// Said after every refused venv.
+const VENV_HINT: &str = "recreate it with the server's interpreter (python3 -m venv .venv), or \
+                         remove it to run with the server's own interpreter";
+
+/// A venv a run would use but may not: which one (relative), what is wrong with it, what to do.
+/// The whole error (its `home`, a host path) goes to the log.
+impl From<EnvError> for ClientMessage {
+    fn from(e: EnvError) -> Self {
+        tracing::warn!(error = %e, "environment refused");
+        let refused = |venv: &str| {
+            Self::new("the virtual environment ")
+                .relative(venv)
+                .then(" is refused: ")
+        };
+        match e {
+            EnvError::Link { venv } => refused(&venv)
+                .then("it is a symbolic link, and runs use only a real folder")
+                .hint(VENV_HINT),
+            EnvError::BadConfig { venv, problem } => refused(&venv)
+                .then("its pyvenv.cfg ")
+                .then(cfg_problem(problem))
+                .hint(VENV_HINT),
+            EnvError::HomeGone { venv, .. } => refused(&venv)
+                .then("its base interpreter (`home` in its pyvenv.cfg) no longer exists")
+                .hint(VENV_HINT),
+            EnvError::HomeInside { venv, .. } => refused(&venv)
+                .then(
+                    "its base interpreter (`home` in its pyvenv.cfg) lies inside the projects \
+                     folder, where scripts can write",
+                )
+                .hint(VENV_HINT),
+            EnvError::NotAllowed { venv, .. } => refused(&venv)
+                .then(
+                    "its base interpreter (`home` in its pyvenv.cfg) is not one this server runs \
+                     (--python, --allow-python)",
+                )
+                .hint(
+                    "recreate it with the server's interpreter, or ask the operator to allow \
+                     its interpreter with --allow-python PATH",
+                ),
+            EnvError::OtherVersion { venv, .. } => refused(&venv)
+                .then(
+                    "it was made with another Python version than the interpreter allowed in \
+                     its `home`",
+                )
+                .hint(VENV_HINT),
+            EnvError::Interpreter(_) => {
+                Self::new("the Python interpreter could not be asked what it is").hint(SEE_THE_LOG)
+            }
+        }
+    }
+}
+
+/// A broken `pyvenv.cfg`, in fixed words.
+fn cfg_problem(problem: CfgProblem) -> &'static str {
+    match problem {
+        CfgProblem::NotAFile => "is not a regular file",
+        CfgProblem::Unreadable(_) => "could not be read",
+        CfgProblem::TooLarge => "is larger than 64 KiB",
+        CfgProblem::NotText => "is not UTF-8 text",
+        CfgProblem::NoHome => "has no `home = FOLDER` line naming its base interpreter's folder",
+        CfgProblem::HomeNotAbsolute => "names a `home` that is not an absolute path",
     }
 }
 

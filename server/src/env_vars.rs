@@ -62,6 +62,8 @@ pub const ENV_VARS: &[&str] = &[
     // Inline code (`InlineArgs`).
     "PYRUN_ALLOW_INLINE_CODE",
     "PYRUN_MAX_CODE_BYTES",
+    // Project environments (`PythonEnvArgs`).
+    "PYRUN_ALLOW_PYTHON",
     // Read in main.rs: the log filter and plain output.
     "PYRUN_LOG",
     "NO_COLOR",

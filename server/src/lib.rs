@@ -15,6 +15,7 @@ pub mod conformance;
 mod inline_code;
 pub mod integrations;
 pub mod oauth;
+mod packages;
 mod prompts;
 mod resources;
 pub mod run;

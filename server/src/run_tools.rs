@@ -143,6 +143,10 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
+        let python = match self.python_env(script.directory()).await {
+            Ok(env) => env,
+            Err(message) => return Ok(refusal(message)),
+        };
         let owner = self.caller(&ctx);
         let request = BackgroundRequest {
             script,
@@ -150,6 +154,7 @@ impl PyRunServer {
             stdin: args.stdin,
             timeout,
             pool: Pool::Background,
+            python: Some(python),
         };
         let record = match runs.start(&owner.key(), RunKind::Background, request, true) {
             Ok(record) => record,

@@ -23,6 +23,7 @@ mod http;
 mod inline;
 mod oauth;
 mod oauth_test;
+mod python_env;
 mod runs;
 mod sandbox;
 mod state;
@@ -37,6 +38,7 @@ pub use http::{HttpArgs, HttpConfig};
 pub use inline::{InlineArgs, InlineConfig};
 pub use oauth::{OAuthArgs, OAuthConfig};
 pub use oauth_test::OAuthTestArgs;
+pub use python_env::PythonEnvArgs;
 pub use runs::RunArgs;
 pub use sandbox::{SandboxArgs, SandboxConfig};
 pub use state::StateArgs;
@@ -97,6 +99,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub inline: InlineArgs,
+
+    #[command(flatten)]
+    pub python_env: PythonEnvArgs,
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
@@ -167,6 +172,9 @@ pub struct Config {
     pub artifacts: ArtifactConfig,
     /// `run_python_code`: whether it is offered, and the most code a call may send.
     pub inline: InlineConfig,
+    /// `--allow-python`: interpreters besides `python` a project's venv may be made with,
+    /// resolved.
+    pub allow_python: Vec<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -175,6 +183,8 @@ pub enum ConfigError {
     ProjectsDir(String),
     #[error("{0}\nhint: install Python 3, or pass --python PATH / set PYTHON_BIN")]
     NoPython(#[from] pyrun_sandbox::PythonError),
+    #[error("--allow-python '{0}' cannot be used: {1}\nhint: give the path of a Python interpreter (PYRUN_ALLOW_PYTHON takes a list separated like PATH)")]
+    AllowPython(String, String),
     #[error("--pass-env '{0}' is not a valid variable name")]
     BadEnvName(String),
     #[error("refusing to serve {0} without authentication: anyone who reaches it could run your scripts\nhint: set a token with --auth-token TOKEN or MCP_AUTH_TOKEN (e.g. MCP_AUTH_TOKEN=$(openssl rand -hex 32)), or bind 127.0.0.1; pass --allow-unauthenticated only if something in front of the server authenticates")]
@@ -281,6 +291,7 @@ impl Cli {
             }
         }
         let python = resolve_python(run.python.as_deref())?;
+        let allow_python = self.python_env.resolve()?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         let background = self.background.resolve(cpus);
         // A process's CPU limit is never below the longest wall time a run may take.
@@ -311,6 +322,7 @@ impl Cli {
             cimd: self.oauth_test.fetch_policy(),
             artifacts: self.artifacts.resolve(),
             inline: self.inline.resolve(),
+            allow_python,
         })
     }
 
@@ -492,6 +504,7 @@ mod tests {
             include_str!("oauth_test.rs"),
             include_str!("artifacts.rs"),
             include_str!("inline.rs"),
+            include_str!("python_env.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),
         ]

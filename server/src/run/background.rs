@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::artifacts::{new_run_id, ArtifactStore};
 use super::live_output::{LiveOutput, Stream};
 use super::paths::ProjectPath;
+use super::python_env::PythonEnv;
 use super::runner::{ArtifactTarget, Pool, RunError, RunOutcome, RunRequest, Runner};
 
 /// What the registry needs from the configuration.
@@ -99,6 +100,8 @@ pub struct BackgroundRequest {
     /// At most the background time limit.
     pub timeout: Duration,
     pub pool: Pool,
+    /// The environment it runs in; `None`: the runner's interpreter.
+    pub python: Option<Arc<PythonEnv>>,
 }
 
 /// One run and what is known of it.
@@ -354,6 +357,7 @@ impl BackgroundRuns {
                 live: Some(running.live.clone()),
                 pool: request.pool,
                 artifacts: Some(artifacts),
+                python: request.python.clone(),
                 ..RunRequest::new(
                     &request.script,
                     &request.args,
@@ -374,6 +378,7 @@ impl BackgroundRuns {
                         stderr_truncated: false,
                         duration: running.created.elapsed(),
                         artifacts: None,
+                        python: request.python.clone(),
                     })
                 }
                 Err(e) => RunEnd::Failed(describe(e)),

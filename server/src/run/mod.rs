@@ -6,7 +6,9 @@
 //! are keyed on); `slots` keeps reusable scratch folders with their sandbox rules;
 //! `sandbox_probe` probes the sandbox in the background; `bytecode_cache` fills the server-owned
 //! bytecode cache runs read; `artifacts` keeps the files runs leave in their output folder;
-//! `mime` names file types; `python_support` writes the modules the server ships for runs (the matplotlib backend).
+//! `mime` names file types; `python_support` writes the modules the server ships for runs (the matplotlib backend);
+//! `python_env` picks and checks the interpreter and virtual environment of a folder;
+//! `packages` reads what an environment has installed.
 //! The kernel side is the `pyrun_sandbox` crate, below this layer.
 
 pub mod artifacts;
@@ -18,7 +20,9 @@ pub mod caller;
 mod child;
 pub mod live_output;
 pub mod mime;
+pub mod packages;
 pub mod paths;
+pub mod python_env;
 pub mod python_support;
 pub mod runner;
 pub mod sandbox_probe;
