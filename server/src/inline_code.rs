@@ -80,7 +80,7 @@ impl PyRunServer {
         let env_dir = project
             .as_ref()
             .map_or(self.app.root.path(), |dir| dir.absolute());
-        let python = match self.python_env(env_dir).await {
+        let python = match self.run_env(env_dir).await {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message)),
         };
@@ -90,7 +90,7 @@ impl PyRunServer {
             cwd: project.as_ref(),
         };
         let request = RunRequest {
-            python: Some(python),
+            python,
             ..RunRequest::new(source, &args.args, args.stdin.as_deref(), timeout)
         };
         Ok(self.run_in_call(request, &caller, &ctx, &notes).await)

@@ -143,7 +143,7 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
-        let python = match self.python_env(script.directory()).await {
+        let python = match self.run_env(script.directory()).await {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message)),
         };
@@ -154,7 +154,7 @@ impl PyRunServer {
             stdin: args.stdin,
             timeout,
             pool: Pool::Background,
-            python: Some(python),
+            python,
         };
         let record = match runs.start(&owner.key(), RunKind::Background, request, true) {
             Ok(record) => record,

@@ -226,7 +226,7 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
-        let python = match self.python_env(script.directory()).await {
+        let python = match self.run_env(script.directory()).await {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message)),
         };
@@ -238,7 +238,7 @@ impl PyRunServer {
                 stdin: args.stdin.clone(),
                 timeout,
                 pool: Pool::Foreground,
-                python: Some(python.clone()),
+                python: python.clone(),
             };
             // When no background run can be kept, the run goes on as a plain call.
             if let Ok(record) =
@@ -246,14 +246,14 @@ impl PyRunServer {
                     .runs
                     .start(&caller.key(), RunKind::Background, request, false)
             {
-                let shown = PythonInfo::from(python.as_ref());
+                let shown = self.python_info(python.as_deref());
                 return Ok(self
                     .run_detachable(record, &script, after, timeout, &ctx, &notes, shown)
                     .await);
             }
         }
         let request = RunRequest {
-            python: Some(python),
+            python,
             ..RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout)
         };
         Ok(self.run_in_call(request, &caller, &ctx, &notes).await)
@@ -497,7 +497,7 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message).into()),
         };
-        let python = match self.python_env(script.directory()).await {
+        let python = match self.run_env(script.directory()).await {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message).into()),
         };
@@ -509,7 +509,7 @@ impl PyRunServer {
             stdin: args.stdin,
             timeout,
             pool: Pool::Background,
-            python: Some(python),
+            python,
         };
         let record = match self.app.runs.start(&owner, RunKind::Task, request, true) {
             Ok(record) => record,
@@ -688,6 +688,27 @@ impl PyRunServer {
         let (envs, dir) = (self.app.python_envs.clone(), dir.to_path_buf());
         match tokio::task::spawn_blocking(move || envs.for_dir(&dir)).await {
             Ok(found) => found.map_err(ClientMessage::from),
+            Err(_) => Err(ClientMessage::new(
+                "the run's environment could not be checked",
+            )),
+        }
+    }
+
+    /// [`Self::python_env`] for a run: `None` (the runner's own interpreter) when the
+    /// interpreter could not be asked what it is, so that the run is refused as before, by the
+    /// sandbox's probe that asks it too (or, with the sandbox off, fails as that interpreter does).
+    pub(crate) async fn run_env(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<Option<Arc<PythonEnv>>, ClientMessage> {
+        let (envs, dir) = (self.app.python_envs.clone(), dir.to_path_buf());
+        match tokio::task::spawn_blocking(move || envs.for_dir(&dir)).await {
+            Ok(Ok(env)) => Ok(Some(env)),
+            Ok(Err(crate::run::python_env::EnvError::Interpreter(e))) => {
+                tracing::warn!(error = %e, "the interpreter could not be asked what it is");
+                Ok(None)
+            }
+            Ok(Err(e)) => Err(e.into()),
             Err(_) => Err(ClientMessage::new(
                 "the run's environment could not be checked",
             )),
