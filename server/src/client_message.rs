@@ -399,6 +399,49 @@ mod tests {
     }
 
     #[test]
+    fn refused_venvs_are_named_relatively_with_a_hint_and_no_host_path() {
+        use crate::run::python_env::{CfgProblem, EnvError};
+        let home = std::path::PathBuf::from("/srv/secret/python/bin");
+        let venv = || "sub/.venv\nforged".to_owned();
+        let errors = [
+            EnvError::Link { venv: venv() },
+            EnvError::BadConfig {
+                venv: venv(),
+                problem: CfgProblem::NoHome,
+            },
+            EnvError::HomeGone {
+                venv: venv(),
+                home: home.clone(),
+            },
+            EnvError::HomeInside {
+                venv: venv(),
+                home: home.clone(),
+            },
+            EnvError::NotAllowed {
+                venv: venv(),
+                home: home.clone(),
+            },
+            EnvError::OtherVersion {
+                venv: venv(),
+                home,
+                made_with: "3.12".into(),
+                have: "3.11".into(),
+            },
+        ];
+        for e in errors {
+            let shown = ClientMessage::from(e);
+            assert!(
+                shown
+                    .as_str()
+                    .starts_with("the virtual environment 'sub/.venv\\nforged' is refused: "),
+                "{shown}"
+            );
+            assert!(!shown.as_str().contains("/srv"), "{shown}");
+            assert!(shown.as_str().contains("\nhint: "), "{shown}");
+        }
+    }
+
+    #[test]
     fn run_errors_keep_host_detail_out() {
         let host = "/sys/fs/cgroup/pids/pyrun-mcp-1-0-2/slot-3";
         let errors = [

@@ -28,7 +28,7 @@ use crate::run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord};
 use crate::run::caller::Caller;
 use crate::run::live_output::{LiveOutput, Stream};
 use crate::run::paths::ProjectPath;
-use crate::run::python_env::PythonEnv;
+use crate::run::python_env::{EnvError, PythonEnv};
 use crate::run::runner::{ArtifactTarget, Pool, RunOutcome, RunRequest, RunSource};
 use crate::run_files::{ArtifactInfo, Presented, SkippedArtifact};
 
@@ -246,9 +246,8 @@ impl PyRunServer {
                     .runs
                     .start(&caller.key(), RunKind::Background, request, false)
             {
-                let shown = self.python_info(python.as_deref());
                 return Ok(self
-                    .run_detachable(record, &script, after, timeout, &ctx, &notes, shown)
+                    .run_detachable(record, &script, after, timeout, &ctx, &notes)
                     .await);
             }
         }
@@ -398,7 +397,6 @@ impl PyRunServer {
         timeout: Duration,
         ctx: &RequestContext<RoleServer>,
         notes: &CallNotes,
-        python: PythonInfo,
     ) -> CallToolResult {
         let mut owned = OwnedRun {
             app: &self.app,
@@ -427,7 +425,7 @@ impl PyRunServer {
         if !ended {
             owned.handed_over = true;
             self.app.runs.show(&record);
-            return self.handed_over(&record, script, after, python);
+            return self.handed_over(&record, script, after);
         }
         self.ended_result(&record, &self.caller(ctx), script, timeout, notes)
             .await
@@ -555,7 +553,6 @@ impl PyRunServer {
         record: &RunRecord,
         script: &ProjectPath,
         after: Duration,
-        python: PythonInfo,
     ) -> CallToolResult {
         let stdout = record
             .live
@@ -610,7 +607,14 @@ impl PyRunServer {
             skipped_artifacts: Vec::new(),
             run_id: Some(record.id.clone()),
             status: Some(record.status().as_str().to_owned()),
-            python,
+            // The environment it started with (checked then, cached since).
+            python: self.python_info(
+                self.app
+                    .python_envs
+                    .for_dir(script.directory())
+                    .ok()
+                    .as_deref(),
+            ),
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report.into_value());
@@ -679,19 +683,12 @@ impl PyRunServer {
     }
 
     /// The environment a run in `dir` uses (its nearest checked venv, or the server's
-    /// interpreter), or why it is refused. Off the async threads: the first call asks the
-    /// interpreters what they are.
+    /// interpreter), or why it is refused.
     pub(crate) async fn python_env(
         &self,
         dir: &std::path::Path,
     ) -> Result<Arc<PythonEnv>, ClientMessage> {
-        let (envs, dir) = (self.app.python_envs.clone(), dir.to_path_buf());
-        match tokio::task::spawn_blocking(move || envs.for_dir(&dir)).await {
-            Ok(found) => found.map_err(ClientMessage::from),
-            Err(_) => Err(ClientMessage::new(
-                "the run's environment could not be checked",
-            )),
-        }
+        self.find_env(dir).await.map_err(ClientMessage::from)
     }
 
     /// [`Self::python_env`] for a run: `None` (the runner's own interpreter) when the
@@ -701,18 +698,31 @@ impl PyRunServer {
         &self,
         dir: &std::path::Path,
     ) -> Result<Option<Arc<PythonEnv>>, ClientMessage> {
-        let (envs, dir) = (self.app.python_envs.clone(), dir.to_path_buf());
-        match tokio::task::spawn_blocking(move || envs.for_dir(&dir)).await {
-            Ok(Ok(env)) => Ok(Some(env)),
-            Ok(Err(crate::run::python_env::EnvError::Interpreter(e))) => {
+        match self.find_env(dir).await {
+            Ok(env) => Ok(Some(env)),
+            Err(EnvError::Interpreter(e)) => {
                 tracing::warn!(error = %e, "the interpreter could not be asked what it is");
                 Ok(None)
             }
-            Ok(Err(e)) => Err(e.into()),
-            Err(_) => Err(ClientMessage::new(
-                "the run's environment could not be checked",
-            )),
+            Err(e) => Err(e.into()),
         }
+    }
+
+    /// `PythonEnvs::for_dir`: a few `stat`s, done in place once the interpreters have been asked
+    /// what they are; the first time, on a blocking thread (that asks them).
+    async fn find_env(&self, dir: &std::path::Path) -> Result<Arc<PythonEnv>, EnvError> {
+        let envs = &self.app.python_envs;
+        if envs.interpreters().asked() {
+            return envs.for_dir(dir);
+        }
+        let (envs, dir) = (envs.clone(), dir.to_path_buf());
+        tokio::task::spawn_blocking(move || envs.for_dir(&dir))
+            .await
+            .unwrap_or_else(|_| {
+                Err(EnvError::Interpreter(Arc::new(
+                    pyrun_sandbox::SandboxError::ProbeLost,
+                )))
+            })
     }
 
     /// What a result says of the interpreter: `env`'s, else the server's own (a run whose

@@ -392,12 +392,14 @@ fn another_interpreters_venv_runs_only_when_allowed() {
     );
     drop(server);
     let other_text = other.to_str().unwrap();
-    let starts: [(&[&str], &[(&str, &str)]); 2] = [
-        (&["--allow-python", other_text], &[]),
-        (&[], &[("PYRUN_ALLOW_PYTHON", other_text)]),
-    ];
-    for (args, env) in starts {
-        let mut server = StdioServer::start_with_env(&projects, args, None, env);
+    let flag = ["--allow-python", other_text];
+    let variable = [("PYRUN_ALLOW_PYTHON", other_text)];
+    for by_variable in [false, true] {
+        let mut server = if by_variable {
+            StdioServer::start_with_env(&projects, &[], None, &variable)
+        } else {
+            StdioServer::start(&projects, &flag)
+        };
         let result = run(&mut server, "main.py");
         assert_eq!(result["structuredContent"]["stdout"], "other\n", "{result}");
         assert_eq!(

@@ -4,7 +4,7 @@ Usage:
   python_sdk_inline.py --mode legacy|auto --http URL --token T
 
 Lists the tools, runs code with args, stdin and a project folder, code that raises, and code
-over the server's size cap. Prints a JSON report for the Rust test; it asserts nothing itself.
+over the server's size cap; lists the project's packages (`list_packages`, always offered). Prints a JSON report for the Rust test; it asserts nothing itself.
 """
 
 import argparse
@@ -39,7 +39,9 @@ async def main(opts):
                     "code": CODE, "project": "mathpkg", "args": ["x", "y z"], "stdin": "fed",
                 }),
                 "traceback": ("run_python_code", {"code": "a = 1\nraise ValueError('bad')\n"}),
-                "oversized": ("run_python_code", {"code": "#" * 1200})
+                "oversized": ("run_python_code", {"code": "#" * 1200}),
+                "packages": ("list_packages", {"project": "mathpkg"}),
+                "packages_escape": ("list_packages", {"project": "../.."}),
             }
             report = {"mode": opts.mode, "tools": sorted(t.name for t in tools), "calls": {}}
             for key, (tool, args) in calls.items():

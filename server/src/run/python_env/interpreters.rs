@@ -47,6 +47,11 @@ impl Interpreters {
         }
     }
 
+    /// Whether they were asked already (then [`Interpreters::get`] does not block).
+    pub fn asked(&self) -> bool {
+        self.asked.get().is_some()
+    }
+
     /// Each interpreter, the default first, asking them on the first call (blocking: one start
     /// of each). The default must answer; an allowed one that does not is logged and left out
     /// (venvs made with it are refused).
