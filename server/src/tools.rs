@@ -607,14 +607,7 @@ impl PyRunServer {
             skipped_artifacts: Vec::new(),
             run_id: Some(record.id.clone()),
             status: Some(record.status().as_str().to_owned()),
-            // The environment it started with (checked then, cached since).
-            python: self.python_info(
-                self.app
-                    .python_envs
-                    .for_dir(script.directory())
-                    .ok()
-                    .as_deref(),
-            ),
+            python: self.python_info(record.python.as_deref()),
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report.into_value());
@@ -727,7 +720,7 @@ impl PyRunServer {
 
     /// What a result says of the interpreter: `env`'s, else the server's own (a run whose
     /// environment is not known here: one handed over, or started without one).
-    fn python_info(&self, env: Option<&PythonEnv>) -> PythonInfo {
+    pub(crate) fn python_info(&self, env: Option<&PythonEnv>) -> PythonInfo {
         match env {
             Some(env) => env.into(),
             None => match self.app.python_envs.default_env() {

@@ -557,6 +557,19 @@ mod tests {
     }
 
     #[test]
+    fn allowed_interpreters_are_resolved_and_a_missing_one_is_named() {
+        let cli = parse(&["--allow-python", "/no/such/python3"]).unwrap();
+        let err = cli.python_env.resolve().unwrap_err().to_string();
+        assert!(err.contains("--allow-python '/no/such/python3'"), "{err}");
+        assert!(err.contains("hint: "), "{err}");
+        let real = resolve_python(None).unwrap();
+        let given = real.to_str().unwrap();
+        let cli = parse(&["--allow-python", given, "--allow-python", given]).unwrap();
+        assert_eq!(cli.python_env.resolve().unwrap(), vec![real]);
+        assert!(parse(&[]).unwrap().python_env.resolve().unwrap().is_empty());
+    }
+
+    #[test]
     fn new_http_limits_have_defaults_and_bounds() {
         let http = resolve_http(&[]).unwrap();
         assert_eq!(http.body_timeout, Duration::from_secs(30));

@@ -124,6 +124,8 @@ pub struct RunRecord {
     end_seen: AtomicBool,
     /// The MCP task this run answers, if any.
     task_id: OnceLock<String>,
+    /// The environment it runs in (`None`: the runner's interpreter).
+    pub python: Option<Arc<PythonEnv>>,
 }
 
 impl RunRecord {
@@ -314,6 +316,7 @@ impl BackgroundRuns {
             listed: AtomicBool::new(listed),
             end_seen: AtomicBool::new(false),
             task_id: OnceLock::new(),
+            python: request.python.clone(),
         });
         {
             let mut runs = self.lock();
