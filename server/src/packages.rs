@@ -64,7 +64,8 @@ impl PyRunServer {
             Err(message) => return Ok(refusal(message)),
         };
         let python = PythonInfo::from(env.as_ref());
-        let found = tokio::task::spawn_blocking(move || installed(&env.site_packages))
+        let projects = self.app.root.path().to_path_buf();
+        let found = tokio::task::spawn_blocking(move || installed(&env.site_packages, &projects))
             .await
             .unwrap_or_default();
         let packages: Vec<InstalledPackage> = found

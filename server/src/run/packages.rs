@@ -3,13 +3,17 @@
 //! site-packages folders gives a `Name` and a `Version`; a file that does not gives them from the
 //! folder's name (`name-1.0.dist-info`).
 //!
-//! A venv's site-packages are inside the projects folder, where runs write: entries are taken
-//! only as real folders and files (no link is followed), metadata is opened without following a
-//! link or blocking on a FIFO, and only its first 64 KiB are read (the header is at the top).
+//! A venv's site-packages are inside the projects folder, where runs write (a run elsewhere may
+//! even swap a folder for a link while this reads): on Linux such a folder is opened with
+//! `openat2` beneath the projects folder with no link at all on the way, and each metadata file
+//! beneath it likewise; elsewhere, entries are taken only as real folders and files and a file is
+//! opened without following a last link. Nothing blocks on a FIFO, and only the first 64 KiB of a
+//! file are read (the headers are at the top). The base interpreter's own folders (the
+//! operator's) are read plainly.
 
 use std::fs;
 use std::io::Read as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The most of one metadata file read: its headers come first.
 const MAX_METADATA_BYTES: u64 = 64 << 10;
@@ -24,15 +28,16 @@ pub struct Package {
 }
 
 /// The distributions in `site_packages` (in Python's order: the first folder holding a name
-/// wins), sorted by normalized name, one per name.
-pub fn installed(site_packages: &[impl AsRef<Path>]) -> Vec<Package> {
+/// wins), sorted by normalized name, one per name. Folders inside `untrusted` (the projects
+/// folder) are read without following any link on the way.
+pub fn installed(site_packages: &[PathBuf], untrusted: &Path) -> Vec<Package> {
     let mut found: Vec<(String, Package)> = Vec::new();
     for dir in site_packages {
-        let Ok(entries) = fs::read_dir(dir.as_ref()) else {
+        let Some(folder) = Folder::open(dir, untrusted) else {
             continue;
         };
-        for entry in entries.flatten().take(MAX_ENTRIES) {
-            let Some(package) = read_entry(&entry) else {
+        for (name, kind) in folder.entries() {
+            let Some(package) = read_entry(&folder, &name, kind) else {
                 continue;
             };
             let key = normalize(&package.name);
@@ -45,28 +50,162 @@ pub fn installed(site_packages: &[impl AsRef<Path>]) -> Vec<Package> {
     found.into_iter().map(|(_, package)| package).collect()
 }
 
-/// The package a site-packages entry describes, if it is metadata.
-fn read_entry(entry: &fs::DirEntry) -> Option<Package> {
-    let file_name = entry.file_name();
-    let name = file_name.to_str()?;
-    let kind = entry.file_type().ok()?;
+/// What an entry is, never through a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    File,
+    Other,
+}
+
+/// A site-packages folder being read.
+enum Folder {
+    /// By path: the operator's folders (and, off Linux, every folder).
+    Plain(PathBuf),
+    /// Linux, inside the projects folder: an fd opened beneath it with no link on the way.
+    #[cfg(target_os = "linux")]
+    Beneath(std::os::fd::OwnedFd),
+}
+
+impl Folder {
+    fn open(dir: &Path, untrusted: &Path) -> Option<Self> {
+        #[cfg(target_os = "linux")]
+        if let Ok(relative) = dir.strip_prefix(untrusted) {
+            use rustix::fs::{openat2, Mode, OFlags};
+            let root = rustix::fs::open(
+                untrusted,
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .ok()?;
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            return match openat2(&root, relative, flags, Mode::empty(), no_links()) {
+                Ok(fd) => Some(Self::Beneath(fd)),
+                // Kernels before 5.6: the last component is still never followed.
+                Err(rustix::io::Errno::NOSYS) => rustix::fs::open(dir, flags, Mode::empty())
+                    .ok()
+                    .map(Self::Beneath),
+                Err(_) => None,
+            };
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = untrusted;
+        Some(Self::Plain(dir.to_path_buf()))
+    }
+
+    /// Its entries (at most [`MAX_ENTRIES`]) with their kinds, links not followed.
+    fn entries(&self) -> Vec<(String, Kind)> {
+        match self {
+            Self::Plain(dir) => {
+                let Ok(entries) = fs::read_dir(dir) else {
+                    return Vec::new();
+                };
+                entries
+                    .flatten()
+                    .take(MAX_ENTRIES)
+                    .filter_map(|entry| {
+                        let kind = match entry.file_type().ok()? {
+                            t if t.is_dir() => Kind::Dir,
+                            t if t.is_file() => Kind::File,
+                            _ => Kind::Other,
+                        };
+                        Some((entry.file_name().into_string().ok()?, kind))
+                    })
+                    .collect()
+            }
+            #[cfg(target_os = "linux")]
+            Self::Beneath(fd) => {
+                use rustix::fs::{AtFlags, FileType};
+                let Ok(mut dir) = rustix::fs::Dir::read_from(fd) else {
+                    return Vec::new();
+                };
+                let mut found = Vec::new();
+                while let Some(Ok(entry)) = dir.read() {
+                    if found.len() >= MAX_ENTRIES {
+                        break;
+                    }
+                    let Ok(name) = entry.file_name().to_str() else {
+                        continue;
+                    };
+                    if name == "." || name == ".." {
+                        continue;
+                    }
+                    let kind = match entry.file_type() {
+                        FileType::Unknown => {
+                            rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                                .map_or(FileType::Unknown, |st| FileType::from_raw_mode(st.st_mode))
+                        }
+                        known => known,
+                    };
+                    let kind = match kind {
+                        FileType::Directory => Kind::Dir,
+                        FileType::RegularFile => Kind::File,
+                        _ => Kind::Other,
+                    };
+                    found.push((name.to_owned(), kind));
+                }
+                found
+            }
+        }
+    }
+
+    /// Opens `relative` (an entry, or a file in one) for reading: never through a link, never
+    /// blocking on a FIFO; a regular file only.
+    fn open_file(&self, relative: &str) -> Option<fs::File> {
+        let file = match self {
+            Self::Plain(dir) => {
+                let mut options = fs::OpenOptions::new();
+                options.read(true);
+                #[cfg(unix)]
+                std::os::unix::fs::OpenOptionsExt::custom_flags(
+                    &mut options,
+                    libc::O_NOFOLLOW | libc::O_NONBLOCK,
+                );
+                options.open(dir.join(relative)).ok()?
+            }
+            #[cfg(target_os = "linux")]
+            Self::Beneath(fd) => {
+                use rustix::fs::{openat2, Mode, OFlags};
+                let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+                let opened = match openat2(fd, relative, flags, Mode::empty(), no_links()) {
+                    Err(rustix::io::Errno::NOSYS) => {
+                        rustix::fs::openat(fd, relative, flags, Mode::empty())
+                    }
+                    other => other,
+                };
+                fs::File::from(opened.ok()?)
+            }
+        };
+        file.metadata().ok()?.is_file().then_some(file)
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn no_links() -> rustix::fs::ResolveFlags {
+    use rustix::fs::ResolveFlags;
+    ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS
+}
+
+/// The package an entry of a site-packages folder describes, if it is metadata.
+fn read_entry(folder: &Folder, name: &str, kind: Kind) -> Option<Package> {
     let (stem, metadata) = if let Some(stem) = name.strip_suffix(".dist-info") {
-        (stem, kind.is_dir().then(|| entry.path().join("METADATA"))?)
+        (
+            stem,
+            (kind == Kind::Dir).then(|| format!("{name}/METADATA"))?,
+        )
     } else if let Some(stem) = name.strip_suffix(".egg-info") {
         // An egg-info is a folder holding PKG-INFO, or the PKG-INFO itself.
-        let file = if kind.is_dir() {
-            entry.path().join("PKG-INFO")
-        } else if kind.is_file() {
-            entry.path()
-        } else {
-            return None;
+        let file = match kind {
+            Kind::Dir => format!("{name}/PKG-INFO"),
+            Kind::File => name.to_owned(),
+            Kind::Other => return None,
         };
         (stem, file)
     } else {
         return None;
     };
     let from_name = from_folder_name(stem);
-    let headers = read_headers(&metadata);
+    let headers = folder.open_file(&metadata).and_then(read_headers);
     let name = headers
         .as_ref()
         .and_then(|h| h.0.clone())
@@ -79,18 +218,7 @@ fn read_entry(entry: &fs::DirEntry) -> Option<Package> {
 }
 
 /// `Name` and `Version` of a metadata file (RFC 822 style headers, up to the first blank line).
-fn read_headers(path: &Path) -> Option<(Option<String>, Option<String>)> {
-    let mut options = fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(
-        &mut options,
-        libc::O_NOFOLLOW | libc::O_NONBLOCK,
-    );
-    let file = options.open(path).ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
+fn read_headers(file: fs::File) -> Option<(Option<String>, Option<String>)> {
     let mut bytes = Vec::new();
     file.take(MAX_METADATA_BYTES).read_to_end(&mut bytes).ok()?;
     let text = String::from_utf8_lossy(&bytes);
@@ -196,7 +324,7 @@ mod tests {
             "base_only-5.dist-info",
             Some("Name: base-only\nVersion: 5\n"),
         );
-        let found = installed(&[v, b]);
+        let found = installed(&[v.to_path_buf(), b.to_path_buf()], Path::new("/nowhere"));
         let shown: Vec<(&str, &str)> = found
             .iter()
             .map(|p| (p.name.as_str(), p.version.as_str()))
@@ -226,15 +354,25 @@ mod tests {
             venv.path().join("file-1.dist-info/METADATA"),
         )
         .unwrap();
-        let found = installed(&[venv.path()]);
-        // The linked folder is skipped; the linked METADATA is not read (the name comes from the
-        // folder).
+        let wanted = [Package {
+            name: "file".into(),
+            version: "1".into(),
+        }];
+        // Read plainly or beneath the (untrusted) folder holding it: the linked folder is
+        // skipped; the linked METADATA is not read (the name comes from the folder).
+        let dir = dunce::canonicalize(venv.path()).unwrap();
         assert_eq!(
-            found,
-            [Package {
-                name: "file".into(),
-                version: "1".into()
-            }]
+            installed(std::slice::from_ref(&dir), Path::new("/nowhere")),
+            wanted
         );
+        assert_eq!(
+            installed(std::slice::from_ref(&dir), dir.parent().unwrap()),
+            wanted
+        );
+        // A site-packages that is itself a link inside the untrusted folder is not read at all.
+        let link = dir.with_extension("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(installed(&[link.clone()], dir.parent().unwrap()).is_empty());
+        std::fs::remove_file(link).unwrap();
     }
 }
