@@ -372,7 +372,7 @@ mod tests {
         // A site-packages that is itself a link inside the untrusted folder is not read at all.
         let link = dir.with_extension("link");
         std::os::unix::fs::symlink(&dir, &link).unwrap();
-        assert!(installed(&[link.clone()], dir.parent().unwrap()).is_empty());
+        assert!(installed(std::slice::from_ref(&link), dir.parent().unwrap()).is_empty());
         std::fs::remove_file(link).unwrap();
     }
 }
