@@ -32,6 +32,8 @@ use std::sync::{Arc, Mutex};
 
 use pyrun_sandbox::SandboxError;
 
+use super::paths::open_beneath;
+
 mod interpreters;
 mod pyvenv_cfg;
 
@@ -241,10 +243,11 @@ impl PythonEnvs {
                 return Ok(Some(env.clone()));
             }
         }
-        let (bytes, stamp) = read_cfg(&cfg).map_err(|problem| EnvError::BadConfig {
-            venv: venv(),
-            problem,
-        })?;
+        let (bytes, stamp) =
+            read_cfg(&self.projects, &cfg).map_err(|problem| EnvError::BadConfig {
+                venv: venv(),
+                problem,
+            })?;
         let env = Arc::new(self.check(candidate, &bytes)?);
         let mut checked = self.lock();
         if checked.len() >= MAX_CACHED {
@@ -342,19 +345,14 @@ fn venv_site_packages(dir: &Path, major_minor: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Reads a `pyvenv.cfg` without following a link or blocking on a FIFO, at most
-/// [`pyvenv_cfg::MAX_BYTES`] (one more to tell it is larger), with the stamp of what was read.
-fn read_cfg(path: &Path) -> Result<(Vec<u8>, Stamp), CfgProblem> {
-    let mut options = fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(
-        &mut options,
-        libc::O_NOFOLLOW | libc::O_NONBLOCK,
-    );
-    let file = options.open(path).map_err(|e| match e.raw_os_error() {
+/// Reads a `pyvenv.cfg` beneath the projects folder without following a link (none at all on
+/// the way, on Linux) or blocking on a FIFO, at most [`pyvenv_cfg::MAX_BYTES`] (one more to tell
+/// it is larger), with the stamp of what was read.
+fn read_cfg(projects: &Path, path: &Path) -> Result<(Vec<u8>, Stamp), CfgProblem> {
+    let relative = path.strip_prefix(projects).unwrap_or(path);
+    let file = open_beneath(projects, relative).map_err(|e| match e.raw_os_error() {
         #[cfg(unix)]
-        Some(libc::ELOOP) => CfgProblem::NotAFile,
+        Some(libc::ELOOP) | Some(libc::EXDEV) => CfgProblem::NotAFile,
         _ => CfgProblem::Unreadable(e.kind()),
     })?;
     let meta = file
