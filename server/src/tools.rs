@@ -184,8 +184,8 @@ impl PyRunServer {
         }
     }
 
-    /// The tools this server offers (`list_packages` always): `run_python_code` only with `--allow-inline-code` (not
-    /// listed, and unknown when called, without it).
+    /// The tools this server offers (`list_packages` always): `run_python_code` only with
+    /// `--allow-inline-code` (not listed, and unknown when called, without it).
     fn routers(app: &App) -> ToolRouter<Self> {
         let router = Self::tool_router() + Self::run_tools_router() + Self::packages_router();
         #[cfg(feature = "conformance")] // test-only fixtures, see conformance.rs
