@@ -319,7 +319,85 @@ for where in sorted(glob.glob("/projects/app/.venv/lib/*/site-packages/ext/*.so"
     assert_eq!(inline["structuredContent"]["python"]["venv"], "app/.venv");
 }
 
-/// Nested projects: the venv nearest the script wins (`.venv` before `venv` at one level).
+/// Copies the folder `from` into `to`, recursively (links as links).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            copy_tree(&source, &target);
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&source).unwrap(), &target).unwrap();
+        } else {
+            std::fs::copy(&source, &target).unwrap();
+        }
+    }
+}
+
+/// The issue's example: numpy (compiled extensions, BLAS) imported from a project's venv under
+/// every layer, and listed from its egg-info. Debian's numpy is copied into the venv; skipped
+/// where there is none (or it does not suit the server's interpreter).
+#[test]
+fn numpy_in_a_venv_imports_and_is_listed() {
+    let debian = Path::new("/usr/lib/python3/dist-packages");
+    let python = python();
+    let suits = Command::new(&python)
+        .args([
+            "-I",
+            "-c",
+            "import sys; sys.path.insert(0, '/usr/lib/python3/dist-packages'); import numpy",
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    let Some(info) = std::fs::read_dir(debian).ok().and_then(|entries| {
+        entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| n.starts_with("numpy-") && n.ends_with(".egg-info"))
+    }) else {
+        eprintln!("no Debian numpy: skipped");
+        return;
+    };
+    if !suits {
+        eprintln!(
+            "Debian's numpy does not import with {}: skipped",
+            python.display()
+        );
+        return;
+    }
+    let (_base, projects) = folder(&[(
+        "np.py",
+        "import numpy
+print(numpy.__file__)
+print(int(numpy.arange(6).reshape(2, 3).sum()))
+",
+    )]);
+    let site = make_venv(&python, &projects.join(".venv"));
+    copy_tree(&debian.join("numpy"), &site.join("numpy"));
+    copy_tree(&debian.join(&info), &site.join(&info));
+    let mut server = StdioServer::start(&projects, &[]);
+    let result = run(&mut server, "np.py");
+    let report = &result["structuredContent"];
+    assert_eq!(report["exit_code"], 0, "{result}");
+    let stdout = report["stdout"].as_str().unwrap();
+    assert!(stdout.ends_with("15\n"), "{stdout}");
+    assert!(
+        stdout.contains("/.venv/lib/"),
+        "numpy came from elsewhere: {stdout}"
+    );
+    let listed = server.call("list_packages", json!({}));
+    let packages = listed["structuredContent"]["packages"].as_array().unwrap();
+    assert!(
+        packages
+            .iter()
+            .any(|p| p["name"] == "numpy" && p["version"].as_str().is_some_and(|v| !v.is_empty())),
+        "{listed}"
+    );
+}
+
+/// Nested projects: the venv nearest the script wins (`.venv` before `venv` at one level), with
+/// the sandbox on or off.
 #[test]
 fn the_nearest_venv_wins() {
     let python = python();
@@ -336,18 +414,19 @@ fn the_nearest_venv_wins() {
         let site = make_venv(&python, &projects.join(dir));
         std::fs::write(site.join("where.py"), format!("NAME = '{name}'\n")).unwrap();
     }
-    let mut server = StdioServer::start(&projects, &[]);
-    for (file, printed, venv) in [
-        ("top.py", "top\n", ".venv"),
-        ("sub/deep/s.py", "sub\n", "sub/.venv"),
-        ("other/o.py", "other\n", "other/venv"),
-    ] {
-        let result = run(&mut server, file);
-        assert_eq!(result["structuredContent"]["stdout"], printed, "{result}");
-        assert_eq!(
-            result["structuredContent"]["python"]["venv"], venv,
-            "{result}"
-        );
+    // With the sandbox off too: runs see host paths, argv[0] is the venv's on the host.
+    for mode in ["standard", "off"] {
+        let mut server = StdioServer::start(&projects, &["--sandbox", mode]);
+        for (file, printed, venv) in [
+            ("top.py", "top\n", ".venv"),
+            ("sub/deep/s.py", "sub\n", "sub/.venv"),
+            ("other/o.py", "other\n", "other/venv"),
+        ] {
+            let result = run(&mut server, file);
+            let report = &result["structuredContent"];
+            assert_eq!(report["stdout"], printed, "{mode}: {result}");
+            assert_eq!(report["python"]["venv"], venv, "{mode}: {result}");
+        }
     }
 }
 
