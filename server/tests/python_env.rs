@@ -244,9 +244,13 @@ fn stdlib_extension(python: &Path) -> Option<PathBuf> {
 fn a_real_venvs_modules_and_compiled_extensions_load_and_the_result_names_it() {
     const MAIN: &str = r#"
 import sys, importlib.util, glob, os
-import venvmod
+import venvmod, subprocess
 print("value", venvmod.VALUE)
 print("prefix", sys.prefix)
+# A child started as sys.executable (the venv's bin/python) is in the venv too.
+child = subprocess.run([sys.executable, "-c", "import venvmod; print(venvmod.VALUE)"],
+                       capture_output=True, text=True)
+print("child", child.stdout.strip() or child.stderr)
 def load(path):
     name = os.path.basename(path).split(".")[0]
     spec = importlib.util.spec_from_file_location(name, path)
@@ -279,6 +283,7 @@ for where in sorted(glob.glob("/projects/app/.venv/lib/*/site-packages/ext/*.so"
     assert_eq!(report["exit_code"], 0, "{result}");
     let stdout = report["stdout"].as_str().unwrap();
     assert!(stdout.contains("value from the venv\n"), "{stdout}");
+    assert!(stdout.contains("child from the venv\n"), "{stdout}");
     assert_eq!(
         report["python"],
         json!({"version": version_of(&python).1, "venv": "app/.venv"}),
