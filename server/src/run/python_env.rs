@@ -424,13 +424,16 @@ mod tests {
         let root = dunce::canonicalize(projects.path()).unwrap();
         let envs = PythonEnvs::new(&root, &python(), &[]);
         fs::create_dir_all(root.join("evil")).unwrap();
-        let cases: [(&str, String); 3] = [
+        let home = python().parent().unwrap().display().to_string();
+        let cases: [(&str, String); 4] = [
             ("in", format!("home = {}\n", root.join("evil").display())),
             ("gone", "home = /no/such/python/bin\n".to_owned()),
             (
                 "other",
                 format!("home = {}\n", root.parent().unwrap().display()),
             ),
+            // The right folder, but made by a Python no allowed interpreter is.
+            ("version", format!("home = {home}\nversion = 2.7.18\n")),
         ];
         for (name, cfg) in &cases {
             venv(&root.join(name).join(".venv"), cfg);
@@ -450,6 +453,11 @@ mod tests {
             matches!(err("other"), EnvError::NotAllowed { .. }),
             "{}",
             err("other")
+        );
+        assert!(
+            matches!(err("version"), EnvError::OtherVersion { ref made_with, .. } if made_with == "2.7"),
+            "{}",
+            err("version")
         );
     }
 
