@@ -183,7 +183,13 @@ impl PythonEnvs {
     /// The environment a run in `dir` (a canonical host folder inside the projects folder) uses:
     /// the nearest checked venv between `dir` and the projects folder, or the default. A folder
     /// outside the projects folder (a run's scratch) gets the projects folder's own.
+    ///
+    /// Windows: always the default. Its CPython finds a venv from the program's own location,
+    /// not argv\[0\], and the venv's `python.exe` is what a script may have written.
     pub fn for_dir(&self, dir: &Path) -> Result<Arc<PythonEnv>, EnvError> {
+        if cfg!(windows) {
+            return self.default_env();
+        }
         let dir = if dir.starts_with(&self.projects) {
             dir
         } else {
