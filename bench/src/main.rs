@@ -5,6 +5,7 @@
 mod background;
 mod drivers;
 mod oauth;
+mod packages;
 mod procs;
 mod stats;
 
@@ -122,6 +123,19 @@ async fn main() -> anyhow::Result<()> {
         ms(startup.median()),
         "—".into(),
         format!("p99 {}", ms(startup.p99())),
+    );
+
+    // 1b. list_packages of a venv with 200 packages (no run: its metadata is read).
+    let listing = packages::list_packages(bin, &python, &python_arg, args.calls).await?;
+    report.row(
+        &format!(
+            "list_packages, {} packages (stdio, median / p99 of {})",
+            packages::PACKAGES,
+            args.calls
+        ),
+        format!("{} / {}", ms(listing.median()), ms(listing.p99())),
+        "—".into(),
+        "target ≤ 20 ms".into(),
     );
 
     // 2. The physical limit: python itself.

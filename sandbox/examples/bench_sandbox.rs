@@ -112,6 +112,7 @@ fn run_once(
     let dir = script.parent().unwrap_or(Path::new("/"));
     let spec = pyrun_sandbox::spawn::Spec {
         program: python,
+        argv0: None,
         args: vec![script.as_os_str()],
         env: vec![
             (OsStr::new("HOME"), scratch.as_os_str()),

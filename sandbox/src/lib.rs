@@ -56,7 +56,7 @@ mod unix_limits;
 #[cfg(windows)]
 mod windows;
 
-pub use python::{python_read_paths, resolve_python, PythonError};
+pub use python::{python_facts, python_read_paths, resolve_python, PythonError, PythonFacts};
 #[cfg(windows)]
 pub use windows::RunJob;
 

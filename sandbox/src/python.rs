@@ -1,5 +1,6 @@
-//! The interpreter: found once ([`resolve_python`]), then asked once which trees it reads at
-//! start-up ([`python_read_paths`]: prefixes, stdlib, site-packages).
+//! The interpreter: found once ([`resolve_python`]), then asked once at start-up which trees it
+//! reads ([`python_read_paths`]: prefixes, stdlib, site-packages), or that with its version and
+//! its site-packages folders ([`python_facts`]), in one start.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -13,20 +14,40 @@ pub enum PythonError {
     NotFound(String),
 }
 
-/// Printed by the interpreter: one absolute path per line. `-I` keeps `PYTHON*` variables, the
-/// user site (`~/.local`) and the current directory out of the answer. A `sitecustomize` every
-/// start imports is named too: Debian's is a link into `/etc/python3.X/`.
-const PROBE: &str = "import os, site, sys\n\
+/// Printed by the interpreter: its version on the first line, then its site-packages folders
+/// (`S` lines), then the trees it reads (`R` lines), one absolute path each. `-I` keeps `PYTHON*`
+/// variables, the user site (`~/.local`) and the current directory out of the answer. A
+/// `sitecustomize` every start imports is named too: Debian's is a link into `/etc/python3.X/`.
+const PROBE: &str = "import os, platform, site, sys\n\
+print(platform.python_version())\n\
+print('\\n'.join('S ' + p for p in site.getsitepackages()))\n\
 paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,\n\
          os.path.dirname(os.path.realpath(sys.executable))]\n\
 paths += site.getsitepackages() + sys.path\n\
 paths.append(getattr(sys.modules.get('sitecustomize'), '__file__', None))\n\
-print('\\n'.join(p for p in paths if p))";
+print('\\n'.join('R ' + p for p in paths if p))";
+
+/// What an interpreter says about itself at start-up (it is the operator's choice: trusted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PythonFacts {
+    /// `platform.python_version()`, e.g. `3.11.2`.
+    pub version: String,
+    /// Its own site-packages folders (`site.getsitepackages()`), canonical, existing, in its order.
+    pub site_packages: Vec<PathBuf>,
+    /// What [`python_read_paths`] returns.
+    pub read_paths: Vec<PathBuf>,
+}
 
 /// The directories `python` needs to read (and execute) to run scripts: `sys.prefix`,
 /// `sys.base_prefix` (for a venv), the real executable's directory, the stdlib and site-packages.
 /// Canonical, existing, without nested duplicates. Refuses an answer that includes `/`.
 pub fn python_read_paths(python: &Path) -> Result<Vec<PathBuf>, SandboxError> {
+    python_facts(python).map(|facts| facts.read_paths)
+}
+
+/// Starts `python` once and learns its version, its site-packages folders and the trees it reads
+/// (see [`python_read_paths`]).
+pub fn python_facts(python: &Path) -> Result<PythonFacts, SandboxError> {
     let fail = |reason: String| SandboxError::PythonPaths {
         python: python.to_path_buf(),
         reason,
@@ -45,19 +66,46 @@ pub fn python_read_paths(python: &Path) -> Result<Vec<PathBuf>, SandboxError> {
         )));
     }
     let text = String::from_utf8(output.stdout).map_err(|e| fail(e.to_string()))?;
-    let mut paths: Vec<PathBuf> = text
-        .lines()
-        .map(Path::new)
-        .filter(|p| p.is_absolute())
-        .filter_map(|p| p.canonicalize().ok())
-        .collect();
+    let mut lines = text.lines();
+    let version = lines
+        .next()
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '.'))
+        .ok_or_else(|| fail("it did not report its version".to_owned()))?
+        .to_owned();
+    let (mut site_packages, mut paths) = (Vec::new(), Vec::new());
+    for line in lines {
+        let (list, path) = match line.split_once(' ') {
+            Some(("S", path)) => (&mut site_packages, path),
+            Some(("R", path)) => (&mut paths, path),
+            _ => continue,
+        };
+        let path = Path::new(path);
+        if let Some(canonical) = path
+            .is_absolute()
+            .then(|| path.canonicalize().ok())
+            .flatten()
+        {
+            list.push(canonical);
+        }
+    }
     if let Some(root) = paths.iter().find(|p| p.parent().is_none()) {
         return Err(fail(format!(
             "it reports {} as one of its directories, which would open the whole filesystem",
             root.display()
         )));
     }
-    Ok(outermost(&mut paths))
+    let mut seen = Vec::new();
+    site_packages.retain(|p| {
+        let new = !seen.contains(p);
+        seen.push(p.clone());
+        new
+    });
+    Ok(PythonFacts {
+        version,
+        site_packages,
+        read_paths: outermost(&mut paths),
+    })
 }
 
 /// Sorted, deduplicated, and without paths already covered by an ancestor in the list.
@@ -221,6 +269,22 @@ mod tests {
                 PathBuf::from("/usrx")
             ]
         );
+    }
+
+    #[test]
+    fn the_interpreter_tells_its_version_site_packages_and_read_trees_in_one_start() {
+        let python = resolve_python(None).expect("python3 installed");
+        let facts = python_facts(&python).unwrap();
+        assert!(facts.version.starts_with("3."), "{facts:?}");
+        assert!(!facts.read_paths.is_empty(), "{facts:?}");
+        for dir in &facts.site_packages {
+            assert!(dir.is_absolute() && dir.is_dir(), "{facts:?}");
+            // Every site-packages folder lies within a tree runs may read.
+            assert!(
+                facts.read_paths.iter().any(|r| dir.starts_with(r)),
+                "{facts:?}"
+            );
+        }
     }
 
     #[test]

@@ -134,6 +134,7 @@ impl Fixture {
             .collect();
         let spec = pyrun_sandbox::spawn::Spec {
             program: &self.python,
+            argv0: None,
             args: arguments,
             env: vec![
                 (OsStr::new("HOME"), self.scratch.as_os_str()),
@@ -783,6 +784,7 @@ fn off_mode_confines_nothing_and_says_so() {
     let slot = sandbox.slot(Path::new("/tmp")).unwrap();
     let spec = pyrun_sandbox::spawn::Spec {
         program: python(),
+        argv0: None,
         args: ["-c", "print(open('/etc/passwd').read()[:5])"]
             .map(OsStr::new)
             .to_vec(),

@@ -14,11 +14,12 @@ use crate::run::background::{BackgroundRuns, BackgroundSettings};
 use crate::run::bytecode_cache::BytecodeCache;
 use crate::run::install::{InstallSettings, Installs};
 use crate::run::paths::{PathError, ProjectRoot};
+use crate::run::python_env::PythonEnvs;
 use crate::run::python_support::PythonSupport;
 use crate::run::runner::{Runner, RunnerSettings};
 use crate::run::sandbox_probe::SandboxProbe;
 use crate::tasks::Tasks;
-use pyrun_sandbox::{python_read_paths, Sandbox, SandboxError, SandboxMode, SandboxPolicy};
+use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode, SandboxPolicy};
 
 /// How long the sandbox probe leaves the CPU to a connecting client when no run asks for it
 /// first: assistants send `initialize` and the `*/list` requests within tens of milliseconds.
@@ -45,6 +46,8 @@ pub struct App {
     pub installs: Option<Arc<Installs>>,
     /// Tells sessions when project files appear or go (`notifications/resources/list_changed`).
     pub watch: crate::resources::watch::ProjectWatch,
+    /// The interpreters and checked virtual environments runs use.
+    pub python_envs: Arc<PythonEnvs>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,12 +85,24 @@ impl App {
         let support = python_support.as_ref().map(|s| s.dir().to_path_buf());
         let settings = config.sandbox.clone();
         let (projects, python) = (root.path().to_path_buf(), config.python.clone());
+        let python_envs = Arc::new(PythonEnvs::new(
+            root.path(),
+            &config.python,
+            &config.allow_python,
+        ));
+        let envs = python_envs.clone();
         let build = move || {
             // The projects folder is writable (and readable) unless `--read-only-projects`, and
-            // never executable: a program a script wrote there does not run.
+            // never executable: a program a script wrote there does not run. Every allowed
+            // interpreter's trees are readable (asked here once, also with the sandbox off: runs
+            // and listings need their versions).
             let sandboxed = settings.mode != SandboxMode::Off;
+            let interpreter_paths = envs.interpreters().read_paths();
             let mut read_paths = if sandboxed {
-                python_read_paths(&python)?
+                interpreter_paths.map_err(|e| SandboxError::PythonPaths {
+                    python: python.clone(),
+                    reason: e.to_string(),
+                })?
             } else {
                 Vec::new()
             };
@@ -188,6 +203,7 @@ impl App {
             _python_support: python_support,
             installs,
             watch,
+            python_envs,
         }))
     }
 }

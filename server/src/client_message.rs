@@ -15,6 +15,7 @@ use std::io;
 
 use crate::run::install::InstallError;
 use crate::run::paths::{PathError, ProjectPath, MAX_PATH_BYTES};
+use crate::run::python_env::{CfgProblem, EnvError};
 use crate::run::runner::RunError;
 use pyrun_sandbox::SandboxError;
 
@@ -69,6 +70,16 @@ impl ClientMessage {
     /// Appends a proven path as the caller may see it: relative to the projects folder, escaped.
     pub fn path(mut self, path: &ProjectPath) -> Self {
         push_escaped(&mut self.text, path.relative());
+        self
+    }
+
+    /// Appends a path the run layer made relative to the projects folder (a venv's
+    /// [`Venv::relative`](crate::run::python_env::Venv), an [`EnvError`]'s `venv`), quoted and
+    /// escaped: never a host path.
+    pub fn relative(mut self, relative: &str) -> Self {
+        self.text.push('\'');
+        push_escaped(&mut self.text, relative);
+        self.text.push('\'');
         self
     }
 
@@ -281,6 +292,71 @@ impl From<InstallError> for ClientMessage {
     }
 }
 
+/// Said after every refused venv.
+const VENV_HINT: &str = "recreate it with the server's interpreter (python3 -m venv .venv), or \
+                         remove it to run with the server's own interpreter";
+
+/// A venv a run would use but may not: which one (relative), what is wrong with it, what to do.
+/// The whole error (its `home`, a host path) goes to the log.
+impl From<EnvError> for ClientMessage {
+    fn from(e: EnvError) -> Self {
+        tracing::warn!(error = %e, "environment refused");
+        let refused = |venv: &str| {
+            Self::new("the virtual environment ")
+                .relative(venv)
+                .then(" is refused: ")
+        };
+        match e {
+            EnvError::Link { venv } => refused(&venv)
+                .then("it is a symbolic link, and runs use only a real folder")
+                .hint(VENV_HINT),
+            EnvError::BadConfig { venv, problem } => refused(&venv)
+                .then("its pyvenv.cfg ")
+                .then(cfg_problem(problem))
+                .hint(VENV_HINT),
+            EnvError::HomeGone { venv, .. } => refused(&venv)
+                .then("its base interpreter (`home` in its pyvenv.cfg) no longer exists")
+                .hint(VENV_HINT),
+            EnvError::HomeInside { venv, .. } => refused(&venv)
+                .then(
+                    "its base interpreter (`home` in its pyvenv.cfg) lies inside the projects \
+                     folder, where scripts can write",
+                )
+                .hint(VENV_HINT),
+            EnvError::NotAllowed { venv, .. } => refused(&venv)
+                .then(
+                    "its base interpreter (`home` in its pyvenv.cfg) is not one this server runs \
+                     (--python, --allow-python)",
+                )
+                .hint(
+                    "recreate it with the server's interpreter, or ask the operator to allow \
+                     its interpreter with --allow-python PATH",
+                ),
+            EnvError::OtherVersion { venv, .. } => refused(&venv)
+                .then(
+                    "it was made with another Python version than the interpreter allowed in \
+                     its `home`",
+                )
+                .hint(VENV_HINT),
+            EnvError::Interpreter(_) => {
+                Self::new("the Python interpreter could not be asked what it is").hint(SEE_THE_LOG)
+            }
+        }
+    }
+}
+
+/// A broken `pyvenv.cfg`, in fixed words.
+fn cfg_problem(problem: CfgProblem) -> &'static str {
+    match problem {
+        CfgProblem::NotAFile => "is not a regular file",
+        CfgProblem::Unreadable(_) => "could not be read",
+        CfgProblem::TooLarge => "is larger than 64 KiB",
+        CfgProblem::NotText => "is not UTF-8 text",
+        CfgProblem::NoHome => "has no `home = FOLDER` line naming its base interpreter's folder",
+        CfgProblem::HomeNotAbsolute => "names a `home` that is not an absolute path",
+    }
+}
+
 /// What failed in the sandbox, in fixed words (its error's text may name cgroup folders and the
 /// interpreter's path).
 fn sandbox_failure(e: &SandboxError) -> &'static str {
@@ -405,6 +481,49 @@ mod tests {
             SandboxError::PortRulesUnavailable { abi: 3 },
         )));
         assert!(ports.as_str().contains("Landlock ABI 4"), "{ports}");
+    }
+
+    #[test]
+    fn refused_venvs_are_named_relatively_with_a_hint_and_no_host_path() {
+        use crate::run::python_env::{CfgProblem, EnvError};
+        let home = std::path::PathBuf::from("/srv/secret/python/bin");
+        let venv = || "sub/.venv\nforged".to_owned();
+        let errors = [
+            EnvError::Link { venv: venv() },
+            EnvError::BadConfig {
+                venv: venv(),
+                problem: CfgProblem::NoHome,
+            },
+            EnvError::HomeGone {
+                venv: venv(),
+                home: home.clone(),
+            },
+            EnvError::HomeInside {
+                venv: venv(),
+                home: home.clone(),
+            },
+            EnvError::NotAllowed {
+                venv: venv(),
+                home: home.clone(),
+            },
+            EnvError::OtherVersion {
+                venv: venv(),
+                home,
+                made_with: "3.12".into(),
+                have: "3.11".into(),
+            },
+        ];
+        for e in errors {
+            let shown = ClientMessage::from(e);
+            assert!(
+                shown
+                    .as_str()
+                    .starts_with("the virtual environment 'sub/.venv\\nforged' is refused: "),
+                "{shown}"
+            );
+            assert!(!shown.as_str().contains("/srv"), "{shown}");
+            assert!(shown.as_str().contains("\nhint: "), "{shown}");
+        }
     }
 
     #[test]

@@ -68,6 +68,8 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_ALLOW_SDIST",
     "PYRUN_UV",
     "PYRUN_INSTALL_TIMEOUT",
+    // Project environments (`PythonEnvArgs`).
+    "PYRUN_ALLOW_PYTHON",
     // Read in main.rs: the log filter and plain output.
     "PYRUN_LOG",
     "NO_COLOR",

@@ -76,12 +76,23 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
+        // No project: the projects folder's own environment (the code runs in its scratch).
+        let env_dir = project
+            .as_ref()
+            .map_or(self.app.root.path(), |dir| dir.absolute());
+        let python = match self.run_env(env_dir).await {
+            Ok(env) => env,
+            Err(message) => return Ok(refusal(message)),
+        };
         let caller = self.caller(&ctx);
         let source = RunSource::Inline {
             code: &args.code,
             cwd: project.as_ref(),
         };
-        let request = RunRequest::new(source, &args.args, args.stdin.as_deref(), timeout);
+        let request = RunRequest {
+            python,
+            ..RunRequest::new(source, &args.args, args.stdin.as_deref(), timeout)
+        };
         Ok(self.run_in_call(request, &caller, &ctx, &notes).await)
     }
 }

@@ -16,6 +16,7 @@ mod inline_code;
 mod install;
 pub mod integrations;
 pub mod oauth;
+mod packages;
 mod prompts;
 mod resources;
 pub mod run;

@@ -20,7 +20,9 @@ use crate::run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord, Star
 use crate::run::live_output::Stream;
 use crate::run::runner::Pool;
 use crate::run_files::{ArtifactInfo, Presented, SkippedArtifact};
-use crate::tools::{effective_timeout, fmt_secs, refusal, structured, PyRunServer, RunPythonArgs};
+use crate::tools::{
+    effective_timeout, fmt_secs, refusal, structured, PyRunServer, PythonInfo, RunPythonArgs,
+};
 
 /// The most output one `get_run` returns per stream; pass the next offset back for more.
 pub const PAGE_BYTES: usize = 256 * 1024;
@@ -93,6 +95,8 @@ pub struct RunState {
     pub artifacts: Vec<ArtifactInfo>,
     /// Files it left that were not kept, with the reason.
     pub skipped_artifacts: Vec<SkippedArtifact>,
+    /// The interpreter it runs with.
+    pub python: PythonInfo,
 }
 
 /// One line of `list_runs`.
@@ -143,6 +147,10 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
+        let python = match self.run_env(script.directory()).await {
+            Ok(env) => env,
+            Err(message) => return Ok(refusal(message)),
+        };
         let owner = self.caller(&ctx);
         let request = BackgroundRequest {
             script,
@@ -150,6 +158,7 @@ impl PyRunServer {
             stdin: args.stdin,
             timeout,
             pool: Pool::Background,
+            python,
         };
         let record = match runs.start(&owner.key(), RunKind::Background, request, true) {
             Ok(record) => record,
@@ -352,6 +361,7 @@ impl PyRunServer {
             error,
             artifacts: std::mem::take(&mut presented.artifacts),
             skipped_artifacts: std::mem::take(&mut presented.skipped),
+            python: self.python_info(record.python.as_deref()),
         };
         let text = render_state(&state, !at_end);
         let mut result = structured(text, &state);

@@ -28,6 +28,7 @@ use crate::run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord};
 use crate::run::caller::Caller;
 use crate::run::live_output::{LiveOutput, Stream};
 use crate::run::paths::ProjectPath;
+use crate::run::python_env::{EnvError, PythonEnv};
 use crate::run::runner::{ArtifactTarget, Pool, RunOutcome, RunRequest, RunSource};
 use crate::run_files::{ArtifactInfo, Presented, SkippedArtifact};
 
@@ -81,6 +82,27 @@ pub struct RunReport {
     /// `running` when the run went on in the background; absent when it ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
+    /// The interpreter it ran with.
+    pub python: PythonInfo,
+}
+
+/// The interpreter of a run (or of a listing): its version and the virtual environment used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct PythonInfo {
+    /// The interpreter's version, e.g. `3.11.2`.
+    pub version: String,
+    /// The virtual environment used, relative to the projects folder with `/` separators (e.g.
+    /// `.venv` or `mathpkg/.venv`); null: the server's interpreter without one.
+    pub venv: Option<String>,
+}
+
+impl From<&PythonEnv> for PythonInfo {
+    fn from(env: &PythonEnv) -> Self {
+        Self {
+            version: env.version.clone(),
+            venv: env.venv.as_ref().map(|venv| venv.relative.clone()),
+        }
+    }
 }
 
 impl RunReport {
@@ -106,10 +128,12 @@ impl RunReport {
         let optional = [("run_id", self.run_id), ("status", self.status)]
             .into_iter()
             .filter_map(|(k, v)| v.map(|v| (k, Value::String(v))));
+        let python = serde_json::to_value(&self.python).unwrap_or(Value::Null);
         Value::Object(
             fields
                 .into_iter()
                 .chain(optional)
+                .chain(std::iter::once(("python", python)))
                 .map(|(k, v)| (k.to_owned(), v))
                 .collect(),
         )
@@ -160,11 +184,11 @@ impl PyRunServer {
         }
     }
 
-    /// The tools this server offers: `run_python_code` only with `--allow-inline-code`,
-    /// `install_packages` only with `--allow-install` (not listed, and unknown when called,
-    /// without them).
+    /// The tools this server offers (`list_packages` always): `run_python_code` only with
+    /// `--allow-inline-code`, `install_packages` only with `--allow-install` (not listed, and
+    /// unknown when called, without them).
     fn routers(app: &App) -> ToolRouter<Self> {
-        let router = Self::tool_router() + Self::run_tools_router();
+        let router = Self::tool_router() + Self::run_tools_router() + Self::packages_router();
         #[cfg(feature = "conformance")] // test-only fixtures, see conformance.rs
         let router = router + crate::conformance::tool_router();
         let router = if app.config.inline.allowed {
@@ -208,6 +232,10 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
+        let python = match self.run_env(script.directory()).await {
+            Ok(env) => env,
+            Err(message) => return Ok(refusal(message)),
+        };
         let caller = self.caller(&ctx);
         if let Some(after) = self.app.config.background.detach_after {
             let request = BackgroundRequest {
@@ -216,6 +244,7 @@ impl PyRunServer {
                 stdin: args.stdin.clone(),
                 timeout,
                 pool: Pool::Foreground,
+                python: python.clone(),
             };
             // When no background run can be kept, the run goes on as a plain call.
             if let Ok(record) =
@@ -228,7 +257,10 @@ impl PyRunServer {
                     .await);
             }
         }
-        let request = RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout);
+        let request = RunRequest {
+            python,
+            ..RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout)
+        };
         Ok(self.run_in_call(request, &caller, &ctx, &notes).await)
     }
 
@@ -469,6 +501,10 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message).into()),
         };
+        let python = match self.run_env(script.directory()).await {
+            Ok(env) => env,
+            Err(message) => return Ok(refusal(message).into()),
+        };
         let caller = self.caller(ctx);
         let owner = caller.key().into_owned();
         let request = BackgroundRequest {
@@ -477,6 +513,7 @@ impl PyRunServer {
             stdin: args.stdin,
             timeout,
             pool: Pool::Background,
+            python,
         };
         let record = match self.app.runs.start(&owner, RunKind::Task, request, true) {
             Ok(record) => record,
@@ -576,6 +613,7 @@ impl PyRunServer {
             skipped_artifacts: Vec::new(),
             run_id: Some(record.id.clone()),
             status: Some(record.status().as_str().to_owned()),
+            python: self.python_info(record.python.as_deref()),
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report.into_value());
@@ -643,6 +681,64 @@ impl PyRunServer {
         text
     }
 
+    /// The environment a run in `dir` uses (its nearest checked venv, or the server's
+    /// interpreter), or why it is refused.
+    pub(crate) async fn python_env(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<Arc<PythonEnv>, ClientMessage> {
+        self.find_env(dir).await.map_err(ClientMessage::from)
+    }
+
+    /// [`Self::python_env`] for a run: `None` (the runner's own interpreter) when the
+    /// interpreter could not be asked what it is, so that the run is refused as before, by the
+    /// sandbox's probe that asks it too (or, with the sandbox off, fails as that interpreter does).
+    pub(crate) async fn run_env(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<Option<Arc<PythonEnv>>, ClientMessage> {
+        match self.find_env(dir).await {
+            Ok(env) => Ok(Some(env)),
+            Err(EnvError::Interpreter(e)) => {
+                tracing::warn!(error = %e, "the interpreter could not be asked what it is");
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// `PythonEnvs::for_dir`: a few `stat`s, done in place once the interpreters have been asked
+    /// what they are; the first time, on a blocking thread (that asks them).
+    async fn find_env(&self, dir: &std::path::Path) -> Result<Arc<PythonEnv>, EnvError> {
+        let envs = &self.app.python_envs;
+        if envs.interpreters().asked() {
+            return envs.for_dir(dir);
+        }
+        let (envs, dir) = (envs.clone(), dir.to_path_buf());
+        tokio::task::spawn_blocking(move || envs.for_dir(&dir))
+            .await
+            .unwrap_or_else(|_| {
+                Err(EnvError::Interpreter(Arc::new(
+                    pyrun_sandbox::SandboxError::ProbeLost,
+                )))
+            })
+    }
+
+    /// What a result says of the interpreter: `env`'s, else the server's own (a run whose
+    /// environment is not known here: one handed over, or started without one).
+    pub(crate) fn python_info(&self, env: Option<&PythonEnv>) -> PythonInfo {
+        match env {
+            Some(env) => env.into(),
+            None => match self.app.python_envs.default_env() {
+                Ok(env) => env.as_ref().into(),
+                Err(_) => PythonInfo {
+                    version: String::new(),
+                    venv: None,
+                },
+            },
+        }
+    }
+
     fn report(
         &self,
         mut outcome: RunOutcome,
@@ -665,6 +761,7 @@ impl PyRunServer {
             skipped_artifacts: std::mem::take(&mut presented.skipped),
             run_id: None,
             status: None,
+            python: self.python_info(outcome.python.as_deref()),
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report.into_value());
@@ -1108,6 +1205,10 @@ mod tests {
             }],
             run_id: None,
             status: None,
+            python: PythonInfo {
+                version: "3.11.2".into(),
+                venv: Some("a/.venv".into()),
+            },
         };
         let serialized = serde_json::to_value(&report).unwrap();
         assert_eq!(report.clone().into_value(), serialized);
@@ -1134,6 +1235,7 @@ mod tests {
             stderr_truncated: false,
             duration: Duration::from_millis(5),
             artifacts: None,
+            python: None,
         }
     }
 

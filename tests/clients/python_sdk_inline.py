@@ -4,7 +4,8 @@ Usage:
   python_sdk_inline.py --mode legacy|auto --http URL --token T
 
 Lists the tools, runs code with args, stdin and a project folder, code that raises, and code
-over the server's size cap; asks install_packages for a smuggled option. Prints a JSON report for the Rust test; it asserts nothing itself.
+over the server's size cap; lists the project's packages (`list_packages`, always offered); asks
+install_packages for a smuggled option. Prints a JSON report for the Rust test; it asserts nothing itself.
 """
 
 import argparse
@@ -45,6 +46,8 @@ async def main(opts):
                 "install_refused": ("install_packages", {
                     "project": "mathpkg", "packages": ["--index-url=http://127.0.0.1:1/simple"],
                 }),
+                "packages": ("list_packages", {"project": "mathpkg"}),
+                "packages_escape": ("list_packages", {"project": "../.."}),
             }
             report = {"mode": opts.mode, "tools": sorted(t.name for t in tools), "calls": {}}
             for key, (tool, args) in calls.items():

@@ -1,7 +1,8 @@
 //! Inline code (`run_python_code`, `--allow-inline-code`) with the official Python MCP SDK over
 //! Streamable HTTP, in both its modes: listed, run in a project folder with args and stdin, a
 //! traceback that names no host path, and the size cap as a tool error; `install_packages`
-//! (`--allow-install`) listed, and a smuggled option refused as a tool error.
+//! (`--allow-install`) listed, and a smuggled option refused as a tool error. `list_packages`
+//! (always offered) of a project with its own venv: the venv's packages and its name.
 
 use pyrun_mcp_tests::{args, python_client, HttpServer};
 
@@ -20,6 +21,26 @@ fn inline_code_runs_in_a_project_and_refuses_oversized_code_in_both_modes() {
         "http://127.0.0.1:1/simple/",
     ]);
     let url = server.mcp_url();
+    // mathpkg gets a venv of the server's interpreter with one (metadata-only) package.
+    let venv = server.projects().join("mathpkg/.venv");
+    let made = std::process::Command::new(pyrun_mcp_tests::python())
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let site = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("site-packages"))
+        .find(|p| p.is_dir())
+        .unwrap();
+    std::fs::create_dir_all(site.join("sdk_check-1.2.dist-info")).unwrap();
+    std::fs::write(
+        site.join("sdk_check-1.2.dist-info/METADATA"),
+        "Metadata-Version: 2.1\nName: sdk-check\nVersion: 1.2\n",
+    )
+    .unwrap();
     let host_folder = std::fs::canonicalize(server.projects()).unwrap();
     for mode in ["legacy", "auto"] {
         let report = python_client(
@@ -65,6 +86,31 @@ fn inline_code_runs_in_a_project_and_refuses_oversized_code_in_both_modes() {
                 .unwrap()
                 .iter()
                 .any(|t| t == "install_packages"),
+            "{report}"
+        );
+
+        let packages = &report["calls"]["packages"];
+        assert_eq!(packages["is_error"], false, "{report}");
+        assert_eq!(
+            packages["structured"]["packages"],
+            serde_json::json!([{"name": "sdk-check", "version": "1.2"}]),
+            "{report}"
+        );
+        assert_eq!(
+            packages["structured"]["python"]["venv"], "mathpkg/.venv",
+            "{report}"
+        );
+        assert_eq!(
+            ran["structured"]["python"]["venv"], "mathpkg/.venv",
+            "{report}"
+        );
+        let escape = &report["calls"]["packages_escape"];
+        assert_eq!(escape["is_error"], true, "{report}");
+        assert!(
+            !escape["text"]
+                .as_str()
+                .unwrap()
+                .contains(host_folder.to_str().unwrap()),
             "{report}"
         );
 

@@ -40,7 +40,10 @@ mod init;
 #[derive(Debug)]
 pub struct Spec<'a> {
     pub program: &'a Path,
-    /// argv\[1..\] (argv\[0\] is the program).
+    /// argv\[0\] when it must differ from the program (the interpreter of a virtual
+    /// environment finds its `pyvenv.cfg` from it); `None`: the program's path.
+    pub argv0: Option<&'a OsStr>,
+    /// argv\[1..\].
     pub args: Vec<&'a OsStr>,
     pub env: Vec<(&'a OsStr, &'a OsStr)>,
     pub cwd: &'a Path,
@@ -181,7 +184,10 @@ impl Spawner {
         };
         let program = c(spec.program.as_os_str())?;
         let cwd = c(spec.cwd.as_os_str())?;
-        let mut args = vec![program.clone()];
+        let mut args = vec![match spec.argv0 {
+            Some(argv0) => c(argv0)?,
+            None => program.clone(),
+        }];
         for a in &spec.args {
             args.push(c(a)?);
         }
@@ -821,6 +827,7 @@ mod tests {
     fn spec<'a>(args: &'a [&'a str], stdin_piped: bool) -> Spec<'a> {
         Spec {
             program: Path::new("/bin/sh"),
+            argv0: None,
             args: args.iter().map(OsStr::new).collect(),
             env: vec![(OsStr::new("GREETING"), OsStr::new("hi there"))],
             cwd: Path::new("/"),
@@ -872,6 +879,22 @@ mod tests {
         let mut s = String::new();
         r.read_to_string(&mut s).unwrap();
         s
+    }
+
+    #[test]
+    fn argv0_is_what_the_program_is_told_and_the_program_is_what_runs() {
+        for spawner in spawners() {
+            let spec = Spec {
+                argv0: Some(OsStr::new("/not/a/shell")),
+                ..spec(&["-c", "echo \"$0\""], false)
+            };
+            let out = spawner
+                .spawn(&spec, None)
+                .unwrap()
+                .wait_with_output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "/not/a/shell\n");
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod inline;
 mod install;
 mod oauth;
 mod oauth_test;
+mod python_env;
 mod runs;
 mod sandbox;
 mod state;
@@ -39,6 +40,7 @@ pub use inline::{InlineArgs, InlineConfig};
 pub use install::{InstallArgs, InstallConfig};
 pub use oauth::{OAuthArgs, OAuthConfig};
 pub use oauth_test::OAuthTestArgs;
+pub use python_env::PythonEnvArgs;
 pub use runs::RunArgs;
 pub use sandbox::{SandboxArgs, SandboxConfig};
 pub use state::StateArgs;
@@ -102,6 +104,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub install: InstallArgs,
+
+    #[command(flatten)]
+    pub python_env: PythonEnvArgs,
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
@@ -174,6 +179,9 @@ pub struct Config {
     pub inline: InlineConfig,
     /// `install_packages`: whether it is offered, the index, uv, sdists, the time limit.
     pub install: InstallConfig,
+    /// `--allow-python`: interpreters besides `python` a project's venv may be made with,
+    /// resolved.
+    pub allow_python: Vec<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -182,6 +190,8 @@ pub enum ConfigError {
     ProjectsDir(String),
     #[error("{0}\nhint: install Python 3, or pass --python PATH / set PYTHON_BIN")]
     NoPython(#[from] pyrun_sandbox::PythonError),
+    #[error("--allow-python '{0}' cannot be used: {1}\nhint: give the path of a Python interpreter (PYRUN_ALLOW_PYTHON takes a list separated like PATH)")]
+    AllowPython(String, String),
     #[error("--pass-env '{0}' is not a valid variable name")]
     BadEnvName(String),
     #[error("refusing to serve {0} without authentication: anyone who reaches it could run your scripts\nhint: set a token with --auth-token TOKEN or MCP_AUTH_TOKEN (e.g. MCP_AUTH_TOKEN=$(openssl rand -hex 32)), or bind 127.0.0.1; pass --allow-unauthenticated only if something in front of the server authenticates")]
@@ -290,6 +300,7 @@ impl Cli {
             }
         }
         let python = resolve_python(run.python.as_deref())?;
+        let allow_python = self.python_env.resolve()?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         let background = self.background.resolve(cpus);
         // A process's CPU limit is never below the longest wall time a run may take.
@@ -321,6 +332,7 @@ impl Cli {
             artifacts: self.artifacts.resolve(),
             inline: self.inline.resolve(),
             install: self.install.resolve()?,
+            allow_python,
         })
     }
 
@@ -503,6 +515,7 @@ mod tests {
             include_str!("artifacts.rs"),
             include_str!("inline.rs"),
             include_str!("install.rs"),
+            include_str!("python_env.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),
         ]
@@ -552,6 +565,19 @@ mod tests {
             FetchPolicy::default()
         );
         assert!(parse(&["--oauth-test-metadata-ca", ""]).is_err());
+    }
+
+    #[test]
+    fn allowed_interpreters_are_resolved_and_a_missing_one_is_named() {
+        let cli = parse(&["--allow-python", "/no/such/python3"]).unwrap();
+        let err = cli.python_env.resolve().unwrap_err().to_string();
+        assert!(err.contains("--allow-python '/no/such/python3'"), "{err}");
+        assert!(err.contains("hint: "), "{err}");
+        let real = resolve_python(None).unwrap();
+        let given = real.to_str().unwrap();
+        let cli = parse(&["--allow-python", given, "--allow-python", given]).unwrap();
+        assert_eq!(cli.python_env.resolve().unwrap(), vec![real]);
+        assert!(parse(&[]).unwrap().python_env.resolve().unwrap().is_empty());
     }
 
     #[test]

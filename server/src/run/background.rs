@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::artifacts::{new_run_id, ArtifactStore};
 use super::live_output::{LiveOutput, Stream};
 use super::paths::ProjectPath;
+use super::python_env::PythonEnv;
 use super::runner::{ArtifactTarget, Pool, RunError, RunOutcome, RunRequest, Runner};
 
 /// What the registry needs from the configuration.
@@ -99,6 +100,8 @@ pub struct BackgroundRequest {
     /// At most the background time limit.
     pub timeout: Duration,
     pub pool: Pool,
+    /// The environment it runs in; `None`: the runner's interpreter.
+    pub python: Option<Arc<PythonEnv>>,
 }
 
 /// One run and what is known of it.
@@ -121,6 +124,8 @@ pub struct RunRecord {
     end_seen: AtomicBool,
     /// The MCP task this run answers, if any.
     task_id: OnceLock<String>,
+    /// The environment it runs in (`None`: the runner's interpreter).
+    pub python: Option<Arc<PythonEnv>>,
 }
 
 impl RunRecord {
@@ -311,6 +316,7 @@ impl BackgroundRuns {
             listed: AtomicBool::new(listed),
             end_seen: AtomicBool::new(false),
             task_id: OnceLock::new(),
+            python: request.python.clone(),
         });
         {
             let mut runs = self.lock();
@@ -354,6 +360,7 @@ impl BackgroundRuns {
                 live: Some(running.live.clone()),
                 pool: request.pool,
                 artifacts: Some(artifacts),
+                python: request.python.clone(),
                 ..RunRequest::new(
                     &request.script,
                     &request.args,
@@ -374,6 +381,7 @@ impl BackgroundRuns {
                         stderr_truncated: false,
                         duration: running.created.elapsed(),
                         artifacts: None,
+                        python: request.python.clone(),
                     })
                 }
                 Err(e) => RunEnd::Failed(describe(e)),

@@ -721,6 +721,7 @@ impl Steps<'_> {
         use super::runner::{read_live, ProcessTree, DRAIN_GRACE, REAP_GRACE};
         let spec = pyrun_sandbox::spawn::Spec {
             program: &cmd.program,
+            argv0: None,
             args: cmd.args.iter().map(OsString::as_os_str).collect(),
             env: self.installs.env(self.scratch),
             cwd: self.scratch,

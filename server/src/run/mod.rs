@@ -8,7 +8,9 @@
 //! bytecode cache runs read; `artifacts` keeps the files runs leave in their output folder;
 //! `mime` names file types; `requirement` checks what `install_packages` may ask for and
 //! `install` makes a project's `.venv` and installs into it under its own sandbox profile;
-//! `python_support` writes the modules the server ships for runs (the matplotlib backend).
+//! `python_support` writes the modules the server ships for runs (the matplotlib backend);
+//! `python_env` picks and checks the interpreter and virtual environment of a folder;
+//! `packages` reads what an environment has installed.
 //! The kernel side is the `pyrun_sandbox` crate, below this layer.
 
 pub mod artifacts;
@@ -21,7 +23,9 @@ mod child;
 pub mod install;
 pub mod live_output;
 pub mod mime;
+pub mod packages;
 pub mod paths;
+pub mod python_env;
 pub mod python_support;
 pub mod requirement;
 pub mod runner;

@@ -460,8 +460,16 @@ const ELOOP: i32 = -1;
 const EXDEV: i32 = -1;
 
 /// Opens a proven file for reading by its relative path beneath `root`, following no link.
-#[cfg(target_os = "linux")]
 fn open_no_links(root: &Path, file: &ProjectFile) -> io::Result<fs::File> {
+    open_beneath(root, Path::new(&file.relative))
+}
+
+/// Opens `relative` (a path inside `root`, the canonical projects folder) for reading without
+/// blocking on a FIFO: on Linux with `openat2` beneath `root` and no link anywhere on the way;
+/// on other Unixes the last component is never followed; elsewhere plainly (a path proven just
+/// before). For files runs may change while the server reads them.
+#[cfg(target_os = "linux")]
+pub fn open_beneath(root: &Path, relative: &Path) -> io::Result<fs::File> {
     use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
     let dir = rustix::fs::open(
         root,
@@ -470,31 +478,31 @@ fn open_no_links(root: &Path, file: &ProjectFile) -> io::Result<fs::File> {
     )?;
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-    match openat2(&dir, file.relative.as_str(), flags, Mode::empty(), resolve) {
+    match openat2(&dir, relative, flags, Mode::empty(), resolve) {
         Ok(fd) => Ok(fs::File::from(fd)),
         // Kernels before 5.6: the last component is still never followed.
         Err(rustix::io::Errno::NOSYS) => {
-            let fd = rustix::fs::open(&file.absolute, flags, Mode::empty())?;
+            let fd = rustix::fs::open(root.join(relative), flags, Mode::empty())?;
             Ok(fs::File::from(fd))
         }
         Err(e) => Err(e.into()),
     }
 }
 
-/// Opens a proven file for reading; its last component is never followed.
+/// See the Linux version.
 #[cfg(all(unix, not(target_os = "linux")))]
-fn open_no_links(_root: &Path, file: &ProjectFile) -> io::Result<fs::File> {
+pub fn open_beneath(root: &Path, relative: &Path) -> io::Result<fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;
     fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&file.absolute)
+        .open(root.join(relative))
 }
 
-/// Opens a proven file for reading (the canonical path, proven just before).
+/// See the Linux version.
 #[cfg(not(unix))]
-fn open_no_links(_root: &Path, file: &ProjectFile) -> io::Result<fs::File> {
-    fs::File::open(&file.absolute)
+pub fn open_beneath(root: &Path, relative: &Path) -> io::Result<fs::File> {
+    fs::File::open(root.join(relative))
 }
 
 /// How the caller's text names a path, once its text is known to be acceptable.

@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use super::artifacts::{ArtifactStore, Collected};
 use super::live_output::{LiveOutput, Stream};
 use super::paths::{ProjectDir, ProjectPath};
+use super::python_env::PythonEnv;
 use super::sandbox_probe::SandboxProbe;
 use super::slots::{is_empty_private_dir, Slot, SlotError, SlotPool};
 use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode};
@@ -125,6 +126,9 @@ pub struct RunRequest<'a> {
     pub pool: Pool,
     /// Where the files the run leaves in `PYRUN_OUTPUT_DIR` go; `None`: they are dropped.
     pub artifacts: Option<ArtifactTarget>,
+    /// The environment it runs in (`PythonEnvs::for_dir`); `None`: the runner's interpreter,
+    /// without a venv.
+    pub python: Option<Arc<PythonEnv>>,
 }
 
 impl<'a> RunRequest<'a> {
@@ -143,6 +147,7 @@ impl<'a> RunRequest<'a> {
             live: None,
             pool: Pool::Foreground,
             artifacts: None,
+            python: None,
         }
     }
 }
@@ -179,6 +184,8 @@ pub struct RunOutcome {
     pub duration: Duration,
     /// What the run left in its output folder, when the request named an [`ArtifactTarget`].
     pub artifacts: Option<Collected>,
+    /// The environment it ran in, as the request named it.
+    pub python: Option<Arc<PythonEnv>>,
 }
 
 /// Why a run did not start. The text is for the server's log: it may name host paths (a cgroup
@@ -402,6 +409,7 @@ impl Runner {
             stderr_truncated,
             duration,
             artifacts,
+            python: req.python,
         })
     }
 
@@ -432,8 +440,13 @@ impl Runner {
         let import_dir = place.import_dir.map(|dir| sandbox.view_path(dir));
         let pycache = pycache_prefix(sandbox, scratch);
         let extra = RunExtras::new(sandbox, scratch, import_dir.as_deref(), &self.env);
+        // A venv's run execs its checked base interpreter, told it is the venv's `bin/python`
+        // (as the run sees it) so that CPython finds the venv's `pyvenv.cfg`.
+        let (program, argv0) = self.program(req);
+        let argv0 = argv0.map(|path| sandbox.view_path(&path));
         let spec = pyrun_sandbox::spawn::Spec {
-            program: &self.python,
+            program,
+            argv0: argv0.as_deref().map(Path::as_os_str),
             args: std::iter::once(script.as_os_str())
                 .chain(req.args.iter().map(OsStr::new))
                 .collect(),
@@ -472,7 +485,14 @@ impl Runner {
             RunSource::Script(script) => script.absolute().to_path_buf(),
             RunSource::Inline { .. } => slot.dir().join(INLINE_FILE_NAME),
         };
-        let mut cmd = std::process::Command::new(&self.python);
+        let (program, argv0) = self.program(req);
+        let mut cmd = std::process::Command::new(program);
+        #[cfg(unix)]
+        if let Some(argv0) = &argv0 {
+            std::os::unix::process::CommandExt::arg0(&mut cmd, argv0);
+        }
+        #[cfg(not(unix))]
+        let _ = argv0;
         cmd.arg(script)
             .args(req.args)
             .current_dir(place.cwd.unwrap_or(slot.dir()))
@@ -498,6 +518,15 @@ impl Runner {
             what: "the interpreter could not be executed",
             source,
         })
+    }
+
+    /// The program a run execs (always a checked interpreter) and the argv\[0\] it is given on
+    /// the host: the venv's `bin/python` when the run has a venv.
+    fn program<'r>(&'r self, req: &'r RunRequest<'_>) -> (&'r Path, Option<PathBuf>) {
+        match &req.python {
+            Some(env) => (&env.interpreter, env.argv0()),
+            None => (&self.python, None),
+        }
     }
 
     /// The run's whole environment: the scrubbed server environment, with HOME and the temp
