@@ -6,7 +6,8 @@
 //! are keyed on); `slots` keeps reusable scratch folders with their sandbox rules;
 //! `sandbox_probe` probes the sandbox in the background; `bytecode_cache` fills the server-owned
 //! bytecode cache runs read; `artifacts` keeps the files runs leave in their output folder;
-//! `mime` names file types; `python_support` writes the modules the server ships for runs (the matplotlib backend).
+//! `mime` names file types; `python_support` writes the modules the server ships for runs (the
+//! matplotlib backend, the session driver); `session` keeps persistent Python sessions.
 //! The kernel side is the `pyrun_sandbox` crate, below this layer.
 
 pub mod artifacts;
@@ -22,4 +23,5 @@ pub mod paths;
 pub mod python_support;
 pub mod runner;
 pub mod sandbox_probe;
+pub mod session;
 pub mod slots;
