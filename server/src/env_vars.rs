@@ -62,6 +62,10 @@ pub const ENV_VARS: &[&str] = &[
     // Inline code (`InlineArgs`).
     "PYRUN_ALLOW_INLINE_CODE",
     "PYRUN_MAX_CODE_BYTES",
+    // Python sessions (`SessionArgs`).
+    "PYRUN_MAX_PYTHON_SESSIONS",
+    "PYRUN_MAX_PYTHON_SESSIONS_PER_CALLER",
+    "PYRUN_PYTHON_SESSION_IDLE_TIMEOUT",
     // Read in main.rs: the log filter and plain output.
     "PYRUN_LOG",
     "NO_COLOR",

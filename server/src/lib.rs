@@ -20,6 +20,7 @@ mod resources;
 pub mod run;
 pub mod run_files;
 mod run_tools;
+mod sessions;
 pub mod state_dir;
 mod tasks;
 mod tools;

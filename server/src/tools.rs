@@ -160,14 +160,14 @@ impl PyRunServer {
         }
     }
 
-    /// The tools this server offers: `run_python_code` only with `--allow-inline-code` (not
-    /// listed, and unknown when called, without it).
+    /// The tools this server offers: `run_python_code` and the session tools only with
+    /// `--allow-inline-code` (not listed, and unknown when called, without it).
     fn routers(app: &App) -> ToolRouter<Self> {
         let router = Self::tool_router() + Self::run_tools_router();
         #[cfg(feature = "conformance")] // test-only fixtures, see conformance.rs
         let router = router + crate::conformance::tool_router();
         if app.config.inline.allowed {
-            router + Self::inline_code_router()
+            router + Self::inline_code_router() + Self::sessions_router()
         } else {
             router
         }

@@ -25,6 +25,7 @@ mod oauth;
 mod oauth_test;
 mod runs;
 mod sandbox;
+mod sessions;
 mod state;
 mod tunnel;
 
@@ -39,6 +40,7 @@ pub use oauth::{OAuthArgs, OAuthConfig};
 pub use oauth_test::OAuthTestArgs;
 pub use runs::RunArgs;
 pub use sandbox::{SandboxArgs, SandboxConfig};
+pub use sessions::{SessionArgs, SessionConfig};
 pub use state::StateArgs;
 pub use tunnel::{TunnelArgs, TunnelConfig, TunnelProvider};
 
@@ -97,6 +99,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub inline: InlineArgs,
+
+    #[command(flatten)]
+    pub sessions: SessionArgs,
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
@@ -167,6 +172,8 @@ pub struct Config {
     pub artifacts: ArtifactConfig,
     /// `run_python_code`: whether it is offered, and the most code a call may send.
     pub inline: InlineConfig,
+    /// Python sessions (offered with inline code): how many, and how long an unused one lives.
+    pub sessions: SessionConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -311,6 +318,7 @@ impl Cli {
             cimd: self.oauth_test.fetch_policy(),
             artifacts: self.artifacts.resolve(),
             inline: self.inline.resolve(),
+            sessions: self.sessions.resolve(),
         })
     }
 
@@ -492,6 +500,7 @@ mod tests {
             include_str!("oauth_test.rs"),
             include_str!("artifacts.rs"),
             include_str!("inline.rs"),
+            include_str!("sessions.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),
         ]

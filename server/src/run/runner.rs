@@ -420,6 +420,7 @@ impl Runner {
         module: &'static str,
         args: &[String],
         cwd: Option<&ProjectDir>,
+        python: Option<&Path>,
     ) -> Result<ResidentRun, RunError> {
         if self.shutdown.is_cancelled() {
             return Err(RunError::CancelledWhileQueued);
@@ -439,6 +440,7 @@ impl Runner {
             program: Program::Support(module),
             args,
             stdin_piped: true,
+            python,
         };
         let child = self.spawn(&launch, &sandbox, &slot)?;
         #[cfg(windows)]
@@ -491,7 +493,7 @@ impl Runner {
         let pycache = pycache_prefix(sandbox, scratch);
         let extra = RunExtras::new(sandbox, scratch, import_dir.as_deref(), &self.env);
         let spec = pyrun_sandbox::spawn::Spec {
-            program: &self.python,
+            program: launch.python.unwrap_or(&self.python),
             args: std::iter::once(script.as_os_str())
                 .chain(launch.args.iter().map(OsStr::new))
                 .collect(),
@@ -531,7 +533,7 @@ impl Runner {
             Program::Scratch(name) => slot.dir().join(name),
             Program::Support(name) => support_file(sandbox, name)?,
         };
-        let mut cmd = std::process::Command::new(&self.python);
+        let mut cmd = std::process::Command::new(launch.python.unwrap_or(&self.python));
         cmd.arg(script)
             .args(launch.args)
             .current_dir(place.cwd.unwrap_or(slot.dir()))
@@ -675,6 +677,8 @@ struct Launch<'a> {
     program: Program<'a>,
     args: &'a [String],
     stdin_piped: bool,
+    /// The interpreter, when not the runner's own (`--python`).
+    python: Option<&'a Path>,
 }
 
 impl<'a> Launch<'a> {
@@ -687,6 +691,7 @@ impl<'a> Launch<'a> {
             },
             args: req.args,
             stdin_piped: req.stdin.is_some(),
+            python: None,
         }
     }
 }

@@ -19,6 +19,7 @@ mod raw_output;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
@@ -145,12 +146,14 @@ impl Sessions {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Starts a session for `owner` in `cwd` (shown to its owner as `project`).
+    /// Starts a session for `owner` in `cwd` (shown to its owner as `project`) on `python` (the
+    /// runner's interpreter when `None`).
     pub async fn start(
         self: &Arc<Self>,
         owner: &str,
         cwd: Option<&ProjectDir>,
         project: Option<String>,
+        python: Option<&Path>,
     ) -> Result<Arc<Session>, SessionError> {
         self.start_sweeper();
         let _one_at_a_time = self.starting.lock().await;
@@ -168,7 +171,7 @@ impl Sessions {
         let id = new_session_id().ok_or(SessionError::NoId)?;
         let run = self
             .runner
-            .start_resident(SESSION_DRIVER, std::slice::from_ref(&id), cwd)
+            .start_resident(SESSION_DRIVER, std::slice::from_ref(&id), cwd, python)
             .await?;
         let interpreter = Interpreter::new(run, self.settings.max_output).map_err(|_| {
             SessionError::Start(RunError::Spawn {
