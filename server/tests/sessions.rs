@@ -372,19 +372,22 @@ fn a_memory_bomb_and_a_fork_bomb_end_clearly_and_the_server_serves_on() {
     let id = start(&mut server, json!({}));
     let forks = server.call(
         "session_exec",
-        json!({"session_id": id, "timeout_seconds": 5, "code":
+        json!({"session_id": id, "timeout_seconds": 10, "code":
             "import os\nwhile True:\n    os.fork()"}),
     );
-    // The fork fails at the process limit (BlockingIOError) in the session and in its children,
-    // which exit; or the interrupt ends it. Either way the session answers, or says it is gone.
-    if forks["isError"] == false {
-        let error = forks["structuredContent"]["error"].as_str().unwrap_or("");
-        assert!(
-            error.contains("BlockingIOError") || error.contains("KeyboardInterrupt"),
-            "{forks}"
-        );
-        server.call("session_stop", json!({"session_id": id}));
-    }
+    // The fork fails at the process limit, in the session (its result) and in each child, which
+    // comes back into the driver and exits there: the session alone is left, and lives on.
+    assert_eq!(forks["isError"], false, "{forks}");
+    let error = forks["structuredContent"]["error"].as_str().unwrap_or("");
+    assert!(error.contains("BlockingIOError"), "{forks}");
+    assert!(
+        holds_within(Duration::from_secs(10), || processes_carrying(&id).len()
+            == 1),
+        "left: {:?}",
+        processes_carrying(&id)
+    );
+    assert_eq!(report(&mut server, &id, "'alive'")["result"], "'alive'");
+    server.call("session_stop", json!({"session_id": id}));
     assert!(
         gone_within(&id, Duration::from_secs(10)),
         "left: {:?}",
@@ -491,4 +494,155 @@ fn bad_input_gets_clear_errors() {
         json!({"session_id": id, "code": "1", "timeout_seconds": -1}),
     );
     assert!(text(&timeout).contains("timeout_seconds"), "{timeout}");
+}
+
+#[test]
+fn closing_the_server_kills_its_sessions() {
+    let (_base, projects) = folder();
+    let mut server = StdioServer::start(&projects, ALLOW);
+    let id = start(&mut server, json!({}));
+    report(
+        &mut server,
+        &id,
+        &format!(
+            "import subprocess, sys\nchild = subprocess.Popen([sys.executable, '-c', \
+             'import time; time.sleep(600)', '{id}'])"
+        ),
+    );
+    assert!(processes_carrying(&id).len() >= 2);
+    let status = server.close();
+    assert!(status.success(), "{status}");
+    assert!(
+        gone_within(&id, Duration::from_secs(5)),
+        "left: {:?}",
+        processes_carrying(&id)
+    );
+}
+
+#[test]
+fn the_audit_log_records_session_calls_without_code_or_output() {
+    let (base, projects) = folder();
+    let log = base.path().join("audit.jsonl");
+    let log_flag = log.to_string_lossy().into_owned();
+    let mut server = StdioServer::start(
+        &projects,
+        &["--allow-inline-code", "--audit-log", &log_flag],
+    );
+    let id = start(&mut server, json!({}));
+    let out = report(
+        &mut server,
+        &id,
+        "secret = 'PLANTED-CODE-VALUE'\nprint('PLANTED-OUTPUT')\nsecret.lower()",
+    );
+    assert_eq!(out["result"], "'planted-code-value'");
+    server.call("session_stop", json!({"session_id": id}));
+    drop(server);
+    let written = std::fs::read_to_string(&log).unwrap();
+    assert!(written.contains("\"session_exec\""), "{written}");
+    assert!(written.contains("\"session_start\""), "{written}");
+    for planted in ["PLANTED", "planted", "secret"] {
+        assert!(!written.contains(planted), "{planted} in {written}");
+    }
+}
+
+/// Over HTTP: a session outlives its MCP session (the same caller reconnects), and another
+/// caller (an OAuth client) gets the same words as for an id that never existed.
+#[tokio::test]
+async fn a_session_outlives_a_reconnect_and_is_unknown_to_another_caller() {
+    use pyrun_mcp_tests::http::{request, result_text, McpSession};
+    use pyrun_mcp_tests::oauth::{approve, exchange_code, register_client};
+
+    const TOKEN: &str = "sessions-test-token-0123456789";
+    const OWNER: &str = "owner password for sessions";
+    let (_base, projects) = folder();
+    let server = pyrun_mcp_tests::ServerLaunch::new(
+        pyrun_mcp_tests::bin_path("pyrun-mcp-server"),
+        &projects,
+    )
+    .args(["--auth-token", TOKEN, "--allow-inline-code"])
+    .args(["--oauth", "--oauth-owner-password", OWNER])
+    .http();
+    let call = |id: u64, tool: &str, arguments: Value| {
+        request(
+            id,
+            "tools/call",
+            json!({"name": tool, "arguments": arguments}),
+        )
+    };
+
+    let first = McpSession::open(&server, Some(TOKEN)).await;
+    let started = first.call(&call(1, "session_start", json!({}))).await;
+    let session_id = started["result"]["structuredContent"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_owned();
+    let set = first
+        .call(&call(
+            2,
+            "session_exec",
+            json!({"session_id": session_id, "code": "x = 41"}),
+        ))
+        .await;
+    assert_eq!(set["result"]["isError"], false, "{set}");
+    drop(first);
+
+    let second = McpSession::open(&server, Some(TOKEN)).await;
+    let read = second
+        .call(&call(
+            3,
+            "session_exec",
+            json!({"session_id": session_id, "code": "x + 1"}),
+        ))
+        .await;
+    assert_eq!(
+        read["result"]["structuredContent"]["result"], "42",
+        "{read}"
+    );
+
+    let redirect = "http://127.0.0.1:9/callback";
+    let client_id = register_client(&server, "other caller", redirect).await;
+    let code = approve(&server, &client_id, redirect, OWNER).await;
+    let tokens = exchange_code(&server, &client_id, redirect, &code).await;
+    let other_token = tokens["access_token"].as_str().expect("an access token");
+    let other = McpSession::open(&server, Some(other_token)).await;
+    let unknown_id = "ses_0123456789abcdef0123456789abcdef";
+    for tool in ["session_exec", "session_stop"] {
+        let foreign = other
+            .call(&call(
+                4,
+                tool,
+                json!({"session_id": session_id, "code": "x"}),
+            ))
+            .await;
+        let unknown = other
+            .call(&call(
+                5,
+                tool,
+                json!({"session_id": unknown_id, "code": "x"}),
+            ))
+            .await;
+        assert_eq!(foreign["result"]["isError"], true, "{foreign}");
+        assert_eq!(
+            result_text(&foreign).replace(&session_id, "ID"),
+            result_text(&unknown).replace(unknown_id, "ID"),
+        );
+    }
+    let listed = other.call(&call(6, "list_sessions", json!({}))).await;
+    assert_eq!(
+        listed["result"]["structuredContent"]["sessions"],
+        json!([]),
+        "{listed}"
+    );
+    // Untouched by the other caller.
+    let still = second
+        .call(&call(
+            7,
+            "session_exec",
+            json!({"session_id": session_id, "code": "x"}),
+        ))
+        .await;
+    assert_eq!(
+        still["result"]["structuredContent"]["result"], "41",
+        "{still}"
+    );
 }
