@@ -703,7 +703,7 @@ fn support_file(sandbox: &Sandbox, name: &str) -> Result<PathBuf, RunError> {
         Some(dir) => Ok(dir.join(name)),
         None => Err(RunError::Spawn {
             what: "the server's support modules were not written at start-up",
-            source: io::Error::from(io::ErrorKind::NotFound),
+            source: io::Error::from(io::ErrorKind::Unsupported),
         }),
     }
 }

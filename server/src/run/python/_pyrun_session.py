@@ -52,6 +52,7 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(_DRIVER_F
 class _State:
     running = False
     execs = 0
+    stdin = open(os.devnull, "r")
 
 
 def _on_sigint(signum, frame):
@@ -165,7 +166,9 @@ def _run(code, max_output):
             os.dup2(target, fd)
         except OSError:
             pass
-    sys.stdin = open(os.devnull, "r")
+    if _State.stdin.closed:
+        _State.stdin = open(os.devnull, "r")
+    sys.stdin = _State.stdin
     saved = (sys.stdout, sys.stderr)
     sys.stdout, sys.stderr = out, err
     try:

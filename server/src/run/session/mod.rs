@@ -214,11 +214,6 @@ impl Sessions {
         mine
     }
 
-    /// Sessions open now, server-wide.
-    pub fn open_count(&self) -> usize {
-        self.lock().len()
-    }
-
     /// Closes the owner's session: its whole process tree is killed. False when it is not theirs.
     pub async fn stop(&self, owner: &str, id: &str) -> bool {
         let Some(session) = self.get(owner, id) else {
