@@ -646,3 +646,47 @@ async fn a_session_outlives_a_reconnect_and_is_unknown_to_another_caller() {
         "{still}"
     );
 }
+
+#[test]
+fn sessions_have_a_pool_of_their_own_and_the_server_cap_refuses_with_a_hint() {
+    let (_base, projects) = folder();
+    let mut server = StdioServer::start(
+        &projects,
+        &[
+            "--allow-inline-code",
+            "--max-concurrent",
+            "1",
+            "--max-python-sessions",
+            "1",
+        ],
+    );
+    let id = start(&mut server, json!({}));
+    // An exec under way holds no run permit: the one run slot is free for run_python_code.
+    let busy = server.start_request(
+        "tools/call",
+        json!({"name": "session_exec", "arguments": {"session_id": id, "code": "import time\ntime.sleep(2)\n'slept'"}}),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let run = server.call("run_python_code", json!({"code": "print('ran')"}));
+    assert_eq!(run["structuredContent"]["stdout"], "ran\n", "{run}");
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    let slept = server.response(busy);
+    assert_eq!(
+        slept["result"]["structuredContent"]["result"], "'slept'",
+        "{slept}"
+    );
+
+    let refused = server.call("session_start", json!({}));
+    assert_eq!(refused["isError"], true, "{refused}");
+    let said = text(&refused);
+    assert!(
+        said.contains("1 Python sessions are open on this server"),
+        "{said}"
+    );
+    assert!(said.contains("--max-python-sessions"), "{said}");
+}
