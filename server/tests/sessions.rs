@@ -265,6 +265,19 @@ fn a_dead_interpreter_says_so_and_leaves_nothing() {
         "{listed}"
     );
 
+    // An interpreter that dies between execs: the next exec says so.
+    let id = start(&mut server, json!({}));
+    report(
+        &mut server,
+        &id,
+        "import os, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os._exit(1))).start()",
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let reply = exec(&mut server, &id, "1");
+    assert_eq!(reply["isError"], true, "{reply}");
+    assert!(text(&reply).contains("has ended"), "{reply}");
+    assert!(gone_within(&id, Duration::from_secs(5)));
+
     // sys.exit is an exception like any other: the session lives on.
     let id = start(&mut server, json!({}));
     let exit = report(&mut server, &id, "import sys\nsys.exit(5)");
