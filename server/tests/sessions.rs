@@ -419,6 +419,9 @@ fn a_thousand_quick_execs_all_answer_and_nothing_grows() {
     let fds = |pid: u32| std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
     let server_pid = server.pid();
     let before = (fds(server_pid), processes_carrying(&id).len());
+    // The interpreter's own descriptors (no /proc in its view): those fstat accepts.
+    let open_fds = "import os\ndef _open(fd):\n    try:\n        os.fstat(fd)\n        return True\n    except OSError:\n        return False\nsum(map(_open, range(1024)))";
+    let session_fds = report(&mut server, &id, open_fds)["result"].clone();
     for i in 1..=1000u32 {
         let out = report(&mut server, &id, "n += 1\nn");
         assert_eq!(out["result"], i.to_string(), "{out}");
@@ -432,8 +435,9 @@ fn a_thousand_quick_execs_all_answer_and_nothing_grows() {
         after.1, before.1,
         "session processes {before:?} -> {after:?}"
     );
+    assert_eq!(report(&mut server, &id, open_fds)["result"], session_fds);
     let listed = server.call("list_sessions", json!({}));
-    assert_eq!(listed["structuredContent"]["sessions"][0]["execs"], 1001);
+    assert_eq!(listed["structuredContent"]["sessions"][0]["execs"], 1003);
 }
 
 #[test]
@@ -702,4 +706,55 @@ fn sessions_have_a_pool_of_their_own_and_the_server_cap_refuses_with_a_hint() {
         "{said}"
     );
     assert!(said.contains("--max-python-sessions"), "{said}");
+}
+
+#[test]
+fn output_is_capped_per_stream_like_a_runs() {
+    let (_base, projects) = folder();
+    let mut server = StdioServer::start(
+        &projects,
+        &["--allow-inline-code", "--max-output-bytes", "1000"],
+    );
+    let id = start(&mut server, json!({}));
+    let out = report(
+        &mut server,
+        &id,
+        "import os, sys\nprint('o' * 5000)\nprint('e' * 300, file=sys.stderr)\nos.write(2, b'r' * 5000)\n'x' * 5000",
+    );
+    assert_eq!(out["stdout"].as_str().unwrap().len(), 1000, "{out}");
+    assert_eq!(out["stdout_truncated"], true);
+    let stderr = out["stderr"].as_str().unwrap();
+    assert_eq!(stderr.len(), 1000, "{out}");
+    assert!(stderr.starts_with(&"e".repeat(300)), "{out}");
+    assert_eq!(out["stderr_truncated"], true);
+    assert!(out["result"].as_str().unwrap().len() <= 1000, "{out}");
+    // The next exec starts afresh.
+    let next = report(&mut server, &id, "print('small')");
+    assert_eq!(next["stdout"], "small\n", "{next}");
+    assert_eq!(next["stderr"], "", "{next}");
+    assert_eq!(next["stdout_truncated"], false);
+}
+
+#[test]
+fn a_cancelled_exec_is_interrupted_and_the_session_lives_on() {
+    let (_base, projects) = folder();
+    let mut server = StdioServer::start(&projects, ALLOW);
+    let id = start(&mut server, json!({}));
+    report(&mut server, &id, "state = 'kept'");
+    let call = server.start_request(
+        "tools/call",
+        json!({"name": "session_exec", "arguments": {"session_id": id, "code": "import time\ntime.sleep(60)"}}),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    server.notify(
+        "notifications/cancelled",
+        json!({"requestId": call, "reason": "test"}),
+    );
+    assert_eq!(report(&mut server, &id, "state")["result"], "'kept'");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
