@@ -1,6 +1,7 @@
 //! The Python modules the server ships for runs (its matplotlib backend,
-//! `python/_pyrun_mpl_backend.py`, and the session driver `python/_pyrun_session.py`), written once at start-up into a private folder that the
-//! sandbox lets runs read but not write (`SandboxPolicy::support`), in every sandbox mode.
+//! `python/_pyrun_mpl_backend.py`, and the session driver `python/_pyrun_session.py`), written
+//! once at start-up into a private folder that the sandbox lets runs read but not write
+//! (`SandboxPolicy::support`), in every sandbox mode.
 //!
 //! The folder is named like the runner's scratch roots (`pyrun-mcp-<pid>-…`): removed with the
 //! server, and by a later server's sweep when this one could not (killed).

@@ -284,7 +284,11 @@ impl Sessions {
             .cloned()
             .collect();
         for session in gone {
-            tracing::info!(session = %session.id, owner = %session.owner, "session closed (idle or shutting down)");
+            tracing::info!(
+                session = %session.id,
+                owner = %session.owner,
+                "python session closed (unused, ended, or the server shutting down)"
+            );
             self.remove(&session).await;
         }
     }

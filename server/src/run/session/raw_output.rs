@@ -132,7 +132,7 @@ impl RawOutput {
                     return done;
                 }
                 if state.closed || tokio::time::Instant::now() >= deadline {
-                    // No marker (the pipe is gone, or the driver could not write it): what there is.
+                    // No marker (the pipe is gone, or the driver could not write it): what is here.
                     let held = std::mem::take(&mut state.held);
                     state.keep(&held);
                     state.marker = None;
