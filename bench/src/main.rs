@@ -7,6 +7,7 @@ mod drivers;
 mod oauth;
 mod packages;
 mod procs;
+mod sessions;
 mod stats;
 
 use std::path::{Path, PathBuf};
@@ -53,6 +54,9 @@ struct Args {
     /// `--server-arg=--audit-log=off` to compare a setting's cost.
     #[arg(long = "server-arg", allow_hyphen_values = true)]
     server_args: Vec<String>,
+    /// Measure only the Python session rows (session_exec of 1+1 over stdio).
+    #[arg(long)]
+    only_sessions: bool,
 }
 
 const SCRIPT: &str = "hello_world.py";
@@ -105,6 +109,11 @@ async fn main() -> anyhow::Result<()> {
     let mut report = Report { rows: Vec::new() };
     let machine = machine_line(&python);
     eprintln!("{machine}");
+    if args.only_sessions {
+        session_rows(&mut report, bin, &projects, &python_arg, args.calls).await?;
+        report.print(&machine);
+        return Ok(());
+    }
 
     // 1. Start-up to the first tools/list reply over stdio.
     let mut startup = Samples::default();
@@ -378,10 +387,41 @@ async fn main() -> anyhow::Result<()> {
         "includes the script's own 1 ms polling of its go file".into(),
     );
 
+    // 11. Python sessions: a warm exec.
+    session_rows(&mut report, bin, &projects, &python_arg, args.calls).await?;
+
     drop(http);
     report.print(&format!(
         "{machine}\n\nScript: `{SCRIPT}`, same interpreter everywhere."
     ));
+    Ok(())
+}
+
+/// The Python session rows: `session_exec` of `1+1` over stdio, beside `run_python`.
+async fn session_rows(
+    report: &mut Report,
+    bin: &Path,
+    projects: &Path,
+    extra: &[&str],
+    calls: usize,
+) -> anyhow::Result<()> {
+    let cost = sessions::measure(bin, projects, extra, SCRIPT, calls).await?;
+    let cell = |s: &Samples| format!("{} / {}", ms(s.median()), ms(s.p99()));
+    report.row(
+        &format!("session_exec `1+1` stdio: median / p99 of {calls}"),
+        cell(&cost.exec),
+        "—".into(),
+        "one warm session; target ≤ 2 ms median".into(),
+    );
+    report.row(
+        &format!(
+            "run_python stdio, the same server: median / p99 of {}",
+            cost.run_python.len()
+        ),
+        cell(&cost.run_python),
+        "—".into(),
+        "an interpreter start per call, for comparison".into(),
+    );
     Ok(())
 }
 

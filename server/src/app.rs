@@ -18,6 +18,7 @@ use crate::run::python_env::PythonEnvs;
 use crate::run::python_support::PythonSupport;
 use crate::run::runner::{Runner, RunnerSettings};
 use crate::run::sandbox_probe::SandboxProbe;
+use crate::run::session::{SessionSettings, Sessions};
 use crate::tasks::Tasks;
 use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode, SandboxPolicy};
 
@@ -40,6 +41,8 @@ pub struct App {
     pub tasks: Tasks,
     /// The files runs left in their output folder, kept for their owner.
     pub artifacts: Arc<ArtifactStore>,
+    /// Persistent Python sessions (offered with `--allow-inline-code`).
+    pub sessions: Arc<Sessions>,
     /// The modules the server ships for runs (the matplotlib backend); removed with the App.
     _python_support: Option<PythonSupport>,
     /// `--allow-install`: package installs into projects' `.venv` (their pool and sandbox).
@@ -184,6 +187,15 @@ impl App {
             }
             None => AuditLog::off(),
         };
+        let sessions = Sessions::new(
+            runner.clone(),
+            SessionSettings {
+                max_sessions: config.sessions.max_sessions,
+                max_per_caller: config.sessions.max_per_caller,
+                idle_timeout: config.sessions.idle_timeout,
+                max_output: config.max_output_bytes,
+            },
+        );
         let watch = crate::resources::watch::ProjectWatch::new(root.clone());
         let installs = if config.install.allowed {
             let installs = open_installs(&config, &root, shutdown).map_err(AppError::Scratch)?;
@@ -200,6 +212,7 @@ impl App {
             audit,
             tasks,
             artifacts,
+            sessions,
             _python_support: python_support,
             installs,
             watch,

@@ -70,6 +70,10 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_INSTALL_TIMEOUT",
     // Project environments (`PythonEnvArgs`).
     "PYRUN_ALLOW_PYTHON",
+    // Python sessions (`SessionArgs`).
+    "PYRUN_MAX_PYTHON_SESSIONS",
+    "PYRUN_MAX_PYTHON_SESSIONS_PER_CALLER",
+    "PYRUN_PYTHON_SESSION_IDLE_TIMEOUT",
     // Read in main.rs: the log filter and plain output.
     "PYRUN_LOG",
     "NO_COLOR",

@@ -99,7 +99,7 @@ impl PyRunServer {
 
 /// Code a run may be given: within `max_bytes`, not empty (nor only blanks), no NUL byte (Python
 /// refuses source with one, after the run has started).
-fn check_code(code: &str, max_bytes: usize) -> Result<(), ClientMessage> {
+pub(crate) fn check_code(code: &str, max_bytes: usize) -> Result<(), ClientMessage> {
     if code.len() > max_bytes {
         return Err(ClientMessage::new("the code is ")
             .number(code.len())

@@ -1,9 +1,9 @@
 //! pyrun-mcp server: runs the Python files of one projects folder for MCP clients, safely.
 //!
-//! Two layers, arrows pointing down: the serve layer (`config`, `app`, `tools`, `run_tools`, `audit`,
-//! `transport`, `tunnel`, `integrations`, `state_dir`) speaks MCP and HTTP; the run layer
-//! ([`run`]: paths, runner, slots, the sandbox probe) knows nothing of either; below both, the
-//! `pyrun_sandbox` crate holds the kernel rules. A request walks `transport` → `tools` →
+//! Two layers, arrows pointing down: the serve layer (`config`, `app`, `tools`, `run_tools`,
+//! `sessions`, `audit`, `transport`, `tunnel`, `integrations`, `state_dir`) speaks MCP and HTTP;
+//! the run layer ([`run`]: paths, runner, slots, sessions, the sandbox probe) knows nothing of
+//! either; below both, the `pyrun_sandbox` crate holds the kernel rules. A request walks `transport` → `tools` →
 //! `run::paths` (a proven [`run::paths::ProjectPath`]) → `run::runner` → `pyrun_sandbox` → python.
 
 pub mod app;
@@ -22,6 +22,7 @@ mod resources;
 pub mod run;
 pub mod run_files;
 mod run_tools;
+mod sessions;
 pub mod state_dir;
 mod tasks;
 mod tools;

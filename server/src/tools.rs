@@ -184,15 +184,15 @@ impl PyRunServer {
         }
     }
 
-    /// The tools this server offers (`list_packages` always): `run_python_code` only with
-    /// `--allow-inline-code`, `install_packages` only with `--allow-install` (not listed, and
-    /// unknown when called, without them).
+    /// The tools this server offers (`list_packages` always): `run_python_code` and the session
+    /// tools only with `--allow-inline-code`, `install_packages` only with `--allow-install` (not
+    /// listed, and unknown when called, without them).
     fn routers(app: &App) -> ToolRouter<Self> {
         let router = Self::tool_router() + Self::run_tools_router() + Self::packages_router();
         #[cfg(feature = "conformance")] // test-only fixtures, see conformance.rs
         let router = router + crate::conformance::tool_router();
         let router = if app.config.inline.allowed {
-            router + Self::inline_code_router()
+            router + Self::inline_code_router() + Self::sessions_router()
         } else {
             router
         };

@@ -5,7 +5,9 @@ Usage:
 
 Lists the tools, runs code with args, stdin and a project folder, code that raises, and code
 over the server's size cap; lists the project's packages (`list_packages`, always offered); asks
-install_packages for a smuggled option. Prints a JSON report for the Rust test; it asserts nothing itself.
+install_packages for a smuggled option; then a Python session's round trip (start in a project, a
+variable set by one exec and read by the next, stop). Prints a JSON report for the Rust test; it
+asserts nothing itself.
 """
 
 import argparse
@@ -52,6 +54,15 @@ async def main(opts):
             report = {"mode": opts.mode, "tools": sorted(t.name for t in tools), "calls": {}}
             for key, (tool, args) in calls.items():
                 report["calls"][key] = call_report(await client.call_tool(tool, args))
+            started = call_report(await client.call_tool("session_start", {"project": "mathpkg"}))
+            report["calls"]["session_start"] = started
+            session_id = (started["structured"] or {}).get("session_id")
+            if session_id:
+                for key, code in (("session_set", "import geometry\nx = 6"), ("session_get", "x * 7")):
+                    args = {"session_id": session_id, "code": code}
+                    report["calls"][key] = call_report(await client.call_tool("session_exec", args))
+                args = {"session_id": session_id}
+                report["calls"]["session_stop"] = call_report(await client.call_tool("session_stop", args))
             return report
 
     await print_report(session, False)

@@ -2,7 +2,8 @@
 //! Streamable HTTP, in both its modes: listed, run in a project folder with args and stdin, a
 //! traceback that names no host path, and the size cap as a tool error; `install_packages`
 //! (`--allow-install`) listed, and a smuggled option refused as a tool error. `list_packages`
-//! (always offered) of a project with its own venv: the venv's packages and its name.
+//! (always offered) of a project with its own venv: the venv's packages and its name; a Python
+//! session's round trip (state kept from one `session_exec` to the next).
 
 use pyrun_mcp_tests::{args, python_client, HttpServer};
 
@@ -123,5 +124,22 @@ fn inline_code_runs_in_a_project_and_refuses_oversized_code_in_both_modes() {
                 .contains("1200 bytes, more than the 1000 bytes"),
             "{report}"
         );
+
+        let calls = &report["calls"];
+        assert_eq!(calls["session_start"]["is_error"], false, "{report}");
+        assert_eq!(
+            calls["session_start"]["structured"]["project"], "mathpkg",
+            "{report}"
+        );
+        assert_eq!(
+            calls["session_set"]["structured"]["error"],
+            serde_json::Value::Null,
+            "{report}"
+        );
+        assert_eq!(
+            calls["session_get"]["structured"]["result"], "42",
+            "{report}"
+        );
+        assert_eq!(calls["session_stop"]["is_error"], false, "{report}");
     }
 }

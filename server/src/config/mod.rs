@@ -27,6 +27,7 @@ mod oauth_test;
 mod python_env;
 mod runs;
 mod sandbox;
+mod sessions;
 mod state;
 mod tunnel;
 
@@ -43,6 +44,7 @@ pub use oauth_test::OAuthTestArgs;
 pub use python_env::PythonEnvArgs;
 pub use runs::RunArgs;
 pub use sandbox::{SandboxArgs, SandboxConfig};
+pub use sessions::{SessionArgs, SessionConfig};
 pub use state::StateArgs;
 pub use tunnel::{TunnelArgs, TunnelConfig, TunnelProvider};
 
@@ -107,6 +109,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub python_env: PythonEnvArgs,
+
+    #[command(flatten)]
+    pub sessions: SessionArgs,
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
@@ -182,6 +187,8 @@ pub struct Config {
     /// `--allow-python`: interpreters besides `python` a project's venv may be made with,
     /// resolved.
     pub allow_python: Vec<PathBuf>,
+    /// Python sessions (offered with inline code): how many, and how long an unused one lives.
+    pub sessions: SessionConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -333,6 +340,7 @@ impl Cli {
             inline: self.inline.resolve(),
             install: self.install.resolve()?,
             allow_python,
+            sessions: self.sessions.resolve(),
         })
     }
 
@@ -516,6 +524,7 @@ mod tests {
             include_str!("inline.rs"),
             include_str!("install.rs"),
             include_str!("python_env.rs"),
+            include_str!("sessions.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),
         ]

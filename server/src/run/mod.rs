@@ -8,9 +8,11 @@
 //! bytecode cache runs read; `artifacts` keeps the files runs leave in their output folder;
 //! `mime` names file types; `requirement` checks what `install_packages` may ask for and
 //! `install` makes a project's `.venv` and installs into it under its own sandbox profile;
-//! `python_support` writes the modules the server ships for runs (the matplotlib backend);
+//! `python_support` writes the modules the server ships for runs (the
+//! matplotlib backend, the session driver);
 //! `python_env` picks and checks the interpreter and virtual environment of a folder;
 //! `packages` reads what an environment has installed.
+//! `session` keeps persistent Python sessions.
 //! The kernel side is the `pyrun_sandbox` crate, below this layer.
 
 pub mod artifacts;
@@ -30,4 +32,5 @@ pub mod python_support;
 pub mod requirement;
 pub mod runner;
 pub mod sandbox_probe;
+pub mod session;
 pub mod slots;

@@ -1,6 +1,7 @@
 //! The Python modules the server ships for runs (its matplotlib backend,
-//! `python/_pyrun_mpl_backend.py`), written once at start-up into a private folder that the
-//! sandbox lets runs read but not write (`SandboxPolicy::support`), in every sandbox mode.
+//! `python/_pyrun_mpl_backend.py`, and the session driver `python/_pyrun_session.py`), written
+//! once at start-up into a private folder that the sandbox lets runs read but not write
+//! (`SandboxPolicy::support`), in every sandbox mode.
 //!
 //! The folder is named like the runner's scratch roots (`pyrun-mcp-<pid>-…`): removed with the
 //! server, and by a later server's sweep when this one could not (killed).
@@ -8,11 +9,17 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// The module name `MPLBACKEND=module://…` names, and its source.
-const MODULES: &[(&str, &str)] = &[(
-    "_pyrun_mpl_backend.py",
-    include_str!("python/_pyrun_mpl_backend.py"),
-)];
+/// Each module's file name (the backend's is what `MPLBACKEND=module://…` names) and source.
+const MODULES: &[(&str, &str)] = &[
+    (
+        "_pyrun_mpl_backend.py",
+        include_str!("python/_pyrun_mpl_backend.py"),
+    ),
+    (
+        super::session::SESSION_DRIVER,
+        include_str!("python/_pyrun_session.py"),
+    ),
+];
 
 /// The written folder; removed on drop.
 #[derive(Debug)]

@@ -35,7 +35,7 @@ use super::live_output::{LiveOutput, Stream};
 use super::paths::{ProjectDir, ProjectPath};
 use super::python_env::PythonEnv;
 use super::sandbox_probe::SandboxProbe;
-use super::slots::{is_empty_private_dir, Slot, SlotError, SlotPool};
+use super::slots::{is_empty_private_dir, Slot, SlotError, SlotLease, SlotPool};
 use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode};
 
 /// How long pipes are read after the process group is gone. Data the script wrote before dying is
@@ -169,6 +169,12 @@ pub const INLINE_FILE_NAME: &str = "_pyrun_inline.py";
 const INLINE_SHOWN: &str = "<inline>";
 /// The matplotlib backend the server ships (`MPLBACKEND`): `plt.show()` saves PNG artifacts.
 pub const MPL_BACKEND: &str = "module://_pyrun_mpl_backend";
+
+/// A started interpreter, awaitable (Linux: the sandbox's own child; elsewhere tokio's).
+#[cfg(target_os = "linux")]
+pub(crate) type Spawned = super::child::AsyncChild;
+#[cfg(not(target_os = "linux"))]
+pub(crate) type Spawned = tokio::process::Child;
 
 /// What happened, in plain data.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -317,7 +323,7 @@ impl Runner {
             RunSource::Script(_) => None,
         };
         let started = Instant::now();
-        let mut child = self.spawn(&req, &sandbox, &slot)?;
+        let mut child = self.spawn(&Launch::of(&req, slot.dir()), &sandbox, &slot)?;
         // Windows: a kill-on-close Job Object holds the whole tree (on error, kill_on_drop).
         #[cfg(windows)]
         let _job = match child.raw_handle() {
@@ -413,25 +419,79 @@ impl Runner {
         })
     }
 
+    /// Starts a resident run: `module`, one of the server's support modules, with `args`, its
+    /// stdin piped, in a slot of its own with every sandbox layer and limit of a run, working in
+    /// `cwd` (or its scratch). It takes no permit and has no time limit: its owner ends it (a
+    /// session; see `session`), and dropping it kills its whole process tree.
+    pub async fn start_resident(
+        &self,
+        module: &'static str,
+        args: &[String],
+        cwd: Option<&ProjectDir>,
+        python: Option<&PythonEnv>,
+    ) -> Result<ResidentRun, RunError> {
+        if self.shutdown.is_cancelled() {
+            return Err(RunError::CancelledWhileQueued);
+        }
+        let sandbox = self
+            .sandbox
+            .get()
+            .await
+            .map_err(RunError::SandboxUnavailable)?;
+        let slot = self.slots.take(&sandbox).map_err(|e| match e {
+            SlotError::Scratch(e) => RunError::Scratch(e),
+            SlotError::Sandbox(e) => RunError::Sandbox(e),
+        })?;
+        make_output_dir(&slot.dir().join(OUTPUT_DIR_NAME)).map_err(RunError::Scratch)?;
+        let launch = Launch {
+            place: Placement::in_project(cwd, slot.dir()),
+            program: Program::Support(module),
+            args,
+            stdin_piped: true,
+            python,
+        };
+        let child = self.spawn(&launch, &sandbox, &slot)?;
+        #[cfg(windows)]
+        let job = match child.raw_handle() {
+            Some(handle) => sandbox.assign_job(handle)?,
+            None => None,
+        };
+        let tree = ProcessTree::of(child.id());
+        Ok(ResidentRun {
+            pid: child.id(),
+            child,
+            tree,
+            #[cfg(windows)]
+            _job: job,
+            _slot: slot,
+        })
+    }
+
+    /// Fires when the server shuts down (runs in flight are killed; residents' owners end theirs).
+    pub fn shutdown_token(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
     /// Linux: the sandbox starts the run (its own `clone`/`exec` child applies every layer
     /// before `exec`); `child.rs` makes it awaitable.
     #[cfg(target_os = "linux")]
     fn spawn(
         &self,
-        req: &RunRequest<'_>,
+        launch: &Launch<'_>,
         sandbox: &Sandbox,
         slot: &Slot,
-    ) -> Result<super::child::AsyncChild, RunError> {
+    ) -> Result<Spawned, RunError> {
         // In the sandbox's own view, the run sees neutral paths (`/projects/...`, `/tmp`).
         let scratch = if sandbox.has_view() {
             Path::new(pyrun_sandbox::RUN_SCRATCH_DIR)
         } else {
             slot.dir()
         };
-        let place = Placement::of(req.source, slot.dir());
-        let script = match req.source {
-            RunSource::Script(script) => sandbox.view_path(script.absolute()),
-            RunSource::Inline { .. } => scratch.join(INLINE_FILE_NAME),
+        let place = &launch.place;
+        let script = match launch.program {
+            Program::Script(script) => sandbox.view_path(script.absolute()),
+            Program::Scratch(name) => scratch.join(name),
+            Program::Support(name) => support_file(sandbox, name)?,
         };
         let cwd = match place.cwd {
             Some(dir) => sandbox.view_path(dir),
@@ -442,17 +502,17 @@ impl Runner {
         let extra = RunExtras::new(sandbox, scratch, import_dir.as_deref(), &self.env);
         // A venv's run execs its checked base interpreter, told it is the venv's `bin/python`
         // (as the run sees it) so that CPython finds the venv's `pyvenv.cfg`.
-        let (program, argv0) = self.program(req);
+        let (program, argv0) = self.program(launch);
         let argv0 = argv0.map(|path| sandbox.view_path(&path));
         let spec = pyrun_sandbox::spawn::Spec {
             program,
             argv0: argv0.as_deref().map(Path::as_os_str),
             args: std::iter::once(script.as_os_str())
-                .chain(req.args.iter().map(OsStr::new))
+                .chain(launch.args.iter().map(OsStr::new))
                 .collect(),
             env: self.run_env(scratch, pycache.as_deref(), &extra),
             cwd: &cwd,
-            stdin_piped: req.stdin.is_some(),
+            stdin_piped: launch.stdin_piped,
         };
         let child = sandbox
             .spawn(slot.rules(), &spec, place.project_dir)
@@ -473,19 +533,20 @@ impl Runner {
     #[cfg(not(target_os = "linux"))]
     fn spawn(
         &self,
-        req: &RunRequest<'_>,
+        launch: &Launch<'_>,
         sandbox: &Sandbox,
         slot: &Slot,
-    ) -> Result<tokio::process::Child, RunError> {
+    ) -> Result<Spawned, RunError> {
         use std::process::Stdio;
         let pycache = pycache_prefix(sandbox, slot.dir());
-        let place = Placement::of(req.source, slot.dir());
+        let place = &launch.place;
         let extra = RunExtras::new(sandbox, slot.dir(), place.import_dir, &self.env);
-        let script = match req.source {
-            RunSource::Script(script) => script.absolute().to_path_buf(),
-            RunSource::Inline { .. } => slot.dir().join(INLINE_FILE_NAME),
+        let script = match launch.program {
+            Program::Script(script) => script.absolute().to_path_buf(),
+            Program::Scratch(name) => slot.dir().join(name),
+            Program::Support(name) => support_file(sandbox, name)?,
         };
-        let (program, argv0) = self.program(req);
+        let (program, argv0) = self.program(launch);
         let mut cmd = std::process::Command::new(program);
         #[cfg(unix)]
         if let Some(argv0) = &argv0 {
@@ -494,11 +555,11 @@ impl Runner {
         #[cfg(not(unix))]
         let _ = argv0;
         cmd.arg(script)
-            .args(req.args)
+            .args(launch.args)
             .current_dir(place.cwd.unwrap_or(slot.dir()))
             .env_clear()
             .envs(self.run_env(slot.dir(), pycache.as_deref(), &extra))
-            .stdin(if req.stdin.is_some() {
+            .stdin(if launch.stdin_piped {
                 Stdio::piped()
             } else {
                 Stdio::null()
@@ -522,8 +583,8 @@ impl Runner {
 
     /// The program a run execs (always a checked interpreter) and the argv\[0\] it is given on
     /// the host: the venv's `bin/python` when the run has a venv.
-    fn program<'r>(&'r self, req: &'r RunRequest<'_>) -> (&'r Path, Option<PathBuf>) {
-        match &req.python {
+    fn program<'r>(&'r self, launch: &Launch<'r>) -> (&'r Path, Option<PathBuf>) {
+        match launch.python {
             Some(env) => (&env.interpreter, env.argv0()),
             None => (&self.python, None),
         }
@@ -605,18 +666,74 @@ impl<'a> Placement<'a> {
                 project_dir: script.directory(),
                 import_dir: None,
             },
-            RunSource::Inline { cwd: Some(dir), .. } => Self {
+            RunSource::Inline { cwd, .. } => Self::in_project(cwd, scratch),
+        }
+    }
+
+    /// Code that is not a file of the projects folder (inline code, a session): in `cwd` with
+    /// its imports from there first, or in the scratch.
+    fn in_project(cwd: Option<&'a ProjectDir>, scratch: &'a Path) -> Self {
+        match cwd {
+            Some(dir) => Self {
                 cwd: Some(dir.absolute()),
                 project_dir: dir.absolute(),
                 import_dir: Some(dir.absolute()),
             },
             // Outside the projects folder: only its top level's protected names are kept.
-            RunSource::Inline { cwd: None, .. } => Self {
+            None => Self {
                 cwd: None,
                 project_dir: scratch,
                 import_dir: None,
             },
         }
+    }
+}
+
+/// What the interpreter runs.
+#[derive(Debug, Clone, Copy)]
+enum Program<'a> {
+    /// A `.py` file of the projects folder.
+    Script(&'a ProjectPath),
+    /// A file the runner wrote into the slot's scratch (inline code).
+    Scratch(&'static str),
+    /// A module the server ships (`python_support`), e.g. the session driver.
+    Support(&'static str),
+}
+
+/// One start of the interpreter: where, on what, with which arguments.
+struct Launch<'a> {
+    place: Placement<'a>,
+    program: Program<'a>,
+    args: &'a [String],
+    stdin_piped: bool,
+    /// The environment, when not the runner's own interpreter (`--python`) without a venv.
+    python: Option<&'a PythonEnv>,
+}
+
+impl<'a> Launch<'a> {
+    fn of(req: &'a RunRequest<'a>, scratch: &'a Path) -> Self {
+        Self {
+            place: Placement::of(req.source, scratch),
+            program: match req.source {
+                RunSource::Script(script) => Program::Script(script),
+                RunSource::Inline { .. } => Program::Scratch(INLINE_FILE_NAME),
+            },
+            args: req.args,
+            stdin_piped: req.stdin.is_some(),
+            python: req.python.as_deref(),
+        }
+    }
+}
+
+/// A module of the server's support folder as the run sees it; an error when the folder could
+/// not be written at start-up.
+fn support_file(sandbox: &Sandbox, name: &str) -> Result<PathBuf, RunError> {
+    match sandbox.support_dir() {
+        Some(dir) => Ok(dir.join(name)),
+        None => Err(RunError::Spawn {
+            what: "the server's support modules were not written at start-up",
+            source: io::Error::from(io::ErrorKind::Unsupported),
+        }),
     }
 }
 
@@ -760,6 +877,63 @@ struct DecrementOnDrop<'a>(&'a AtomicUsize);
 impl Drop for DecrementOnDrop<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A run that stays (a session's interpreter): its pipes for its owner to take, a SIGINT for
+/// an interrupt, and its whole process tree killed on drop. Fields drop in order: the tree and
+/// the child before the slot goes back.
+pub struct ResidentRun {
+    pid: Option<u32>,
+    child: Spawned,
+    tree: ProcessTree,
+    #[cfg(windows)]
+    _job: Option<pyrun_sandbox::RunJob>,
+    _slot: SlotLease,
+}
+
+impl std::fmt::Debug for ResidentRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResidentRun")
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A pipe to write to, whatever the platform's child type.
+pub type PipeWriter = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+/// A pipe to read from, whatever the platform's child type.
+pub type PipeReader = Box<dyn AsyncRead + Send + Unpin>;
+
+impl ResidentRun {
+    /// Its stdin, stdout and stderr pipes (once).
+    pub fn take_pipes(&mut self) -> Option<(PipeWriter, PipeReader, PipeReader)> {
+        let stdin = self.child.stdin.take()?;
+        let stdout = self.child.stdout.take()?;
+        let stderr = self.child.stderr.take()?;
+        Some((Box::new(stdin), Box::new(stdout), Box::new(stderr)))
+    }
+
+    /// Sends SIGINT to the interpreter (through the pid namespace's pid 1, which forwards it):
+    /// Python raises `KeyboardInterrupt`. The child is never reaped before the run is dropped,
+    /// so its pid cannot name another process. Elsewhere: nothing (the owner kills after its
+    /// grace).
+    pub fn interrupt(&self) {
+        #[cfg(unix)]
+        if let Some(pid) = self
+            .pid
+            .and_then(|id| i32::try_from(id).ok())
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
+        }
+    }
+
+    /// Kills the whole process tree and reaps the child (bounded).
+    pub async fn kill(mut self) {
+        self.tree.kill();
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(REAP_GRACE, self.child.wait()).await;
     }
 }
 
