@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::python;
 use common::stdio::{text, StdioServer};
@@ -586,35 +586,26 @@ fn normalize(name: &str) -> String {
     name.to_ascii_lowercase().replace(['_', '.'], "-")
 }
 
-/// `list_packages` of a venv with 200 packages, timed over stdio (the target: 20 ms).
+/// `list_packages` of a venv with 200 packages: every one, once, sorted by name (its speed is
+/// measured by the bench, `list_packages, 200 packages`, not here).
 #[test]
-fn list_packages_of_two_hundred_packages_is_quick() {
+fn list_packages_lists_two_hundred_packages_sorted() {
     let (_base, projects) = folder(&[]);
     let site = make_venv(&python(), &projects.join(".venv"));
-    for i in 0..200 {
+    for i in (0..200).rev() {
         dist_info(&site, &format!("package-{i:03}"), "1.0");
     }
     let mut server = StdioServer::start(&projects, &[]);
-    let first = server.call("list_packages", json!({}));
-    assert_eq!(
-        first["structuredContent"]["packages"]
-            .as_array()
-            .unwrap()
-            .len(),
-        200
-    );
-    let mut times: Vec<Duration> = (0..21)
-        .map(|_| {
-            let started = Instant::now();
-            let result = server.call("list_packages", json!({}));
-            assert_eq!(result["isError"], false);
-            started.elapsed()
-        })
+    let listed = server.call("list_packages", json!({}));
+    assert_eq!(listed["isError"], false, "{listed}");
+    let names: Vec<String> = listed["structuredContent"]["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
         .collect();
-    times.sort();
-    let median = times[times.len() / 2];
-    eprintln!("list_packages of 200 packages over stdio: median {median:?}");
-    assert!(median < Duration::from_millis(200), "{median:?}");
+    let expected: Vec<String> = (0..200).map(|i| format!("package-{i:03}")).collect();
+    assert_eq!(names, expected);
 }
 
 /// The tools' schemas: `list_packages` is listed; run results declare `python`.

@@ -681,14 +681,15 @@ fn sessions_have_a_pool_of_their_own_and_the_server_cap_refuses_with_a_hint() {
     // An exec under way holds no run permit: the one run slot is free for run_python_code.
     let busy = server.start_request(
         "tools/call",
-        json!({"name": "session_exec", "arguments": {"session_id": id, "code": "import time\ntime.sleep(2)\n'slept'"}}),
+        json!({"name": "session_exec", "arguments": {"session_id": id, "code": "import time\ntime.sleep(6)\n'slept'"}}),
     );
     std::thread::sleep(Duration::from_millis(300));
     let started = Instant::now();
     let run = server.call("run_python_code", json!({"code": "print('ran')"}));
     assert_eq!(run["structuredContent"]["stdout"], "ran\n", "{run}");
+    // Had the exec held the one permit, the run would have waited for its 6 s.
     assert!(
-        started.elapsed() < Duration::from_millis(1500),
+        started.elapsed() < Duration::from_secs(5),
         "{:?}",
         started.elapsed()
     );
