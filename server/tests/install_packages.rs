@@ -216,6 +216,11 @@ fn folder() -> (tempfile::TempDir, PathBuf) {
     )
     .unwrap();
     std::fs::write(
+        projects.join("app/use_alpha.py"),
+        "import pyrunalpha\nprint(pyrunalpha.VALUE)\n",
+    )
+    .unwrap();
+    std::fs::write(
         projects.join("app/write_venv.py"),
         "import os\n\
          try:\n    open('.venv/planted.py', 'w').write('x')\n    print('WROTE')\n\
@@ -298,6 +303,14 @@ fn installs_a_wheel_and_its_dependency(extra: &[&str], installer: &str) -> Durat
     let index = Index::start();
     let (_base, projects) = folder();
     let mut server = start(&projects, &index.url(), extra);
+    // Before the install the project has no venv: the server's interpreter runs, without the package.
+    let before = server.call("run_python", json!({"file_name": "app/use_alpha.py"}));
+    assert_eq!(before["structuredContent"]["exit_code"], 1, "{before}");
+    assert_eq!(
+        before["structuredContent"]["python"]["venv"],
+        Value::Null,
+        "{before}"
+    );
     let started = Instant::now();
     let reply = server.request(
         "tools/call",
@@ -370,6 +383,25 @@ fn installs_a_wheel_and_its_dependency(extra: &[&str], installer: &str) -> Durat
         again["structuredContent"]["requirements"],
         json!(["pyrunbeta==1.0"]),
         "{again}"
+    );
+
+    // Runs of the project now use the venv the install made, and list its packages.
+    let after = server.call("run_python", json!({"file_name": "app/use_alpha.py"}));
+    assert_eq!(after["structuredContent"]["stdout"], "alpha+beta\n", "{after}");
+    assert_eq!(
+        after["structuredContent"]["python"]["venv"], "app/.venv",
+        "{after}"
+    );
+    let listed = server.call("list_packages", json!({"project": "app"}));
+    let names: Vec<&str> = listed["structuredContent"]["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"pyrunalpha") && names.contains(&"pyrunbeta"),
+        "{listed}"
     );
 
     // A run of the project cannot write its venv.
