@@ -463,6 +463,15 @@ for name, port in (("index", int(sys.argv[1])), ("canary", int(sys.argv[2]))):
         print(name, "connected")
     except OSError as e:
         print(name, "refused", e.errno)
+# Sockets Landlock's TCP rules do not see (MPTCP falls back to plain TCP; SCTP) are not opened.
+for name, proto in (("mptcp", 262), ("sctp", socket.IPPROTO_SCTP)):
+    try:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)
+        s.settimeout(5)
+        s.connect(("127.0.0.1", int(sys.argv[2])))
+        print(name, "connected")
+    except OSError as e:
+        print(name, "refused", e.errno)
 # The resolver's files are readable: a name resolves.
 try:
     print("resolved", socket.getaddrinfo("localhost", int(sys.argv[1]))[0][4][0])
@@ -481,6 +490,8 @@ except OSError as e:
     let out = fx.run(script, &args, Duration::from_secs(20));
     assert!(out.has("index connected"), "{}\n{}", out.stdout, out.stderr);
     assert!(out.has("canary refused"), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.has("mptcp refused"), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.has("sctp refused"), "{}\n{}", out.stdout, out.stderr);
     assert!(out.has("bind refused"), "{}\n{}", out.stdout, out.stderr);
     assert!(out.has("resolved"), "{}\n{}", out.stdout, out.stderr);
     // The canary never saw a connection.

@@ -44,6 +44,7 @@ const JMP_JEQ_K: u16 = 0x05 | 0x10; // BPF_JMP | BPF_JEQ | BPF_K
 const JMP_JGE_K: u16 = 0x05 | 0x30; // BPF_JMP | BPF_JGE | BPF_K
 const JMP_JSET_K: u16 = 0x05 | 0x40; // BPF_JMP | BPF_JSET | BPF_K
 const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+const ALU_AND_K: u16 = 0x04 | 0x50; // BPF_ALU | BPF_AND | BPF_K
 
 // Offsets in `struct seccomp_data { int nr; u32 arch; u64 instruction_pointer; u64 args[6]; }`.
 const NR_OFFSET: u32 = 0;
@@ -82,6 +83,15 @@ pub(super) enum ArgTest {
     Equals(u32),
 }
 
+/// One condition of [`Outcome::AllOf`]: the low 32 bits of argument `arg`, masked with `mask`,
+/// equal one of `one_of`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ArgIn {
+    pub(super) arg: u8,
+    pub(super) mask: u32,
+    pub(super) one_of: &'static [u32],
+}
+
 /// What the syscalls of a rule get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Outcome {
@@ -90,6 +100,13 @@ pub(super) enum Outcome {
     Arg {
         arg: u8,
         test: ArgTest,
+        matched: Action,
+        otherwise: Action,
+    },
+    /// `matched` if every condition holds, else `otherwise` (an allowlist over several
+    /// arguments, such as a socket's family, type and protocol).
+    AllOf {
+        all: &'static [ArgIn],
         matched: Action,
         otherwise: Action,
     },
@@ -159,7 +176,7 @@ pub(super) fn assemble(spec: &FilterSpec<'_>) -> Result<Vec<Insn>, BpfError> {
         .iter()
         .map(|outcome| match *outcome {
             Outcome::Always(action) => action_label(&mut asm, action),
-            Outcome::Arg { .. } => asm.label(),
+            Outcome::Arg { .. } | Outcome::AllOf { .. } => asm.label(),
         })
         .collect();
 
@@ -178,23 +195,60 @@ pub(super) fn assemble(spec: &FilterSpec<'_>) -> Result<Vec<Insn>, BpfError> {
     }
 
     for (outcome, &label) in outcomes.iter().zip(&outcome_labels) {
-        if let Outcome::Arg {
-            arg,
-            test,
-            matched,
-            otherwise,
-        } = *outcome
-        {
-            if arg >= ARG_COUNT {
-                return Err(BpfError::NoSuchArgument(arg));
+        match *outcome {
+            Outcome::Always(_) => {}
+            Outcome::Arg {
+                arg,
+                test,
+                matched,
+                otherwise,
+            } => {
+                if arg >= ARG_COUNT {
+                    return Err(BpfError::NoSuchArgument(arg));
+                }
+                let matched = action_label(&mut asm, matched);
+                let otherwise = action_label(&mut asm, otherwise);
+                asm.bind(label);
+                asm.stmt(LD_W_ABS, arg_low_word_offset(arg));
+                match test {
+                    ArgTest::AnyBit(bits) => asm.jump(JMP_JSET_K, bits, matched, otherwise),
+                    ArgTest::Equals(value) => asm.jump(JMP_JEQ_K, value, matched, otherwise),
+                }
             }
-            let matched = action_label(&mut asm, matched);
-            let otherwise = action_label(&mut asm, otherwise);
-            asm.bind(label);
-            asm.stmt(LD_W_ABS, arg_low_word_offset(arg));
-            match test {
-                ArgTest::AnyBit(bits) => asm.jump(JMP_JSET_K, bits, matched, otherwise),
-                ArgTest::Equals(value) => asm.jump(JMP_JEQ_K, value, matched, otherwise),
+            Outcome::AllOf {
+                all,
+                matched,
+                otherwise,
+            } => {
+                let matched = action_label(&mut asm, matched);
+                let otherwise = action_label(&mut asm, otherwise);
+                asm.bind(label);
+                // One block per condition: load, mask, then a chain of compares; a value that
+                // matches goes on to the next condition, none of them to `otherwise`.
+                for check in all {
+                    if check.arg >= ARG_COUNT {
+                        return Err(BpfError::NoSuchArgument(check.arg));
+                    }
+                    asm.stmt(LD_W_ABS, arg_low_word_offset(check.arg));
+                    if check.mask != u32::MAX {
+                        asm.stmt(ALU_AND_K, check.mask);
+                    }
+                    let holds = asm.label();
+                    for (i, &value) in check.one_of.iter().enumerate() {
+                        if i + 1 == check.one_of.len() {
+                            asm.jump(JMP_JEQ_K, value, holds, otherwise);
+                        } else {
+                            let next = asm.label();
+                            asm.jump(JMP_JEQ_K, value, holds, next);
+                            asm.bind(next);
+                        }
+                    }
+                    if check.one_of.is_empty() {
+                        asm.jump_always(otherwise);
+                    }
+                    asm.bind(holds);
+                }
+                asm.jump_always(matched);
             }
         }
     }
@@ -427,6 +481,10 @@ pub(super) mod interpreter {
                     acc = data.word(insn.k);
                     pc + 1
                 }
+                ALU_AND_K => {
+                    acc &= insn.k;
+                    pc + 1
+                }
                 JMP_JA => pc + 1 + insn.k as usize,
                 JMP_JEQ_K => branch(acc == insn.k),
                 JMP_JGE_K => branch(acc >= insn.k),
@@ -527,7 +585,9 @@ mod tests {
                 otherwise
             }
             .ret_value(),
-            Outcome::Arg { .. } => unreachable!("mixed_rules uses AnyBit only"),
+            Outcome::Arg { .. } | Outcome::AllOf { .. } => {
+                unreachable!("mixed_rules uses AnyBit only")
+            }
         }
     }
 
