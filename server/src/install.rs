@@ -280,6 +280,7 @@ fn result(outcome: &InstallOutcome, report: InstallReport) -> CallToolResult {
         format!("the install into {} was cancelled", report.venv)
     } else {
         let step = match outcome.step {
+            InstallStep::Fetch => "fetching the packages",
             InstallStep::Venv => "making the venv",
             InstallStep::Install => "installing",
         };

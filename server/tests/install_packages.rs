@@ -560,10 +560,12 @@ fn missing_and_sdist_are_clear_errors(extra: &[&str]) {
     assert_ne!(report["exit_code"], 0, "{missing}");
     let tail = report["output_tail"].as_str().unwrap();
     assert!(tail.contains("pyrunmissing"), "{missing}");
+    // It fails while fetching, before the project's venv is even made.
     assert!(
-        text(&missing).contains("failed while installing"),
+        text(&missing).contains("failed while fetching the packages"),
         "{missing}"
     );
+    assert!(!projects.join("app/.venv").exists(), "{missing}");
     assert!(!missing.to_string().contains(projects.to_str().unwrap()));
 
     // Only an sdist exists: refused without --allow-sdist, nothing built.
@@ -582,9 +584,9 @@ fn missing_and_sdist_are_clear_errors(extra: &[&str]) {
         "the sdist was downloaded: {:?}",
         index.paths
     );
-    let site = site_packages(&projects.join("app/.venv"));
-    assert!(!site.join("pyrunsdist").exists());
+    // Refused while fetching: no venv was made for it.
     let venv = projects.join("app/.venv");
+    assert!(!venv.exists(), "{sdist}");
     assert!(processes_naming(venv.to_str().unwrap()).is_empty());
 }
 
@@ -606,7 +608,7 @@ fn a_down_index_is_a_clear_error_and_leaves_nothing_running() {
     assert!(is_error(&result), "{result}");
     assert_eq!(result["structuredContent"]["ok"], false, "{result}");
     assert!(
-        text(&result).contains("failed while installing"),
+        text(&result).contains("failed while fetching the packages"),
         "{result}"
     );
     // pip's own words for a refused connection, after its retries.
@@ -689,9 +691,10 @@ fn a_cancelled_install_is_killed_with_its_whole_tree() {
 }
 
 /// A run plants a `.venv` (there was none) whose `.pth` runs code in whatever interpreter starts
-/// from it, then an install into that project starts it. The planted code runs, but inside the
-/// install's profile: no TCP to a canary port of the test's own, nothing of the projects folder
-/// readable, no other project's cache or venv writable.
+/// from it, then an install into that project starts it. The planted code runs, but only in the
+/// install's step without the network: neither the index's port (open to the fetch step) nor a
+/// canary port of the test's own, nothing of the projects folder readable, no other project's
+/// cache or venv writable.
 const PLANT_VENV: &str = r#"
 import os, sys
 lib = f".venv/lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"
@@ -709,6 +712,11 @@ try:
     seen.append("canary reached")
 except OSError as e:
     seen.append("canary refused")
+try:
+    socket.create_connection(("127.0.0.1", {sys.argv[3]}), timeout=3).close()
+    seen.append("index reached")
+except OSError as e:
+    seen.append("index refused")
 for path in ({sys.argv[2]!r} + "/other/secret.txt", {sys.argv[2]!r} + "/other/planted.txt"):
     try:
         open(path, "a").close()
@@ -731,9 +739,15 @@ fn code_planted_in_a_venv_runs_only_inside_the_install_profile() {
     std::fs::write(projects.join("app/plant.py"), PLANT_VENV).unwrap();
     let mut server = start(&projects, &index.url(), &["--uv", "off"]);
     let canary_port = canary.local_addr().unwrap().port().to_string();
+    let index_port = index
+        .url()
+        .rsplit_once(':')
+        .and_then(|(_, rest)| rest.split('/').next().map(str::to_owned))
+        .unwrap();
     let run = server.call(
         "run_python",
-        json!({"file_name": "app/plant.py", "args": [canary_port, projects.to_str().unwrap()]}),
+        json!({"file_name": "app/plant.py",
+               "args": [canary_port, projects.to_str().unwrap(), index_port]}),
     );
     assert!(
         run["structuredContent"]["stdout"]
@@ -751,6 +765,8 @@ fn code_planted_in_a_venv_runs_only_inside_the_install_profile() {
     let report = std::fs::read_to_string(projects.join("app/.venv/report.txt"))
         .unwrap_or_else(|e| panic!("the planted code did not run ({e}): {result}"));
     assert!(report.contains("canary refused"), "{report}");
+    assert!(report.contains("index refused"), "{report}");
+    assert!(!report.contains("index reached"), "{report}");
     assert!(!report.contains("canary reached"), "{report}");
     assert!(!report.contains("touched"), "{report}");
     assert!(canary.accept().is_err(), "the canary port was reached");

@@ -3,21 +3,26 @@
 //! `python -m venv` and the venv's own `pip`. The only module that starts an installer.
 //!
 //! Steps, in order: refuse a second install of the same project while one runs; wait for a turn
-//! in the installs' own pool (never a run's); build the install sandbox once (below); prove the
-//! target: `<project>/.venv` must be a real folder (never a link) inside the projects folder,
-//! made here when missing, and an existing one must have been made from the server's `--python`
-//! (its `bin/python` resolves to it: nothing a script put there is started); make a private
-//! scratch; start the steps in the sandbox, one after the other under one deadline:
-//! - with uv: `uv venv --python <python> <venv>` (when made here), then `uv pip install --python
-//!   <venv>/bin/python --index-url <index> [--no-build] <requirements>`;
-//! - without: `<python> -m venv --without-pip <venv>` and `<venv>/bin/python -m ensurepip
-//!   --default-pip` (when made here), then `<venv>/bin/python -m pip install
-//!   --isolated --index-url <index> [--only-binary :all:] --no-input --disable-pip-version-check
-//!   --no-compile --progress-bar off --cache-dir <cache> <requirements>`;
+//! in the installs' own pool (never a run's); build the two install sandboxes once (below); prove
+//! the target: `<project>/.venv` must be a real folder (never a link) inside the projects folder,
+//! or none yet, and an existing one must have been made from the server's `--python` (its
+//! `bin/python` resolves to it); hold the project's folder open; make a private scratch; then,
+//! one after the other under one deadline:
+//! 1. **fetch**, the only step with the network: with uv, `uv venv` of a throwaway venv in the
+//!    scratch and `uv pip install --python <it> --index-url <index> [--no-build] <requirements>`,
+//!    which fills the project's uv cache; without, `<python> -m venv --without-pip`, `ensurepip`
+//!    and `pip wheel --wheel-dir <scratch>/wheels --index-url <index> [--only-binary :all:]` in a
+//!    throwaway venv. Only programs the server made run here (uv, the interpreter, a fresh venv
+//!    of a scratch no run can reach);
+//! 2. **venv** (when missing): `.venv` made through the project's open folder, opened without
+//!    following a link, and made a venv (`uv venv --python <python>`, or `venv` + `ensurepip`);
+//! 3. **install**, without the network: `uv pip install --offline` from the cache, or the venv's
+//!    `pip install --no-index --find-links <scratch>/wheels`.
 //!
-//! each in its own process group, output read into a capped [`LiveOutput`] (both pipes into one
-//! stream, in arrival order), killed with its whole group at the end, on timeout, cancellation or
-//! shutdown. A venv made here whose creation failed is removed again.
+//! Each step runs in its own process group, output read into a capped [`LiveOutput`] (both pipes
+//! into one stream, in arrival order), killed with its whole group at the end, on timeout,
+//! cancellation or shutdown. A venv made here whose steps failed is removed again, through the
+//! project's open folder and only while it is still the folder made.
 //!
 //! Requirements reach the installer only as [`Requirement::to_arg`] renders them (see
 //! `requirement.rs`): no option, URL, path or file. The index is the operator's
@@ -25,34 +30,44 @@
 //! `PIP_*` variable) and uv with `--no-config`; the environment is the runs' allowlist (`PATH`,
 //! locale, time zone) plus what is set here.
 //!
-//! # The install sandbox profile (Linux)
-//! Installs need what runs are denied, the network, so they get a [`Sandbox`] of their own,
-//! built from a policy of their own (runs' rules are untouched):
-//! - **network**: the host's network namespace (not the runs' empty one) inside a user namespace
-//!   of its own (no capabilities); Landlock (ABI ≥ 4) allows TCP `connect` only to the index's
-//!   port and denies every TCP `bind`; seccomp still refuses `AF_UNIX` sockets (local daemons),
-//!   and allows `AF_INET`/`AF_INET6`/`AF_NETLINK`. The resolver's files (`/etc/resolv.conf`,
-//!   `/etc/hosts`, `nsswitch.conf`...) are readable. A kernel that cannot enforce the port rule
-//!   gets no install at all (fail closed), whatever `--sandbox` says but `off`.
-//! - **files**: the system trees and the interpreter's trees read-only (with execute: the venv's
+//! # Why two sandboxes
+//! The project's `.venv` is code any run can change: a run sees only the protected names on its
+//! own folder's path read-only, so a run of another folder can plant a `.pth`, a `pip` or a
+//! `sitecustomize` in this one, or make a `.venv` where there was none. Whatever starts the
+//! project's interpreter runs that code. So nothing that starts it ever has the network: the
+//! fetch step starts only what the server made, and the steps that start the project's venv run
+//! in a sandbox without the network, as confined as a run.
+//!
+//! # The install sandbox profiles (Linux)
+//! Both are [`Sandbox`]es of their own, built from policies of their own (runs' rules are
+//! untouched):
+//! - **network**: the fetch step has the host's network namespace (not the runs' empty one)
+//!   inside a user namespace of its own (no capabilities); Landlock (ABI ≥ 4) allows TCP
+//!   `connect` only to the index's port and denies every TCP `bind`; seccomp allows only IPv4/IPv6
+//!   TCP and UDP sockets and netlink (no `AF_UNIX`: local daemons; no MPTCP or SCTP, which
+//!   Landlock's TCP rules do not see). The resolver's files (`/etc/resolv.conf`, `/etc/hosts`,
+//!   `nsswitch.conf`...) are readable. A kernel that cannot enforce the port rule gets no install
+//!   at all (fail closed), whatever `--sandbox` says but `off`. The other steps have no network
+//!   (the runs' empty namespace, no socket but `socketpair`).
+//! - **files**: the system trees and the interpreter's trees read-only (with execute: a venv's
 //!   `bin/python` is a link to the base interpreter); uv's folder read-only with execute; the
-//!   project's `.venv`, the project's own folder of the server's install cache and the
-//!   install's scratch (its HOME and TMPDIR) writable, without execute (W^X as for runs);
-//!   nothing else of the projects folder, not even readable. No mount view: the view's job is to show runs the projects folder with
-//!   its protected names (`.venv` first) read-only, and an install must write exactly that
-//!   folder, so installs rely on Landlock alone for files.
-//! - **processes**: a pid namespace as for runs, the same seccomp filter but sockets,
-//!   `RLIMIT_*` and per-install cgroups with larger bounds (memory, processes, open files: uv
-//!   resolves on many threads), CPU seconds as long as `--install-timeout`.
+//!   project's own folder of the server's install cache and the install's scratch (its HOME and
+//!   TMPDIR) writable, and for the venv and install steps the project's `.venv` (the folder
+//!   proven, by its descriptor), all without execute (W^X as for runs); nothing else of the
+//!   projects folder, not even readable. No mount view: the view's job is to show runs the
+//!   projects folder with its protected names (`.venv` first) read-only, and an install must
+//!   write exactly that folder, so installs rely on Landlock alone for files.
+//! - **processes**: a pid namespace as for runs, the same seccomp filter, `RLIMIT_*` and
+//!   per-install cgroups with larger bounds (memory, processes, open files: uv resolves on many
+//!   threads), CPU seconds as long as `--install-timeout`.
 //!
-//! A `.venv` a script made (a run can create one where there was none; runs cannot change one
-//! that exists) passes the base-interpreter check yet holds code the installer runs: its `pip`,
-//! its `.pth` files (the interpreter runs them at start, also when uv asks it its paths). That
-//! code is contained by this profile: it writes only that project's venv and cache (so no other
-//! project's install is poisoned), reads nothing of the projects folder, and reaches TCP only on
-//! the index's port.
+//! Code planted in the project's venv thus runs with no network, writes only that venv, the
+//! project's cache and the scratch, and reads nothing of the projects folder. It can leave
+//! something in the project's cache, which the next fetch reads: uv links cached files into a
+//! throwaway venv without running them, pip copies wheels; only with `--allow-sdist` does a fetch
+//! run a build (a build backend, with the network), which then may come from that cache.
 //!
-//! What this profile does not stop: UDP (DNS needs it; Landlock has no UDP rules) and TCP to any
+//! What the fetch profile does not stop: UDP (DNS needs it; Landlock has no UDP rules) and TCP to any
 //! host on the index's port (Landlock rules name ports, not addresses). With wheels only
 //! (the default) no code of a package runs during an install; `--allow-sdist` lets a build
 //! backend run inside this profile.
@@ -174,6 +189,8 @@ impl Installer {
 /// The step an install ended in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InstallStep {
+    /// Fetching the packages (the only step with the network), into the cache or the scratch.
+    Fetch,
     /// Making the venv.
     Venv,
     /// Installing into it.
@@ -253,7 +270,10 @@ pub struct Installs {
     projects: PathBuf,
     permits: Semaphore,
     busy: Mutex<HashSet<PathBuf>>,
-    sandbox: OnceCell<Result<Arc<Sandbox>, Arc<SandboxError>>>,
+    /// The fetch step's sandbox (the network, to the index's port only).
+    online: OnceCell<Result<Arc<Sandbox>, Arc<SandboxError>>>,
+    /// The other steps' sandbox (no network, as runs).
+    offline: OnceCell<Result<Arc<Sandbox>, Arc<SandboxError>>>,
     root: tempfile::TempDir,
     cache: PathBuf,
     next: std::sync::atomic::AtomicU64,
@@ -293,7 +313,8 @@ impl Installs {
             settings,
             projects,
             busy: Mutex::new(HashSet::new()),
-            sandbox: OnceCell::new(),
+            online: OnceCell::new(),
+            offline: OnceCell::new(),
             root,
             cache,
             next: std::sync::atomic::AtomicU64::new(0),
@@ -323,7 +344,7 @@ impl Installs {
 
     /// The layers of the install sandbox, once it was built (empty before, or with it off).
     pub fn layers(&self) -> Vec<&'static str> {
-        match self.sandbox.get() {
+        match self.online.get() {
             Some(Ok(sandbox)) => sandbox.layers(),
             _ => Vec::new(),
         }
@@ -343,53 +364,75 @@ impl Installs {
             _ = self.shutdown.cancelled() => return Err(InstallError::CancelledWhileQueued),
         };
         req.live.mark_started();
-        let sandbox = self.sandbox().await?;
+        let online = self.sandbox(Network::IndexOnly).await?;
+        let offline = self.sandbox(Network::None).await?;
         let started = Instant::now();
         let venv = req.project.absolute().join(VENV_NAME);
-        let created = self.prepare_venv(&venv)?;
+        let target = self.prepare_venv(req.project, &venv)?;
         let scratch = self.scratch().map_err(InstallError::Scratch)?;
         let cache = self
             .project_cache(req.project)
             .map_err(InstallError::Scratch)?;
-        let slot = sandbox
-            .slot_writing(scratch.path(), &[venv.clone(), cache.clone()])
-            .map_err(|e| InstallError::Sandbox(Arc::new(e)))?;
-        // The venv proven again now that its rules hold it open: still our real folder.
-        self.check_venv_dir(&venv)?;
         let relative = relative_venv(req.project);
         let deadline = tokio::time::Instant::now() + self.settings.timeout;
         let steps = Steps {
             installs: self,
-            sandbox: &sandbox,
-            slot: &slot,
             scratch: scratch.path(),
-            venv: &venv,
             live: &req.live,
             deadline,
             cancel,
         };
+        let ok = |ended: &Ended| matches!(ended, Ended::Exited(Some(0)));
+
+        // 1. Fetch, with the network: only what the server made runs (uv, or a venv of the
+        // install's own scratch that no run can reach), never the project's venv, which any run
+        // of another folder can write (see the module header).
+        let fetch_slot = online
+            .slot_writing(scratch.path(), std::slice::from_ref(&cache))
+            .map_err(|e| InstallError::Sandbox(Arc::new(e)))?;
+        let mut step = InstallStep::Fetch;
         let mut ended = Ended::Exited(Some(0));
-        let mut step = InstallStep::Venv;
-        if created {
+        for command in self.fetch_commands(scratch.path(), &cache, req.requirements) {
+            if ok(&ended) {
+                ended = steps.run(&online, &fetch_slot, &command).await?;
+            }
+        }
+        drop(fetch_slot);
+
+        // 2. Make the venv when needed and install into it, without the network: the project's
+        // venv (and whatever a run planted in it) starts here only, as confined as a run.
+        let mut created = false;
+        if ok(&ended) {
+            step = InstallStep::Venv;
+            let (venv_fd, made) = target.open()?;
+            created = made;
+            // The rule holds the very folder proven above (a magic link to its descriptor), not
+            // whatever its path names by now.
+            let rule_path = fd_path(&venv_fd);
+            let slot = offline
+                .slot_writing(scratch.path(), &[rule_path, cache.clone()])
+                .map_err(|e| InstallError::Sandbox(Arc::new(e)))?;
             // A half-made venv would be taken for a good one next time: it goes unless every
             // step made it (also on an error or a dropped call).
-            let mut unfinished = UnfinishedVenv(Some(&venv));
-            for command in self.venv_commands(&venv) {
-                if matches!(ended, Ended::Exited(Some(0))) {
-                    ended = steps.run(&command).await?;
+            let mut unfinished = made.then(|| UnfinishedVenv::new(&target, &venv_fd));
+            if made {
+                for command in self.venv_commands(&venv) {
+                    if ok(&ended) {
+                        ended = steps.run(&offline, &slot, &command).await?;
+                    }
                 }
             }
-            if matches!(ended, Ended::Exited(Some(0))) {
-                unfinished.0 = None;
+            if ok(&ended) {
+                if let Some(unfinished) = unfinished.as_mut() {
+                    unfinished.finished();
+                }
+                step = InstallStep::Install;
+                let command = self.install_command(&venv, &cache, scratch.path(), req.requirements);
+                ended = steps.run(&offline, &slot, &command).await?;
             }
+            drop(unfinished);
+            drop(slot);
         }
-        if matches!(ended, Ended::Exited(Some(0))) {
-            step = InstallStep::Install;
-            ended = steps
-                .run(&self.install_command(&venv, &cache, req.requirements))
-                .await?;
-        }
-        drop(slot);
         Ok(InstallOutcome {
             installer: self.installer(),
             step,
@@ -405,16 +448,19 @@ impl Installs {
         })
     }
 
-    /// The install sandbox, built on first use on a blocking thread.
-    async fn sandbox(&self) -> Result<Arc<Sandbox>, InstallError> {
+    /// One of the install sandboxes, built on first use on a blocking thread.
+    async fn sandbox(&self, network: Network) -> Result<Arc<Sandbox>, InstallError> {
         if !cfg!(target_os = "linux") && self.settings.sandbox_mode != SandboxMode::Off {
             return Err(InstallError::Unsupported);
         }
-        let built = self
-            .sandbox
+        let cell = match network {
+            Network::IndexOnly => &self.online,
+            Network::None => &self.offline,
+        };
+        let built = cell
             .get_or_init(|| async {
                 let settings = self.settings.clone();
-                let build = move || build_sandbox(&settings);
+                let build = move || build_sandbox(&settings, network);
                 match tokio::task::spawn_blocking(build).await {
                     Ok(result) => result.map(Arc::new).map_err(Arc::new),
                     Err(_) => Err(Arc::new(SandboxError::ProbeLost)),
@@ -424,17 +470,14 @@ impl Installs {
         built.clone().map_err(InstallError::Sandbox)
     }
 
-    /// Makes `.venv` when missing (true) or proves the one there (false).
-    fn prepare_venv(&self, venv: &Path) -> Result<bool, InstallError> {
+    /// Proves the project's `.venv` (a real folder inside, or none yet; an existing one made
+    /// from the server's `--python`) and holds the project's folder open for what follows.
+    fn prepare_venv(&self, project: &ProjectDir, venv: &Path) -> Result<VenvTarget, InstallError> {
         match std::fs::symlink_metadata(venv) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                std::fs::create_dir(venv).map_err(InstallError::Venv)?;
-                self.check_venv_dir(venv)?;
-                Ok(true)
-            }
-            Err(e) => Err(InstallError::Venv(e)),
-            Ok(meta) if meta.file_type().is_symlink() => Err(InstallError::VenvIsLink),
-            Ok(meta) if !meta.is_dir() => Err(InstallError::VenvNotDir),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(InstallError::Venv(e)),
+            Ok(meta) if meta.file_type().is_symlink() => return Err(InstallError::VenvIsLink),
+            Ok(meta) if !meta.is_dir() => return Err(InstallError::VenvNotDir),
             Ok(_) => {
                 self.check_venv_dir(venv)?;
                 // An empty folder (an install that failed before it made anything) is made anew.
@@ -442,13 +485,12 @@ impl Installs {
                     .map_err(InstallError::Venv)?
                     .next()
                     .is_none();
-                if empty {
-                    return Ok(true);
+                if !empty {
+                    self.check_base_interpreter(venv)?;
                 }
-                self.check_base_interpreter(venv)?;
-                Ok(false)
             }
         }
+        VenvTarget::open_project(&self.projects, project)
     }
 
     /// `venv` is a real folder whose real path is itself, inside the projects folder.
@@ -544,27 +586,26 @@ impl Installs {
         }
     }
 
-    fn install_command(&self, venv: &Path, cache: &Path, requirements: &[Requirement]) -> Command {
-        let python = venv.join("bin").join("python");
+    /// The fetch step's commands: the requirements and their dependencies resolved against the
+    /// index and downloaded, by uv into its cache (installed into a throwaway venv of the
+    /// scratch), or by a throwaway venv's pip as wheels into the scratch (`pip wheel`: built
+    /// there, with `--allow-sdist`).
+    fn fetch_commands(
+        &self,
+        scratch: &Path,
+        cache: &Path,
+        requirements: &[Requirement],
+    ) -> Vec<Command> {
+        let fetch_venv = scratch.join(FETCH_VENV);
+        let mut commands = self.venv_commands(&fetch_venv);
+        let python = fetch_venv.join("bin").join("python");
         let index = OsStr::new(self.settings.index.url());
         let requirements = requirements.iter().map(|r| OsString::from(r.to_arg()));
-        match &self.settings.uv {
+        let fetch = match &self.settings.uv {
             Some(uv) => {
-                let mut cmd = Command::new(uv).args([
-                    OsStr::new("--no-config"),
-                    OsStr::new("--color"),
-                    OsStr::new("never"),
-                    OsStr::new("--no-progress"),
-                    OsStr::new("--cache-dir"),
-                    cache.join("uv").as_os_str(),
-                    OsStr::new("pip"),
-                    OsStr::new("install"),
-                    OsStr::new("--no-python-downloads"),
-                    OsStr::new("--python"),
-                    python.as_os_str(),
-                    OsStr::new("--index-url"),
-                    index,
-                ]);
+                let mut cmd = self
+                    .uv_pip_install(uv, cache, &python)
+                    .args([OsStr::new("--index-url"), index]);
                 if !self.settings.allow_sdist {
                     cmd = cmd.args([OsStr::new("--no-build")]);
                 }
@@ -574,15 +615,16 @@ impl Installs {
                 let mut cmd = Command::new(&python).args([
                     OsStr::new("-m"),
                     OsStr::new("pip"),
-                    OsStr::new("install"),
+                    OsStr::new("wheel"),
                     OsStr::new("--isolated"),
                     OsStr::new("--no-input"),
                     OsStr::new("--disable-pip-version-check"),
-                    OsStr::new("--no-compile"),
                     OsStr::new("--progress-bar"),
                     OsStr::new("off"),
                     OsStr::new("--cache-dir"),
                     cache.join("pip").as_os_str(),
+                    OsStr::new("--wheel-dir"),
+                    scratch.join(WHEELS_DIR).as_os_str(),
                     OsStr::new("--index-url"),
                     index,
                 ]);
@@ -591,7 +633,71 @@ impl Installs {
                 }
                 cmd.owned_args(requirements)
             }
+        };
+        commands.push(fetch);
+        commands
+    }
+
+    /// The install step's command, without the network: uv from its cache (`--offline`), pip
+    /// from the fetched wheels only (`--no-index`).
+    fn install_command(
+        &self,
+        venv: &Path,
+        cache: &Path,
+        scratch: &Path,
+        requirements: &[Requirement],
+    ) -> Command {
+        let python = venv.join("bin").join("python");
+        let requirements = requirements.iter().map(|r| OsString::from(r.to_arg()));
+        match &self.settings.uv {
+            Some(uv) => {
+                let mut cmd = self.uv_pip_install(uv, cache, &python).args([
+                    OsStr::new("--offline"),
+                    OsStr::new("--index-url"),
+                    OsStr::new(self.settings.index.url()),
+                ]);
+                if !self.settings.allow_sdist {
+                    cmd = cmd.args([OsStr::new("--no-build")]);
+                }
+                cmd.owned_args(requirements)
+            }
+            None => Command::new(&python)
+                .args([
+                    OsStr::new("-m"),
+                    OsStr::new("pip"),
+                    OsStr::new("install"),
+                    OsStr::new("--isolated"),
+                    OsStr::new("--no-input"),
+                    OsStr::new("--disable-pip-version-check"),
+                    OsStr::new("--no-compile"),
+                    OsStr::new("--progress-bar"),
+                    OsStr::new("off"),
+                    OsStr::new("--no-cache-dir"),
+                    OsStr::new("--no-index"),
+                    OsStr::new("--only-binary"),
+                    OsStr::new(":all:"),
+                    OsStr::new("--find-links"),
+                    scratch.join(WHEELS_DIR).as_os_str(),
+                ])
+                .owned_args(requirements),
         }
+    }
+
+    /// `uv pip install` into `python`'s environment, with the install's cache.
+    fn uv_pip_install(&self, uv: &Path, cache: &Path, python: &Path) -> Command {
+        Command::new(uv).args([
+            OsStr::new("--no-config"),
+            OsStr::new("--color"),
+            OsStr::new("never"),
+            OsStr::new("--no-progress"),
+            OsStr::new("--cache-dir"),
+            cache.join("uv").as_os_str(),
+            OsStr::new("pip"),
+            OsStr::new("install"),
+            OsStr::new("--no-python-downloads"),
+            OsStr::new("--python"),
+            python.as_os_str(),
+        ])
     }
 
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
@@ -633,8 +739,22 @@ const DISTRIBUTION_FILES: &[&str] = &[
     "/etc/alpine-release",
 ];
 
-/// The install sandbox's policy (see the module header) made into a [`Sandbox`]. Blocking.
-fn build_sandbox(settings: &InstallSettings) -> Result<Sandbox, SandboxError> {
+/// Which network an install sandbox has.
+#[derive(Debug, Clone, Copy)]
+enum Network {
+    /// The host's, TCP to the index's port only (the fetch step).
+    IndexOnly,
+    /// None, as runs (the steps that start the project's venv).
+    None,
+}
+
+/// The throwaway venv of the fetch step, in the install's scratch.
+const FETCH_VENV: &str = "fetch-venv";
+/// Where the pip fetch step leaves the wheels, in the install's scratch.
+const WHEELS_DIR: &str = "wheels";
+
+/// An install sandbox's policy (see the module header) made into a [`Sandbox`]. Blocking.
+fn build_sandbox(settings: &InstallSettings, network: Network) -> Result<Sandbox, SandboxError> {
     let mut read_paths = if settings.sandbox_mode == SandboxMode::Off {
         Vec::new()
     } else {
@@ -649,9 +769,12 @@ fn build_sandbox(settings: &InstallSettings) -> Result<Sandbox, SandboxError> {
         read_paths,
         // Each install's `.venv` and cache are added to its own slot.
         write_paths: Vec::new(),
-        allow_network: true,
+        allow_network: matches!(network, Network::IndexOnly),
         limits: install_limits(settings.timeout),
-        tcp_connect_ports: Some(vec![settings.index.port()]),
+        tcp_connect_ports: match network {
+            Network::IndexOnly => Some(vec![settings.index.port()]),
+            Network::None => None,
+        },
         ..pyrun_sandbox::SandboxPolicy::bare(settings.sandbox_mode)
     })
 }
@@ -703,10 +826,7 @@ enum Ended {
 /// What every step of one install shares.
 struct Steps<'a> {
     installs: &'a Installs,
-    sandbox: &'a Sandbox,
-    slot: &'a pyrun_sandbox::SandboxSlot,
     scratch: &'a Path,
-    venv: &'a Path,
     live: &'a Arc<LiveOutput>,
     deadline: tokio::time::Instant,
     cancel: &'a CancellationToken,
@@ -716,7 +836,12 @@ impl Steps<'_> {
     /// Starts `cmd` in the install sandbox and waits for its end, the deadline or cancellation;
     /// its whole process group is killed whatever happened.
     #[cfg(target_os = "linux")]
-    async fn run(&self, cmd: &Command) -> Result<Ended, InstallError> {
+    async fn run(
+        &self,
+        sandbox: &Sandbox,
+        slot: &pyrun_sandbox::SandboxSlot,
+        cmd: &Command,
+    ) -> Result<Ended, InstallError> {
         use super::live_output::Stream;
         use super::runner::{read_live, ProcessTree, DRAIN_GRACE, REAP_GRACE};
         let spec = pyrun_sandbox::spawn::Spec {
@@ -727,9 +852,8 @@ impl Steps<'_> {
             cwd: self.scratch,
             stdin_piped: false,
         };
-        let child = self
-            .sandbox
-            .spawn(self.slot, &spec, self.venv)
+        let child = sandbox
+            .spawn(slot, &spec, self.scratch)
             .map_err(|e| match e {
                 SandboxError::Spawn(pyrun_sandbox::spawn::SpawnError::Start { what, source }) => {
                     InstallError::Spawn { what, source }
@@ -781,13 +905,15 @@ impl Steps<'_> {
     }
 
     #[cfg(not(target_os = "linux"))]
-    async fn run(&self, _cmd: &Command) -> Result<Ended, InstallError> {
+    async fn run(
+        &self,
+        _sandbox: &Sandbox,
+        _slot: &pyrun_sandbox::SandboxSlot,
+        _cmd: &Command,
+    ) -> Result<Ended, InstallError> {
         let _ = (
             self.installs,
-            self.sandbox,
-            self.slot,
             self.scratch,
-            self.venv,
             self.live,
             self.deadline,
             self.cancel,
@@ -796,16 +922,131 @@ impl Steps<'_> {
     }
 }
 
-/// A venv being made: removed on drop unless it was finished (its path taken out). `remove_dir_all`
-/// removes a link put in its place, never what the link points to.
-struct UnfinishedVenv<'a>(Option<&'a Path>);
+/// The project's folder, held open (reached beneath the projects folder, no link on the way),
+/// where its `.venv` is made, opened and, unfinished, removed: a run that swaps the project's
+/// folder for a link meanwhile changes nothing of that.
+struct VenvTarget {
+    project: std::fs::File,
+}
+
+impl VenvTarget {
+    fn open_project(projects: &Path, project: &ProjectDir) -> Result<Self, InstallError> {
+        let project = match project.relative() {
+            "" | "." => std::fs::File::open(projects),
+            relative => super::paths::open_beneath(projects, Path::new(relative)),
+        };
+        match project {
+            Ok(project) => Ok(Self { project }),
+            Err(e) if e.raw_os_error() == Some(libc_eloop()) => Err(InstallError::VenvOutside),
+            Err(e) => Err(InstallError::Venv(e)),
+        }
+    }
+
+    /// Makes `.venv` when missing and opens it (never through a link); true when it was made
+    /// here, or was an empty folder.
+    #[cfg(target_os = "linux")]
+    fn open(&self) -> Result<(std::fs::File, bool), InstallError> {
+        use rustix::fs::{mkdirat, openat, Mode, OFlags};
+        let made = match mkdirat(&self.project, VENV_NAME, Mode::from_raw_mode(0o755)) {
+            Ok(()) => true,
+            Err(rustix::io::Errno::EXIST) => false,
+            Err(e) => return Err(InstallError::Venv(e.into())),
+        };
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let venv = match openat(&self.project, VENV_NAME, flags, Mode::empty()) {
+            Ok(fd) => std::fs::File::from(fd),
+            Err(rustix::io::Errno::LOOP) => return Err(InstallError::VenvIsLink),
+            Err(rustix::io::Errno::NOTDIR) => return Err(InstallError::VenvNotDir),
+            Err(e) => return Err(InstallError::Venv(e.into())),
+        };
+        let empty = std::fs::read_dir(fd_path(&venv))
+            .map_err(InstallError::Venv)?
+            .next()
+            .is_none();
+        Ok((venv, made || empty))
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn open(&self) -> Result<(std::fs::File, bool), InstallError> {
+        let _ = &self.project;
+        Err(InstallError::Unsupported)
+    }
+}
+
+/// `ELOOP`: `openat2` met a link on the way.
+fn libc_eloop() -> i32 {
+    #[cfg(unix)]
+    return libc::ELOOP;
+    #[cfg(not(unix))]
+    return 40;
+}
+
+/// The path of an open file's descriptor (Linux's magic link to that very file).
+fn fd_path(file: &std::fs::File) -> PathBuf {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        PathBuf::new()
+    }
+}
+
+/// A venv being made: removed on drop unless it was finished, through the project's open
+/// folder and only while `.venv` there is still the folder made (same device and inode).
+struct UnfinishedVenv<'a> {
+    target: &'a VenvTarget,
+    made: Option<(u64, u64)>,
+}
+
+impl<'a> UnfinishedVenv<'a> {
+    fn new(target: &'a VenvTarget, venv: &std::fs::File) -> Self {
+        Self {
+            target,
+            made: identity(venv),
+        }
+    }
+
+    fn finished(&mut self) {
+        self.made = None;
+    }
+}
+
+/// A file's (device, inode).
+fn identity(file: &std::fs::File) -> Option<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        file.metadata().ok().map(|m| (m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        None
+    }
+}
 
 impl Drop for UnfinishedVenv<'_> {
     fn drop(&mut self) {
-        if let Some(venv) = self.0 {
-            if let Err(e) = std::fs::remove_dir_all(venv) {
-                tracing::warn!(venv = %venv.display(), %e, "a half-made venv was not removed");
+        let Some(made) = self.made else { return };
+        let venv = fd_path(&self.target.project).join(VENV_NAME);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            match std::fs::symlink_metadata(&venv) {
+                Ok(m) if m.is_dir() && (m.dev(), m.ino()) == made => {}
+                _ => {
+                    tracing::warn!("a half-made venv was replaced meanwhile: left alone");
+                    return;
+                }
             }
+        }
+        // `remove_dir_all` removes a link put in its place, never what the link points to.
+        if let Err(e) = std::fs::remove_dir_all(&venv) {
+            tracing::warn!(%e, "a half-made venv was not removed");
         }
     }
 }
