@@ -387,7 +387,10 @@ fn installs_a_wheel_and_its_dependency(extra: &[&str], installer: &str) -> Durat
 
     // Runs of the project now use the venv the install made, and list its packages.
     let after = server.call("run_python", json!({"file_name": "app/use_alpha.py"}));
-    assert_eq!(after["structuredContent"]["stdout"], "alpha+beta\n", "{after}");
+    assert_eq!(
+        after["structuredContent"]["stdout"], "alpha+beta\n",
+        "{after}"
+    );
     assert_eq!(
         after["structuredContent"]["python"]["venv"], "app/.venv",
         "{after}"
