@@ -10,6 +10,13 @@
 //! scratch; start the steps in the sandbox, one after the other under one deadline:
 //! - with uv: `uv venv --python <python> <venv>` (when made here), then `uv pip install --python
 //!   <venv>/bin/python --index-url <index> [--no-build] <requirements>`;
+//! - a project's `uv.lock` (checked by `uv_lock.rs`; uv only): the lock as checked and a minimal
+//!   `pyproject.toml` written into the scratch (the profile cannot read the project's folder, and
+//!   its own pyproject's `[tool.uv]` must not reach uv), the venv made as above, then, in the
+//!   scratch, with `UV_PROJECT_ENVIRONMENT=<venv>`: `uv sync --frozen --no-install-project
+//!   --python <venv>/bin/python --project <scratch> [--no-build]` (`--frozen`: the lock is
+//!   installed as it is, never resolved again nor rewritten; default groups; packages of the
+//!   venv that the lock does not name are removed, as a sync does);
 //! - without: `<python> -m venv --without-pip <venv>` and `<venv>/bin/python -m ensurepip
 //!   --default-pip` (when made here), then `<venv>/bin/python -m pip install
 //!   --isolated --index-url <index> [--only-binary :all:] --no-input --disable-pip-version-check
@@ -70,6 +77,7 @@ use tokio_util::sync::CancellationToken;
 use super::live_output::LiveOutput;
 use super::paths::ProjectDir;
 use super::requirement::Requirement;
+use super::uv_lock::CheckedLock;
 use pyrun_sandbox::{python_read_paths, ResourceLimits, Sandbox, SandboxError, SandboxMode};
 
 /// The name of the environment an install makes and fills, in the project's folder.
@@ -180,11 +188,20 @@ pub enum InstallStep {
     Install,
 }
 
+/// What an install puts into the venv.
+#[derive(Debug, Clone, Copy)]
+pub enum Wanted<'a> {
+    /// Checked requirements: `uv pip install` or pip.
+    Requirements(&'a [Requirement]),
+    /// A checked `uv.lock`: `uv sync --frozen` (uv only).
+    Lock(&'a CheckedLock),
+}
+
 /// One install to do.
 #[derive(Debug)]
 pub struct InstallRequest<'a> {
     pub project: &'a ProjectDir,
-    pub requirements: &'a [Requirement],
+    pub wanted: Wanted<'a>,
     /// Where the installer's output goes as it arrives (both pipes, one stream: stdout).
     pub live: Arc<LiveOutput>,
 }
@@ -242,6 +259,8 @@ pub enum InstallError {
     },
     #[error("installs need the Linux sandbox (or --sandbox off) on this platform")]
     Unsupported,
+    #[error("syncing a uv.lock needs uv, and this server has none")]
+    LockNeedsUv,
 }
 
 /// The installs of one server: their pool, their sandbox (built on first use), the projects
@@ -310,6 +329,11 @@ impl Installs {
         }
     }
 
+    /// The operator's package index.
+    pub fn index(&self) -> &PackageIndex {
+        &self.settings.index
+    }
+
     /// The most output kept, in bytes.
     pub fn max_output(&self) -> usize {
         self.settings.max_output_bytes
@@ -336,6 +360,9 @@ impl Installs {
         req: InstallRequest<'_>,
         cancel: &CancellationToken,
     ) -> Result<InstallOutcome, InstallError> {
+        if matches!(req.wanted, Wanted::Lock(_)) && self.settings.uv.is_none() {
+            return Err(InstallError::LockNeedsUv);
+        }
         let _busy = BusyProject::claim(&self.busy, req.project.absolute())?;
         let _permit = tokio::select! {
             permit = self.permits.acquire() => permit.map_err(|_| InstallError::CancelledWhileQueued)?,
@@ -348,6 +375,9 @@ impl Installs {
         let venv = req.project.absolute().join(VENV_NAME);
         let created = self.prepare_venv(&venv)?;
         let scratch = self.scratch().map_err(InstallError::Scratch)?;
+        if let Wanted::Lock(lock) = req.wanted {
+            write_sync_project(scratch.path(), lock).map_err(InstallError::Scratch)?;
+        }
         let cache = self
             .project_cache(req.project)
             .map_err(InstallError::Scratch)?;
@@ -385,9 +415,13 @@ impl Installs {
         }
         if matches!(ended, Ended::Exited(Some(0))) {
             step = InstallStep::Install;
-            ended = steps
-                .run(&self.install_command(&venv, &cache, req.requirements))
-                .await?;
+            let command = match req.wanted {
+                Wanted::Requirements(requirements) => {
+                    self.install_command(&venv, &cache, requirements)
+                }
+                Wanted::Lock(_) => self.sync_command(&venv, &cache, scratch.path())?,
+            };
+            ended = steps.run(&command).await?;
         }
         drop(slot);
         Ok(InstallOutcome {
@@ -594,6 +628,41 @@ impl Installs {
         }
     }
 
+    /// `uv sync` of the lock and pyproject in `scratch` into `venv` (see the module header).
+    fn sync_command(
+        &self,
+        venv: &Path,
+        cache: &Path,
+        scratch: &Path,
+    ) -> Result<Command, InstallError> {
+        let uv = self.settings.uv.as_deref().ok_or(InstallError::LockNeedsUv)?;
+        let python = venv.join("bin").join("python");
+        let mut cmd = Command::new(uv).args([
+            OsStr::new("--no-config"),
+            OsStr::new("--color"),
+            OsStr::new("never"),
+            OsStr::new("--no-progress"),
+            OsStr::new("--cache-dir"),
+            cache.join("uv").as_os_str(),
+            OsStr::new("sync"),
+            OsStr::new("--frozen"),
+            OsStr::new("--no-install-project"),
+            OsStr::new("--no-python-downloads"),
+            OsStr::new("--python"),
+            python.as_os_str(),
+            OsStr::new("--project"),
+            scratch.as_os_str(),
+        ]);
+        if !self.settings.allow_sdist {
+            cmd = cmd.args([OsStr::new("--no-build")]);
+        }
+        cmd.env.push((
+            OsString::from("UV_PROJECT_ENVIRONMENT"),
+            venv.as_os_str().to_os_string(),
+        ));
+        Ok(cmd)
+    }
+
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     /// The installer's environment: the runs' allowlist, scratch HOME and temp folders, and
     /// settings that keep uv and pip from reading anything of the server's user.
@@ -656,6 +725,13 @@ fn build_sandbox(settings: &InstallSettings) -> Result<Sandbox, SandboxError> {
     })
 }
 
+/// The checked lock and the pyproject made from it, in the install's scratch: what `uv sync`
+/// reads instead of the project's own files.
+fn write_sync_project(scratch: &Path, lock: &CheckedLock) -> io::Result<()> {
+    std::fs::write(scratch.join("uv.lock"), lock.text())?;
+    std::fs::write(scratch.join("pyproject.toml"), lock.pyproject())
+}
+
 /// `mathpkg/.venv`, or `.venv` for the projects folder itself.
 fn relative_venv(project: &ProjectDir) -> String {
     match project.relative() {
@@ -670,6 +746,8 @@ fn relative_venv(project: &ProjectDir) -> String {
 struct Command {
     program: PathBuf,
     args: Vec<OsString>,
+    /// Set on top of the installers' environment.
+    env: Vec<(OsString, OsString)>,
 }
 
 impl Command {
@@ -677,6 +755,7 @@ impl Command {
         Self {
             program: program.to_path_buf(),
             args: Vec::new(),
+            env: Vec::new(),
         }
     }
 
@@ -723,7 +802,11 @@ impl Steps<'_> {
             program: &cmd.program,
             argv0: None,
             args: cmd.args.iter().map(OsString::as_os_str).collect(),
-            env: self.installs.env(self.scratch),
+            env: {
+                let mut env = self.installs.env(self.scratch);
+                env.extend(cmd.env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())));
+                env
+            },
             cwd: self.scratch,
             stdin_piped: false,
         };

@@ -42,6 +42,8 @@ const MAX_REQUIRES_PYTHON_BYTES: usize = 200;
 /// A lock that passed [`check_lock`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckedLock {
+    /// The lock's text, exactly as checked: what the sync gets.
+    text: String,
     /// The project's name as the lock has it.
     project: String,
     requires_python: Option<String>,
@@ -53,7 +55,7 @@ pub struct CheckedLock {
 /// quotes them.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LockError {
-    #[error("the file is not valid TOML: {0}")]
+    #[error("the lock is not valid TOML: {0}")]
     NotToml(String),
     #[error("the lock's version is {0:?}, not 1")]
     Version(Option<i64>),
@@ -73,6 +75,8 @@ pub enum LockError {
     TwoProjects,
     #[error("the lock's requires-python is malformed")]
     RequiresPython,
+    #[error("the pyproject.toml is not valid TOML: {0}")]
+    PyprojectNotToml(String),
     #[error("the pyproject.toml has no [project] name")]
     NoProjectName,
     #[error("the pyproject.toml names project {pyproject:?}, the lock {lock:?}")]
@@ -126,6 +130,11 @@ struct MinimalProject<'a> {
 }
 
 impl CheckedLock {
+    /// The lock's text, exactly as checked.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// The project's name as the lock has it.
     pub fn project(&self) -> &str {
         &self.project
@@ -180,6 +189,7 @@ pub fn check_lock(text: &str, index: &PackageIndex) -> Result<CheckedLock, LockE
         check_downloads(package, index)?;
     }
     Ok(CheckedLock {
+        text: text.to_owned(),
         project: project.ok_or(LockError::NoProject)?,
         requires_python,
         locked,
@@ -189,7 +199,7 @@ pub fn check_lock(text: &str, index: &PackageIndex) -> Result<CheckedLock, LockE
 /// `[project].name` of `text` (a `pyproject.toml`), which must be `lock`'s project.
 pub fn project_name(text: &str, lock: &CheckedLock) -> Result<String, LockError> {
     let parsed: PyProject =
-        toml::from_str(text).map_err(|e| LockError::NotToml(e.message().into()))?;
+        toml::from_str(text).map_err(|e| LockError::PyprojectNotToml(e.message().into()))?;
     let name = parsed
         .project
         .and_then(|p| p.name)
@@ -563,7 +573,7 @@ wheels = [
         );
         assert!(matches!(
             project_name("[project", &checked),
-            Err(LockError::NotToml(_))
+            Err(LockError::PyprojectNotToml(_))
         ));
         assert_eq!(normalized("My_Pkg..x"), "my-pkg-x");
     }
