@@ -212,9 +212,15 @@ impl PyRunServer {
         installs: &Installs,
     ) -> Result<Asked, ClientMessage> {
         if !args.packages.is_empty() || args.requirements.is_some() {
-            return self.requirements(args, project).await.map(Asked::Requirements);
+            return self
+                .requirements(args, project)
+                .await
+                .map(Asked::Requirements);
         }
-        let Some(lock) = self.project_text(LOCK_FILE, project, MAX_LOCK_BYTES).await? else {
+        let Some(lock) = self
+            .project_text(LOCK_FILE, project, MAX_LOCK_BYTES)
+            .await?
+        else {
             return Err(nothing_to_install());
         };
         if installs.installer() != Installer::Uv {

@@ -635,7 +635,11 @@ impl Installs {
         cache: &Path,
         scratch: &Path,
     ) -> Result<Command, InstallError> {
-        let uv = self.settings.uv.as_deref().ok_or(InstallError::LockNeedsUv)?;
+        let uv = self
+            .settings
+            .uv
+            .as_deref()
+            .ok_or(InstallError::LockNeedsUv)?;
         let python = venv.join("bin").join("python");
         let mut cmd = Command::new(uv).args([
             OsStr::new("--no-config"),

@@ -22,8 +22,10 @@
 //! The project's `pyproject.toml` is untrusted too, and uv reads `[tool.uv]` from it (indexes,
 //! sources, find-links, build settings). It never reaches uv: [`project_name`] reads only its
 //! `[project].name`, which must be the lock's own project, and the sync gets
-//! [`CheckedLock::pyproject`] instead: that name, a placeholder version and the lock's
-//! `requires-python`, written by the TOML serializer (so no text of the lock can add a table).
+//! [`CheckedLock::pyproject`] instead: that name, a placeholder version, the lock's
+//! `requires-python` and `[tool.uv.workspace] members = []` (uv would otherwise look in the
+//! folders above the scratch for a workspace and sync its lock instead), written by the TOML
+//! serializer (so no text of the lock can add a table).
 
 use serde::{Deserialize, Serialize};
 
@@ -119,6 +121,24 @@ struct ProjectTable {
 #[derive(Debug, Serialize)]
 struct MinimalPyProject<'a> {
     project: MinimalProject<'a>,
+    tool: MinimalTool,
+}
+
+/// `[tool.uv.workspace] members = []`: the scratch is its own workspace root, so uv looks in no
+/// folder above it for a workspace (whose `pyproject.toml` and `uv.lock` it would use instead).
+#[derive(Debug, Serialize)]
+struct MinimalTool {
+    uv: MinimalUv,
+}
+
+#[derive(Debug, Serialize)]
+struct MinimalUv {
+    workspace: MinimalWorkspace,
+}
+
+#[derive(Debug, Serialize)]
+struct MinimalWorkspace {
+    members: [&'static str; 0],
 }
 
 #[derive(Debug, Serialize)]
@@ -146,14 +166,20 @@ impl CheckedLock {
     }
 
     /// The `pyproject.toml` the sync runs with: the project's name, a placeholder version (a
-    /// frozen sync that does not install the project never reads it) and the lock's
-    /// `requires-python` (uv checks the interpreter against it).
+    /// frozen sync that does not install the project never reads it), the lock's
+    /// `requires-python` (uv checks the interpreter against it) and an empty workspace of its
+    /// own (uv looks for no workspace above the scratch).
     pub fn pyproject(&self) -> String {
         let minimal = MinimalPyProject {
             project: MinimalProject {
                 name: &self.project,
                 version: "0",
                 requires_python: self.requires_python.as_deref(),
+            },
+            tool: MinimalTool {
+                uv: MinimalUv {
+                    workspace: MinimalWorkspace { members: [] },
+                },
             },
         };
         // Strings and a table of them always serialize.
@@ -558,7 +584,8 @@ wheels = [
         let minimal = checked.pyproject();
         assert_eq!(
             minimal,
-            "[project]\nname = \"app\"\nversion = \"0\"\nrequires-python = \">=3.8\"\n"
+            "[project]\nname = \"app\"\nversion = \"0\"\nrequires-python = \">=3.8\"\n\n\
+             [tool.uv.workspace]\nmembers = []\n"
         );
         assert_eq!(
             project_name("[project]\nname = \"other\"\n", &checked),
