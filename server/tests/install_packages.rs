@@ -5,7 +5,10 @@
 //! smuggle options, URLs or shell syntax are refused before anything runs (the index sees no
 //! request, no `.venv` appears); a down index, a missing package and an sdist without
 //! `--allow-sdist` are clear tool errors with nothing left running; a run still cannot write the
-//! `.venv`; without `--allow-install` the tool does not exist. (The install profile's port rule is
+//! `.venv`; without `--allow-install` the tool does not exist. A project's `uv.lock`, locked by
+//! the real uv against the test's index, is synced and a run imports its packages; locks with
+//! git, URL or path sources, another index or downloads off the index are refused before anything
+//! runs, and without uv a lock is a clear error. (The install profile's port rule is
 //! tried for real in `sandbox/tests/escape_suite.rs`.)
 #![cfg(target_os = "linux")] // installs need the Linux sandbox
 

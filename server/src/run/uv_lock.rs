@@ -555,6 +555,25 @@ wheels = [
     }
 
     #[test]
+    fn deeply_nested_toml_is_refused_without_exhausting_the_stack() {
+        let deep = format!(
+            "version = 1\nx = {}{}\n",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert!(matches!(
+            check_lock(&deep, &index()),
+            Err(LockError::NotToml(_))
+        ));
+        let deep_source = format!(
+            "version = 1\n[[package]]\nname = \"a\"\nsource = {{ x = {}{} }}\n",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert!(check_lock(&deep_source, &index()).is_err());
+    }
+
+    #[test]
     fn names_versions_and_requires_python_that_smuggle_text_are_refused() {
         let source = r#"{ registry = "http://127.0.0.1:8765/simple/" }"#;
         let odd_name = package("evil\\n[tool.uv]", source, "");
