@@ -17,6 +17,7 @@ use crate::run::install::InstallError;
 use crate::run::paths::{PathError, ProjectPath, MAX_PATH_BYTES};
 use crate::run::python_env::{CfgProblem, EnvError};
 use crate::run::runner::RunError;
+use crate::run::uv_lock::{LockError, MAX_LOCKED_PACKAGES};
 use pyrun_sandbox::SandboxError;
 
 /// Said after a failure whose cause only the operator can see.
@@ -288,6 +289,85 @@ impl From<InstallError> for ClientMessage {
                 "installs need the Linux sandbox on this platform (or a server run with \
                  --sandbox off)",
             ),
+            InstallError::LockNeedsUv => Self::lock_needs_uv(),
+        }
+    }
+}
+
+impl ClientMessage {
+    /// A `uv.lock` to sync on a server without uv.
+    pub fn lock_needs_uv() -> Self {
+        Self::new("syncing the project's uv.lock needs uv, and this server has none")
+            .hint("name the packages, or a requirements file of the project (pkg==1.2.3 lines)")
+    }
+}
+
+/// Said after every refused lock.
+const LOCK_HINT: &str = "lock the project against the server's package index only (uv lock \
+                         --index-url <the server's --package-index>, no git, URL or path \
+                         sources), or name the packages";
+
+/// A project's `uv.lock` (or `pyproject.toml`) that is not synced: which package and why. The
+/// names are the lock's own text, quoted.
+impl From<LockError> for ClientMessage {
+    fn from(e: LockError) -> Self {
+        tracing::info!(error = %e, "uv.lock refused");
+        let refused = |package: &str| {
+            Self::new("the project's uv.lock is not synced: package ").given(package)
+        };
+        match e {
+            LockError::NotToml(_) => Self::new("the project's uv.lock is not valid TOML")
+                .hint("lock the project again (uv lock)"),
+            LockError::Version(_) => {
+                Self::new("the project's uv.lock is not of version 1, the one this server reads")
+                    .hint("lock the project again with a current uv (uv lock)")
+            }
+            LockError::TooManyPackages(n) => Self::new("the project's uv.lock has ")
+                .number(n)
+                .then(" packages, more than the ")
+                .number(MAX_LOCKED_PACKAGES)
+                .then(" synced at most"),
+            LockError::Source { package, kind } => refused(&package)
+                .then(" comes from a ")
+                .given(&kind)
+                .then(" source: packages come only from the server's package index")
+                .hint(LOCK_HINT),
+            LockError::OtherIndex { package } => refused(&package)
+                .then(" comes from another package index than the server's")
+                .hint(LOCK_HINT),
+            LockError::Download { package } => refused(&package)
+                .then(
+                    " downloads from outside the server's package index (another scheme or \
+                     port, credentials in the URL, or a local path)",
+                )
+                .hint(LOCK_HINT),
+            LockError::BadEntry { package } => {
+                refused(&package).then(" has a name or version that is not a plain one")
+            }
+            LockError::NoProject => {
+                Self::new("the project's uv.lock has no entry for the project itself")
+                    .hint("lock the project again (uv lock)")
+            }
+            LockError::TwoProjects => Self::new(
+                "the project's uv.lock has more than one entry for the project itself: \
+                 workspaces are not synced",
+            ),
+            LockError::RequiresPython => {
+                Self::new("the project's uv.lock has a malformed requires-python")
+            }
+            LockError::PyprojectNotToml(_) => {
+                Self::new("the project's pyproject.toml is not valid TOML")
+            }
+            LockError::NoProjectName => {
+                Self::new("the project's pyproject.toml has no [project] name")
+            }
+            LockError::OtherProject { pyproject, lock } => {
+                Self::new("the project's pyproject.toml names the project ")
+                    .given(&pyproject)
+                    .then(", its uv.lock ")
+                    .given(&lock)
+                    .hint("lock the project again (uv lock)")
+            }
         }
     }
 }

@@ -5,7 +5,9 @@
 //! Steps: prove `project` with `ProjectRoot::resolve_project`; check every requirement of
 //! `packages`, then read `requirements` (a file of that project, proven with
 //! `ProjectRoot::resolve_file` and read without following links) and check each of its lines —
-//! all before anything runs; hand them to `run::install` (its pool, its sandbox profile); follow
+//! all before anything runs. With neither, the project's `uv.lock` and `pyproject.toml` (read
+//! the same way) are checked by `run::uv_lock` (uv only; no lock: nothing to install) and the
+//! lock is synced. Then hand them to `run::install` (its pool, its sandbox profile); follow
 //! the installer's last line with progress notifications; report the outcome with the host's
 //! folders cut from the output. A failed install is a tool error with the installer's last lines.
 
@@ -21,12 +23,17 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::client_message::ClientMessage;
-use crate::run::install::{InstallOutcome, InstallRequest, InstallStep, Installs};
+use crate::run::install::{
+    InstallOutcome, InstallRequest, InstallStep, Installer, Installs, Wanted,
+};
 use crate::run::live_output::{LiveOutput, Stream};
-use crate::run::paths::{ProjectDir, ReadError};
+use crate::run::paths::{PathError, ProjectDir, ReadError};
 use crate::run::requirement::{
     parse_requirement, parse_requirements_file, Requirement, MAX_REQUIREMENTS,
     MAX_REQUIREMENTS_FILE_BYTES,
+};
+use crate::run::uv_lock::{
+    check_lock, project_name, CheckedLock, MAX_LOCK_BYTES, MAX_PYPROJECT_BYTES,
 };
 use crate::run_tools::call_notes;
 use crate::tools::{refusal, PyRunServer, NOTIFY_TIMEOUT, PROGRESS_EVERY};
@@ -47,8 +54,34 @@ pub struct InstallPackagesArgs {
     pub packages: Vec<String>,
     /// A requirements file of the project (relative to the project folder, e.g.
     /// `requirements.txt`): every line a requirement as for `packages`, or a `#` comment.
+    /// With neither `packages` nor `requirements`, the project's `uv.lock` (with its
+    /// `pyproject.toml`) is synced, when every locked package comes from the server's index.
     #[serde(default)]
     pub requirements: Option<String>,
+}
+
+/// What a call asks for, checked.
+enum Asked {
+    Requirements(Vec<Requirement>),
+    Lock(CheckedLock),
+}
+
+impl Asked {
+    fn wanted(&self) -> Wanted<'_> {
+        match self {
+            Self::Requirements(requirements) => Wanted::Requirements(requirements),
+            Self::Lock(lock) => Wanted::Lock(lock),
+        }
+    }
+
+    /// As the installer gets them, or as the lock pins them (`name==version`).
+    fn listed(&self) -> Vec<String> {
+        let requirements = match self {
+            Self::Requirements(requirements) => requirements.as_slice(),
+            Self::Lock(lock) => lock.locked(),
+        };
+        requirements.iter().map(Requirement::to_arg).collect()
+    }
 }
 
 /// The structured result of an install.
@@ -62,8 +95,11 @@ pub struct InstallReport {
     pub venv: String,
     /// Whether this install made the venv.
     pub created_venv: bool,
-    /// The requirements as given to the installer.
+    /// The requirements as given to the installer; for a synced lock, every locked package
+    /// as `name==version`.
     pub requirements: Vec<String>,
+    /// Whether the project's uv.lock was synced (neither packages nor a requirements file given).
+    pub synced_lock: bool,
     /// The installer's exit code; null when it was killed (timeout, cancellation).
     pub exit_code: Option<i32>,
     /// Whether the install was killed for taking longer than the server's --install-timeout.
@@ -83,7 +119,8 @@ impl PyRunServer {
     /// Install Python packages into a project's virtual environment (`<project>/.venv`, made
     /// when missing), from the server's package index only, wheels only unless the server
     /// allows source builds. Scripts of the project then import them. Give package names with
-    /// optional versions, or a requirements file of the project.
+    /// optional versions, or a requirements file of the project; with neither, the project's
+    /// uv.lock is synced (uv only; every locked package must come from the server's index).
     #[tool(
         annotations(title = "Install Python packages", open_world_hint = true),
         output_schema = schema_for_output::<InstallReport>()
@@ -103,15 +140,16 @@ impl PyRunServer {
             Ok(dir) => dir,
             Err(e) => return Ok(refusal(e.into())),
         };
-        let requirements = match self.requirements(&args, &project).await {
-            Ok(found) => found,
+        let asked = match self.asked(&args, &project, &installs).await {
+            Ok(asked) => asked,
             Err(message) => return Ok(refusal(message)),
         };
+        let requirements = asked.listed();
         notes.note(|n| n.arg_count = Some(requirements.len()));
         let live = Arc::new(LiveOutput::new(installs.max_output()));
         let request = InstallRequest {
             project: &project,
-            requirements: &requirements,
+            wanted: asked.wanted(),
             live: Arc::clone(&live),
         };
         let install = installs.install(request, &ctx.ct);
@@ -152,7 +190,8 @@ impl PyRunServer {
             installer: outcome.installer.name().to_owned(),
             venv: outcome.venv.clone(),
             created_venv: outcome.created_venv,
-            requirements: requirements.iter().map(Requirement::to_arg).collect(),
+            requirements,
+            synced_lock: matches!(asked, Asked::Lock(_)),
             exit_code: outcome.exit_code,
             timed_out: outcome.timed_out,
             output_tail: tail(&self.without_install_folders(&output, &installs)),
@@ -165,6 +204,40 @@ impl PyRunServer {
 }
 
 impl PyRunServer {
+    /// What the call asks for: its requirements, or with none named the project's uv.lock.
+    async fn asked(
+        &self,
+        args: &InstallPackagesArgs,
+        project: &ProjectDir,
+        installs: &Installs,
+    ) -> Result<Asked, ClientMessage> {
+        if !args.packages.is_empty() || args.requirements.is_some() {
+            return self
+                .requirements(args, project)
+                .await
+                .map(Asked::Requirements);
+        }
+        let Some(lock) = self
+            .project_text(LOCK_FILE, project, MAX_LOCK_BYTES)
+            .await?
+        else {
+            return Err(nothing_to_install());
+        };
+        if installs.installer() != Installer::Uv {
+            return Err(ClientMessage::lock_needs_uv());
+        }
+        let checked = check_lock(&lock, installs.index())?;
+        let pyproject = self
+            .project_text(PYPROJECT_FILE, project, MAX_PYPROJECT_BYTES)
+            .await?
+            .ok_or_else(|| {
+                ClientMessage::new("the project has a uv.lock but no pyproject.toml")
+                    .hint("lock the project again (uv lock), or name the packages")
+            })?;
+        project_name(&pyproject, &checked)?;
+        Ok(Asked::Lock(checked))
+    }
+
     /// Every requirement of the call, checked: `packages` first, then the file's lines.
     async fn requirements(
         &self,
@@ -181,9 +254,7 @@ impl PyRunServer {
             found.extend(self.requirements_file(file, project).await?);
         }
         if found.is_empty() {
-            return Err(ClientMessage::new("there is nothing to install").hint(
-                "name packages (e.g. [\"requests\"]) or a requirements file of the project",
-            ));
+            return Err(nothing_to_install());
         }
         if found.len() > MAX_REQUIREMENTS {
             return Err(ClientMessage::new("one install takes at most ")
@@ -194,17 +265,43 @@ impl PyRunServer {
         Ok(found)
     }
 
-    /// A requirements file of `project`, proven inside it and read without following links.
+    /// A requirements file of `project`, checked line by line.
     async fn requirements_file(
         &self,
         given: &str,
         project: &ProjectDir,
     ) -> Result<Vec<Requirement>, ClientMessage> {
+        let text = self
+            .project_text(given, project, MAX_REQUIREMENTS_FILE_BYTES)
+            .await?
+            .ok_or_else(|| ClientMessage::from(PathError::NotFound(given.to_owned())))?;
+        parse_requirements_file(&text).map_err(|e| {
+            ClientMessage::quoting(given)
+                .then(": line ")
+                .number(e.line)
+                .then(" ")
+                .then(e.reason.describe())
+                .hint("a requirements file here holds package names with versions and # comments only")
+        })
+    }
+
+    /// A text file of `project` (`given` relative to it), proven inside it and read without
+    /// following links, at most `cap` bytes; `None` when there is none.
+    async fn project_text(
+        &self,
+        given: &str,
+        project: &ProjectDir,
+        cap: u64,
+    ) -> Result<Option<String>, ClientMessage> {
         let inside = match project.relative() {
             "" | "." => given.to_owned(),
             dir => format!("{dir}/{given}"),
         };
-        let file = self.app.root.resolve_file(&inside)?;
+        let file = match self.app.root.resolve_file(&inside) {
+            Ok(file) => file,
+            Err(PathError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
         let in_project = match project.relative() {
             "" | "." => true,
             dir => file
@@ -216,30 +313,22 @@ impl PyRunServer {
             return Err(ClientMessage::quoting(given).then(" is not a file of the project"));
         }
         let root = self.app.root.clone();
-        let read =
-            tokio::task::spawn_blocking(move || root.read_file(&file, MAX_REQUIREMENTS_FILE_BYTES))
-                .await
-                .unwrap_or(Err(ReadError::Changed));
+        let read = tokio::task::spawn_blocking(move || root.read_file(&file, cap))
+            .await
+            .unwrap_or(Err(ReadError::Changed));
         let bytes = read.map_err(|e| match e {
             ReadError::TooLarge { .. } => ClientMessage::quoting(given)
                 .then(" is larger than the ")
-                .number(MAX_REQUIREMENTS_FILE_BYTES)
-                .then(" bytes a requirements file may have"),
+                .number(cap)
+                .then(" bytes read at most"),
             ReadError::Changed => ClientMessage::quoting(given).then(" changed while it was read"),
             ReadError::Io(kind) => ClientMessage::quoting(given)
                 .then(" could not be read")
                 .kind(kind),
         })?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| ClientMessage::quoting(given).then(" is not UTF-8 text"))?;
-        parse_requirements_file(&text).map_err(|e| {
-            ClientMessage::quoting(given)
-                .then(": line ")
-                .number(e.line)
-                .then(" ")
-                .then(e.reason.describe())
-                .hint("a requirements file here holds package names with versions and # comments only")
-        })
+        String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| ClientMessage::quoting(given).then(" is not UTF-8 text"))
     }
 
     /// The installer's output as a client may see it: the projects folder, the runs' scratch
@@ -261,9 +350,28 @@ impl PyRunServer {
     }
 }
 
+/// The project's files a sync reads (relative to the project).
+const LOCK_FILE: &str = "uv.lock";
+const PYPROJECT_FILE: &str = "pyproject.toml";
+
+fn nothing_to_install() -> ClientMessage {
+    ClientMessage::new("there is nothing to install").hint(
+        "name packages (e.g. [\"requests\"]), a requirements file of the project, or give the \
+         project a pyproject.toml and uv.lock to sync",
+    )
+}
+
 /// The result: structured always; a tool error (with the last lines) when the install failed.
 fn result(outcome: &InstallOutcome, report: InstallReport) -> CallToolResult {
-    let mut text = if report.ok {
+    let mut text = if report.ok && report.synced_lock {
+        format!(
+            "synced the project's uv.lock ({} packages) into {} with {} in {:.1} s",
+            report.requirements.len(),
+            report.venv,
+            report.installer,
+            outcome.duration.as_secs_f64()
+        )
+    } else if report.ok {
         format!(
             "installed {} into {} with {} in {:.1} s",
             report.requirements.join(", "),
@@ -280,8 +388,10 @@ fn result(outcome: &InstallOutcome, report: InstallReport) -> CallToolResult {
         format!("the install into {} was cancelled", report.venv)
     } else {
         let step = match outcome.step {
+            InstallStep::Fetch if report.synced_lock => "fetching the uv.lock's packages",
             InstallStep::Fetch => "fetching the packages",
             InstallStep::Venv => "making the venv",
+            InstallStep::Install if report.synced_lock => "syncing the uv.lock",
             InstallStep::Install => "installing",
         };
         let code = report

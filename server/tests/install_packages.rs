@@ -5,7 +5,10 @@
 //! smuggle options, URLs or shell syntax are refused before anything runs (the index sees no
 //! request, no `.venv` appears); a down index, a missing package and an sdist without
 //! `--allow-sdist` are clear tool errors with nothing left running; a run still cannot write the
-//! `.venv`; without `--allow-install` the tool does not exist. (The install profile's port rule is
+//! `.venv`; without `--allow-install` the tool does not exist. A project's `uv.lock`, locked by
+//! the real uv against the test's index, is synced and a run imports its packages; locks with
+//! git, URL or path sources, another index or downloads off the index are refused before anything
+//! runs, and without uv a lock is a clear error. (The install profile's port rule is
 //! tried for real in `sandbox/tests/escape_suite.rs`.)
 #![cfg(target_os = "linux")] // installs need the Linux sandbox
 
@@ -775,6 +778,261 @@ fn code_planted_in_a_venv_runs_only_inside_the_install_profile() {
         std::fs::read_to_string(projects.join("other/secret.txt")).unwrap(),
         "SECRET"
     );
+}
+
+/// The project's pyproject for a sync: it needs `pyrunalpha`; its `[tool.uv]` names an index
+/// that does not exist (the server never gives the project's pyproject to uv).
+const SYNC_PYPROJECT: &str = "[project]\nname = \"app\"\nversion = \"0.1.0\"\n\
+    requires-python = \">=3.8\"\ndependencies = [\"pyrunalpha\"]\n\n\
+    [tool.uv]\nindex-url = \"http://127.0.0.1:1/simple/\"\n";
+
+/// `uv lock` of `project` against `index`, run by the test itself (outside the server).
+fn uv_lock(uv: &Path, project: &Path, index: &str) {
+    let cache = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(uv)
+        .args(["--no-config", "--color", "never", "--no-progress", "lock"])
+        .args(["--index-url", index, "--no-python-downloads", "--python"])
+        .arg(common::python())
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .current_dir(project)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "uv lock failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn uv_syncs_a_projects_uv_lock_from_the_index_and_a_run_imports_its_packages() {
+    let Some(uv) = test_uv() else {
+        eprintln!("SKIP uv sync: no uv here (set PYRUN_TEST_UV or put uv on PATH)");
+        return;
+    };
+    let index = Index::start();
+    let (base, projects) = folder();
+    let app = projects.join("app");
+    std::fs::write(app.join("pyproject.toml"), SYNC_PYPROJECT).unwrap();
+    uv_lock(&uv, &app, &index.url());
+    let lock = std::fs::read_to_string(app.join("uv.lock")).unwrap();
+    assert!(lock.contains("pyrunbeta"), "{lock}");
+    // The server's temp folder holds a workspace that claims every folder below it (the
+    // install's scratch among them) with a lock of its own: uv must not take it for the sync's.
+    let tmp = base.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    std::fs::write(
+        tmp.join("pyproject.toml"),
+        "[project]\nname = \"planted\"\nversion = \"1\"\n\
+         [tool.uv.workspace]\nmembers = [\"*\", \"*/*\"]\n",
+    )
+    .unwrap();
+    std::fs::write(tmp.join("uv.lock"), "version = 1\n").unwrap();
+    let asked_before = index.paths.lock().unwrap().len();
+    let uv_arg = [
+        "--allow-install",
+        "--package-index",
+        &index.url(),
+        "--uv",
+        uv.to_str().unwrap(),
+    ];
+    let mut server = StdioServer::start_with_env(
+        &projects,
+        &uv_arg,
+        None,
+        &[("TMPDIR", tmp.to_str().unwrap())],
+    );
+
+    let result = install(&mut server, json!({"project": "app"}));
+    assert!(!is_error(&result), "{result}");
+    let report = &result["structuredContent"];
+    assert_eq!(report["synced_lock"], true, "{result}");
+    assert_eq!(report["created_venv"], true, "{result}");
+    assert_eq!(report["venv"], "app/.venv", "{result}");
+    assert_eq!(
+        report["requirements"],
+        json!(["pyrunalpha==1.0", "pyrunbeta==1.0"]),
+        "{result}"
+    );
+    assert!(
+        text(&result).contains("synced the project's uv.lock"),
+        "{result}"
+    );
+    assert!(
+        !result.to_string().contains(projects.to_str().unwrap()),
+        "{result}"
+    );
+    // Frozen: the wheels the lock names were fetched, the index was not asked to resolve again.
+    let asked: Vec<String> = index.paths.lock().unwrap()[asked_before..].to_vec();
+    assert!(
+        !asked.is_empty() && asked.iter().all(|p| p.starts_with("/files/")),
+        "{asked:?}"
+    );
+
+    let run = server.call("run_python", json!({"file_name": "app/use_alpha.py"}));
+    assert_eq!(run["structuredContent"]["stdout"], "alpha+beta\n", "{run}");
+    assert_eq!(
+        run["structuredContent"]["python"]["venv"], "app/.venv",
+        "{run}"
+    );
+
+    // Again: the venv is reused and already in sync.
+    let again = install(&mut server, json!({"project": "app"}));
+    assert!(!is_error(&again), "{again}");
+    assert_eq!(again["structuredContent"]["created_venv"], false, "{again}");
+
+    // A lock whose only distribution is an sdist: without --allow-sdist nothing is built.
+    let sdist_lock = format!(
+        "version = 1\nrevision = 3\nrequires-python = \">=3.8\"\n\n\
+         [[package]]\nname = \"app\"\nversion = \"0.1.0\"\nsource = {{ virtual = \".\" }}\n\
+         dependencies = [{{ name = \"pyrunsdist\" }}]\n\n\
+         [[package]]\nname = \"pyrunsdist\"\nversion = \"1.0\"\n\
+         source = {{ registry = \"{}\" }}\n\
+         sdist = {{ url = \"http://127.0.0.1:{}/files/pyrunsdist-1.0.tar.gz\" }}\n",
+        index.url(),
+        index.port
+    );
+    std::fs::write(app.join("uv.lock"), sdist_lock).unwrap();
+    let sdist = install(&mut server, json!({"project": "app"}));
+    assert!(is_error(&sdist), "{sdist}");
+    assert!(
+        text(&sdist).contains("failed while fetching the uv.lock's packages"),
+        "{sdist}"
+    );
+    assert!(
+        sdist["structuredContent"]["output_tail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("pyrunsdist"),
+        "{sdist}"
+    );
+    assert!(
+        !index
+            .paths
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.ends_with(".tar.gz")),
+        "the sdist was downloaded: {:?}",
+        index.paths
+    );
+    eprintln!("sdist refused: {}", text(&sdist));
+    assert!(!site_packages(&app.join(".venv"))
+        .join("pyrunsdist")
+        .exists());
+}
+
+/// A lock of the project whose last package comes from `source` (with `downloads`).
+fn lock_with(index: &str, source: &str, downloads: &str) -> String {
+    format!(
+        "version = 1\nrevision = 3\nrequires-python = \">=3.8\"\n\n\
+         [[package]]\nname = \"app\"\nversion = \"0.1.0\"\nsource = {{ virtual = \".\" }}\n\
+         dependencies = [{{ name = \"pyrunbeta\" }}, {{ name = \"evil\" }}]\n\n\
+         [[package]]\nname = \"pyrunbeta\"\nversion = \"1.0\"\n\
+         source = {{ registry = \"{index}\" }}\n\n\
+         [[package]]\nname = \"evil\"\nversion = \"1.0\"\nsource = {source}\n{downloads}\n"
+    )
+}
+
+#[test]
+fn a_lock_with_git_url_or_path_sources_another_index_or_foreign_downloads_is_refused_before_anything_runs(
+) {
+    let index = Index::start();
+    let (_base, projects) = folder();
+    let app = projects.join("app");
+    std::fs::write(app.join("pyproject.toml"), SYNC_PYPROJECT).unwrap();
+    // The lock is refused before uv would start: any executable stands in for it.
+    let mut server = start(&projects, &index.url(), &["--uv", "/bin/true"]);
+    let url = index.url();
+    let registry = format!("{{ registry = \"{url}\" }}");
+    let cases = [
+        (
+            "git",
+            r#"{ git = "https://github.com/x/evil?rev=main#0123" }"#.to_owned(),
+            String::new(),
+        ),
+        (
+            "url",
+            r#"{ url = "https://example.org/evil-1.0.tar.gz" }"#.to_owned(),
+            String::new(),
+        ),
+        (
+            "path",
+            r#"{ path = "/tmp/evil-1.0-py3-none-any.whl" }"#.to_owned(),
+            String::new(),
+        ),
+        (
+            "directory",
+            r#"{ directory = "../evil" }"#.to_owned(),
+            String::new(),
+        ),
+        (
+            "another package index",
+            r#"{ registry = "https://pypi.org/simple" }"#.to_owned(),
+            String::new(),
+        ),
+        (
+            "downloads from outside",
+            registry.clone(),
+            r#"wheels = [{ url = "http://169.254.169.254/evil-1.0-py3-none-any.whl" }]"#.to_owned(),
+        ),
+        (
+            "downloads from outside",
+            registry.clone(),
+            r#"wheels = [{ path = "/tmp/evil-1.0-py3-none-any.whl" }]"#.to_owned(),
+        ),
+    ];
+    for (why, source, downloads) in cases {
+        std::fs::write(app.join("uv.lock"), lock_with(&url, &source, &downloads)).unwrap();
+        let result = install(&mut server, json!({"project": "app"}));
+        assert!(is_error(&result), "{source} accepted: {result}");
+        assert!(result["structuredContent"].is_null(), "{result}");
+        let said = text(&result);
+        assert!(said.contains("package 'evil'"), "{said}");
+        assert!(said.contains(why), "{why}: {said}");
+    }
+    // A pyproject of another project than the lock's.
+    std::fs::write(app.join("uv.lock"), lock_with(&url, &registry, "")).unwrap();
+    std::fs::write(app.join("pyproject.toml"), "[project]\nname = \"other\"\n").unwrap();
+    let other = install(&mut server, json!({"project": "app"}));
+    assert!(
+        text(&other).contains("names the project 'other'"),
+        "{other}"
+    );
+    std::fs::remove_file(app.join("pyproject.toml")).unwrap();
+    let missing = install(&mut server, json!({"project": "app"}));
+    assert!(text(&missing).contains("no pyproject.toml"), "{missing}");
+    std::fs::write(app.join("uv.lock"), "version = [").unwrap();
+    let broken = install(&mut server, json!({"project": "app"}));
+    assert!(text(&broken).contains("not valid TOML"), "{broken}");
+
+    assert_eq!(
+        index.requests(),
+        0,
+        "the index was asked: {:?}",
+        index.paths
+    );
+    assert!(!app.join(".venv").exists(), "a venv was made");
+}
+
+#[test]
+fn syncing_a_lock_without_uv_is_a_clear_error() {
+    let index = Index::start();
+    let (_base, projects) = folder();
+    let app = projects.join("app");
+    std::fs::write(app.join("pyproject.toml"), SYNC_PYPROJECT).unwrap();
+    let url = index.url();
+    let registry = format!("{{ registry = \"{url}\" }}");
+    std::fs::write(app.join("uv.lock"), lock_with(&url, &registry, "")).unwrap();
+    let mut server = start(&projects, &url, &["--uv", "off"]);
+    let result = install(&mut server, json!({"project": "app"}));
+    assert!(is_error(&result), "{result}");
+    let said = text(&result);
+    assert!(said.contains("needs uv"), "{said}");
+    assert!(said.contains("name the packages"), "{said}");
+    assert_eq!(index.requests(), 0);
+    assert!(!app.join(".venv").exists());
 }
 
 #[test]

@@ -19,6 +19,15 @@
 //! 3. **install**, without the network: `uv pip install --offline` from the cache, or the venv's
 //!    `pip install --no-index --find-links <scratch>/wheels`.
 //!
+//! A project's `uv.lock` (checked by `uv_lock.rs`; uv only) is synced the same way: the lock as
+//! checked and a minimal `pyproject.toml` written into the scratch (the profiles cannot read the
+//! project's folder, and its own pyproject's `[tool.uv]` must not reach uv); the fetch step runs
+//! `uv sync --frozen --no-install-project --project <scratch> [--no-build]` into the throwaway
+//! venv (`UV_PROJECT_ENVIRONMENT`), filling the cache, and the install step the same sync,
+//! `--offline`, into the project's venv (`--frozen`: the lock is installed as it is, never
+//! resolved again nor rewritten; default groups; packages of the venv that the lock does not
+//! name are removed, as a sync does).
+//!
 //! Each step runs in its own process group, output read into a capped [`LiveOutput`] (both pipes
 //! into one stream, in arrival order), killed with its whole group at the end, on timeout,
 //! cancellation or shutdown. A venv made here whose steps failed is removed again, through the
@@ -85,6 +94,7 @@ use tokio_util::sync::CancellationToken;
 use super::live_output::LiveOutput;
 use super::paths::ProjectDir;
 use super::requirement::Requirement;
+use super::uv_lock::CheckedLock;
 use pyrun_sandbox::{python_read_paths, ResourceLimits, Sandbox, SandboxError, SandboxMode};
 
 /// The name of the environment an install makes and fills, in the project's folder.
@@ -197,11 +207,20 @@ pub enum InstallStep {
     Install,
 }
 
+/// What an install puts into the venv.
+#[derive(Debug, Clone, Copy)]
+pub enum Wanted<'a> {
+    /// Checked requirements: `uv pip install` or pip.
+    Requirements(&'a [Requirement]),
+    /// A checked `uv.lock`: `uv sync --frozen` (uv only).
+    Lock(&'a CheckedLock),
+}
+
 /// One install to do.
 #[derive(Debug)]
 pub struct InstallRequest<'a> {
     pub project: &'a ProjectDir,
-    pub requirements: &'a [Requirement],
+    pub wanted: Wanted<'a>,
     /// Where the installer's output goes as it arrives (both pipes, one stream: stdout).
     pub live: Arc<LiveOutput>,
 }
@@ -259,6 +278,8 @@ pub enum InstallError {
     },
     #[error("installs need the Linux sandbox (or --sandbox off) on this platform")]
     Unsupported,
+    #[error("syncing a uv.lock needs uv, and this server has none")]
+    LockNeedsUv,
 }
 
 /// The installs of one server: their pool, their sandbox (built on first use), the projects
@@ -331,6 +352,11 @@ impl Installs {
         }
     }
 
+    /// The operator's package index.
+    pub fn index(&self) -> &PackageIndex {
+        &self.settings.index
+    }
+
     /// The most output kept, in bytes.
     pub fn max_output(&self) -> usize {
         self.settings.max_output_bytes
@@ -357,6 +383,9 @@ impl Installs {
         req: InstallRequest<'_>,
         cancel: &CancellationToken,
     ) -> Result<InstallOutcome, InstallError> {
+        if matches!(req.wanted, Wanted::Lock(_)) && self.settings.uv.is_none() {
+            return Err(InstallError::LockNeedsUv);
+        }
         let _busy = BusyProject::claim(&self.busy, req.project.absolute())?;
         let _permit = tokio::select! {
             permit = self.permits.acquire() => permit.map_err(|_| InstallError::CancelledWhileQueued)?,
@@ -370,6 +399,9 @@ impl Installs {
         let venv = req.project.absolute().join(VENV_NAME);
         let target = self.prepare_venv(req.project, &venv)?;
         let scratch = self.scratch().map_err(InstallError::Scratch)?;
+        if let Wanted::Lock(lock) = req.wanted {
+            write_sync_project(scratch.path(), lock).map_err(InstallError::Scratch)?;
+        }
         let cache = self
             .project_cache(req.project)
             .map_err(InstallError::Scratch)?;
@@ -392,7 +424,7 @@ impl Installs {
             .map_err(|e| InstallError::Sandbox(Arc::new(e)))?;
         let mut step = InstallStep::Fetch;
         let mut ended = Ended::Exited(Some(0));
-        for command in self.fetch_commands(scratch.path(), &cache, req.requirements) {
+        for command in self.fetch_commands(scratch.path(), &cache, &req.wanted)? {
             if ok(&ended) {
                 ended = steps.run(&online, &fetch_slot, &command).await?;
             }
@@ -427,7 +459,12 @@ impl Installs {
                     unfinished.finished();
                 }
                 step = InstallStep::Install;
-                let command = self.install_command(&venv, &cache, scratch.path(), req.requirements);
+                let command = match req.wanted {
+                    Wanted::Requirements(requirements) => {
+                        self.install_command(&venv, &cache, scratch.path(), requirements)
+                    }
+                    Wanted::Lock(_) => self.sync_command(&venv, &cache, scratch.path(), false)?,
+                };
                 ended = steps.run(&offline, &slot, &command).await?;
             }
             drop(unfinished);
@@ -594,10 +631,17 @@ impl Installs {
         &self,
         scratch: &Path,
         cache: &Path,
-        requirements: &[Requirement],
-    ) -> Vec<Command> {
+        wanted: &Wanted<'_>,
+    ) -> Result<Vec<Command>, InstallError> {
         let fetch_venv = scratch.join(FETCH_VENV);
         let mut commands = self.venv_commands(&fetch_venv);
+        let requirements = match wanted {
+            Wanted::Requirements(requirements) => *requirements,
+            Wanted::Lock(_) => {
+                commands.push(self.sync_command(&fetch_venv, cache, scratch, true)?);
+                return Ok(commands);
+            }
+        };
         let python = fetch_venv.join("bin").join("python");
         let index = OsStr::new(self.settings.index.url());
         let requirements = requirements.iter().map(|r| OsString::from(r.to_arg()));
@@ -635,7 +679,7 @@ impl Installs {
             }
         };
         commands.push(fetch);
-        commands
+        Ok(commands)
     }
 
     /// The install step's command, without the network: uv from its cache (`--offline`), pip
@@ -698,6 +742,50 @@ impl Installs {
             OsStr::new("--python"),
             python.as_os_str(),
         ])
+    }
+
+    /// `uv sync` of the lock and pyproject in `scratch` into `venv` (see the module header);
+    /// `--offline` from the cache the fetch step filled, unless `online`.
+    fn sync_command(
+        &self,
+        venv: &Path,
+        cache: &Path,
+        scratch: &Path,
+        online: bool,
+    ) -> Result<Command, InstallError> {
+        let uv = self
+            .settings
+            .uv
+            .as_deref()
+            .ok_or(InstallError::LockNeedsUv)?;
+        let python = venv.join("bin").join("python");
+        let mut cmd = Command::new(uv).args([
+            OsStr::new("--no-config"),
+            OsStr::new("--color"),
+            OsStr::new("never"),
+            OsStr::new("--no-progress"),
+            OsStr::new("--cache-dir"),
+            cache.join("uv").as_os_str(),
+            OsStr::new("sync"),
+            OsStr::new("--frozen"),
+            OsStr::new("--no-install-project"),
+            OsStr::new("--no-python-downloads"),
+            OsStr::new("--python"),
+            python.as_os_str(),
+            OsStr::new("--project"),
+            scratch.as_os_str(),
+        ]);
+        if !online {
+            cmd = cmd.args([OsStr::new("--offline")]);
+        }
+        if !self.settings.allow_sdist {
+            cmd = cmd.args([OsStr::new("--no-build")]);
+        }
+        cmd.env.push((
+            OsString::from("UV_PROJECT_ENVIRONMENT"),
+            venv.as_os_str().to_os_string(),
+        ));
+        Ok(cmd)
     }
 
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
@@ -779,6 +867,13 @@ fn build_sandbox(settings: &InstallSettings, network: Network) -> Result<Sandbox
     })
 }
 
+/// The checked lock and the pyproject made from it, in the install's scratch: what `uv sync`
+/// reads instead of the project's own files.
+fn write_sync_project(scratch: &Path, lock: &CheckedLock) -> io::Result<()> {
+    std::fs::write(scratch.join("uv.lock"), lock.text())?;
+    std::fs::write(scratch.join("pyproject.toml"), lock.pyproject())
+}
+
 /// `mathpkg/.venv`, or `.venv` for the projects folder itself.
 fn relative_venv(project: &ProjectDir) -> String {
     match project.relative() {
@@ -793,6 +888,8 @@ fn relative_venv(project: &ProjectDir) -> String {
 struct Command {
     program: PathBuf,
     args: Vec<OsString>,
+    /// Set on top of the installers' environment.
+    env: Vec<(OsString, OsString)>,
 }
 
 impl Command {
@@ -800,6 +897,7 @@ impl Command {
         Self {
             program: program.to_path_buf(),
             args: Vec::new(),
+            env: Vec::new(),
         }
     }
 
@@ -848,7 +946,11 @@ impl Steps<'_> {
             program: &cmd.program,
             argv0: None,
             args: cmd.args.iter().map(OsString::as_os_str).collect(),
-            env: self.installs.env(self.scratch),
+            env: {
+                let mut env = self.installs.env(self.scratch);
+                env.extend(cmd.env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())));
+                env
+            },
             cwd: self.scratch,
             stdin_piped: false,
         };

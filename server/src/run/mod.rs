@@ -34,3 +34,4 @@ pub mod runner;
 pub mod sandbox_probe;
 pub mod session;
 pub mod slots;
+pub mod uv_lock;
