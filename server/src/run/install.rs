@@ -71,10 +71,10 @@
 //!   threads), CPU seconds as long as `--install-timeout`.
 //!
 //! Code planted in the project's venv thus runs with no network, writes only that venv, the
-//! project's cache and the scratch, and reads nothing of the projects folder. It can leave
-//! something in the project's cache, which the next fetch reads: uv links cached files into a
-//! throwaway venv without running them, pip copies wheels; only with `--allow-sdist` does a fetch
-//! run a build (a build backend, with the network), which then may come from that cache.
+//! scratch and (with uv, which writes its cache also `--offline`) the project's cache, and reads
+//! nothing of the projects folder. What it leaves in the cache the next fetch reads as data only:
+//! uv links cached files into the throwaway venv, no package code runs. A fetch that runs code,
+//! a build with `--allow-sdist`, gets a fresh cache in its scratch instead.
 //!
 //! What the fetch profile does not stop: UDP (DNS needs it; Landlock has no UDP rules) and TCP to any
 //! host on the index's port (Landlock rules name ports, not addresses). With wheels only
@@ -402,9 +402,17 @@ impl Installs {
         if let Wanted::Lock(lock) = req.wanted {
             write_sync_project(scratch.path(), lock).map_err(InstallError::Scratch)?;
         }
-        let cache = self
-            .project_cache(req.project)
-            .map_err(InstallError::Scratch)?;
+        // With `--allow-sdist` a fetch runs build backends with the network: never from a cache
+        // that code of the project's venv could write (see the module header), so such an
+        // install fetches into a cache of its own scratch.
+        let cache = if self.settings.allow_sdist {
+            let cache = scratch.path().join("cache");
+            std::fs::create_dir(&cache).map_err(InstallError::Scratch)?;
+            cache
+        } else {
+            self.project_cache(req.project)
+                .map_err(InstallError::Scratch)?
+        };
         let relative = relative_venv(req.project);
         let deadline = tokio::time::Instant::now() + self.settings.timeout;
         let steps = Steps {
@@ -441,8 +449,13 @@ impl Installs {
             // The rule holds the very folder proven above (a magic link to its descriptor), not
             // whatever its path names by now.
             let rule_path = fd_path(&venv_fd);
+            // uv installs from its cache, and writes it (also `--offline`); pip from the wheels.
+            let writable = match self.settings.uv {
+                Some(_) => vec![rule_path, cache.clone()],
+                None => vec![rule_path],
+            };
             let slot = offline
-                .slot_writing(scratch.path(), &[rule_path, cache.clone()])
+                .slot_writing(scratch.path(), &writable)
                 .map_err(|e| InstallError::Sandbox(Arc::new(e)))?;
             // A half-made venv would be taken for a good one next time: it goes unless every
             // step made it (also on an error or a dropped call).
