@@ -329,6 +329,12 @@ impl PyRunServer {
                      session is gone",
                 )
                 .hint(start),
+            ExecError::CancelledWhileQueued => ClientMessage::new(
+                "the call was cancelled before its code started: the Python \
+                     session ",
+            )
+            .given(&session.id)
+            .then(" was still running an earlier session_exec, and lives on"),
             ExecError::Killed { timed_out } => {
                 let why = if timed_out {
                     ClientMessage::new("the code was still running at the time limit (")

@@ -2,7 +2,7 @@
 //! a caller the network (to the package index only) and a way to put code into a project's
 //! `.venv`; the one index, whether source distributions may be built, uv, and the time limit.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::run::install::PackageIndex;
@@ -65,17 +65,29 @@ pub struct BadUv {
 }
 
 impl InstallArgs {
-    pub(super) fn resolve(&self) -> Result<InstallConfig, BadUv> {
-        let uv = match (&self.uv, self.allow_install) {
-            (Some(off), _) if off.as_os_str() == "off" => None,
-            (Some(path), _) => Some(real_program(path).map_err(|reason| BadUv {
-                path: path.clone(),
-                reason,
-            })?),
-            // Looked for only when installs are on.
-            (None, true) => uv_on_path(),
-            (None, false) => None,
+    /// `projects` is the projects folder: a uv inside it (scripts can replace it) is refused.
+    pub(super) fn resolve(&self, projects: &Path) -> Result<InstallConfig, BadUv> {
+        let projects = dunce::canonicalize(projects).unwrap_or_else(|_| projects.to_path_buf());
+        let outside = |real: PathBuf| {
+            if real.starts_with(&projects) {
+                Err("it lies inside the projects folder, where scripts can replace it".to_owned())
+            } else {
+                Ok(real)
+            }
         };
+        let uv =
+            match (&self.uv, self.allow_install) {
+                (Some(off), _) if off.as_os_str() == "off" => None,
+                (Some(path), _) => Some(real_program(path).and_then(outside).map_err(
+                    |reason| BadUv {
+                        path: path.clone(),
+                        reason,
+                    },
+                )?),
+                // Looked for only when installs are on.
+                (None, true) => uv_on_path(&projects),
+                (None, false) => None,
+            };
         Ok(InstallConfig {
             allowed: self.allow_install,
             index: self.package_index.clone(),
@@ -103,11 +115,46 @@ fn real_program(path: &std::path::Path) -> Result<PathBuf, String> {
     Ok(real)
 }
 
-/// `uv` in a folder of PATH, resolved to its real path.
-fn uv_on_path() -> Option<PathBuf> {
+/// `uv` in a folder of PATH, resolved to its real path; none inside the projects folder.
+fn uv_on_path(projects: &Path) -> Option<PathBuf> {
     let name = if cfg!(windows) { "uv.exe" } else { "uv" };
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .filter(|dir| dir.is_absolute())
-        .find_map(|dir| real_program(&dir.join(name)).ok())
+        .filter_map(|dir| real_program(&dir.join(name)).ok())
+        .find(|real| !real.starts_with(projects))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(uv: &Path) -> InstallArgs {
+        InstallArgs {
+            allow_install: true,
+            package_index: PackageIndex::parse("https://pypi.org/simple").unwrap(),
+            allow_sdist: false,
+            uv: Some(uv.to_path_buf()),
+            install_timeout: 300,
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_uv_inside_the_projects_folder_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = tempfile::tempdir().unwrap();
+        let projects = base.path().join("projects");
+        std::fs::create_dir_all(projects.join("tools")).unwrap();
+        let inside = projects.join("tools/uv");
+        let outside = base.path().join("uv");
+        for uv in [&inside, &outside] {
+            std::fs::write(uv, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(uv, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let refused = args(&inside).resolve(&projects).unwrap_err().to_string();
+        assert!(refused.contains("inside the projects folder"), "{refused}");
+        let taken = args(&outside).resolve(&projects).unwrap();
+        assert_eq!(taken.uv, Some(dunce::canonicalize(&outside).unwrap()));
+    }
 }

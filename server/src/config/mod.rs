@@ -314,6 +314,7 @@ impl Cli {
         let sandbox = self
             .sandbox
             .resolve(run.timeout.max(self.background.background_timeout));
+        let install = self.install.resolve(&run.projects_dir)?;
         let test_ca = self.oauth_test.oauth_test_metadata_ca.is_some();
         if test_ca && (tunnel.is_some() || !http.bind.ip().is_loopback()) {
             return Err(ConfigError::TestSettingInPublic);
@@ -338,7 +339,7 @@ impl Cli {
             cimd: self.oauth_test.fetch_policy(),
             artifacts: self.artifacts.resolve(),
             inline: self.inline.resolve(),
-            install: self.install.resolve()?,
+            install,
             allow_python,
             sessions: self.sessions.resolve(),
         })

@@ -31,7 +31,8 @@ pub struct Package {
 /// wins), sorted by normalized name, one per name. Folders inside `untrusted` (the projects
 /// folder) are read without following any link on the way.
 pub fn installed(site_packages: &[PathBuf], untrusted: &Path) -> Vec<Package> {
-    let mut found: Vec<(String, Package)> = Vec::new();
+    // By normalized name: the first folder's wins, the map keeps them sorted.
+    let mut found: std::collections::BTreeMap<String, Package> = std::collections::BTreeMap::new();
     for dir in site_packages {
         let Some(folder) = Folder::open(dir, untrusted) else {
             continue;
@@ -40,14 +41,10 @@ pub fn installed(site_packages: &[PathBuf], untrusted: &Path) -> Vec<Package> {
             let Some(package) = read_entry(&folder, &name, kind) else {
                 continue;
             };
-            let key = normalize(&package.name);
-            if !found.iter().any(|(k, _)| *k == key) {
-                found.push((key, package));
-            }
+            found.entry(normalize(&package.name)).or_insert(package);
         }
     }
-    found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-    found.into_iter().map(|(_, package)| package).collect()
+    found.into_values().collect()
 }
 
 /// What an entry is, never through a link.

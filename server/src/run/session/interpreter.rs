@@ -71,6 +71,17 @@ pub enum ExecError {
     Ended,
     #[error("the code did not stop within the grace after an interrupt; the session was killed")]
     Killed { timed_out: bool },
+    /// Cancelled while an earlier exec of the session still ran: nothing was sent, the session
+    /// lives on.
+    #[error("the exec was cancelled before it started")]
+    CancelledWhileQueued,
+}
+
+impl ExecError {
+    /// Whether the session is gone with it.
+    pub fn ends_session(&self) -> bool {
+        !matches!(self, ExecError::CancelledWhileQueued)
+    }
 }
 
 struct Pipes {
@@ -161,12 +172,16 @@ impl Interpreter {
         timeout: Duration,
         stop: CancellationToken,
     ) -> Result<ExecOutcome, ExecError> {
-        let mut guard = self.pipes.lock().await;
+        // Waiting for an earlier exec of the session: a cancellation meanwhile sends nothing.
+        let mut guard = tokio::select! {
+            guard = self.pipes.lock() => guard,
+            _ = stop.cancelled() => return Err(ExecError::CancelledWhileQueued),
+        };
         let outcome = match guard.as_mut().filter(|_| !self.has_ended()) {
             Some(pipes) => self.round_trip(pipes, &code, timeout, stop).await,
             None => Err(ExecError::Ended),
         };
-        if outcome.is_err() {
+        if outcome.as_ref().is_err_and(ExecError::ends_session) {
             // The wire is in an unknown state: nothing may read it again.
             *guard = None;
             drop(guard);

@@ -237,12 +237,15 @@ impl Sessions {
         cancel: &CancellationToken,
     ) -> Result<ExecOutcome, ExecError> {
         session.execs.fetch_add(1, Ordering::Relaxed);
-        session.busy.fetch_add(1, Ordering::Relaxed);
         session.touch();
-        let outcome = session.interpreter.exec(code, timeout, cancel).await;
-        session.busy.fetch_sub(1, Ordering::Relaxed);
+        let outcome = {
+            // Busy until the exec ends, also when this future is dropped halfway.
+            session.busy.fetch_add(1, Ordering::Relaxed);
+            let _busy = DecrementOnDrop(&session.busy);
+            session.interpreter.exec(code, timeout, cancel).await
+        };
         session.touch();
-        if outcome.is_err() {
+        if outcome.as_ref().is_err_and(ExecError::ends_session) {
             self.remove(session).await;
         }
         outcome
@@ -314,6 +317,15 @@ pub fn is_session_id(id: &str) -> bool {
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
+}
+
+/// Takes one off a counter when dropped.
+struct DecrementOnDrop<'a>(&'a AtomicU64);
+
+impl Drop for DecrementOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]
