@@ -2,7 +2,9 @@
 //! checked virtual environment (`.venv/` or `venv/`), its packages and compiled extensions load,
 //! results name it; a venv a script forged, a broken one, one whose interpreter is gone or not
 //! allowed is a clear tool error and nothing of it runs; `list_packages` reads what an
-//! environment has.
+//! environment has. Unix only: venvs are found from argv\[0\] there; on Windows runs use
+//! `--python` as before.
+#![cfg(unix)]
 
 mod common;
 

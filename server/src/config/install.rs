@@ -125,7 +125,7 @@ fn uv_on_path(projects: &Path) -> Option<PathBuf> {
         .find(|real| !real.starts_with(projects))
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 
@@ -139,7 +139,6 @@ mod tests {
         }
     }
 
-    #[cfg(unix)]
     #[test]
     fn a_uv_inside_the_projects_folder_is_refused() {
         use std::os::unix::fs::PermissionsExt;

@@ -1147,6 +1147,8 @@ fn identity(file: &std::fs::File) -> Option<(u64, u64)> {
 impl Drop for UnfinishedVenv<'_> {
     fn drop(&mut self) {
         let Some(made) = self.made else { return };
+        #[cfg(not(unix))]
+        let _ = made;
         let venv = fd_path(&self.target.project).join(VENV_NAME);
         #[cfg(unix)]
         {
