@@ -214,7 +214,28 @@ else
     summary+=("skipped cross-target checks (no rustup)")
 fi
 # The crates publish (sandbox, server, client): packaged and built from their packages alone.
-step "cargo publish --dry-run" cargo publish --workspace --dry-run --allow-dirty --quiet
+# Cargo takes a registry crate of a given version as immutable: the packaged crates of the
+# workspace, unpacked into its registry sources and built, are reused by the next dry run of the
+# same version (an earlier run's code, not this one's). So our own unpacked copies and what was
+# built from them (found by their dep-info, which names the registry sources) go first.
+publish_dry_run() {
+    local src=${CARGO_HOME:-$HOME/.cargo}/registry/src
+    local deps=${CARGO_TARGET_DIR:-target}/debug/deps dep hash
+    local ours=(-name 'pyrun-sandbox-*' -o -name 'pyrun-mcp-server-*' -o -name 'pyrun-mcp-client-*')
+    if [[ -d $src ]]; then
+        find "$src" -mindepth 2 -maxdepth 2 -type d \( "${ours[@]}" \) -exec rm -rf {} +
+    fi
+    for dep in "$deps"/pyrun_sandbox-*.d "$deps"/pyrun_mcp_server-*.d "$deps"/pyrun_mcp_client-*.d; do
+        if [[ ! -f $dep ]] || ! grep -q 'registry/src' "$dep"; then
+            continue
+        fi
+        hash=${dep##*-}
+        hash=${hash%.d}
+        rm -rf "$deps"/*"-$hash".* "$deps"/*"-$hash" "${deps%/deps}/.fingerprint/"*"-$hash"
+    done
+    cargo publish --workspace --dry-run --allow-dirty --quiet
+}
+step "cargo publish --dry-run" publish_dry_run
 step "matplotlib for the plot test" ensure_matplotlib
 ensure_uv
 step "cargo test --workspace" run_tests
