@@ -287,20 +287,29 @@ fn the_local_user_follows_a_background_run_over_stdio() {
         .as_str()
         .expect("a run id")
         .to_owned();
+    // Followed as a client does: each long poll from the offsets the last answer gave, so that
+    // it waits for news instead of answering at once with the output already read.
     let mut state = Value::Null;
+    let mut stdout = String::new();
+    let (mut out, mut err) = (0, 0);
     for _ in 0..20 {
         state = server.request(
             "tools/call",
-            json!({"name": "get_run", "arguments": {"run_id": run_id, "wait_seconds": 10}}),
+            json!({"name": "get_run", "arguments": {"run_id": run_id, "wait_seconds": 10,
+                   "stdout_offset": out, "stderr_offset": err}}),
         );
-        if state["result"]["structuredContent"]["status"] == "exited" {
+        let s = &state["result"]["structuredContent"];
+        stdout.push_str(s["stdout"].as_str().unwrap_or(""));
+        out = s["next_stdout_offset"].as_u64().unwrap_or(out);
+        err = s["next_stderr_offset"].as_u64().unwrap_or(err);
+        if s["status"] == "exited" {
             break;
         }
     }
     let s = &state["result"]["structuredContent"];
     assert_eq!(s["status"], "exited", "{state}");
     assert_eq!(s["exit_code"], 0, "{state}");
-    assert!(s["stdout"].as_str().unwrap().contains("Hello"), "{state}");
+    assert!(stdout.contains("Hello"), "{stdout} {state}");
     let listed = server.request("tools/call", json!({"name": "list_runs", "arguments": {}}));
     assert_eq!(
         listed["result"]["structuredContent"]["runs"][0]["run_id"],
