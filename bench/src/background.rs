@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::drivers::{Session, StdioSession};
+use crate::drivers::{call_tool as call, structured, Session, StdioSession};
 use crate::stats::Samples;
 
 /// Prints `tick` when the bench writes the `go` file, then exits.
@@ -22,18 +22,6 @@ pub struct Costs {
     pub background: Samples,
     /// From writing `go` to the long poll's answer carrying `tick`.
     pub wake: Samples,
-}
-
-fn call(id: u64, tool: &str, arguments: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-           "params": {"name": tool, "arguments": arguments}})
-}
-
-fn structured(reply: &Value) -> anyhow::Result<&Value> {
-    match reply.pointer("/result/structuredContent") {
-        Some(s) if reply.pointer("/result/isError") != Some(&Value::Bool(true)) => Ok(s),
-        _ => bail!("call failed: {reply}"),
-    }
 }
 
 pub async fn measure(

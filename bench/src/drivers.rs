@@ -252,3 +252,17 @@ pub async fn open_idle_sse(
     }
     Ok(resp)
 }
+
+/// A `tools/call` request.
+pub fn call_tool(id: u64, tool: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": arguments}})
+}
+
+/// A tool result's structured content; an error for a failed call.
+pub fn structured(reply: &Value) -> anyhow::Result<&Value> {
+    match reply.pointer("/result/structuredContent") {
+        Some(s) if reply.pointer("/result/isError") != Some(&Value::Bool(true)) => Ok(s),
+        _ => bail!("call failed: {reply}"),
+    }
+}

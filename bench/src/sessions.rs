@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::drivers::{Session, StdioSession};
+use crate::drivers::{call_tool as call, structured, Session, StdioSession};
 use crate::stats::Samples;
 
 pub struct Costs {
@@ -16,18 +16,6 @@ pub struct Costs {
     pub exec: Samples,
     /// `run_python` of the script, for comparison.
     pub run_python: Samples,
-}
-
-fn call(id: u64, tool: &str, arguments: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-           "params": {"name": tool, "arguments": arguments}})
-}
-
-fn structured(reply: &Value) -> anyhow::Result<&Value> {
-    match reply.pointer("/result/structuredContent") {
-        Some(s) if reply.pointer("/result/isError") != Some(&Value::Bool(true)) => Ok(s),
-        _ => bail!("call failed: {reply}"),
-    }
 }
 
 pub async fn measure(

@@ -76,11 +76,7 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
-        // No project: the projects folder's own environment (the code runs in its scratch).
-        let env_dir = project
-            .as_ref()
-            .map_or(self.app.root.path(), |dir| dir.absolute());
-        let python = match self.run_env(env_dir).await {
+        let python = match self.project_env(project.as_ref()).await {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message)),
         };

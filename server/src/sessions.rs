@@ -128,11 +128,7 @@ impl PyRunServer {
         };
         let caller = self.caller(&ctx);
         let shown = project.as_ref().map(|dir| dir.relative().to_owned());
-        // No project: the projects folder's own environment (the session works in its scratch).
-        let env_dir = project
-            .as_ref()
-            .map_or(self.app.root.path(), |dir| dir.absolute());
-        let python = match self.run_env(env_dir).await {
+        let python = match self.project_env(project.as_ref()).await {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message)),
         };

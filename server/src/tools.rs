@@ -707,6 +707,16 @@ impl PyRunServer {
         }
     }
 
+    /// [`Self::run_env`] of code that runs in `project`, or with none in its scratch: then the
+    /// projects folder's own environment.
+    pub(crate) async fn project_env(
+        &self,
+        project: Option<&crate::run::paths::ProjectDir>,
+    ) -> Result<Option<Arc<PythonEnv>>, ClientMessage> {
+        let dir = project.map_or(self.app.root.path(), |dir| dir.absolute());
+        self.run_env(dir).await
+    }
+
     /// `PythonEnvs::for_dir`: a few `stat`s, done in place once the interpreters have been asked
     /// what they are; the first time, on a blocking thread (that asks them).
     async fn find_env(&self, dir: &std::path::Path) -> Result<Arc<PythonEnv>, EnvError> {

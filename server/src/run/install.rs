@@ -740,8 +740,8 @@ impl Installs {
         }
     }
 
-    /// `uv pip install` into `python`'s environment, with the install's cache.
-    fn uv_pip_install(&self, uv: &Path, cache: &Path, python: &Path) -> Command {
+    /// uv with no configuration of the server's user, plain output, and the install's cache.
+    fn uv(uv: &Path, cache: &Path) -> Command {
         Command::new(uv).args([
             OsStr::new("--no-config"),
             OsStr::new("--color"),
@@ -749,6 +749,12 @@ impl Installs {
             OsStr::new("--no-progress"),
             OsStr::new("--cache-dir"),
             cache.join("uv").as_os_str(),
+        ])
+    }
+
+    /// `uv pip install` into `python`'s environment, with the install's cache.
+    fn uv_pip_install(&self, uv: &Path, cache: &Path, python: &Path) -> Command {
+        Self::uv(uv, cache).args([
             OsStr::new("pip"),
             OsStr::new("install"),
             OsStr::new("--no-python-downloads"),
@@ -772,13 +778,7 @@ impl Installs {
             .as_deref()
             .ok_or(InstallError::LockNeedsUv)?;
         let python = venv.join("bin").join("python");
-        let mut cmd = Command::new(uv).args([
-            OsStr::new("--no-config"),
-            OsStr::new("--color"),
-            OsStr::new("never"),
-            OsStr::new("--no-progress"),
-            OsStr::new("--cache-dir"),
-            cache.join("uv").as_os_str(),
+        let mut cmd = Self::uv(uv, cache).args([
             OsStr::new("sync"),
             OsStr::new("--frozen"),
             OsStr::new("--no-install-project"),

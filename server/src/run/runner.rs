@@ -302,18 +302,9 @@ impl Runner {
             .unwrap_or_else(|| Arc::new(LiveOutput::new(self.max_output)));
         live.mark_started();
 
-        let sandbox = self
-            .sandbox
-            .get()
-            .await
-            .map_err(RunError::SandboxUnavailable)?;
-        // Dropped after the process tree below: the slot goes back only once the run is dead.
-        let slot = self.slots.take(&sandbox).map_err(|e| match e {
-            SlotError::Scratch(e) => RunError::Scratch(e),
-            SlotError::Sandbox(e) => RunError::Sandbox(e),
-        })?;
+        // The slot is dropped after the process tree below: it goes back only once the run is dead.
+        let (sandbox, slot) = self.sandbox_and_slot().await?;
         let output = slot.dir().join(OUTPUT_DIR_NAME);
-        make_output_dir(&output).map_err(RunError::Scratch)?;
         let inline = match req.source {
             RunSource::Inline { code, .. } => {
                 let file = slot.dir().join(INLINE_FILE_NAME);
@@ -433,16 +424,7 @@ impl Runner {
         if self.shutdown.is_cancelled() {
             return Err(RunError::CancelledWhileQueued);
         }
-        let sandbox = self
-            .sandbox
-            .get()
-            .await
-            .map_err(RunError::SandboxUnavailable)?;
-        let slot = self.slots.take(&sandbox).map_err(|e| match e {
-            SlotError::Scratch(e) => RunError::Scratch(e),
-            SlotError::Sandbox(e) => RunError::Sandbox(e),
-        })?;
-        make_output_dir(&slot.dir().join(OUTPUT_DIR_NAME)).map_err(RunError::Scratch)?;
+        let (sandbox, slot) = self.sandbox_and_slot().await?;
         let launch = Launch {
             place: Placement::in_project(cwd, slot.dir()),
             program: Program::Support(module),
@@ -465,6 +447,21 @@ impl Runner {
             _job: job,
             _slot: slot,
         })
+    }
+
+    /// The sandbox (once probed) and a free slot of it, its output folder ready.
+    async fn sandbox_and_slot(&self) -> Result<(Arc<Sandbox>, SlotLease), RunError> {
+        let sandbox = self
+            .sandbox
+            .get()
+            .await
+            .map_err(RunError::SandboxUnavailable)?;
+        let slot = self.slots.take(&sandbox).map_err(|e| match e {
+            SlotError::Scratch(e) => RunError::Scratch(e),
+            SlotError::Sandbox(e) => RunError::Sandbox(e),
+        })?;
+        make_output_dir(&slot.dir().join(OUTPUT_DIR_NAME)).map_err(RunError::Scratch)?;
+        Ok((sandbox, slot))
     }
 
     /// Fires when the server shuts down (runs in flight are killed; residents' owners end theirs).
