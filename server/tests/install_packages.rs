@@ -114,6 +114,12 @@ impl Index {
     fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
     }
+
+    /// Whether anyone asked for an sdist (a `.tar.gz`).
+    fn served_an_sdist(&self) -> bool {
+        let paths = self.paths.lock().unwrap();
+        paths.iter().any(|p| p.ends_with(".tar.gz"))
+    }
 }
 
 /// Answers the requests of one connection (keep-alive), each by the simple API's rules.
@@ -577,16 +583,7 @@ fn missing_and_sdist_are_clear_errors(extra: &[&str]) {
         json!({"project": "app", "packages": ["pyrunsdist"]}),
     );
     assert!(is_error(&sdist), "{sdist}");
-    assert!(
-        !index
-            .paths
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|p| p.ends_with(".tar.gz")),
-        "the sdist was downloaded: {:?}",
-        index.paths
-    );
+    assert!(!index.served_an_sdist(), "the sdist was downloaded");
     // Refused while fetching: no venv was made for it.
     let venv = projects.join("app/.venv");
     assert!(!venv.exists(), "{sdist}");
@@ -907,16 +904,7 @@ fn uv_syncs_a_projects_uv_lock_from_the_index_and_a_run_imports_its_packages() {
             .contains("pyrunsdist"),
         "{sdist}"
     );
-    assert!(
-        !index
-            .paths
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|p| p.ends_with(".tar.gz")),
-        "the sdist was downloaded: {:?}",
-        index.paths
-    );
+    assert!(!index.served_an_sdist(), "the sdist was downloaded");
     eprintln!("sdist refused: {}", text(&sdist));
     assert!(!site_packages(&app.join(".venv"))
         .join("pyrunsdist")
