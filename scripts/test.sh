@@ -63,18 +63,18 @@ CC
         cargo check --workspace --all-targets --target "$target"
 }
 
-# The layering the architecture promises: the sandbox crate depends on no async runtime, CLI,
-# MCP, HTTP or JSON crate (on any platform), and only it (plus one audited server module) has
-# `unsafe`, which the workspace's lints enforce.
-check_sandbox_deps() {
-    local forbidden='^(tokio|clap|rmcp|axum|hyper|serde_json|reqwest) '
-    local tree
-    tree=$(cargo tree -p pyrun-sandbox -e normal --target all --prefix none --format '{p}') || return 1
-    if grep -E "$forbidden" <<<"$tree"; then
-        echo "pyrun-sandbox must not depend on the crates above"
+# The layering the architecture promises, from each crate's dependency tree (on any platform):
+# the sandbox crate depends on no async runtime, CLI, MCP, HTTP or JSON crate; the run layer on
+# no MCP, HTTP or CLI crate. Only the sandbox crate (plus one audited module of the run layer)
+# has `unsafe`, which the workspace's lints enforce.
+check_layer_deps() {
+    local crate=$1 forbidden=$2 tree
+    tree=$(cargo tree -p "$crate" -e normal --target all --prefix none --format '{p}') || return 1
+    if grep -E "^($forbidden) " <<<"$tree"; then
+        echo "$crate must not depend on the crates above"
         return 1
     fi
-    echo "pyrun-sandbox depends on: $(awk '{print $1}' <<<"$tree" | sort -u | tr '\n' ' ')"
+    echo "$crate depends on: $(awk '{print $1}' <<<"$tree" | sort -u | tr '\n' ' ')"
 }
 
 # ARCHITECTURE.md stays true: every repository path it names in backticks exists.
@@ -201,7 +201,8 @@ run_tunnel_tests() {
 
 step "cargo fmt --check" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
-step "pyrun-sandbox dependencies" check_sandbox_deps
+step "pyrun-sandbox dependencies" check_layer_deps pyrun-sandbox 'tokio|clap|rmcp|axum|hyper|http|serde_json|reqwest'
+step "pyrun-run dependencies" check_layer_deps pyrun-run 'rmcp|rmcp-macros|axum|hyper|http|clap|reqwest|schemars'
 step "ARCHITECTURE.md code map" check_architecture_paths
 step "GitHub workflows (schema)" check_workflows
 # What compiles only with a feature (the test-only conformance fixtures, the ngrok tunnel, the
@@ -221,11 +222,11 @@ fi
 publish_dry_run() {
     local src=${CARGO_HOME:-$HOME/.cargo}/registry/src
     local deps=${CARGO_TARGET_DIR:-target}/debug/deps dep hash
-    local ours=(-name 'pyrun-sandbox-*' -o -name 'pyrun-mcp-server-*' -o -name 'pyrun-mcp-client-*')
+    local ours=(-name 'pyrun-sandbox-*' -o -name 'pyrun-run-*' -o -name 'pyrun-mcp-server-*' -o -name 'pyrun-mcp-client-*')
     if [[ -d $src ]]; then
         find "$src" -mindepth 2 -maxdepth 2 -type d \( "${ours[@]}" \) -exec rm -rf {} +
     fi
-    for dep in "$deps"/pyrun_sandbox-*.d "$deps"/pyrun_mcp_server-*.d "$deps"/pyrun_mcp_client-*.d; do
+    for dep in "$deps"/pyrun_sandbox-*.d "$deps"/pyrun_run-*.d "$deps"/pyrun_mcp_server-*.d "$deps"/pyrun_mcp_client-*.d; do
         if [[ ! -f $dep ]] || ! grep -q 'registry/src' "$dep"; then
             continue
         fi

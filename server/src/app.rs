@@ -9,17 +9,17 @@ use crate::audit::AuditLog;
 use crate::client_message::ClientMessage;
 use crate::config::Config;
 use crate::oauth::{self, OAuth};
-use crate::run::artifacts::{ArtifactLimits, ArtifactStore};
-use crate::run::background::{BackgroundRuns, BackgroundSettings};
-use crate::run::bytecode_cache::BytecodeCache;
-use crate::run::install::{InstallSettings, Installs};
-use crate::run::paths::{PathError, ProjectRoot};
-use crate::run::python_env::PythonEnvs;
-use crate::run::python_support::PythonSupport;
-use crate::run::runner::{Runner, RunnerSettings};
-use crate::run::sandbox_probe::SandboxProbe;
-use crate::run::session::{SessionSettings, Sessions};
 use crate::tasks::Tasks;
+use pyrun_run::artifacts::{ArtifactLimits, ArtifactStore};
+use pyrun_run::background::{BackgroundRuns, BackgroundSettings};
+use pyrun_run::bytecode_cache::BytecodeCache;
+use pyrun_run::install::{InstallSettings, Installs};
+use pyrun_run::paths::{PathError, ProjectRoot};
+use pyrun_run::python_env::PythonEnvs;
+use pyrun_run::python_support::PythonSupport;
+use pyrun_run::runner::{Runner, RunnerSettings};
+use pyrun_run::sandbox_probe::SandboxProbe;
+use pyrun_run::session::{SessionSettings, Sessions};
 use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode, SandboxPolicy};
 
 /// How long the sandbox probe leaves the CPU to a connecting client when no run asks for it

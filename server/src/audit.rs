@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::run::caller::Caller;
+use pyrun_run::caller::Caller;
 
 /// A log grows to this size before it is rotated.
 const MAX_BYTES: u64 = 10 * 1024 * 1024;
@@ -325,7 +325,7 @@ fn rfc3339_utc(time: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::caller::OAuthClient;
+    use pyrun_run::caller::OAuthClient;
     use serde_json::Value;
 
     fn call<'a>(

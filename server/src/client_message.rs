@@ -13,11 +13,11 @@
 use std::fmt::{self, Write as _};
 use std::io;
 
-use crate::run::install::InstallError;
-use crate::run::paths::{PathError, ProjectPath, MAX_PATH_BYTES};
-use crate::run::python_env::{CfgProblem, EnvError};
-use crate::run::runner::RunError;
-use crate::run::uv_lock::{LockError, MAX_LOCKED_PACKAGES};
+use pyrun_run::install::InstallError;
+use pyrun_run::paths::{PathError, ProjectPath, MAX_PATH_BYTES};
+use pyrun_run::python_env::{CfgProblem, EnvError};
+use pyrun_run::runner::RunError;
+use pyrun_run::uv_lock::{LockError, MAX_LOCKED_PACKAGES};
 use pyrun_sandbox::SandboxError;
 
 /// Said after a failure whose cause only the operator can see.
@@ -75,7 +75,7 @@ impl ClientMessage {
     }
 
     /// Appends a path the run layer made relative to the projects folder (a venv's
-    /// [`Venv::relative`](crate::run::python_env::Venv), an [`EnvError`]'s `venv`), quoted and
+    /// [`Venv::relative`](pyrun_run::python_env::Venv), an [`EnvError`]'s `venv`), quoted and
     /// escaped: never a host path.
     pub fn relative(mut self, relative: &str) -> Self {
         self.text.push('\'');
@@ -519,7 +519,7 @@ mod tests {
 
     #[test]
     fn the_outside_hint_names_the_neutral_folder() {
-        use crate::run::paths::RUN_PROJECTS_DIR;
+        use pyrun_run::paths::RUN_PROJECTS_DIR;
         assert!(OUTSIDE_HINT.ends_with(&format!("{RUN_PROJECTS_DIR}/hello_world.py")));
     }
 
@@ -565,7 +565,7 @@ mod tests {
 
     #[test]
     fn refused_venvs_are_named_relatively_with_a_hint_and_no_host_path() {
-        use crate::run::python_env::{CfgProblem, EnvError};
+        use pyrun_run::python_env::{CfgProblem, EnvError};
         let home = std::path::PathBuf::from("/srv/secret/python/bin");
         let venv = || "sub/.venv\nforged".to_owned();
         let errors = [

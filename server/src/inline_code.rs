@@ -16,9 +16,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::client_message::ClientMessage;
-use crate::run::runner::{RunRequest, RunSource};
 use crate::run_tools::call_notes;
 use crate::tools::{effective_timeout, refusal, PyRunServer, RunReport};
+use pyrun_run::runner::{RunRequest, RunSource};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunPythonCodeArgs {

@@ -23,20 +23,20 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::client_message::ClientMessage;
-use crate::run::install::{
+use crate::run_tools::call_notes;
+use crate::tools::{refusal, PyRunServer, NOTIFY_TIMEOUT, PROGRESS_EVERY};
+use pyrun_run::install::{
     InstallOutcome, InstallRequest, InstallStep, Installer, Installs, Wanted,
 };
-use crate::run::live_output::{LiveOutput, Stream};
-use crate::run::paths::{PathError, ProjectDir, ReadError};
-use crate::run::requirement::{
+use pyrun_run::live_output::{LiveOutput, Stream};
+use pyrun_run::paths::{PathError, ProjectDir, ReadError};
+use pyrun_run::requirement::{
     parse_requirement, parse_requirements_file, Requirement, MAX_REQUIREMENTS,
     MAX_REQUIREMENTS_FILE_BYTES,
 };
-use crate::run::uv_lock::{
+use pyrun_run::uv_lock::{
     check_lock, project_name, CheckedLock, MAX_LOCK_BYTES, MAX_PYPROJECT_BYTES,
 };
-use crate::run_tools::call_notes;
-use crate::tools::{refusal, PyRunServer, NOTIFY_TIMEOUT, PROGRESS_EVERY};
 
 /// The installer's last lines a result shows.
 const TAIL_LINES: usize = 40;

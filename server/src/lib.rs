@@ -19,7 +19,6 @@ pub mod oauth;
 mod packages;
 mod prompts;
 mod resources;
-pub mod run;
 pub mod run_files;
 mod run_tools;
 mod sessions;

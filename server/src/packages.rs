@@ -13,8 +13,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::client_message::push_escaped;
-use crate::run::packages::installed;
 use crate::tools::{refusal, structured, PyRunServer, PythonInfo};
+use pyrun_run::packages::installed;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListPackagesArgs {

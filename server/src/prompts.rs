@@ -85,7 +85,7 @@ pub async fn get(
     let read = resources::read_served(app, move |root| {
         let script = root.resolve_script(&given).map_err(Refused::Path)?;
         root.resolve_file(script.relative())
-            .map_err(|_| Refused::Path(crate::run::paths::PathError::NotServed(given.clone())))
+            .map_err(|_| Refused::Path(pyrun_run::paths::PathError::NotServed(given.clone())))
     })
     .await?;
     let (file, bytes) = read.map_err(|refused| match refused {

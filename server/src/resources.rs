@@ -1,6 +1,6 @@
 //! The projects folder as MCP resources: `resources/list` (paged with an opaque cursor), the
 //! template `pyrun://projects/{+path}` and `resources/read`, each file proven by
-//! `run::paths` ([`ProjectRoot::resolve_file`](crate::run::paths::ProjectRoot::resolve_file))
+//! `run::paths` ([`ProjectRoot::resolve_file`](pyrun_run::paths::ProjectRoot::resolve_file))
 //! exactly as `run_python` proves a script; `watch` tells sessions when files appear or go.
 //!
 //! A URI names a file by its path relative to the folder, each `/`-separated segment
@@ -23,7 +23,7 @@ use rmcp::ErrorData;
 
 use crate::app::App;
 use crate::client_message::ClientMessage;
-use crate::run::paths::{PathError, ProjectFile, ProjectRoot, ReadError};
+use pyrun_run::paths::{PathError, ProjectFile, ProjectRoot, ReadError};
 
 /// Where project files live in the URI space.
 pub const PROJECTS_PREFIX: &str = "pyrun://projects/";
@@ -199,7 +199,7 @@ pub fn contents(uri: &str, file: &ProjectFile, bytes: Vec<u8>) -> ResourceConten
     ResourceContents::blob(blob, uri).with_mime_type(mime)
 }
 
-use crate::run::mime::OCTET_STREAM;
+use pyrun_run::mime::OCTET_STREAM;
 /// `application/*` types that are text.
 const TEXT_APPLICATION: &[&str] = &[
     "application/json",
@@ -212,7 +212,7 @@ const TEXT_APPLICATION: &[&str] = &[
 
 /// The MIME type of a file, by its extension (the run layer's one table).
 pub fn mime_type(relative: &str) -> &'static str {
-    crate::run::mime::by_name(relative)
+    pyrun_run::mime::by_name(relative)
 }
 
 /// Why a read was refused, before it becomes the client's error.

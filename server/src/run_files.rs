@@ -19,8 +19,8 @@ use serde_json::json;
 
 use crate::app::App;
 use crate::client_message::push_escaped;
-use crate::run::artifacts::{is_run_id, Artifact, ArtifactError, ArtifactStore, Collected};
-use crate::run::caller::Caller;
+use pyrun_run::artifacts::{is_run_id, Artifact, ArtifactError, ArtifactStore, Collected};
+use pyrun_run::caller::Caller;
 
 /// The scheme and authority of run URIs.
 const RUNS_PREFIX: &str = "pyrun://runs/";

@@ -15,14 +15,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
-use crate::run::artifacts::is_run_id;
-use crate::run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord, StartError};
-use crate::run::live_output::Stream;
-use crate::run::runner::Pool;
 use crate::run_files::{ArtifactInfo, Presented, SkippedArtifact};
 use crate::tools::{
     effective_timeout, fmt_secs, refusal, structured, PyRunServer, PythonInfo, RunPythonArgs,
 };
+use pyrun_run::artifacts::is_run_id;
+use pyrun_run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord, StartError};
+use pyrun_run::live_output::Stream;
+use pyrun_run::runner::Pool;
 
 /// The most output one `get_run` returns per stream; pass the next offset back for more.
 pub const PAGE_BYTES: usize = 256 * 1024;

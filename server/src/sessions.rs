@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::client_message::ClientMessage;
 use crate::inline_code::check_code;
-use crate::run::session::{ExecError, ExecOutcome, Session, SessionError, INTERRUPT_GRACE};
 use crate::run_tools::call_notes;
 use crate::tools::{effective_timeout, fmt_secs, refusal, structured, PyRunServer};
+use pyrun_run::session::{ExecError, ExecOutcome, Session, SessionError, INTERRUPT_GRACE};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SessionStartArgs {

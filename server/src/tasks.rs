@@ -14,8 +14,8 @@ use rmcp::model::{CallToolResult, CreateTaskResult, DetailedTask};
 use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
 use rmcp::ErrorData;
 
-use crate::run::background::{RunRecord, RunStatus};
-use crate::run::paths::ProjectPath;
+use pyrun_run::background::{RunRecord, RunStatus};
+use pyrun_run::paths::ProjectPath;
 
 /// How often a task's status message is refreshed from the run's output.
 const STATUS_EVERY: Duration = Duration::from_secs(1);

@@ -24,13 +24,13 @@ use serde::{Deserialize, Serialize};
 use crate::app::App;
 use crate::audit::{CallNotes, Channel, FinishedCall, TransportKind};
 use crate::client_message::{push_escaped, ClientMessage};
-use crate::run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord};
-use crate::run::caller::Caller;
-use crate::run::live_output::{LiveOutput, Stream};
-use crate::run::paths::ProjectPath;
-use crate::run::python_env::{EnvError, PythonEnv};
-use crate::run::runner::{ArtifactTarget, Pool, RunOutcome, RunRequest, RunSource};
 use crate::run_files::{ArtifactInfo, Presented, SkippedArtifact};
+use pyrun_run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord};
+use pyrun_run::caller::Caller;
+use pyrun_run::live_output::{LiveOutput, Stream};
+use pyrun_run::paths::ProjectPath;
+use pyrun_run::python_env::{EnvError, PythonEnv};
+use pyrun_run::runner::{ArtifactTarget, Pool, RunOutcome, RunRequest, RunSource};
 
 /// How often a run that the caller follows with a progress token reports that it is still going.
 pub(crate) const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -314,7 +314,7 @@ impl PyRunServer {
             .get_progress_token()
             .map(|_| Arc::new(LiveOutput::new(self.app.runner.max_output())));
         // Every run gets a run id, under which the files it leaves are kept for its caller.
-        let artifacts = crate::run::artifacts::new_run_id()
+        let artifacts = pyrun_run::artifacts::new_run_id()
             .map_err(|e| tracing::warn!(%e, "no run id: the run's artifacts are dropped"))
             .ok()
             .map(|run_id| ArtifactTarget {
@@ -711,7 +711,7 @@ impl PyRunServer {
     /// projects folder's own environment.
     pub(crate) async fn project_env(
         &self,
-        project: Option<&crate::run::paths::ProjectDir>,
+        project: Option<&pyrun_run::paths::ProjectDir>,
     ) -> Result<Option<Arc<PythonEnv>>, ClientMessage> {
         let dir = project.map_or(self.app.root.path(), |dir| dir.absolute());
         self.run_env(dir).await

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::stdio::StdioServer;
-use pyrun_mcp_server::run::bytecode_cache::{BytecodeCache, Fill};
+use pyrun_run::bytecode_cache::{BytecodeCache, Fill};
 use serde_json::{json, Value};
 
 fn stdout(result: &Value) -> String {

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use pyrun_mcp_server::run::runner::RunRequest;
+use pyrun_run::runner::RunRequest;
 use tokio_util::sync::CancellationToken;
 
 /// Peak resident memory of this process so far, in KiB (Linux only).

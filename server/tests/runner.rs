@@ -8,11 +8,11 @@ use std::time::Duration;
 #[cfg(unix)]
 use common::{gone_within, read_pid};
 use common::{project, runner};
-use pyrun_mcp_server::run::runner::RunRequest;
+use pyrun_run::runner::RunRequest;
 use tokio_util::sync::CancellationToken;
 
 fn request<'a>(
-    script: &'a pyrun_mcp_server::run::paths::ProjectPath,
+    script: &'a pyrun_run::paths::ProjectPath,
     args: &'a [String],
     stdin: Option<&'a str>,
     secs: u64,

@@ -11,8 +11,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pyrun_mcp_server::run::runner::{RunRequest, Runner, RunnerSettings};
 use pyrun_mcp_tests::procs::holds_within;
+use pyrun_run::runner::{RunRequest, Runner, RunnerSettings};
 use pyrun_sandbox::{python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy};
 use tokio_util::sync::CancellationToken;
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::run::install::PackageIndex;
+use pyrun_run::package_index::PackageIndex;
 
 /// Largest `--install-timeout`: an hour.
 const MAX_INSTALL_TIMEOUT_SECS: u64 = 3600;

@@ -29,8 +29,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::run::caller::{Caller, OAuthClient};
 use authorize::PendingRequests;
+use pyrun_run::caller::{Caller, OAuthClient};
 use register::RegistrationLimit;
 use store::Store;
 

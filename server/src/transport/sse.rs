@@ -31,7 +31,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::audit::{Channel, TransportKind};
 use crate::client_message::ClientMessage;
-use crate::run::caller::Caller;
+use pyrun_run::caller::Caller;
 
 /// Path of the stream route.
 pub const SSE_PATH: &str = "/sse";

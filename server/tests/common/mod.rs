@@ -11,8 +11,8 @@ pub mod stdio {
 pub use pyrun_mcp_tests::procs::{alive, gone_within, read_pid};
 pub use pyrun_mcp_tests::python;
 
-use pyrun_mcp_server::run::paths::ProjectRoot;
-use pyrun_mcp_server::run::runner::{Runner, RunnerSettings};
+use pyrun_run::paths::ProjectRoot;
+use pyrun_run::runner::{Runner, RunnerSettings};
 use pyrun_sandbox::{Sandbox, SandboxMode, SandboxPolicy};
 use tokio_util::sync::CancellationToken;
 

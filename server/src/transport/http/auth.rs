@@ -15,7 +15,7 @@ use subtle::ConstantTimeEq;
 
 use crate::client_message::ClientMessage;
 use crate::oauth::OAuth;
-use crate::run::caller::Caller;
+use pyrun_run::caller::Caller;
 
 /// The token clients must send as `Authorization: Bearer TOKEN`; `None` turns the check off.
 #[derive(Clone)]

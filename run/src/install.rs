@@ -92,6 +92,7 @@ use tokio::sync::{OnceCell, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::live_output::LiveOutput;
+use super::package_index::PackageIndex;
 use super::paths::ProjectDir;
 use super::requirement::Requirement;
 use super::uv_lock::CheckedLock;
@@ -129,54 +130,6 @@ pub fn install_limits(timeout: Duration) -> ResourceLimits {
         file_size_bytes: 2048 << 20,
         open_files: 4096,
         processes: 512,
-    }
-}
-
-/// The operator's package index: an `http`/`https` URL without credentials, and its port (the
-/// only one an install may connect to).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PackageIndex {
-    url: String,
-    port: u16,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum IndexError {
-    #[error("not a URL: {0}")]
-    NotUrl(String),
-    #[error("only http and https package indexes are supported, not {0}")]
-    Scheme(String),
-    #[error("the package index URL has no host")]
-    NoHost,
-    #[error("the package index URL carries credentials; installs would print them")]
-    Credentials,
-}
-
-impl PackageIndex {
-    pub fn parse(text: &str) -> Result<Self, IndexError> {
-        let url = url::Url::parse(text).map_err(|e| IndexError::NotUrl(e.to_string()))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(IndexError::Scheme(url.scheme().to_owned()));
-        }
-        if url.host_str().is_none_or(str::is_empty) {
-            return Err(IndexError::NoHost);
-        }
-        if !url.username().is_empty() || url.password().is_some() {
-            return Err(IndexError::Credentials);
-        }
-        let port = url.port_or_known_default().ok_or(IndexError::NoHost)?;
-        Ok(Self {
-            url: url.to_string(),
-            port,
-        })
-    }
-
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    pub fn port(&self) -> u16 {
-        self.port
     }
 }
 
@@ -305,7 +258,7 @@ impl std::fmt::Debug for Installs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Installs")
             .field("installer", &self.installer())
-            .field("index", &self.settings.index.url)
+            .field("index", &self.settings.index.url())
             .finish_non_exhaustive()
     }
 }
@@ -1197,34 +1150,6 @@ impl Drop for BusyProject<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_index_is_an_http_url_without_credentials_and_names_its_port() {
-        let pypi = PackageIndex::parse("https://pypi.org/simple").unwrap();
-        assert_eq!((pypi.url(), pypi.port()), ("https://pypi.org/simple", 443));
-        let local = PackageIndex::parse("http://127.0.0.1:8080/simple/").unwrap();
-        assert_eq!(local.port(), 8080);
-        assert_eq!(
-            PackageIndex::parse("http://example.org/").unwrap().port(),
-            80
-        );
-        assert!(matches!(
-            PackageIndex::parse("file:///srv/wheels"),
-            Err(IndexError::Scheme(_))
-        ));
-        assert!(matches!(
-            PackageIndex::parse("ftp://x/simple"),
-            Err(IndexError::Scheme(_))
-        ));
-        assert_eq!(
-            PackageIndex::parse("https://user:pw@example.org/simple"),
-            Err(IndexError::Credentials)
-        );
-        assert!(matches!(
-            PackageIndex::parse("pypi.org/simple"),
-            Err(IndexError::NotUrl(_))
-        ));
-    }
 
     #[test]
     fn a_second_install_of_the_same_project_is_refused_until_the_first_ends() {

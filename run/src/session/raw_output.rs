@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::sync::Notify;
 
-use crate::run::runner::PipeReader;
+use crate::runner::PipeReader;
 
 /// The drain's shared state.
 #[derive(Debug, Default)]

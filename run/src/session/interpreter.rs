@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::frame::{read_frame, write_frame};
 use super::raw_output::RawOutput;
-use crate::run::runner::{PipeReader, PipeWriter, ResidentRun};
+use crate::runner::{PipeReader, PipeWriter, ResidentRun};
 
 /// How long an interrupted exec has to reply before its session is killed.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(2);

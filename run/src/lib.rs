@@ -1,4 +1,4 @@
-//! The run layer: everything between "run this file" and a finished process, and nothing of
+//! pyrun-run, the run layer of pyrun-mcp: everything between "run this file" and a finished process, and nothing of
 //! HTTP or MCP. `paths` proves a caller's path inside the projects folder ([`paths::ProjectPath`]);
 //! `runner` starts, limits, times out, cancels and kills runs (the only place that does);
 //! `live_output` holds a run's output as it arrives; `background` keeps the runs that go on
@@ -7,6 +7,7 @@
 //! `sandbox_probe` probes the sandbox in the background; `bytecode_cache` fills the server-owned
 //! bytecode cache runs read; `artifacts` keeps the files runs leave in their output folder;
 //! `mime` names file types; `requirement` checks what `install_packages` may ask for and
+//! `package_index` is the operator's index installs fetch from;
 //! `install` makes a project's `.venv` and installs into it under its own sandbox profile;
 //! `python_support` writes the modules the server ships for runs (the
 //! matplotlib backend, the session driver);
@@ -25,6 +26,7 @@ mod child;
 pub mod install;
 pub mod live_output;
 pub mod mime;
+pub mod package_index;
 pub mod packages;
 pub mod paths;
 pub mod python_env;

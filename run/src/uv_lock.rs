@@ -29,7 +29,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::install::PackageIndex;
+use super::package_index::PackageIndex;
 use super::requirement::{parse_requirement, Requirement};
 
 /// The largest `uv.lock` read, in bytes.
