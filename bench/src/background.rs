@@ -6,7 +6,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use serde_json::json;
+use pyrun_api::RunStatus;
+use serde_json::{json, Value};
 
 use crate::drivers::{call_tool as call, structured, Session, StdioSession};
 use crate::stats::Samples;
@@ -64,7 +65,7 @@ pub async fn measure(
                     json!({"run_id": run_id, "wait_seconds": 30, "stdout_offset": u64::MAX}),
                 ))
                 .await?;
-            if structured(&state)?["status"] == "exited" {
+            if status_of(&state)? == RunStatus::Exited {
                 break;
             }
         }
@@ -127,10 +128,15 @@ pub async fn measure(
                     json!({"run_id": run_id, "wait_seconds": 30, "stdout_offset": u64::MAX}),
                 ))
                 .await?;
-            if structured(&state)?["status"] != "running" {
+            if status_of(&state)? != RunStatus::Running {
                 break;
             }
         }
     }
     Ok(costs)
+}
+
+/// The status a `get_run` answer gives.
+fn status_of(answer: &Value) -> anyhow::Result<RunStatus> {
+    serde_json::from_value(structured(answer)?["status"].clone()).context("get_run's status")
 }

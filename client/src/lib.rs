@@ -223,7 +223,7 @@ async fn show_run(
     let log = commands::runs::logs(session, run_id, follow, |page| output.run_page(page)).await?;
     output.run_log(&log, save.is_some());
     if let Some(dir) = save {
-        if log.last.status.ended() {
+        if log.last.status.has_ended() {
             save_artifacts(session, output, &artifacts::links(&log.result), dir).await?;
         } else {
             output.hint("the run has not ended yet: no artifacts to save (add --follow)");

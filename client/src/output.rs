@@ -4,6 +4,7 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
+use pyrun_api::RunStatus;
 use rmcp::model::{
     CallToolResult, ContentBlock, GetPromptResult, Prompt, Resource, ResourceContents, Role, Tool,
 };
@@ -14,7 +15,7 @@ use crate::commands::files::FileList;
 use crate::commands::ping::PingReport;
 use crate::commands::resources::ReadContent;
 use crate::commands::run::{Artifacts, RunOutcome, RunReport};
-use crate::commands::runs::{RunList, RunLog, RunState, RunStatus, StartedRun};
+use crate::commands::runs::{RunList, RunLog, RunState, StartedRun};
 use crate::error::ClientError;
 use crate::term::{write_stderr, write_stdout, write_stdout_bytes};
 
@@ -243,7 +244,7 @@ impl Output {
             RunStatus::Exited | RunStatus::Failed => {}
         }
         self.truncation_notes(&last.truncated_streams());
-        if last.status.ended() {
+        if last.status.has_ended() {
             self.artifact_notes(&Artifacts::of(Some(&last.raw)), saving_artifacts);
         }
     }

@@ -513,10 +513,12 @@ mod tests {
     #[test]
     fn folders_a_run_locked_go_with_the_clean_up_the_pool_and_the_sweep() {
         use std::os::unix::fs::PermissionsExt;
-        // This test's path in the test binary (`run::slots::tests::...`).
+        // This test's path in the test binary (`slots::tests::...`: the module path less the
+        // crate's name).
+        let module = module_path!();
         let name = format!(
             "{}::folders_a_run_locked_go_with_the_clean_up_the_pool_and_the_sweep",
-            module_path!().trim_start_matches("pyrun_mcp_server::")
+            module.split_once("::").map_or(module, |(_, path)| path)
         );
         if rerun_as_nobody(&name) {
             return;

@@ -2,6 +2,7 @@
 
 use std::io::Read;
 
+use pyrun_api::{ArtifactInfo, RunStatus, SkippedArtifact};
 use rmcp::model::{CallToolResult, JsonObject};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -30,24 +31,6 @@ pub struct Artifacts {
     pub artifacts: Vec<ArtifactInfo>,
     #[serde(default, rename = "skipped_artifacts")]
     pub skipped: Vec<SkippedArtifact>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct ArtifactInfo {
-    pub name: String,
-    #[serde(default)]
-    pub size: u64,
-    #[serde(default)]
-    pub mime_type: String,
-    #[serde(default)]
-    pub uri: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct SkippedArtifact {
-    pub name: String,
-    #[serde(default)]
-    pub reason: String,
 }
 
 impl Artifacts {
@@ -90,7 +73,7 @@ struct Structured {
     stderr_truncated: bool,
     /// Only in a result handed over to the background (with `status` running or queued).
     run_id: Option<String>,
-    status: Option<String>,
+    status: Option<RunStatus>,
 }
 
 impl RunReport {
@@ -115,7 +98,7 @@ impl RunReport {
         .into_iter()
         .filter_map(|(name, cut)| cut.then_some(name))
         .collect();
-        let going = matches!(s.status.as_deref(), Some("running" | "queued"));
+        let going = matches!(s.status, Some(RunStatus::Running | RunStatus::Queued));
         let outcome = match s.run_id {
             Some(run_id) if going => RunOutcome::HandedOver { run_id },
             _ => RunOutcome::Finished {

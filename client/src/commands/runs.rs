@@ -3,6 +3,7 @@
 //! (cancel_run). Runs live in the server and belong to the caller (the token), so they outlive
 //! this client; `lib.rs` refuses these commands for a stdio server, which does not.
 
+use pyrun_api::RunStatus;
 use rmcp::model::{CallToolResult, JsonObject};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -31,41 +32,6 @@ pub fn check_run_id(id: &str) -> Result<(), ClientError> {
             "`{id}` is not a run id: run ids are `run_` and 32 lowercase hex digits, as \
              `run --detach` prints them (`runs` lists yours)"
         )))
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Queued,
-    Running,
-    Exited,
-    TimedOut,
-    Cancelled,
-    Failed,
-    /// A status this client does not know yet; treated as still going.
-    #[serde(other)]
-    Unknown,
-}
-
-impl RunStatus {
-    pub fn ended(self) -> bool {
-        matches!(
-            self,
-            Self::Exited | Self::TimedOut | Self::Cancelled | Self::Failed
-        )
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::Exited => "exited",
-            Self::TimedOut => "timed_out",
-            Self::Cancelled => "cancelled",
-            Self::Failed => "failed",
-            Self::Unknown => "unknown",
-        }
     }
 }
 
@@ -281,7 +247,7 @@ fn next_read(page: &RunState, asked: (u64, u64), follow: bool) -> Result<Option<
             "`{GET}` sent output but did not move its offsets past it; reading on would repeat it"
         )));
     }
-    Ok(match (drained, page.status.ended() || !follow) {
+    Ok(match (drained, page.status.has_ended() || !follow) {
         (true, true) => None,
         (true, false) => Some(WAIT_SECONDS),
         (false, _) => Some(0),
@@ -360,7 +326,7 @@ mod tests {
         assert_eq!(s.status, RunStatus::Running);
         assert_eq!((s.next_stdout_offset, s.stdout.as_str()), (8, "epoch 1\n"));
         assert_eq!(s.exit_code(), 0);
-        assert!(!s.status.ended());
+        assert!(!s.status.has_ended());
     }
 
     #[test]
