@@ -34,52 +34,8 @@ pub struct BackgroundSettings {
     pub retention: Duration,
 }
 
-/// How a background run came to be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunKind {
-    /// `start_python`, or a `run_python` handed over to the background.
-    Background,
-    /// A `run_python` the client asked to run as an MCP task.
-    Task,
-}
-
-impl RunKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Background => "background",
-            Self::Task => "task",
-        }
-    }
-}
-
-/// Where a run is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunStatus {
-    Queued,
-    Running,
-    Exited,
-    TimedOut,
-    Cancelled,
-    /// It could not start (the sandbox, the interpreter…).
-    Failed,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::Exited => "exited",
-            Self::TimedOut => "timed_out",
-            Self::Cancelled => "cancelled",
-            Self::Failed => "failed",
-        }
-    }
-
-    pub fn has_ended(self) -> bool {
-        !matches!(self, Self::Queued | Self::Running)
-    }
-}
+// What a run is called on the wire, shared with the client.
+pub use pyrun_api::{RunKind, RunStatus};
 
 /// How a run ended.
 #[derive(Debug)]
