@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one test command (README and .ci/run call exactly `bash scripts/test.sh`): formatting, lints,
-# a compile check for Windows and macOS, the hermetic `cargo test --workspace`, then the real-client
-# step (`--features real-clients`: official SDKs, Inspector, conformance suite, nginx, chromium,
-# the scripts), and a closing summary counting the tests of every step.
+# the layering checks, a compile check for Windows and macOS, the publish dry run, then one build
+# and one `cargo test --workspace` with the tunnel and the real-client tests on (official SDKs,
+# Inspector, conformance suite, nginx, chromium, the scripts), and a closing summary with each
+# step's time and the test count.
 # Real-client tests install what they need (Python venv, Node tools) under target/test-deps/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -125,19 +126,28 @@ ensure_uv() {
     export PYRUN_TEST_UV
 }
 
-# cargo test, with its output kept to count the results for the summary.
-run_tests() {
-    # The plot test (server/tests/artifacts.rs) fails here without matplotlib, instead of skipping.
-    PYRUN_REQUIRE_MATPLOTLIB=1 cargo test --workspace 2>&1 | tee "$log_dir/test.log"
-    return "${PIPESTATUS[0]}"
+# The whole suite is one build: every crate with the features the suite exercises (the ngrok
+# tunnel, which scripts/setup's release build ships, and the real-client tests), so the binaries
+# the tests start, the tests themselves and the libraries they link are built once.
+TEST_FEATURES=pyrun-mcp-server/tunnel,pyrun-mcp-tests/real-clients
+
+# What the tests run but do not build (no nested cargo): every workspace binary (`--all-targets`
+# builds exactly what `cargo test` then reuses), and `pyrun-mcp-conformance-server`, the server
+# with its test-only conformance fixtures under another name (its own `[[bin]]`, which requires
+# the feature), so the normal binary never carries them.
+build_for_tests() {
+    cargo build --workspace --all-targets --features "$TEST_FEATURES" &&
+        cargo build -p pyrun-mcp-server --features conformance,tunnel --bin pyrun-mcp-conformance-server
 }
 
-# What the real-client tests run but do not build (no nested cargo): every workspace binary, and
-# `pyrun-mcp-conformance-server`, the server with its test-only conformance fixtures under another
-# name (its own `[[bin]]`, which requires the feature), so the normal binary never carries them.
-build_for_real_clients() {
-    cargo build --workspace --bins &&
-        cargo build -p pyrun-mcp-server --features conformance --bin pyrun-mcp-conformance-server
+# cargo test, with its output kept to count the results for the summary: the hermetic tests
+# (loopback only) and the real-client tests (official SDKs, Inspector, conformance suite, nginx,
+# chromium, the scripts) in one run.
+run_tests() {
+    # The plot test (server/tests/artifacts.rs) fails here without matplotlib, instead of skipping.
+    PYRUN_REQUIRE_MATPLOTLIB=1 cargo test --workspace --features "$TEST_FEATURES" 2>&1 |
+        tee "$log_dir/test.log"
+    return "${PIPESTATUS[0]}"
 }
 
 # The browser the consent-page test drives (tests/tests/consent_browser.rs): Debian's chromium and
@@ -188,16 +198,11 @@ ensure_matplotlib() {
         { "${apt[@]}" update && "${apt[@]}" install python3-matplotlib; }
 }
 
-run_real_client_tests() {
-    cargo test -p pyrun-mcp-tests --features real-clients 2>&1 | tee -a "$log_dir/test.log"
-    return "${PIPESTATUS[0]}"
-}
-
-# The ngrok tunnel is a non-default feature (scripts/setup builds it): lint and test it too.
-run_tunnel_tests() {
-    cargo test -p pyrun-mcp-server --features tunnel --lib --test tunnel_cli 2>&1 | tee -a "$log_dir/test.log"
-    return "${PIPESTATUS[0]}"
-}
+# A fresh target folder (a new clone, CI) gains nothing from incremental compilation: its caches
+# cost build time and disk and would never be read again.
+if [[ ! -d ${CARGO_TARGET_DIR:-target}/debug ]]; then
+    export CARGO_INCREMENTAL=0
+fi
 
 step "cargo fmt --check" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
@@ -214,36 +219,15 @@ if command -v rustup >/dev/null 2>&1; then
 else
     summary+=("skipped cross-target checks (no rustup)")
 fi
-# The crates publish (sandbox, server, client): packaged and built from their packages alone.
-# Cargo takes a registry crate of a given version as immutable: the packaged crates of the
-# workspace, unpacked into its registry sources and built, are reused by the next dry run of the
-# same version (an earlier run's code, not this one's). So our own unpacked copies and what was
-# built from them (found by their dep-info, which names the registry sources) go first.
-publish_dry_run() {
-    local src=${CARGO_HOME:-$HOME/.cargo}/registry/src
-    local deps=${CARGO_TARGET_DIR:-target}/debug/deps dep hash
-    local ours=(-name 'pyrun-sandbox-*' -o -name 'pyrun-run-*' -o -name 'pyrun-mcp-server-*' -o -name 'pyrun-mcp-client-*')
-    if [[ -d $src ]]; then
-        find "$src" -mindepth 2 -maxdepth 2 -type d \( "${ours[@]}" \) -exec rm -rf {} +
-    fi
-    for dep in "$deps"/pyrun_sandbox-*.d "$deps"/pyrun_run-*.d "$deps"/pyrun_mcp_server-*.d "$deps"/pyrun_mcp_client-*.d; do
-        if [[ ! -f $dep ]] || ! grep -q 'registry/src' "$dep"; then
-            continue
-        fi
-        hash=${dep##*-}
-        hash=${hash%.d}
-        rm -rf "$deps"/*"-$hash".* "$deps"/*"-$hash" "${deps%/deps}/.fingerprint/"*"-$hash"
-    done
-    cargo publish --workspace --dry-run --allow-dirty --quiet
-}
-step "cargo publish --dry-run" publish_dry_run
+# The crates publish (api, sandbox, run, server, client): packaged, their manifests and
+# dependencies checked, without building them again from their packages (a second full build of
+# the workspace with other feature sets; the suite builds the same code once below).
+step "cargo publish --dry-run" cargo publish --workspace --dry-run --no-verify --allow-dirty --quiet
 step "matplotlib for the plot test" ensure_matplotlib
 ensure_uv
-step "cargo test --workspace" run_tests
-step "cargo test --features tunnel" run_tunnel_tests
-step "build for the real-client tests" build_for_real_clients
 step "chromium for the browser tests" ensure_browser
-step "cargo test --features real-clients" run_real_client_tests
+step "cargo build (the suite's binaries)" build_for_tests
+step "cargo test --workspace --features $TEST_FEATURES" run_tests
 
 passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log_dir/test.log" | awk '{s += $4} END {print s + 0}')
 failed=$(grep -Eo '[0-9]+ failed;' "$log_dir/test.log" | awk '{s += $1} END {print s + 0}')
