@@ -1,4 +1,4 @@
-//! The projects folder as MCP resources: `resources/list` (paged with an opaque cursor), the
+//! The resources room: the projects folder as MCP resources: `resources/list` (paged with an opaque cursor), the
 //! template `pyrun://projects/{+path}` and `resources/read`, each file proven by
 //! `run::paths` ([`ProjectRoot::resolve_file`](crate::run::paths::ProjectRoot::resolve_file))
 //! exactly as `run_python` proves a script; `watch` tells sessions when files appear or go.
@@ -14,46 +14,26 @@ pub mod watch;
 use std::sync::Arc;
 
 use base64::Engine as _;
-use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use percent_encoding::percent_decode_str;
 use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceResult,
     Resource, ResourceContents, ResourceTemplate,
 };
 use rmcp::ErrorData;
 
+use super::client_message::ClientMessage;
+use super::reply::encode_segments;
 use crate::app::App;
-use crate::client_message::ClientMessage;
 use crate::run::paths::{PathError, ProjectFile, ProjectRoot, ReadError};
 
 /// Where project files live in the URI space.
 pub const PROJECTS_PREFIX: &str = "pyrun://projects/";
-/// Where run artifacts live (served by `run_files`).
-pub const RUNS_PREFIX: &str = "pyrun://runs/";
 /// The template clients may fill in.
 pub const PROJECTS_TEMPLATE: &str = "pyrun://projects/{+path}";
 /// Resources per `resources/list` page.
 pub const PAGE_SIZE: usize = 100;
 /// The largest file `resources/read` returns (its base64 form is a third larger).
 pub const MAX_RESOURCE_BYTES: u64 = 8 * 1024 * 1024;
-
-/// What a URI segment keeps as it is: RFC 3986's unreserved characters.
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
-
-/// Percent-encodes each `/`-separated segment of a relative path (RFC 3986 unreserved kept).
-pub fn encode_segments(relative: &str) -> String {
-    let mut out = String::with_capacity(relative.len());
-    for (i, segment) in relative.split('/').enumerate() {
-        if i > 0 {
-            out.push('/');
-        }
-        out.extend(utf8_percent_encode(segment, SEGMENT));
-    }
-    out
-}
 
 /// The URI of a project file, from its path relative to the folder.
 pub fn project_uri(relative: &str) -> String {

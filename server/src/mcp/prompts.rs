@@ -1,4 +1,4 @@
-//! The prompts: `run-and-explain {file}`, `debug-script {file, args?}`, `write-tests {file}`. Each
+//! The prompts room: `run-and-explain {file}`, `debug-script {file, args?}`, `write-tests {file}`. Each
 //! proves `file` as `run_python` does (a runnable `.py` file, not hidden or protected), embeds its
 //! source as an embedded resource with its `pyrun://projects/...` URI, and says what the assistant
 //! should do. A bad argument is a JSON-RPC invalid-params error naming it.
@@ -12,9 +12,9 @@ use rmcp::model::{
 use rmcp::ErrorData;
 use serde_json::Value;
 
+use super::client_message::{push_escaped, ClientMessage};
+use super::resources::{self, Refused};
 use crate::app::App;
-use crate::client_message::{push_escaped, ClientMessage};
-use crate::resources::{self, Refused};
 
 /// The prompts' names, in the order `prompts/list` gives them.
 pub const NAMES: [&str; 3] = ["run-and-explain", "debug-script", "write-tests"];

@@ -1,6 +1,5 @@
-//! The Python session tools (`--allow-inline-code`): `session_start`, `session_exec`,
-//! `session_stop`, `list_sessions`. A fourth `#[tool_router]` on `PyRunServer`, joined with
-//! `run_python_code`'s only with the flag. They adapt `run::session` to MCP: arguments in, a
+//! The sessions room (`--allow-inline-code`): `session_start`, `session_exec`, `session_stop`,
+//! `list_sessions`. Its router joins the server's with `run_python_code`'s, only with the flag. They adapt `run::session` to MCP: arguments in, a
 //! session looked up for its owner, a result out.
 //!
 //! Results: a Python exception in the caller's code is a normal result with `error` set (like a
@@ -18,11 +17,13 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::client_message::ClientMessage;
-use crate::inline_code::check_code;
+use super::call::call_notes;
+use super::client_message::ClientMessage;
+use super::handler::PyRunServer;
+use super::reply::{
+    check_code, effective_timeout, fmt_secs, listing, millis, refusal, rfc3339, structured,
+};
 use crate::run::session::{ExecError, ExecOutcome, Session, SessionError, INTERRUPT_GRACE};
-use crate::run_tools::call_notes;
-use crate::tools::{effective_timeout, fmt_secs, refusal, structured, PyRunServer};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SessionStartArgs {
@@ -35,8 +36,8 @@ pub struct SessionStartArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SessionExecArgs {
-    /// The id session_start returned.
-    pub session_id: String,
+    #[serde(flatten)]
+    pub session: SessionIdArgs,
     /// Python code to run in the session, as in a REPL cell: statements, and optionally a final
     /// expression whose repr comes back as `result`. Variables, imports and open files persist.
     pub code: String,
@@ -105,7 +106,7 @@ pub struct SessionList {
     pub sessions: Vec<SessionSummary>,
 }
 
-#[tool_router(router = sessions_router, vis = "pub(crate)")]
+#[tool_router(router = sessions_router, vis = "pub(super)")]
 impl PyRunServer {
     /// Start a persistent Python session: an interpreter that keeps variables, imports and open
     /// files between session_exec calls, under the same sandbox and limits as run_python. With
@@ -119,12 +120,9 @@ impl PyRunServer {
         Parameters(args): Parameters<SessionStartArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let project = match &args.project {
-            Some(project) => match self.app.root.resolve_project(Some(project)) {
-                Ok(dir) => Some(dir),
-                Err(e) => return Ok(refusal(e.into())),
-            },
-            None => None,
+        let project = match self.optional_project(args.project.as_deref()) {
+            Ok(project) => project,
+            Err(message) => return Ok(refusal(message)),
         };
         let caller = self.caller(&ctx);
         let shown = project.as_ref().map(|dir| dir.relative().to_owned());
@@ -184,7 +182,7 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
-        let session = match self.find_session(&ctx, &args.session_id) {
+        let session = match self.find_session(&ctx, &args.session.session_id) {
             Ok(session) => session,
             Err(message) => return Ok(refusal(message)),
         };
@@ -243,25 +241,18 @@ impl PyRunServer {
             .iter()
             .map(|session| summary(session))
             .collect();
-        let text = if sessions.is_empty() {
-            "(no sessions)".to_owned()
-        } else {
-            let mut text = String::new();
-            for s in &sessions {
-                let _ = writeln!(
-                    text,
-                    "{}  {}  started {}  last used {}  {} execs",
-                    s.session_id,
-                    s.project
-                        .as_deref()
-                        .map_or("(scratch)", |p| if p.is_empty() { "." } else { p }),
-                    s.started_at,
-                    s.last_used_at,
-                    s.execs,
-                );
-            }
-            text.trim_end().to_owned()
-        };
+        let text = listing(&sessions, "(no sessions)", |s| {
+            format!(
+                "{}  {}  started {}  last used {}  {} execs",
+                s.session_id,
+                s.project
+                    .as_deref()
+                    .map_or("(scratch)", |p| if p.is_empty() { "." } else { p }),
+                s.started_at,
+                s.last_used_at,
+                s.execs,
+            )
+        });
         Ok(structured(text, &SessionList { sessions }))
     }
 }
@@ -369,7 +360,7 @@ impl PyRunServer {
             timed_out: outcome.timed_out,
             stdout_truncated: outcome.stdout_truncated,
             stderr_truncated: outcome.stderr_truncated,
-            duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            duration_ms: millis(outcome.duration),
         };
         let text = render_exec(&report, timeout);
         structured(text, &report)
@@ -424,14 +415,11 @@ fn render_exec(report: &ExecReport, timeout: Duration) -> String {
 }
 
 fn summary(session: &Session) -> SessionSummary {
-    let time = |t: std::time::SystemTime| {
-        chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-    };
     SessionSummary {
         session_id: session.id.clone(),
         project: session.project.clone(),
-        started_at: time(session.started_at),
-        last_used_at: time(session.last_used_at()),
+        started_at: rfc3339(session.started_at),
+        last_used_at: rfc3339(session.last_used_at()),
         execs: session.execs(),
     }
 }

@@ -1,4 +1,4 @@
-//! Run artifacts as MCP sees them: the content blocks and structured fields of a result with
+//! The artifacts room: run artifacts as MCP sees them: the content blocks and structured fields of a result with
 //! artifacts (pictures inline within `--max-inline-image-bytes`, a `resource_link` per file,
 //! notes for what was skipped), and `resources/read` of `pyrun://runs/{run_id}/files/{name}`.
 //!
@@ -17,13 +17,14 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 
+use super::client_message::push_escaped;
+use super::reply::encode_segments;
 use crate::app::App;
-use crate::client_message::push_escaped;
 use crate::run::artifacts::{is_run_id, Artifact, ArtifactError, ArtifactStore, Collected};
 use crate::run::caller::Caller;
 
 /// The scheme and authority of run URIs.
-const RUNS_PREFIX: &str = "pyrun://runs/";
+pub const RUNS_PREFIX: &str = "pyrun://runs/";
 /// Between the run id and the artifact's name.
 const FILES_SEGMENT: &str = "/files/";
 /// Read and encoded at a time (a multiple of 3: base64 of each chunk joins without padding).
@@ -33,7 +34,7 @@ const ENCODE_CHUNK: usize = 3 * 16 * 1024;
 pub fn artifact_uri(run_id: &str, name: &str) -> String {
     format!(
         "{RUNS_PREFIX}{run_id}{FILES_SEGMENT}{}",
-        crate::resources::encode_segments(name)
+        encode_segments(name)
     )
 }
 
