@@ -13,12 +13,13 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::artifacts::{self, ArtifactInfo, Presented, SkippedArtifact};
+use super::artifact_blocks::{self, ArtifactInfo, Presented, SkippedArtifact};
 use super::call::{call_notes, RunPythonArgs, ScriptCall};
 use super::client_message::ClientMessage;
 use super::handler::PyRunServer;
 use super::reply::{
-    fmt_secs, listing, millis, refusal, rfc3339, runs_full, structured, PythonInfo, PAGE_BYTES,
+    fmt_secs, listing, millis, refusal, rfc3339, runs_full, structured, truncation_note,
+    PythonInfo, PAGE_BYTES,
 };
 use crate::run::artifacts::is_run_id;
 use crate::run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord};
@@ -303,7 +304,7 @@ impl PyRunServer {
         let mut presented = match record.end() {
             Some(RunEnd::Finished(outcome)) => match &outcome.artifacts {
                 Some(collected) => {
-                    artifacts::present(&self.app, record.owner(), &record.id, collected).await
+                    artifact_blocks::present(&self.app, record.owner(), &record.id, collected).await
                 }
                 None => Presented::default(),
             },
@@ -361,19 +362,9 @@ fn render_state(state: &RunState, more: bool) -> String {
         text.push_str("--- stderr ---\n");
         text.push_str(&state.stderr);
     }
-    let mut cut = Vec::new();
-    if state.stdout_truncated {
-        cut.push("stdout");
-    }
-    if state.stderr_truncated {
-        cut.push("stderr");
-    }
-    if !cut.is_empty() {
-        let _ = write!(
-            text,
-            "\n[Output truncated: {} over the limit]",
-            cut.join(" and ")
-        );
+    if let Some(note) = truncation_note(state.stdout_truncated, state.stderr_truncated) {
+        text.push('\n');
+        text.push_str(&note);
     }
     if more {
         let _ = write!(

@@ -18,6 +18,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
 
+use super::artifact_blocks::RUNS_PREFIX;
 use super::call::NOTIFY_TIMEOUT;
 use super::{artifacts, fixtures, prompts, resources};
 use crate::app::App;
@@ -223,7 +224,7 @@ impl ServerHandler for PyRunServer {
             return fixture.map(Into::into);
         }
         let uri = request.uri.as_str();
-        if uri.starts_with(artifacts::RUNS_PREFIX) {
+        if uri.starts_with(RUNS_PREFIX) {
             let caller = self.caller(&ctx);
             return artifacts::read_resource(&self.app, &caller, uri)
                 .await

@@ -1,7 +1,6 @@
 //! The inline-code room: `run_python_code` (`--allow-inline-code`), Python code sent in the call,
-//! run as a script is.
-//! Its router joins the server's only with the flag, so without it the tool is neither listed nor
-//! callable.
+//! run as a script is. Its router joins the server's only with the flag, so without it the tool is
+//! neither listed nor callable.
 //!
 //! Steps: check the code (size cap first, then empty, then NUL bytes: nothing is written for a
 //! refused call); prove `project` as `list_python_files` proves `directory`; hand the runner a

@@ -10,13 +10,16 @@
 //! - `tasks`: a `run_python` as an MCP task, `tasks/get`, `tasks/cancel`, `tasks/update`
 //! - `resources`: the projects folder as resources, and the watcher behind `list_changed`
 //! - `prompts`: `run-and-explain`, `debug-script`, `write-tests`
-//! - `artifacts`: the files runs leave, in results and as `pyrun://runs/…` resources
+//! - `artifacts`: the files runs leave, as `pyrun://runs/…` resources
 //!
-//! Tool rooms never import each other. What they share: `reply` (refusals, structured results,
-//! timeouts, page sizes), `call` (audit notes, progress, the prologue of a file run, the Python
-//! environment of a folder), `run_call` (a run the call waits for and its report), `artifacts`
-//! (what a result shows of the files a run left) and `client_message` (text a client reads).
+//! Rooms never import each other. What they share, each module with one job: `reply` (refusals,
+//! structured results, timeouts, page sizes, listings), `call` (audit notes, progress, the
+//! prologue of a file run, the Python environment of a folder), `run_call` (a run the call waits
+//! for and its report), `artifact_blocks` (what a result shows of the files a run left),
+//! `project_files` (a project file as a resource: its URI, its read, its contents) and
+//! `client_message` (the text a client reads).
 
+mod artifact_blocks;
 mod artifacts;
 mod background;
 mod call;
@@ -24,6 +27,7 @@ pub(crate) mod client_message;
 mod handler;
 mod inline;
 mod packages;
+mod project_files;
 mod prompts;
 mod reply;
 pub(crate) mod resources;

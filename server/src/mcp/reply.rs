@@ -143,6 +143,25 @@ pub fn encode_segments(relative: &str) -> String {
     out
 }
 
+/// Appends `part` to a result's text, on a line of its own.
+pub fn push_section(text: &mut String, part: &str) {
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(part);
+}
+
+/// `[Output truncated: stdout and stderr over the limit]`, when either stream was cut.
+pub fn truncation_note(stdout: bool, stderr: bool) -> Option<String> {
+    let cut = match (stdout, stderr) {
+        (false, false) => return None,
+        (true, false) => "stdout",
+        (false, true) => "stderr",
+        (true, true) => "stdout and stderr",
+    };
+    Some(format!("[Output truncated: {cut} over the limit]"))
+}
+
 /// `30` or `2.5`: seconds as results show them.
 pub fn fmt_secs(d: Duration) -> String {
     let secs = d.as_secs_f64();

@@ -3,7 +3,6 @@
 //! it leaves kept under a run id for its caller, and its result — [`RunReport`] and the text in
 //! the seed's familiar shape.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,11 +12,13 @@ use rmcp::RoleServer;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::artifacts::{self, ArtifactInfo, Presented, SkippedArtifact};
+use super::artifact_blocks::{self, ArtifactInfo, Presented, SkippedArtifact};
 use super::call::with_progress;
 use super::client_message::ClientMessage;
 use super::handler::PyRunServer;
-use super::reply::{fmt_secs, millis, refusal, to_array, PythonInfo};
+use super::reply::{
+    fmt_secs, millis, push_section, refusal, to_array, truncation_note, PythonInfo,
+};
 use crate::audit::CallNotes;
 use crate::run::background::{RunEnd, RunRecord};
 use crate::run::caller::Caller;
@@ -181,7 +182,7 @@ impl PyRunServer {
             (Some(collected), Some(run_id))
                 if !collected.kept.is_empty() || !collected.skipped.is_empty() =>
             {
-                artifacts::present(&self.app, &caller.key(), run_id, collected).await
+                artifact_blocks::present(&self.app, &caller.key(), run_id, collected).await
             }
             _ => Presented::default(),
         };
@@ -277,46 +278,27 @@ impl PyRunServer {
 /// The text shown to people and models, in the seed's familiar shape.
 fn render_text(outcome: &RunOutcome, timeout: Duration) -> String {
     let mut text = outcome.stdout.clone();
-    let section = |text: &mut String, line: &str| {
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(line);
-    };
     if !outcome.stderr.is_empty() {
-        section(&mut text, "--- stderr ---\n");
+        push_section(&mut text, "--- stderr ---\n");
         text.push_str(&outcome.stderr);
     }
     if let Some(code) = outcome.exit_code.filter(|c| *c != 0) {
-        section(&mut text, &format!("[Process exited with code {code}]"));
+        push_section(&mut text, &format!("[Process exited with code {code}]"));
     }
     if outcome.timed_out {
-        section(
+        push_section(
             &mut text,
             &format!("[Timed out after {} s]", fmt_secs(timeout)),
         );
     }
     if outcome.cancelled {
-        section(&mut text, "[Cancelled]");
+        push_section(&mut text, "[Cancelled]");
     }
     if outcome.exit_code.is_none() && !outcome.timed_out && !outcome.cancelled {
-        section(&mut text, "[Process was killed by a signal]");
+        push_section(&mut text, "[Process was killed by a signal]");
     }
-    let mut cut = Vec::new();
-    if outcome.stdout_truncated {
-        cut.push("stdout");
-    }
-    if outcome.stderr_truncated {
-        cut.push("stderr");
-    }
-    if !cut.is_empty() {
-        let mut line = String::new();
-        let _ = write!(
-            line,
-            "[Output truncated: {} over the limit]",
-            cut.join(" and ")
-        );
-        section(&mut text, &line);
+    if let Some(note) = truncation_note(outcome.stdout_truncated, outcome.stderr_truncated) {
+        push_section(&mut text, &note);
     }
     if text.is_empty() {
         text.push_str("(no output)");

@@ -1,6 +1,7 @@
 //! The sessions room (`--allow-inline-code`): `session_start`, `session_exec`, `session_stop`,
-//! `list_sessions`. Its router joins the server's with `run_python_code`'s, only with the flag. They adapt `run::session` to MCP: arguments in, a
-//! session looked up for its owner, a result out.
+//! `list_sessions`. Its router joins the server's with `run_python_code`'s, only with the flag.
+//! They adapt `run::session` to MCP: arguments in, a session looked up for its owner, a result
+//! out.
 //!
 //! Results: a Python exception in the caller's code is a normal result with `error` set (like a
 //! run's nonzero exit); a bad or foreign id, a session that died or was killed, and a refused
@@ -21,7 +22,8 @@ use super::call::call_notes;
 use super::client_message::ClientMessage;
 use super::handler::PyRunServer;
 use super::reply::{
-    check_code, effective_timeout, fmt_secs, listing, millis, refusal, rfc3339, structured,
+    check_code, effective_timeout, fmt_secs, listing, millis, push_section, refusal, rfc3339,
+    structured, truncation_note,
 };
 use crate::run::session::{ExecError, ExecOutcome, Session, SessionError, INTERRUPT_GRACE};
 
@@ -370,24 +372,18 @@ impl PyRunServer {
 /// The text of an exec: its output, the traceback, the result, and what was cut.
 fn render_exec(report: &ExecReport, timeout: Duration) -> String {
     let mut text = report.stdout.clone();
-    let section = |text: &mut String, part: &str| {
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(part);
-    };
     if !report.stderr.is_empty() {
-        section(&mut text, "--- stderr ---\n");
+        push_section(&mut text, "--- stderr ---\n");
         text.push_str(&report.stderr);
     }
     if let Some(error) = &report.error {
-        section(&mut text, error);
+        push_section(&mut text, error);
     }
     if let Some(result) = &report.result {
-        section(&mut text, result);
+        push_section(&mut text, result);
     }
     if report.timed_out {
-        section(
+        push_section(
             &mut text,
             &format!(
                 "[Interrupted at the time limit ({} s); the session lives on]",
@@ -395,18 +391,8 @@ fn render_exec(report: &ExecReport, timeout: Duration) -> String {
             ),
         );
     }
-    let mut cut = Vec::new();
-    if report.stdout_truncated {
-        cut.push("stdout");
-    }
-    if report.stderr_truncated {
-        cut.push("stderr");
-    }
-    if !cut.is_empty() {
-        section(
-            &mut text,
-            &format!("[Output truncated: {} over the limit]", cut.join(" and ")),
-        );
+    if let Some(note) = truncation_note(report.stdout_truncated, report.stderr_truncated) {
+        push_section(&mut text, &note);
     }
     if text.is_empty() {
         text.push_str("(no output)");
