@@ -123,6 +123,7 @@ impl PyRunServer {
     /// Start a Python file in the background and return its run id at once; follow it with
     /// get_run. For scripts that take longer than a tool call may wait (training, downloads).
     #[tool(
+        title = "Start a Python file in the background",
         annotations(title = "Start a Python file in the background", open_world_hint = false),
         output_schema = schema_for_output::<StartedRun>()
     )]
@@ -176,6 +177,7 @@ impl PyRunServer {
     /// Read a background run: its status, exit code and output from the given offsets. With
     /// wait_seconds it waits (up to 30 s) until the run ends or prints more.
     #[tool(
+        title = "Read a background run",
         annotations(title = "Read a background run", read_only_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<RunState>()
     )]
@@ -209,6 +211,7 @@ impl PyRunServer {
 
     /// Stop a background run: its whole process tree is killed.
     #[tool(
+        title = "Cancel a background run",
         annotations(title = "Cancel a background run", destructive_hint = true, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<RunState>()
     )]
@@ -228,6 +231,7 @@ impl PyRunServer {
 
     /// List your background runs (and MCP task runs), newest first.
     #[tool(
+        title = "List background runs",
         annotations(title = "List background runs", read_only_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<RunList>()
     )]

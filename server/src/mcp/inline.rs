@@ -48,6 +48,7 @@ impl PyRunServer {
     /// saved in the projects folder); with `project` it works in that folder of the projects
     /// folder. Files it writes to $PYRUN_OUTPUT_DIR come back as artifacts.
     #[tool(
+        title = "Run Python code",
         annotations(title = "Run Python code", open_world_hint = false),
         output_schema = schema_for_output::<RunReport>()
     )]

@@ -44,6 +44,7 @@ pub struct FileList {
 impl PyRunServer {
     /// Run a Python file from the projects folder and return its output and exit code.
     #[tool(
+        title = "Run a Python file",
         annotations(title = "Run a Python file", open_world_hint = false),
         output_schema = schema_for_output::<RunReport>()
     )]
@@ -95,6 +96,7 @@ impl PyRunServer {
 
     /// List the Python files that run_python accepts, relative to the projects folder.
     #[tool(
+        title = "List Python files",
         annotations(title = "List Python files", read_only_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<FileList>()
     )]

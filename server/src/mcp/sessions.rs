@@ -114,6 +114,7 @@ impl PyRunServer {
     /// files between session_exec calls, under the same sandbox and limits as run_python. With
     /// `project` it works in that folder of the projects folder.
     #[tool(
+        title = "Start a Python session",
         annotations(title = "Start a Python session", open_world_hint = false),
         output_schema = schema_for_output::<StartedSession>()
     )]
@@ -166,6 +167,7 @@ impl PyRunServer {
     /// (`result`) and the traceback of an exception (`error`). At the time limit the code gets
     /// KeyboardInterrupt; code that ignores it is killed with its session.
     #[tool(
+        title = "Run code in a Python session",
         annotations(title = "Run code in a Python session", open_world_hint = false),
         output_schema = schema_for_output::<ExecReport>()
     )]
@@ -203,6 +205,7 @@ impl PyRunServer {
 
     /// Close a Python session: its interpreter and every process it started are killed.
     #[tool(
+        title = "Close a Python session",
         annotations(title = "Close a Python session", destructive_hint = true, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<StartedSession>()
     )]
@@ -227,6 +230,7 @@ impl PyRunServer {
 
     /// List your open Python sessions, oldest first.
     #[tool(
+        title = "List Python sessions",
         annotations(title = "List Python sessions", read_only_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<SessionList>()
     )]

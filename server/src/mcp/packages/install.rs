@@ -123,6 +123,7 @@ impl PyRunServer {
     /// optional versions, or a requirements file of the project; with neither, the project's
     /// uv.lock is synced (uv only; every locked package must come from the server's index).
     #[tool(
+        title = "Install Python packages",
         annotations(title = "Install Python packages", open_world_hint = true),
         output_schema = schema_for_output::<InstallReport>()
     )]

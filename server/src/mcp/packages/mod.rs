@@ -54,6 +54,7 @@ impl PyRunServer {
     /// List the Python packages (name and version) installed in a project's environment: its
     /// virtual environment, or the server's interpreter. Read from their metadata; nothing runs.
     #[tool(
+        title = "List installed packages",
         annotations(title = "List installed packages", read_only_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<PackageList>()
     )]
