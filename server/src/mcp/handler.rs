@@ -115,6 +115,28 @@ impl PyRunServer {
             session_id,
         }
     }
+
+    /// Runs a tool call: `run_python` as a task when the client declared the Tasks extension,
+    /// everything else through the router.
+    async fn route(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // Only a request that declares the extension in its own `_meta` (the 2026-07-28
+        // envelope) gets a task: clients such as the MCP Inspector declare it at `initialize` on
+        // the 2025-11-25 protocol too but expect a plain result there.
+        let wants_task = context
+            .meta
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
+        if wants_task && request.name == "run_python" {
+            return self.run_python_as_task(request, &context).await;
+        }
+        self.tool_router
+            .call(ToolCallContext::new(self, request, context))
+            .await
+    }
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -282,30 +304,6 @@ impl ServerHandler for PyRunServer {
                 }
             }
         }
-    }
-}
-
-impl PyRunServer {
-    /// Runs a tool call: `run_python` as a task when the client declared the Tasks extension,
-    /// everything else through the router.
-    async fn route(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        // Only a request that declares the extension in its own `_meta` (the 2026-07-28
-        // envelope) gets a task: clients such as the MCP Inspector declare it at `initialize` on
-        // the 2025-11-25 protocol too but expect a plain result there.
-        let wants_task = context
-            .meta
-            .client_capabilities()
-            .is_some_and(|caps| caps.supports_tasks());
-        if wants_task && request.name == "run_python" {
-            return self.run_python_as_task(request, &context).await;
-        }
-        self.tool_router
-            .call(ToolCallContext::new(self, request, context))
-            .await
     }
 }
 

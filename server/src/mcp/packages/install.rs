@@ -343,6 +343,31 @@ impl PyRunServer {
         }
         text
     }
+
+    /// An install's progress message: `installing into mathpkg (4 s): Collecting requests`.
+    fn install_message(
+        &self,
+        project: &ProjectDir,
+        live: &LiveOutput,
+        installs: &Installs,
+        elapsed: Duration,
+    ) -> ClientMessage {
+        let project = match project.relative() {
+            "" | "." => ".",
+            dir => dir,
+        };
+        let message = ClientMessage::new("installing into ")
+            .given(project)
+            .then(" (")
+            .number(elapsed.as_secs())
+            .then(" s)");
+        match live.last_line() {
+            Some(line) => message
+                .then(": ")
+                .output(&self.without_install_folders(&line, installs)),
+            None => message,
+        }
+    }
 }
 
 /// The project's files a sync reads (relative to the project).
@@ -421,33 +446,6 @@ fn tail(text: &str) -> String {
         cut += 1;
     }
     joined[cut..].to_owned()
-}
-
-impl PyRunServer {
-    /// An install's progress message: `installing into mathpkg (4 s): Collecting requests`.
-    fn install_message(
-        &self,
-        project: &ProjectDir,
-        live: &LiveOutput,
-        installs: &Installs,
-        elapsed: Duration,
-    ) -> ClientMessage {
-        let project = match project.relative() {
-            "" | "." => ".",
-            dir => dir,
-        };
-        let message = ClientMessage::new("installing into ")
-            .given(project)
-            .then(" (")
-            .number(elapsed.as_secs())
-            .then(" s)");
-        match live.last_line() {
-            Some(line) => message
-                .then(": ")
-                .output(&self.without_install_folders(&line, installs)),
-            None => message,
-        }
-    }
 }
 
 #[cfg(test)]
