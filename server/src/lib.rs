@@ -1,29 +1,25 @@
 //! pyrun-mcp server: runs the Python files of one projects folder for MCP clients, safely.
 //!
-//! Two layers, arrows pointing down: the serve layer (`config`, `app`, `tools`, `run_tools`,
-//! `sessions`, `audit`, `transport`, `tunnel`, `integrations`, `state_dir`) speaks MCP and HTTP;
-//! the run layer ([`run`]: paths, runner, slots, sessions, the sandbox probe) knows nothing of
-//! either; below both, the `pyrun_sandbox` crate holds the kernel rules. A request walks `transport` → `tools` →
-//! `run::paths` (a proven [`run::paths::ProjectPath`]) → `run::runner` → `pyrun_sandbox` → python.
+//! Layers, arrows pointing down:
+//! - the serve layer: `config` (one `Args` group per concern, validated without I/O), `app` (the
+//!   shared state built from it, and `app::state_dir`), `transport` (stdio, `/mcp`, `/sse` and
+//!   their HTTP layers), `oauth` (the authorization server), `audit` (the tool-call log),
+//!   `tunnel` (a public URL), `integrations` (registering with assistants);
+//! - the MCP layer, [`mcp`]: the handler and one room per tool family (run, background, inline,
+//!   sessions, packages, tasks, resources, prompts, artifacts) that never import each other;
+//! - the run layer, the `pyrun_run` crate: paths, runner, slots, sessions, installs, the sandbox
+//!   probe — it knows nothing of MCP or HTTP; below it, the `pyrun_sandbox` crate holds the
+//!   kernel rules. The words client and server share (run status, reports, artifact entries)
+//!   are the `pyrun_api` crate's.
+//!
+//! A request walks `transport` → `mcp` (one tool room) → `pyrun_run::paths` (a proven
+//! `ProjectPath`) → `pyrun_run::runner` → `pyrun_sandbox` → python.
 
 pub mod app;
 pub mod audit;
-mod client_message;
 pub mod config;
-#[cfg(feature = "conformance")]
-pub mod conformance;
-mod inline_code;
-mod install;
 pub mod integrations;
+pub mod mcp;
 pub mod oauth;
-mod packages;
-mod prompts;
-mod resources;
-pub mod run_files;
-mod run_tools;
-mod sessions;
-pub mod state_dir;
-mod tasks;
-mod tools;
 pub mod transport;
 pub mod tunnel;

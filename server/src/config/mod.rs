@@ -48,7 +48,7 @@ pub use sessions::{SessionArgs, SessionConfig};
 pub use state::StateArgs;
 pub use tunnel::{TunnelArgs, TunnelConfig, TunnelProvider};
 
-include!("../env_vars.rs");
+include!("env_vars.rs");
 
 /// Upper bound for `--timeout`: a day. Anything longer is almost surely a typo.
 const MAX_TIMEOUT_SECS: u64 = 86_400;
@@ -540,7 +540,7 @@ mod tests {
         for name in &read {
             assert!(
                 ENV_VARS.contains(&name.as_str()),
-                "{name} is read by the server but missing from ENV_VARS (server/src/env_vars.rs)"
+                "{name} is read by the server but missing from ENV_VARS (server/src/config/env_vars.rs)"
             );
         }
         // Every clap variable is really one of the server's (no stale entry hides a typo).

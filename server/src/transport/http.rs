@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 
 use crate::app::App;
-use crate::client_message::ClientMessage;
-use crate::tools::PyRunServer;
+use crate::mcp::client_message::ClientMessage;
+use crate::mcp::PyRunServer;
 use crate::transport::sse::{self, SseSessions, SseState, SseTimings};
 
 use accept::ConnectionLimits;

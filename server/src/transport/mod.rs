@@ -1,4 +1,4 @@
-//! Transports: adapters between a wire and the MCP handler in `tools`. They hold no logic.
+//! Transports: adapters between a wire and the MCP handler (`mcp`). They hold no logic.
 
 pub mod http;
 pub mod sse;

@@ -6,7 +6,7 @@ use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
-use crate::tools::PyRunServer;
+use crate::mcp::PyRunServer;
 
 /// Serves one client on stdin/stdout until it closes stdin or `shutdown` fires. When both are pipes
 /// (as assistants start servers), Linux reads and writes them on the reactor instead of handing

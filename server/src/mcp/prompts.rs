@@ -1,7 +1,7 @@
-//! The prompts: `run-and-explain {file}`, `debug-script {file, args?}`, `write-tests {file}`. Each
-//! proves `file` as `run_python` does (a runnable `.py` file, not hidden or protected), embeds its
-//! source as an embedded resource with its `pyrun://projects/...` URI, and says what the assistant
-//! should do. A bad argument is a JSON-RPC invalid-params error naming it.
+//! The prompts room: `run-and-explain {file}`, `debug-script {file, args?}`,
+//! `write-tests {file}`. Each proves `file` as `run_python` does (a runnable `.py` file, not hidden
+//! or protected), embeds its source as an embedded resource with its `pyrun://projects/...` URI
+//! (read through `project_files`), and says what the assistant should do. A bad argument is a JSON-RPC invalid-params error naming it.
 
 use std::sync::Arc;
 
@@ -12,9 +12,9 @@ use rmcp::model::{
 use rmcp::ErrorData;
 use serde_json::Value;
 
+use super::client_message::{push_escaped, ClientMessage};
+use super::project_files::{self, Refused};
 use crate::app::App;
-use crate::client_message::{push_escaped, ClientMessage};
-use crate::resources::{self, Refused};
 
 /// The prompts' names, in the order `prompts/list` gives them.
 pub const NAMES: [&str; 3] = ["run-and-explain", "debug-script", "write-tests"];
@@ -82,7 +82,7 @@ pub async fn get(
     })?;
     let args = string_arg(&arguments, "args")?.unwrap_or_default();
     let given = file.clone();
-    let read = resources::read_served(app, move |root| {
+    let read = project_files::read_served(app, move |root| {
         let script = root.resolve_script(&given).map_err(Refused::Path)?;
         root.resolve_file(script.relative())
             .map_err(|_| Refused::Path(pyrun_run::paths::PathError::NotServed(given.clone())))
@@ -93,8 +93,8 @@ pub async fn get(
         Refused::Path(e) => ErrorData::invalid_params(ClientMessage::from(e).into_string(), None),
         read => read.into_error(&file),
     })?;
-    let uri = resources::project_uri(file.relative());
-    let source = resources::contents(&uri, &file, bytes);
+    let uri = project_files::project_uri(file.relative());
+    let source = project_files::contents(&uri, &file, bytes);
     let mut shown = String::new();
     push_escaped(&mut shown, file.relative());
     let mut args_shown = String::new();

@@ -24,13 +24,12 @@ use rmcp::service::Peer;
 use rmcp::RoleServer;
 use tokio::sync::{watch, Notify};
 
+use crate::mcp::call::NOTIFY_TIMEOUT;
 use pyrun_run::paths::{is_served_name, ListedFile, ProjectRoot};
 
 /// Quiet time after the first event before the folder is walked again: a burst of changes
 /// (a `git checkout`, a script writing many files) makes one notification.
 pub const DEBOUNCE: Duration = Duration::from_secs(1);
-/// A notification that cannot be sent in this time is dropped.
-const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the walk behind a first `resources/list` page answers the pages after it: a client
 /// paging through a big folder walks it once, not once per page, and sees one snapshot.
 const LISTING_TTL: Duration = Duration::from_secs(30);

@@ -1,3 +1,6 @@
+//! The packages room: `list_packages` (here) and `install_packages` (`install`, with
+//! `--allow-install`).
+//!
 //! `list_packages`: what a project's environment has installed (its nearest checked venv's
 //! site-packages, or the server's interpreter's), read from the packages' metadata
 //! (`run::packages`) without starting a run. Always offered: it reads only what a run of the
@@ -12,9 +15,12 @@ use rmcp::{tool, tool_router, ErrorData};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::client_message::push_escaped;
-use crate::tools::{refusal, structured, PyRunServer, PythonInfo};
+use super::client_message::push_escaped;
+use super::handler::PyRunServer;
+use super::reply::{refusal, structured, PythonInfo};
 use pyrun_run::packages::installed;
+
+mod install;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListPackagesArgs {
@@ -43,11 +49,12 @@ pub struct PackageList {
     pub packages: Vec<InstalledPackage>,
 }
 
-#[tool_router(router = packages_router, vis = "pub(crate)")]
+#[tool_router(router = packages_router, vis = "pub(in crate::mcp)")]
 impl PyRunServer {
     /// List the Python packages (name and version) installed in a project's environment: its
     /// virtual environment, or the server's interpreter. Read from their metadata; nothing runs.
     #[tool(
+        title = "List installed packages",
         annotations(title = "List installed packages", read_only_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<PackageList>()
     )]

@@ -1,4 +1,4 @@
-//! The background-run tools: `start_python`, `get_run`, `cancel_run`, `list_runs`. They adapt
+//! The background room: `start_python`, `get_run`, `cancel_run`, `list_runs`. They adapt
 //! `run::background` to MCP: arguments in, a record looked up for its owner, a result out.
 
 use std::fmt::Write as _;
@@ -13,19 +13,18 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::audit::CallNotes;
-use crate::client_message::ClientMessage;
-use crate::run_files::{ArtifactInfo, Presented, SkippedArtifact};
-use crate::tools::{
-    effective_timeout, fmt_secs, refusal, structured, PyRunServer, PythonInfo, RunPythonArgs,
+use super::artifact_blocks::{self, ArtifactInfo, Presented, SkippedArtifact};
+use super::call::{call_notes, RunPythonArgs, ScriptCall};
+use super::client_message::ClientMessage;
+use super::handler::PyRunServer;
+use super::reply::{
+    fmt_secs, listing, millis, refusal, rfc3339, runs_full, structured, truncation_note,
+    PythonInfo, PAGE_BYTES,
 };
 use pyrun_run::artifacts::is_run_id;
-use pyrun_run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord, StartError};
+use pyrun_run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord};
 use pyrun_run::live_output::Stream;
 use pyrun_run::runner::Pool;
-
-/// The most output one `get_run` returns per stream; pass the next offset back for more.
-pub const PAGE_BYTES: usize = 256 * 1024;
 /// The longest `get_run` waits for news.
 const MAX_WAIT_SECS: f64 = 30.0;
 /// How long `cancel_run` waits for the killed run to be reaped before it answers.
@@ -42,8 +41,8 @@ pub struct StartedRun {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetRunArgs {
-    /// The id start_python returned.
-    pub run_id: String,
+    #[serde(flatten)]
+    pub run: RunIdArgs,
     /// Wait up to this many seconds (0 to 30) for the run to end or print more; 0 answers at once.
     #[serde(default)]
     pub wait_seconds: Option<f64>,
@@ -119,11 +118,12 @@ pub struct RunList {
     pub runs: Vec<RunSummary>,
 }
 
-#[tool_router(router = run_tools_router, vis = "pub(crate)")]
+#[tool_router(router = background_router, vis = "pub(super)")]
 impl PyRunServer {
     /// Start a Python file in the background and return its run id at once; follow it with
     /// get_run. For scripts that take longer than a tool call may wait (training, downloads).
     #[tool(
+        title = "Start a Python file in the background",
         annotations(title = "Start a Python file in the background", open_world_hint = false),
         output_schema = schema_for_output::<StartedRun>()
     )]
@@ -133,22 +133,16 @@ impl PyRunServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let notes = call_notes(&ctx);
-        notes.note(|n| n.arg_count = Some(args.args.len()));
-        let script = match self.app.root.resolve_script(&args.file_name) {
-            Ok(script) => script,
-            Err(e) => {
-                notes.asked_file(&args.file_name);
-                return Ok(refusal(e.into()));
-            }
-        };
-        notes.note(|n| n.file_name = Some(script.relative().to_owned()));
         let runs = &self.app.runs;
-        let timeout = match effective_timeout(args.timeout_seconds, runs.settings().timeout) {
-            Ok(t) => t,
-            Err(message) => return Ok(refusal(message)),
-        };
-        let python = match self.run_env(script.directory()).await {
-            Ok(env) => env,
+        let ScriptCall {
+            script,
+            timeout,
+            python,
+        } = match self
+            .script_call(&args, runs.settings().timeout, &notes)
+            .await
+        {
+            Ok(call) => call,
             Err(message) => return Ok(refusal(message)),
         };
         let owner = self.caller(&ctx);
@@ -162,7 +156,7 @@ impl PyRunServer {
         };
         let record = match runs.start(&owner.key(), RunKind::Background, request, true) {
             Ok(record) => record,
-            Err(e) => return Ok(refusal(self.full(e))),
+            Err(e) => return Ok(refusal(runs_full(e, runs.settings()))),
         };
         tracing::info!(%owner, run_id = %record.id, script = %record.file_name, "background run started");
         let status = record.status().as_str().to_owned();
@@ -183,6 +177,7 @@ impl PyRunServer {
     /// Read a background run: its status, exit code and output from the given offsets. With
     /// wait_seconds it waits (up to 30 s) until the run ends or prints more.
     #[tool(
+        title = "Read a background run",
         annotations(title = "Read a background run", read_only_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<RunState>()
     )]
@@ -200,7 +195,7 @@ impl PyRunServer {
                 ))
             }
         };
-        let record = match self.find_run(&ctx, &args.run_id) {
+        let record = match self.find_run(&ctx, &args.run.run_id) {
             Ok(record) => record,
             Err(message) => return Ok(refusal(message)),
         };
@@ -216,6 +211,7 @@ impl PyRunServer {
 
     /// Stop a background run: its whole process tree is killed.
     #[tool(
+        title = "Cancel a background run",
         annotations(title = "Cancel a background run", destructive_hint = true, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<RunState>()
     )]
@@ -235,6 +231,7 @@ impl PyRunServer {
 
     /// List your background runs (and MCP task runs), newest first.
     #[tool(
+        title = "List background runs",
         annotations(title = "List background runs", read_only_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<RunList>()
     )]
@@ -251,26 +248,19 @@ impl PyRunServer {
             .iter()
             .map(|record| summary(record))
             .collect();
-        let text = if runs.is_empty() {
-            "(no runs)".to_owned()
-        } else {
-            let mut text = String::new();
-            for run in &runs {
-                let _ = writeln!(
-                    text,
-                    "{}  {:<9}  {}  {}  {} s{}",
-                    run.run_id,
-                    run.status,
-                    run.started_at,
-                    run.file_name,
-                    fmt_secs(Duration::from_millis(run.duration_ms)),
-                    run.exit_code
-                        .map(|c| format!("  exit {c}"))
-                        .unwrap_or_default(),
-                );
-            }
-            text.trim_end().to_owned()
-        };
+        let text = listing(&runs, "(no runs)", |run| {
+            format!(
+                "{}  {:<9}  {}  {}  {} s{}",
+                run.run_id,
+                run.status,
+                run.started_at,
+                run.file_name,
+                fmt_secs(Duration::from_millis(run.duration_ms)),
+                run.exit_code
+                    .map(|c| format!("  exit {c}"))
+                    .unwrap_or_default(),
+            )
+        });
         Ok(structured(text, &RunList { runs }))
     }
 }
@@ -298,30 +288,9 @@ impl PyRunServer {
             .then(" after they end, and are gone after a server restart)")
     }
 
-    pub(crate) fn full(&self, e: StartError) -> ClientMessage {
-        let max = match e {
-            StartError::Full { max } => max,
-            StartError::NoRunId => {
-                tracing::error!("{e}");
-                return ClientMessage::new("the server could not draw a run id")
-                    .hint("the server's log has the details");
-            }
-        };
-        let retention = self.app.runs.settings().retention;
-        ClientMessage::new("")
-            .number(max)
-            .then(" background runs are kept at once (queued, running, or ended less than ")
-            .duration(retention)
-            .then(" ago) and none can make room")
-            .hint(
-                "read a finished run to its end with get_run (it may then make room), cancel one \
-                 with cancel_run, or wait; the server's operator can raise --max-background-runs",
-            )
-    }
-
     /// A run's state as a tool result, its output read from the given offsets; once it has
     /// ended, with the files it left (images inline within the budget, a link for each).
-    pub(crate) async fn run_state(&self, record: &RunRecord, out: u64, err: u64) -> CallToolResult {
+    async fn run_state(&self, record: &RunRecord, out: u64, err: u64) -> CallToolResult {
         // The status first: when it says ended, the pages read after it hold the final output.
         let status = record.status();
         let stdout = record.live.read(Stream::Stdout, out, PAGE_BYTES);
@@ -339,8 +308,7 @@ impl PyRunServer {
         let mut presented = match record.end() {
             Some(RunEnd::Finished(outcome)) => match &outcome.artifacts {
                 Some(collected) => {
-                    crate::run_files::present(&self.app, record.owner(), &record.id, collected)
-                        .await
+                    artifact_blocks::present(&self.app, record.owner(), &record.id, collected).await
                 }
                 None => Presented::default(),
             },
@@ -398,19 +366,9 @@ fn render_state(state: &RunState, more: bool) -> String {
         text.push_str("--- stderr ---\n");
         text.push_str(&state.stderr);
     }
-    let mut cut = Vec::new();
-    if state.stdout_truncated {
-        cut.push("stdout");
-    }
-    if state.stderr_truncated {
-        cut.push("stderr");
-    }
-    if !cut.is_empty() {
-        let _ = write!(
-            text,
-            "\n[Output truncated: {} over the limit]",
-            cut.join(" and ")
-        );
+    if let Some(note) = truncation_note(state.stdout_truncated, state.stderr_truncated) {
+        text.push('\n');
+        text.push_str(&note);
     }
     if more {
         let _ = write!(
@@ -439,19 +397,7 @@ fn summary(record: &RunRecord) -> RunSummary {
         status: record.status().as_str().to_owned(),
         exit_code,
         duration_ms: millis(record.duration()),
-        started_at: chrono::DateTime::<chrono::Utc>::from(record.started_at)
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        started_at: rfc3339(record.started_at),
         kind: record.kind.as_str().to_owned(),
     }
-}
-
-pub(crate) fn call_notes(ctx: &RequestContext<RoleServer>) -> CallNotes {
-    ctx.extensions
-        .get::<CallNotes>()
-        .cloned()
-        .unwrap_or_default()
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

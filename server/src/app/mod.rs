@@ -1,15 +1,17 @@
 //! The server's shared state, built once from the [`Config`] and handed to every transport.
 
+pub mod state_dir;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
-use crate::client_message::ClientMessage;
 use crate::config::Config;
+use crate::mcp::client_message::ClientMessage;
+use crate::mcp::tasks::Tasks;
 use crate::oauth::{self, OAuth};
-use crate::tasks::Tasks;
 use pyrun_run::artifacts::{ArtifactLimits, ArtifactStore};
 use pyrun_run::background::{BackgroundRuns, BackgroundSettings};
 use pyrun_run::bytecode_cache::BytecodeCache;
@@ -48,7 +50,7 @@ pub struct App {
     /// `--allow-install`: package installs into projects' `.venv` (their pool and sandbox).
     pub installs: Option<Arc<Installs>>,
     /// Tells sessions when project files appear or go (`notifications/resources/list_changed`).
-    pub watch: crate::resources::watch::ProjectWatch,
+    pub watch: crate::mcp::resources::watch::ProjectWatch,
     /// The interpreters and checked virtual environments runs use.
     pub python_envs: Arc<PythonEnvs>,
 }
@@ -196,7 +198,7 @@ impl App {
                 max_output: config.max_output_bytes,
             },
         );
-        let watch = crate::resources::watch::ProjectWatch::new(root.clone());
+        let watch = crate::mcp::resources::watch::ProjectWatch::new(root.clone());
         let installs = if config.install.allowed {
             let installs = open_installs(&config, &root, shutdown).map_err(AppError::Scratch)?;
             Some(Arc::new(installs))
@@ -231,7 +233,7 @@ fn open_artifacts(config: &Config) -> std::io::Result<ArtifactStore> {
         ..ArtifactLimits::default()
     };
     if let Some(dir) = &config.state_dir {
-        let made = crate::state_dir::create_owner_only(dir)
+        let made = state_dir::create_owner_only(dir)
             .and_then(|()| ArtifactStore::new(dir.join("runs"), limits));
         match made {
             Ok(store) => return Ok(store),
@@ -253,8 +255,8 @@ fn open_installs(
 ) -> std::io::Result<Installs> {
     let cache_dir = config.state_dir.as_ref().and_then(|dir| {
         let cache = dir.join("install-cache");
-        crate::state_dir::create_owner_only(dir)
-            .and_then(|()| crate::state_dir::create_owner_only(&cache))
+        state_dir::create_owner_only(dir)
+            .and_then(|()| state_dir::create_owner_only(&cache))
             .map(|()| cache)
             .map_err(
                 |e| tracing::warn!(dir = %dir.display(), "the install cache is a temp folder: {e}"),
@@ -295,7 +297,7 @@ fn open_oauth(
 ) -> Result<Arc<OAuth>, AppError> {
     let base = settings.public_url.clone().ok_or(AppError::NoPublicUrl)?;
     let dir = config.state_dir.as_deref().ok_or(AppError::NoPublicUrl)?;
-    crate::state_dir::create_owner_only(dir).map_err(|error| AppError::StateDir {
+    state_dir::create_owner_only(dir).map_err(|error| AppError::StateDir {
         dir: dir.display().to_string(),
         error,
     })?;

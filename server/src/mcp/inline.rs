@@ -1,6 +1,6 @@
-//! `run_python_code` (`--allow-inline-code`): Python code sent in the call, run as a script is.
-//! Its router joins the server's only with the flag, so without it the tool is neither listed nor
-//! callable.
+//! The inline-code room: `run_python_code` (`--allow-inline-code`), Python code sent in the call,
+//! run as a script is. Its router joins the server's only with the flag, so without it the tool is
+//! neither listed nor callable.
 //!
 //! Steps: check the code (size cap first, then empty, then NUL bytes: nothing is written for a
 //! refused call); prove `project` as `list_python_files` proves `directory`; hand the runner a
@@ -15,9 +15,10 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::client_message::ClientMessage;
-use crate::run_tools::call_notes;
-use crate::tools::{effective_timeout, refusal, PyRunServer, RunReport};
+use super::call::{call_notes, TimeLimit};
+use super::handler::PyRunServer;
+use super::reply::{check_code, effective_timeout, refusal};
+use super::run_call::RunReport;
 use pyrun_run::runner::{RunRequest, RunSource};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -36,18 +37,18 @@ pub struct RunPythonCodeArgs {
     /// Text given to the code on standard input; it sees end-of-file at once when omitted.
     #[serde(default)]
     pub stdin: Option<String>,
-    /// Seconds before the run is killed; may lower the server's limit, never raise it.
-    #[serde(default)]
-    pub timeout_seconds: Option<f64>,
+    #[serde(flatten)]
+    pub limit: TimeLimit,
 }
 
-#[tool_router(router = inline_code_router, vis = "pub(crate)")]
+#[tool_router(router = inline_router, vis = "pub(super)")]
 impl PyRunServer {
     /// Run Python code sent in the call and return its output and exit code, under the same
     /// sandbox and limits as run_python. The code runs from a private scratch folder (never
     /// saved in the projects folder); with `project` it works in that folder of the projects
     /// folder. Files it writes to $PYRUN_OUTPUT_DIR come back as artifacts.
     #[tool(
+        title = "Run Python code",
         annotations(title = "Run Python code", open_world_hint = false),
         output_schema = schema_for_output::<RunReport>()
     )]
@@ -65,14 +66,11 @@ impl PyRunServer {
         if let Err(message) = check_code(&args.code, self.app.config.inline.max_code_bytes) {
             return Ok(refusal(message));
         }
-        let project = match &args.project {
-            Some(project) => match self.app.root.resolve_project(Some(project)) {
-                Ok(dir) => Some(dir),
-                Err(e) => return Ok(refusal(e.into())),
-            },
-            None => None,
+        let project = match self.optional_project(args.project.as_deref()) {
+            Ok(project) => project,
+            Err(message) => return Ok(refusal(message)),
         };
-        let timeout = match effective_timeout(args.timeout_seconds, self.app.config.timeout) {
+        let timeout = match effective_timeout(args.limit.timeout_seconds, self.app.config.timeout) {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
@@ -90,49 +88,5 @@ impl PyRunServer {
             ..RunRequest::new(source, &args.args, args.stdin.as_deref(), timeout)
         };
         Ok(self.run_in_call(request, &caller, &ctx, &notes).await)
-    }
-}
-
-/// Code a run may be given: within `max_bytes`, not empty (nor only blanks), no NUL byte (Python
-/// refuses source with one, after the run has started).
-pub(crate) fn check_code(code: &str, max_bytes: usize) -> Result<(), ClientMessage> {
-    if code.len() > max_bytes {
-        return Err(ClientMessage::new("the code is ")
-            .number(code.len())
-            .then(" bytes, more than the ")
-            .number(max_bytes)
-            .then(" bytes this server accepts (--max-code-bytes)")
-            .hint("put longer code in a file of the projects folder and run it with run_python"));
-    }
-    if code.trim().is_empty() {
-        return Err(ClientMessage::new(
-            "the code is empty: there is nothing to run",
-        ));
-    }
-    if code.contains('\0') {
-        return Err(ClientMessage::new(
-            "the code contains a NUL byte, which Python source may not hold",
-        ));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn code_is_checked_for_size_emptiness_and_nul_bytes() {
-        assert!(check_code("print(1)", 8).is_ok());
-        let over = check_code("print(12)", 8).unwrap_err();
-        assert!(
-            over.as_str().contains("9 bytes, more than the 8 bytes"),
-            "{over}"
-        );
-        assert!(over.as_str().contains("--max-code-bytes"), "{over}");
-        for empty in ["", " \n\t"] {
-            assert!(check_code(empty, 8).unwrap_err().as_str().contains("empty"));
-        }
-        assert!(check_code("a=1\0", 8).unwrap_err().as_str().contains("NUL"));
     }
 }

@@ -1,7 +1,8 @@
 //! Test-only fixtures for the official MCP conformance suite (`@modelcontextprotocol/conformance`):
 //! the tools, prompts and resources its server scenarios call by name (`test_simple_text`,
 //! `test://static-text`, …). Compiled only with the cargo feature `conformance`, which no release
-//! build enables; `tools.rs` hooks it in with a few cfg-gated lines.
+//! build enables; `mcp/mod.rs` wires it in as `mcp::fixtures` (in its place, without the
+//! feature: `no_fixtures.rs`, the same functions adding nothing), and the handler calls it.
 //!
 //! The expected payloads are the suite's own (see each scenario's description in its package);
 //! `tests/tests/conformance.rs` runs the suite and `tests/conformance-baseline.txt` lists what does
@@ -356,7 +357,15 @@ pub fn list_prompts() -> ListPromptsResult {
     ListPromptsResult::with_all_items(prompts)
 }
 
-pub fn get_prompt(request: &GetPromptRequestParams) -> Result<GetPromptResult, ErrorData> {
+/// `prompts/get` of a fixture prompt (`test_…`); `None` for the server's own.
+pub fn get_prompt(request: &GetPromptRequestParams) -> Option<Result<GetPromptResult, ErrorData>> {
+    request
+        .name
+        .starts_with("test_")
+        .then(|| fixture_prompt(request))
+}
+
+fn fixture_prompt(request: &GetPromptRequestParams) -> Result<GetPromptResult, ErrorData> {
     let args = request.arguments.clone().unwrap_or_default();
     let user = |text: String| PromptMessage::new_text(Role::User, text);
     let messages = match request.name.as_str() {
@@ -426,7 +435,17 @@ pub fn list_resource_templates() -> ListResourceTemplatesResult {
     ListResourceTemplatesResult::with_all_items(vec![template])
 }
 
-pub fn read_resource(request: &ReadResourceRequestParams) -> Result<ReadResourceResult, ErrorData> {
+/// `resources/read` of a fixture resource (`test://…`); `None` for the server's own.
+pub fn read_resource(
+    request: &ReadResourceRequestParams,
+) -> Option<Result<ReadResourceResult, ErrorData>> {
+    request
+        .uri
+        .starts_with("test://")
+        .then(|| fixture_resource(request))
+}
+
+fn fixture_resource(request: &ReadResourceRequestParams) -> Result<ReadResourceResult, ErrorData> {
     let uri = request.uri.as_str();
     let contents = match uri {
         "test://static-text" => text_contents(
@@ -520,10 +539,10 @@ fn object(value: Value) -> JsonObject {
 }
 
 /// The `ServerHandler` methods behind the fixture subscriptions, completion and logging; expanded
-/// inside `impl ServerHandler for PyRunServer` when the feature is on (its prompts and resources
-/// join the server's own in `tools.rs` through `with_prompts`, `with_resources`, …).
+/// inside `impl ServerHandler for PyRunServer` (its prompts and resources join the server's own
+/// in `handler.rs` through `with_prompts`, `with_resources`, …).
 #[macro_export]
-macro_rules! conformance_handlers {
+macro_rules! fixture_handlers {
     () => {
         #[allow(deprecated)]
         async fn subscribe(
@@ -546,7 +565,7 @@ macro_rules! conformance_handlers {
             request: rmcp::model::CompleteRequestParams,
             _ctx: rmcp::service::RequestContext<rmcp::RoleServer>,
         ) -> Result<rmcp::model::CompleteResult, rmcp::ErrorData> {
-            $crate::conformance::complete(&request)
+            $crate::mcp::fixtures::complete(&request)
         }
         #[allow(deprecated)]
         async fn set_level(

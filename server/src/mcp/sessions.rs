@@ -1,7 +1,7 @@
-//! The Python session tools (`--allow-inline-code`): `session_start`, `session_exec`,
-//! `session_stop`, `list_sessions`. A fourth `#[tool_router]` on `PyRunServer`, joined with
-//! `run_python_code`'s only with the flag. They adapt `run::session` to MCP: arguments in, a
-//! session looked up for its owner, a result out.
+//! The sessions room (`--allow-inline-code`): `session_start`, `session_exec`, `session_stop`,
+//! `list_sessions`. Its router joins the server's with `run_python_code`'s, only with the flag.
+//! They adapt `run::session` to MCP: arguments in, a session looked up for its owner, a result
+//! out.
 //!
 //! Results: a Python exception in the caller's code is a normal result with `error` set (like a
 //! run's nonzero exit); a bad or foreign id, a session that died or was killed, and a refused
@@ -18,10 +18,13 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::client_message::ClientMessage;
-use crate::inline_code::check_code;
-use crate::run_tools::call_notes;
-use crate::tools::{effective_timeout, fmt_secs, refusal, structured, PyRunServer};
+use super::call::call_notes;
+use super::client_message::ClientMessage;
+use super::handler::PyRunServer;
+use super::reply::{
+    check_code, effective_timeout, fmt_secs, listing, millis, push_section, refusal, rfc3339,
+    structured, truncation_note,
+};
 use pyrun_run::session::{ExecError, ExecOutcome, Session, SessionError, INTERRUPT_GRACE};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -35,8 +38,8 @@ pub struct SessionStartArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SessionExecArgs {
-    /// The id session_start returned.
-    pub session_id: String,
+    #[serde(flatten)]
+    pub session: SessionIdArgs,
     /// Python code to run in the session, as in a REPL cell: statements, and optionally a final
     /// expression whose repr comes back as `result`. Variables, imports and open files persist.
     pub code: String,
@@ -105,12 +108,13 @@ pub struct SessionList {
     pub sessions: Vec<SessionSummary>,
 }
 
-#[tool_router(router = sessions_router, vis = "pub(crate)")]
+#[tool_router(router = sessions_router, vis = "pub(super)")]
 impl PyRunServer {
     /// Start a persistent Python session: an interpreter that keeps variables, imports and open
     /// files between session_exec calls, under the same sandbox and limits as run_python. With
     /// `project` it works in that folder of the projects folder.
     #[tool(
+        title = "Start a Python session",
         annotations(title = "Start a Python session", open_world_hint = false),
         output_schema = schema_for_output::<StartedSession>()
     )]
@@ -119,12 +123,9 @@ impl PyRunServer {
         Parameters(args): Parameters<SessionStartArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let project = match &args.project {
-            Some(project) => match self.app.root.resolve_project(Some(project)) {
-                Ok(dir) => Some(dir),
-                Err(e) => return Ok(refusal(e.into())),
-            },
-            None => None,
+        let project = match self.optional_project(args.project.as_deref()) {
+            Ok(project) => project,
+            Err(message) => return Ok(refusal(message)),
         };
         let caller = self.caller(&ctx);
         let shown = project.as_ref().map(|dir| dir.relative().to_owned());
@@ -166,6 +167,7 @@ impl PyRunServer {
     /// (`result`) and the traceback of an exception (`error`). At the time limit the code gets
     /// KeyboardInterrupt; code that ignores it is killed with its session.
     #[tool(
+        title = "Run code in a Python session",
         annotations(title = "Run code in a Python session", open_world_hint = false),
         output_schema = schema_for_output::<ExecReport>()
     )]
@@ -184,7 +186,7 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
-        let session = match self.find_session(&ctx, &args.session_id) {
+        let session = match self.find_session(&ctx, &args.session.session_id) {
             Ok(session) => session,
             Err(message) => return Ok(refusal(message)),
         };
@@ -203,6 +205,7 @@ impl PyRunServer {
 
     /// Close a Python session: its interpreter and every process it started are killed.
     #[tool(
+        title = "Close a Python session",
         annotations(title = "Close a Python session", destructive_hint = true, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<StartedSession>()
     )]
@@ -227,6 +230,7 @@ impl PyRunServer {
 
     /// List your open Python sessions, oldest first.
     #[tool(
+        title = "List Python sessions",
         annotations(title = "List Python sessions", read_only_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<SessionList>()
     )]
@@ -243,25 +247,18 @@ impl PyRunServer {
             .iter()
             .map(|session| summary(session))
             .collect();
-        let text = if sessions.is_empty() {
-            "(no sessions)".to_owned()
-        } else {
-            let mut text = String::new();
-            for s in &sessions {
-                let _ = writeln!(
-                    text,
-                    "{}  {}  started {}  last used {}  {} execs",
-                    s.session_id,
-                    s.project
-                        .as_deref()
-                        .map_or("(scratch)", |p| if p.is_empty() { "." } else { p }),
-                    s.started_at,
-                    s.last_used_at,
-                    s.execs,
-                );
-            }
-            text.trim_end().to_owned()
-        };
+        let text = listing(&sessions, "(no sessions)", |s| {
+            format!(
+                "{}  {}  started {}  last used {}  {} execs",
+                s.session_id,
+                s.project
+                    .as_deref()
+                    .map_or("(scratch)", |p| if p.is_empty() { "." } else { p }),
+                s.started_at,
+                s.last_used_at,
+                s.execs,
+            )
+        });
         Ok(structured(text, &SessionList { sessions }))
     }
 }
@@ -369,7 +366,7 @@ impl PyRunServer {
             timed_out: outcome.timed_out,
             stdout_truncated: outcome.stdout_truncated,
             stderr_truncated: outcome.stderr_truncated,
-            duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            duration_ms: millis(outcome.duration),
         };
         let text = render_exec(&report, timeout);
         structured(text, &report)
@@ -379,24 +376,18 @@ impl PyRunServer {
 /// The text of an exec: its output, the traceback, the result, and what was cut.
 fn render_exec(report: &ExecReport, timeout: Duration) -> String {
     let mut text = report.stdout.clone();
-    let section = |text: &mut String, part: &str| {
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(part);
-    };
     if !report.stderr.is_empty() {
-        section(&mut text, "--- stderr ---\n");
+        push_section(&mut text, "--- stderr ---\n");
         text.push_str(&report.stderr);
     }
     if let Some(error) = &report.error {
-        section(&mut text, error);
+        push_section(&mut text, error);
     }
     if let Some(result) = &report.result {
-        section(&mut text, result);
+        push_section(&mut text, result);
     }
     if report.timed_out {
-        section(
+        push_section(
             &mut text,
             &format!(
                 "[Interrupted at the time limit ({} s); the session lives on]",
@@ -404,18 +395,8 @@ fn render_exec(report: &ExecReport, timeout: Duration) -> String {
             ),
         );
     }
-    let mut cut = Vec::new();
-    if report.stdout_truncated {
-        cut.push("stdout");
-    }
-    if report.stderr_truncated {
-        cut.push("stderr");
-    }
-    if !cut.is_empty() {
-        section(
-            &mut text,
-            &format!("[Output truncated: {} over the limit]", cut.join(" and ")),
-        );
+    if let Some(note) = truncation_note(report.stdout_truncated, report.stderr_truncated) {
+        push_section(&mut text, &note);
     }
     if text.is_empty() {
         text.push_str("(no output)");
@@ -424,14 +405,11 @@ fn render_exec(report: &ExecReport, timeout: Duration) -> String {
 }
 
 fn summary(session: &Session) -> SessionSummary {
-    let time = |t: std::time::SystemTime| {
-        chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-    };
     SessionSummary {
         session_id: session.id.clone(),
         project: session.project.clone(),
-        started_at: time(session.started_at),
-        last_used_at: time(session.last_used_at()),
+        started_at: rfc3339(session.started_at),
+        last_used_at: rfc3339(session.last_used_at()),
         execs: session.execs(),
     }
 }

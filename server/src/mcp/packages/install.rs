@@ -16,15 +16,16 @@ use std::time::Duration;
 
 use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam};
+use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::client_message::ClientMessage;
-use crate::run_tools::call_notes;
-use crate::tools::{refusal, PyRunServer, NOTIFY_TIMEOUT, PROGRESS_EVERY};
+use crate::mcp::call::{call_notes, with_progress};
+use crate::mcp::client_message::ClientMessage;
+use crate::mcp::handler::PyRunServer;
+use crate::mcp::reply::{millis, refusal};
 use pyrun_run::install::{
     InstallOutcome, InstallRequest, InstallStep, Installer, Installs, Wanted,
 };
@@ -114,7 +115,7 @@ pub struct InstallReport {
     pub sandbox: Vec<String>,
 }
 
-#[tool_router(router = install_router, vis = "pub(crate)")]
+#[tool_router(router = install_router, vis = "pub(in crate::mcp)")]
 impl PyRunServer {
     /// Install Python packages into a project's virtual environment (`<project>/.venv`, made
     /// when missing), from the server's package index only, wheels only unless the server
@@ -122,6 +123,7 @@ impl PyRunServer {
     /// optional versions, or a requirements file of the project; with neither, the project's
     /// uv.lock is synced (uv only; every locked package must come from the server's index).
     #[tool(
+        title = "Install Python packages",
         annotations(title = "Install Python packages", open_world_hint = true),
         output_schema = schema_for_output::<InstallReport>()
     )]
@@ -155,15 +157,8 @@ impl PyRunServer {
         let install = installs.install(request, &ctx.ct);
         let outcome = match ctx.meta.get_progress_token() {
             Some(token) => {
-                let progress = InstallProgress {
-                    ctx: &ctx,
-                    token,
-                    project: &project,
-                    live: &live,
-                    server: self,
-                    installs: &installs,
-                };
-                progress.around(install).await
+                let message = |elapsed| self.install_message(&project, &live, &installs, elapsed);
+                with_progress(&ctx, token, message, install).await
             }
             None => install.await,
         };
@@ -181,7 +176,7 @@ impl PyRunServer {
             installer = outcome.installer.name(),
             ok = outcome.ok(),
             exit_code = outcome.exit_code,
-            ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            ms = millis(outcome.duration),
             "install ended"
         );
         let (output, truncated) = live.take_text(Stream::Stdout);
@@ -196,7 +191,7 @@ impl PyRunServer {
             timed_out: outcome.timed_out,
             output_tail: tail(&self.without_install_folders(&output, &installs)),
             output_truncated: truncated,
-            duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            duration_ms: millis(outcome.duration),
             sandbox: installs.layers().into_iter().map(String::from).collect(),
         };
         Ok(result(&outcome, report))
@@ -348,6 +343,31 @@ impl PyRunServer {
         }
         text
     }
+
+    /// An install's progress message: `installing into mathpkg (4 s): Collecting requests`.
+    fn install_message(
+        &self,
+        project: &ProjectDir,
+        live: &LiveOutput,
+        installs: &Installs,
+        elapsed: Duration,
+    ) -> ClientMessage {
+        let project = match project.relative() {
+            "" | "." => ".",
+            dir => dir,
+        };
+        let message = ClientMessage::new("installing into ")
+            .given(project)
+            .then(" (")
+            .number(elapsed.as_secs())
+            .then(" s)");
+        match live.last_line() {
+            Some(line) => message
+                .then(": ")
+                .output(&self.without_install_folders(&line, installs)),
+            None => message,
+        }
+    }
 }
 
 /// The project's files a sync reads (relative to the project).
@@ -426,57 +446,6 @@ fn tail(text: &str) -> String {
         cut += 1;
     }
     joined[cut..].to_owned()
-}
-
-/// Progress notifications of an install: every second, how long it has run and the
-/// installer's last line.
-struct InstallProgress<'a> {
-    ctx: &'a RequestContext<RoleServer>,
-    token: rmcp::model::ProgressToken,
-    project: &'a ProjectDir,
-    live: &'a LiveOutput,
-    server: &'a PyRunServer,
-    installs: &'a Installs,
-}
-
-impl InstallProgress<'_> {
-    async fn around<F: std::future::Future>(self, work: F) -> F::Output {
-        tokio::pin!(work);
-        let mut ticks = tokio::time::interval(PROGRESS_EVERY);
-        ticks.tick().await; // the first tick is immediate
-        let started = tokio::time::Instant::now();
-        loop {
-            tokio::select! {
-                result = &mut work => return result,
-                _ = ticks.tick() => {
-                    let secs = started.elapsed().as_secs_f64();
-                    let param = ProgressNotificationParam::new(self.token.clone(), secs.floor())
-                        .with_message(self.message(started.elapsed()).into_string());
-                    let send = self.ctx.peer.notify_progress(param);
-                    let _ = tokio::time::timeout(NOTIFY_TIMEOUT, send).await;
-                }
-            }
-        }
-    }
-
-    /// `installing into mathpkg (4 s): Collecting requests`
-    fn message(&self, elapsed: Duration) -> ClientMessage {
-        let project = match self.project.relative() {
-            "" | "." => ".",
-            dir => dir,
-        };
-        let message = ClientMessage::new("installing into ")
-            .given(project)
-            .then(" (")
-            .number(elapsed.as_secs())
-            .then(" s)");
-        match self.live.last_line() {
-            Some(line) => message
-                .then(": ")
-                .output(&self.server.without_install_folders(&line, self.installs)),
-            None => message,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,136 @@
+//! The artifacts room: `resources/read` of `pyrun://runs/{run_id}/files/{name}`, the files a run
+//! left, for the run's caller (what results show of them: `artifact_blocks`).
+//!
+//! A URI only ever selects an artifact the store knows by exact name for the caller: nothing of
+//! it reaches a file path.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use rmcp::model::{ReadResourceResult, ResourceContents};
+use rmcp::ErrorData;
+use serde_json::json;
+
+use super::artifact_blocks::{encode, FILES_SEGMENT, RUNS_PREFIX};
+use crate::app::App;
+use pyrun_run::artifacts::{is_run_id, ArtifactError};
+use pyrun_run::caller::Caller;
+
+/// The run id and artifact name of a run URI; `None` for anything else (also a name that does
+/// not decode to UTF-8).
+pub fn parse_artifact_uri(uri: &str) -> Option<(&str, String)> {
+    let rest = uri.strip_prefix(RUNS_PREFIX)?;
+    let (run_id, encoded) = rest.split_once(FILES_SEGMENT)?;
+    if !is_run_id(run_id) || encoded.is_empty() {
+        return None;
+    }
+    // A `%` must start an escape (the decoder would keep a stray one as it is).
+    let escapes_ok = encoded
+        .split('%')
+        .skip(1)
+        .all(|after| after.len() >= 2 && after.as_bytes()[..2].iter().all(u8::is_ascii_hexdigit));
+    if !escapes_ok {
+        return None;
+    }
+    let name = percent_encoding::percent_decode_str(encoded)
+        .decode_utf8()
+        .ok()?;
+    Some((run_id, name.into_owned()))
+}
+
+/// `resources/read` of `pyrun://runs/{run_id}/files/{name}` for `caller`: text for UTF-8 text
+/// types, else a base64 blob. An unknown, expired or foreign run, an unknown name and a URI that
+/// is not one all give the same "resource not found".
+pub async fn read_resource(
+    app: &App,
+    caller: &Caller,
+    uri: &str,
+) -> Result<ReadResourceResult, ErrorData> {
+    let not_found = || {
+        ErrorData::resource_not_found(
+            "no artifact at this URI for this caller (a run's artifacts are kept for a while \
+             after it ends, and are gone after a server restart)",
+            Some(json!({ "uri": uri })),
+        )
+    };
+    let (run_id, name) = parse_artifact_uri(uri).ok_or_else(not_found)?;
+    let store = Arc::clone(&app.artifacts);
+    let (owner, run_id, name) = (caller.key().into_owned(), run_id.to_owned(), name);
+    let read = tokio::task::spawn_blocking(move || {
+        let file = store.read(&owner, &run_id, &name)?;
+        let mime = file.mime_type;
+        if !is_text(mime) {
+            return Ok((mime, Err(encode(file.file, file.size)?)));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(file.size).unwrap_or(0));
+        file.file.take(file.size).read_to_end(&mut bytes)?;
+        // Text that is not UTF-8 goes as a blob.
+        let contents = String::from_utf8(bytes)
+            .map_err(|e| base64::engine::general_purpose::STANDARD.encode(e.as_bytes()));
+        Ok::<_, ArtifactError>((mime, contents))
+    })
+    .await
+    .map_err(|_| not_found())?;
+    let (mime, contents) = match read {
+        Ok(read) => read,
+        Err(ArtifactError::NotFound) => return Err(not_found()),
+        Err(ArtifactError::Io(e)) => {
+            tracing::warn!(%e, "an artifact could not be read");
+            return Err(ErrorData::internal_error(
+                "the artifact could not be read",
+                None,
+            ));
+        }
+    };
+    let contents = match contents {
+        Ok(text) => ResourceContents::text(text, uri),
+        Err(blob) => ResourceContents::blob(blob, uri),
+    }
+    .with_mime_type(mime);
+    Ok(ReadResourceResult::new(vec![contents]))
+}
+
+fn is_text(mime: &str) -> bool {
+    mime.starts_with("text/")
+        || matches!(
+            mime,
+            "application/json" | "application/xml" | "application/yaml" | "image/svg+xml"
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::artifact_blocks::artifact_uri;
+
+    #[test]
+    fn uris_encode_each_segment_and_decode_back() {
+        let run = format!("run_{}", "ab".repeat(16));
+        let uri = artifact_uri(&run, "plots/a b%ü~.png");
+        assert_eq!(
+            uri,
+            format!("pyrun://runs/{run}/files/plots/a%20b%25%C3%BC~.png")
+        );
+        assert_eq!(
+            parse_artifact_uri(&uri),
+            Some((run.as_str(), "plots/a b%ü~.png".to_owned()))
+        );
+        // Names that look like paths out stay names: they are only looked up, never opened.
+        let dots = artifact_uri(&run, "..");
+        assert_eq!(
+            parse_artifact_uri(&dots).map(|(_, n)| n),
+            Some("..".to_owned())
+        );
+        for bad in [
+            "pyrun://runs/run_x/files/a.png".to_owned(),
+            format!("pyrun://runs/{run}/files/"),
+            format!("pyrun://runs/{run}/files/%zz"),
+            format!("pyrun://runs/{run}/files/%ff"),
+            format!("pyrun://runs/{run}/other/a.png"),
+            format!("pyrun://projects/{run}/files/a.png"),
+        ] {
+            assert_eq!(parse_artifact_uri(&bad), None, "{bad}");
+        }
+    }
+}

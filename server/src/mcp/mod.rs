@@ -1,0 +1,44 @@
+//! The MCP layer: [`PyRunServer`] and its `ServerHandler` (`handler`), and one room per tool
+//! family, each adapting a part of the run layer to MCP — arguments in, a result out:
+//!
+//! - `run`: `run_python`, `list_python_files`
+//! - `background`: `start_python`, `get_run`, `cancel_run`, `list_runs`
+//! - `inline`: `run_python_code` (`--allow-inline-code`)
+//! - `sessions`: `session_start`, `session_exec`, `session_stop`, `list_sessions`
+//!   (`--allow-inline-code`)
+//! - `packages`: `list_packages`, and `install_packages` (`--allow-install`)
+//! - `tasks`: a `run_python` as an MCP task, `tasks/get`, `tasks/cancel`, `tasks/update`
+//! - `resources`: the projects folder as resources, and the watcher behind `list_changed`
+//! - `prompts`: `run-and-explain`, `debug-script`, `write-tests`
+//! - `artifacts`: the files runs leave, as `pyrun://runs/…` resources
+//!
+//! Rooms never import each other. What they share, each module with one job: `reply` (refusals,
+//! structured results, timeouts, page sizes, listings), `call` (audit notes, progress, the
+//! prologue of a file run, the Python environment of a folder), `run_call` (a run the call waits
+//! for and its report), `artifact_blocks` (what a result shows of the files a run left),
+//! `project_files` (a project file as a resource: its URI, its read, its contents) and
+//! `client_message` (the text a client reads).
+
+mod artifact_blocks;
+mod artifacts;
+mod background;
+mod call;
+pub(crate) mod client_message;
+mod handler;
+mod inline;
+mod packages;
+mod project_files;
+mod prompts;
+mod reply;
+pub(crate) mod resources;
+mod run;
+mod run_call;
+mod sessions;
+pub(crate) mod tasks;
+
+// The conformance suite's fixtures join the server here, and only here (a test-only feature).
+#[cfg_attr(feature = "conformance", path = "conformance.rs")]
+#[cfg_attr(not(feature = "conformance"), path = "no_fixtures.rs")]
+mod fixtures;
+
+pub use handler::PyRunServer;

@@ -1,0 +1,217 @@
+//! What the tool rooms build their answers from, and the one place they share: refusals (a
+//! tool error the model can read), structured results, the checks of a call's time limit and
+//! code, page sizes, listings, URI segments, and how a result names the interpreter.
+
+use std::time::Duration;
+
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use rmcp::model::{CallToolResult, ContentBlock};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::client_message::ClientMessage;
+use pyrun_run::background::{BackgroundSettings, StartError};
+use pyrun_run::python_env::PythonEnv;
+
+/// The most output one `get_run` (or a handed-over `run_python`) returns per stream; pass the
+/// next offset back for more.
+pub const PAGE_BYTES: usize = 256 * 1024;
+
+/// The interpreter of a run (or of a listing): its version and the virtual environment used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct PythonInfo {
+    /// The interpreter's version, e.g. `3.11.2`.
+    pub version: String,
+    /// The virtual environment used, relative to the projects folder with `/` separators (e.g.
+    /// `.venv` or `mathpkg/.venv`); null: the server's interpreter without one.
+    pub venv: Option<String>,
+}
+
+impl From<&PythonEnv> for PythonInfo {
+    fn from(env: &PythonEnv) -> Self {
+        Self {
+            version: env.version.clone(),
+            venv: env.venv.as_ref().map(|venv| venv.relative.clone()),
+        }
+    }
+}
+
+/// A refused call: a tool error the model can read and correct, never a protocol error.
+pub fn refusal(message: ClientMessage) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message.into_string())])
+}
+
+/// A result with `text` for people and models and `value` as its structured content.
+pub fn structured<T: Serialize>(text: String, value: &T) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = serde_json::to_value(value).ok();
+    result
+}
+
+/// The text of a listing: one line per item, or `empty` when there is none.
+pub fn listing<T>(items: &[T], empty: &str, line: impl Fn(&T) -> String) -> String {
+    if items.is_empty() {
+        return empty.to_owned();
+    }
+    let text = items.iter().map(line).collect::<Vec<_>>().join("\n");
+    text.trim_end().to_owned()
+}
+
+pub fn to_array<T: Serialize>(items: &[T]) -> serde_json::Value {
+    serde_json::to_value(items).unwrap_or_else(|_| serde_json::Value::Array(Vec::new()))
+}
+
+/// The caller's timeout, which may lower the server's limit but never raise it.
+pub fn effective_timeout(
+    requested: Option<f64>,
+    limit: Duration,
+) -> Result<Duration, ClientMessage> {
+    match requested {
+        None => Ok(limit),
+        Some(secs) if secs.is_finite() && secs > 0.0 => {
+            Ok(Duration::try_from_secs_f64(secs).map_or(limit, |d| d.min(limit)))
+        }
+        Some(secs) => Err(ClientMessage::new(
+            "timeout_seconds must be a positive number of seconds, got ",
+        )
+        .number(secs)),
+    }
+}
+
+/// Code a run may be given: within `max_bytes`, not empty (nor only blanks), no NUL byte (Python
+/// refuses source with one, after the run has started).
+pub fn check_code(code: &str, max_bytes: usize) -> Result<(), ClientMessage> {
+    if code.len() > max_bytes {
+        return Err(ClientMessage::new("the code is ")
+            .number(code.len())
+            .then(" bytes, more than the ")
+            .number(max_bytes)
+            .then(" bytes this server accepts (--max-code-bytes)")
+            .hint("put longer code in a file of the projects folder and run it with run_python"));
+    }
+    if code.trim().is_empty() {
+        return Err(ClientMessage::new(
+            "the code is empty: there is nothing to run",
+        ));
+    }
+    if code.contains('\0') {
+        return Err(ClientMessage::new(
+            "the code contains a NUL byte, which Python source may not hold",
+        ));
+    }
+    Ok(())
+}
+
+/// Why no background run (nor task) could be started.
+pub fn runs_full(e: StartError, settings: &BackgroundSettings) -> ClientMessage {
+    let max = match e {
+        StartError::Full { max } => max,
+        StartError::NoRunId => {
+            tracing::error!("{e}");
+            return ClientMessage::new("the server could not draw a run id")
+                .hint("the server's log has the details");
+        }
+    };
+    ClientMessage::new("")
+        .number(max)
+        .then(" background runs are kept at once (queued, running, or ended less than ")
+        .duration(settings.retention)
+        .then(" ago) and none can make room")
+        .hint(
+            "read a finished run to its end with get_run (it may then make room), cancel one \
+             with cancel_run, or wait; the server's operator can raise --max-background-runs",
+        )
+}
+
+/// What a URI segment keeps as it is: RFC 3986's unreserved characters.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-encodes each `/`-separated segment of a relative path (RFC 3986 unreserved kept): how
+/// project files and artifacts are named in URIs.
+pub fn encode_segments(relative: &str) -> String {
+    let mut out = String::with_capacity(relative.len());
+    for (i, segment) in relative.split('/').enumerate() {
+        if i > 0 {
+            out.push('/');
+        }
+        out.extend(utf8_percent_encode(segment, SEGMENT));
+    }
+    out
+}
+
+/// Appends `part` to a result's text, on a line of its own.
+pub fn push_section(text: &mut String, part: &str) {
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(part);
+}
+
+/// `[Output truncated: stdout and stderr over the limit]`, when either stream was cut.
+pub fn truncation_note(stdout: bool, stderr: bool) -> Option<String> {
+    let cut = match (stdout, stderr) {
+        (false, false) => return None,
+        (true, false) => "stdout",
+        (false, true) => "stderr",
+        (true, true) => "stdout and stderr",
+    };
+    Some(format!("[Output truncated: {cut} over the limit]"))
+}
+
+/// `30` or `2.5`: seconds as results show them.
+pub fn fmt_secs(d: Duration) -> String {
+    let secs = d.as_secs_f64();
+    if secs.fract() == 0.0 {
+        format!("{secs:.0}")
+    } else {
+        format!("{secs:.1}")
+    }
+}
+
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// An RFC 3339 UTC time to the second, as listings show them.
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_may_lower_never_raise() {
+        let limit = Duration::from_secs(30);
+        assert_eq!(effective_timeout(None, limit), Ok(limit));
+        assert_eq!(
+            effective_timeout(Some(2.5), limit),
+            Ok(Duration::from_millis(2500))
+        );
+        assert_eq!(effective_timeout(Some(999.0), limit), Ok(limit));
+        assert_eq!(effective_timeout(Some(1e300), limit), Ok(limit));
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(effective_timeout(Some(bad), limit).is_err());
+        }
+    }
+
+    #[test]
+    fn code_is_checked_for_size_emptiness_and_nul_bytes() {
+        assert!(check_code("print(1)", 8).is_ok());
+        let over = check_code("print(12)", 8).unwrap_err();
+        assert!(
+            over.as_str().contains("9 bytes, more than the 8 bytes"),
+            "{over}"
+        );
+        assert!(over.as_str().contains("--max-code-bytes"), "{over}");
+        for empty in ["", " \n\t"] {
+            assert!(check_code(empty, 8).unwrap_err().as_str().contains("empty"));
+        }
+        assert!(check_code("a=1\0", 8).unwrap_err().as_str().contains("NUL"));
+    }
+}

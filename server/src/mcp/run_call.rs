@@ -1,0 +1,398 @@
+//! A run the call waits for (`run_python`, `run_python_code`, and a `run_python` task or
+//! hand-over once its run has ended): its output followed with progress notifications, the files
+//! it leaves kept under a run id for its caller, and its result — [`RunReport`] and the text in
+//! the seed's familiar shape.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::artifact_blocks::{self, ArtifactInfo, Presented, SkippedArtifact};
+use super::call::with_progress;
+use super::client_message::ClientMessage;
+use super::handler::PyRunServer;
+use super::reply::{
+    fmt_secs, millis, push_section, refusal, to_array, truncation_note, PythonInfo,
+};
+use crate::audit::CallNotes;
+use pyrun_run::background::{RunEnd, RunRecord};
+use pyrun_run::caller::Caller;
+use pyrun_run::live_output::{LiveOutput, Stream};
+use pyrun_run::paths::ProjectPath;
+use pyrun_run::runner::{ArtifactTarget, RunOutcome, RunRequest, RunSource};
+
+/// The structured result of a run.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RunReport {
+    /// The script's standard output (lossy UTF-8, capped).
+    pub stdout: String,
+    /// The script's standard error (lossy UTF-8, capped).
+    pub stderr: String,
+    /// The exit code; null when the process was killed (timeout, cancellation, signal).
+    pub exit_code: Option<i32>,
+    /// Whether the run was killed for taking too long.
+    pub timed_out: bool,
+    /// Whether stdout was cut at the server's output limit.
+    pub stdout_truncated: bool,
+    /// Whether stderr was cut at the server's output limit.
+    pub stderr_truncated: bool,
+    /// Wall time of the run in milliseconds.
+    pub duration_ms: u64,
+    /// The isolation layers that protected this run.
+    pub sandbox: Vec<String>,
+    /// The files the run left in `PYRUN_OUTPUT_DIR`, each readable at its `uri`.
+    pub artifacts: Vec<ArtifactInfo>,
+    /// Files it left that were not kept, with the reason.
+    pub skipped_artifacts: Vec<SkippedArtifact>,
+    /// Set when the run went on in the background (`--detach-after`): follow it with get_run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// `running` when the run went on in the background; absent when it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The interpreter it ran with.
+    pub python: PythonInfo,
+}
+
+impl RunReport {
+    /// The same JSON as its `Serialize`, but moving the output strings instead of copying them:
+    /// a run's result then holds its (up to twice `--max-output-bytes`) output fewer times.
+    pub(super) fn into_value(self) -> serde_json::Value {
+        use serde_json::Value;
+        let fields = [
+            ("stdout", Value::String(self.stdout)),
+            ("stderr", Value::String(self.stderr)),
+            ("exit_code", self.exit_code.map_or(Value::Null, Value::from)),
+            ("timed_out", Value::Bool(self.timed_out)),
+            ("stdout_truncated", Value::Bool(self.stdout_truncated)),
+            ("stderr_truncated", Value::Bool(self.stderr_truncated)),
+            ("duration_ms", Value::from(self.duration_ms)),
+            (
+                "sandbox",
+                Value::Array(self.sandbox.into_iter().map(Value::String).collect()),
+            ),
+            ("artifacts", to_array(&self.artifacts)),
+            ("skipped_artifacts", to_array(&self.skipped_artifacts)),
+        ];
+        let optional = [("run_id", self.run_id), ("status", self.status)]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, Value::String(v))));
+        let python = serde_json::to_value(&self.python).unwrap_or(Value::Null);
+        Value::Object(
+            fields
+                .into_iter()
+                .chain(optional)
+                .chain(std::iter::once(("python", python)))
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+        )
+    }
+}
+
+impl PyRunServer {
+    /// A run the call waits for (`run_python`, `run_python_code`): its output followed with
+    /// progress notifications when the caller asked for them, the files it leaves kept under a
+    /// new run id for the caller, its result or a refusal.
+    pub(super) async fn run_in_call(
+        &self,
+        request: RunRequest<'_>,
+        caller: &Caller,
+        ctx: &RequestContext<RoleServer>,
+        notes: &CallNotes,
+    ) -> CallToolResult {
+        let (source, timeout) = (request.source, request.timeout);
+        let live = ctx
+            .meta
+            .get_progress_token()
+            .map(|_| Arc::new(LiveOutput::new(self.app.runner.max_output())));
+        // Every run gets a run id, under which the files it leaves are kept for its caller.
+        let artifacts = pyrun_run::artifacts::new_run_id()
+            .map_err(|e| tracing::warn!(%e, "no run id: the run's artifacts are dropped"))
+            .ok()
+            .map(|run_id| ArtifactTarget {
+                store: Arc::clone(&self.app.artifacts),
+                run_id,
+                owner: caller.key().into_owned(),
+                retention: self.app.runs.settings().retention,
+            });
+        let run_id = artifacts.as_ref().map(|t| t.run_id.clone());
+        let request = RunRequest {
+            live: live.clone(),
+            artifacts,
+            ..request
+        };
+        let run = self.app.runner.run(request, &ctx.ct);
+        let outcome = match (ctx.meta.get_progress_token(), &live) {
+            (Some(token), Some(live)) => {
+                let message = |elapsed| self.run_message(source, live, elapsed);
+                with_progress(ctx, token, message, run).await
+            }
+            _ => run.await,
+        };
+        match outcome {
+            Ok(mut outcome) => {
+                if let Some(live) = &live {
+                    outcome.stdout = live.take_text(Stream::Stdout).0;
+                    outcome.stderr = live.take_text(Stream::Stderr).0;
+                }
+                self.finished(outcome, run_id.as_deref(), caller, source, timeout, notes)
+                    .await
+            }
+            Err(e) => {
+                let span = tracing::warn_span!("run", %caller, script = source.shown());
+                refusal(span.in_scope(|| e.into()))
+            }
+        }
+    }
+
+    /// A run that ended: logged, noted for the audit log, reported with the files it left
+    /// (kept under `run_id` for the caller).
+    async fn finished(
+        &self,
+        outcome: RunOutcome,
+        run_id: Option<&str>,
+        caller: &Caller,
+        source: RunSource<'_>,
+        timeout: Duration,
+        notes: &CallNotes,
+    ) -> CallToolResult {
+        tracing::info!(
+            %caller,
+            script = source.shown(),
+            exit_code = outcome.exit_code,
+            timed_out = outcome.timed_out,
+            cancelled = outcome.cancelled,
+            ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            "run ended"
+        );
+        // A run has ended: the sandbox was probed before it started.
+        let sandbox = self.app.runner.sandbox().layers_now().unwrap_or_default();
+        notes.note(|n| {
+            n.exit_code = outcome.exit_code;
+            n.timed_out = outcome.timed_out;
+            n.cancelled = outcome.cancelled;
+            n.sandbox = Some(sandbox.clone());
+        });
+        let presented = match (&outcome.artifacts, run_id) {
+            (Some(collected), Some(run_id))
+                if !collected.kept.is_empty() || !collected.skipped.is_empty() =>
+            {
+                artifact_blocks::present(&self.app, &caller.key(), run_id, collected).await
+            }
+            _ => Presented::default(),
+        };
+        self.report(outcome, timeout, sandbox, presented)
+    }
+
+    /// The `run_python` result of a run of the registry that has ended (its output copied: a
+    /// task's run stays readable with get_run).
+    pub(super) async fn ended_result(
+        &self,
+        record: &RunRecord,
+        caller: &Caller,
+        script: &ProjectPath,
+        timeout: Duration,
+        notes: &CallNotes,
+    ) -> CallToolResult {
+        match record.end() {
+            Some(RunEnd::Finished(outcome)) => {
+                let mut outcome = outcome.clone();
+                outcome.stdout = record.live.read(Stream::Stdout, 0, usize::MAX).text;
+                outcome.stderr = record.live.read(Stream::Stderr, 0, usize::MAX).text;
+                self.finished(
+                    outcome,
+                    Some(&record.id),
+                    caller,
+                    script.into(),
+                    timeout,
+                    notes,
+                )
+                .await
+            }
+            // Built from a `ClientMessage` by the registry.
+            Some(RunEnd::Failed(reason)) => {
+                CallToolResult::error(vec![ContentBlock::text(reason.clone())])
+            }
+            None => refusal(ClientMessage::new("the run has not ended")),
+        }
+    }
+
+    /// A run's progress message: `running train.py (12 s): epoch 3/10 loss 0.41` (inline code:
+    /// `running inline code …`).
+    pub(super) fn run_message(
+        &self,
+        source: RunSource<'_>,
+        live: &LiveOutput,
+        elapsed: Duration,
+    ) -> ClientMessage {
+        let message = match source {
+            RunSource::Script(script) => ClientMessage::new("running ").path(script),
+            RunSource::Inline { .. } => ClientMessage::new("running inline code"),
+        };
+        let message = message
+            .then(" (")
+            .number(elapsed.as_secs_f64().round())
+            .then(" s)");
+        match live.last_line() {
+            Some(line) => message.then(": ").output(&self.without_host_folder(&line)),
+            None => message,
+        }
+    }
+
+    fn report(
+        &self,
+        mut outcome: RunOutcome,
+        timeout: Duration,
+        sandbox: Vec<&'static str>,
+        mut presented: Presented,
+    ) -> CallToolResult {
+        outcome.stderr = self.without_host_folder(&outcome.stderr);
+        let text = render_text(&outcome, timeout);
+        let report = RunReport {
+            stdout: outcome.stdout,
+            stderr: outcome.stderr,
+            exit_code: outcome.exit_code,
+            timed_out: outcome.timed_out,
+            stdout_truncated: outcome.stdout_truncated,
+            stderr_truncated: outcome.stderr_truncated,
+            duration_ms: millis(outcome.duration),
+            sandbox: sandbox.into_iter().map(str::to_owned).collect(),
+            artifacts: std::mem::take(&mut presented.artifacts),
+            skipped_artifacts: std::mem::take(&mut presented.skipped),
+            run_id: None,
+            status: None,
+            python: self.python_info(outcome.python.as_deref()),
+        };
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(report.into_value());
+        presented.add_blocks_to(&mut result);
+        result
+    }
+}
+
+/// The text shown to people and models, in the seed's familiar shape.
+fn render_text(outcome: &RunOutcome, timeout: Duration) -> String {
+    let mut text = outcome.stdout.clone();
+    if !outcome.stderr.is_empty() {
+        push_section(&mut text, "--- stderr ---\n");
+        text.push_str(&outcome.stderr);
+    }
+    if let Some(code) = outcome.exit_code.filter(|c| *c != 0) {
+        push_section(&mut text, &format!("[Process exited with code {code}]"));
+    }
+    if outcome.timed_out {
+        push_section(
+            &mut text,
+            &format!("[Timed out after {} s]", fmt_secs(timeout)),
+        );
+    }
+    if outcome.cancelled {
+        push_section(&mut text, "[Cancelled]");
+    }
+    if outcome.exit_code.is_none() && !outcome.timed_out && !outcome.cancelled {
+        push_section(&mut text, "[Process was killed by a signal]");
+    }
+    if let Some(note) = truncation_note(outcome.stdout_truncated, outcome.stderr_truncated) {
+        push_section(&mut text, &note);
+    }
+    if text.is_empty() {
+        text.push_str("(no output)");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_moved_report_is_the_serialized_report() {
+        let report = RunReport {
+            stdout: "out \u{1F600}\n".into(),
+            stderr: "err".into(),
+            exit_code: Some(3),
+            timed_out: true,
+            stdout_truncated: true,
+            stderr_truncated: false,
+            duration_ms: 42,
+            sandbox: vec!["landlock".into(), "seccomp".into()],
+            artifacts: vec![ArtifactInfo {
+                name: "plot.png".into(),
+                size: 3,
+                mime_type: "image/png".into(),
+                uri: "pyrun://runs/run_0/files/plot.png".into(),
+            }],
+            skipped_artifacts: vec![SkippedArtifact {
+                name: "pipe".into(),
+                reason: "not a regular file (FIFO)".into(),
+            }],
+            run_id: None,
+            status: None,
+            python: PythonInfo {
+                version: "3.11.2".into(),
+                venv: Some("a/.venv".into()),
+            },
+        };
+        let serialized = serde_json::to_value(&report).unwrap();
+        assert_eq!(report.clone().into_value(), serialized);
+        let killed = RunReport {
+            exit_code: None,
+            run_id: Some("run_0123".into()),
+            status: Some("running".into()),
+            ..report
+        };
+        assert_eq!(
+            killed.clone().into_value(),
+            serde_json::to_value(&killed).unwrap()
+        );
+    }
+
+    fn outcome() -> RunOutcome {
+        RunOutcome {
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: Some(0),
+            timed_out: false,
+            cancelled: false,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            duration: Duration::from_millis(5),
+            artifacts: None,
+            python: None,
+        }
+    }
+
+    #[test]
+    fn text_has_the_familiar_shape() {
+        let o = RunOutcome {
+            stdout: "a\nb".into(),
+            stderr: "boom\n".into(),
+            exit_code: Some(1),
+            ..outcome()
+        };
+        assert_eq!(
+            render_text(&o, Duration::from_secs(30)),
+            "a\nb\n--- stderr ---\nboom\n[Process exited with code 1]"
+        );
+        let o = RunOutcome {
+            stdout: "partial\n".into(),
+            exit_code: None,
+            timed_out: true,
+            stdout_truncated: true,
+            ..outcome()
+        };
+        assert_eq!(
+            render_text(&o, Duration::from_secs(2)),
+            "partial\n[Timed out after 2 s]\n[Output truncated: stdout over the limit]"
+        );
+        assert_eq!(
+            render_text(&outcome(), Duration::from_secs(1)),
+            "(no output)"
+        );
+    }
+}
