@@ -12,8 +12,6 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use rmcp::model::{CallToolResult, ContentBlock, Resource};
-use schemars::JsonSchema;
-use serde::Serialize;
 
 use super::client_message::push_escaped;
 use super::reply::encode_segments;
@@ -35,26 +33,7 @@ pub fn artifact_uri(run_id: &str, name: &str) -> String {
     )
 }
 
-/// One kept artifact, as structured results list it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct ArtifactInfo {
-    /// Its path inside the run's output folder (`PYRUN_OUTPUT_DIR`), `/`-separated.
-    pub name: String,
-    /// Bytes.
-    pub size: u64,
-    pub mime_type: String,
-    /// `pyrun://runs/{run_id}/files/{name}`: read it with `resources/read`.
-    pub uri: String,
-}
-
-/// A file the run left that was not kept, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct SkippedArtifact {
-    /// Its path inside the output folder, with control characters escaped.
-    pub name: String,
-    /// Why it was not kept, in a sentence.
-    pub reason: String,
-}
+pub use pyrun_api::{ArtifactInfo, SkippedArtifact};
 
 /// What a result shows of a run's artifacts.
 #[derive(Debug, Default)]

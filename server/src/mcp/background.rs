@@ -11,15 +11,14 @@ use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use super::artifact_blocks::{self, ArtifactInfo, Presented, SkippedArtifact};
+use super::artifact_blocks::{self, Presented};
 use super::call::{call_notes, RunPythonArgs, ScriptCall};
 use super::client_message::ClientMessage;
 use super::handler::PyRunServer;
 use super::reply::{
-    fmt_secs, listing, millis, refusal, rfc3339, runs_full, structured, truncation_note,
-    PythonInfo, PAGE_BYTES,
+    fmt_secs, listing, millis, refusal, rfc3339, runs_full, structured, truncation_note, PAGE_BYTES,
 };
 use pyrun_run::artifacts::is_run_id;
 use pyrun_run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord};
@@ -29,15 +28,6 @@ use pyrun_run::runner::Pool;
 const MAX_WAIT_SECS: f64 = 30.0;
 /// How long `cancel_run` waits for the killed run to be reaped before it answers.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
-
-/// A started run.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct StartedRun {
-    /// The run's id, for get_run, cancel_run and list_runs.
-    pub run_id: String,
-    /// `running`, or `queued` while it waits for a turn.
-    pub status: String,
-}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetRunArgs {
@@ -63,60 +53,7 @@ pub struct RunIdArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListRunsArgs {}
 
-/// Where a background run is, with a page of its output.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct RunState {
-    pub run_id: String,
-    /// The script, relative to the projects folder.
-    pub file_name: String,
-    /// `queued`, `running`, `exited`, `timed_out`, `cancelled` or `failed` (could not start).
-    pub status: String,
-    /// The exit code once exited; null while going, or when killed.
-    pub exit_code: Option<i32>,
-    /// Standard output from the offset asked for (at most 256 KiB).
-    pub stdout: String,
-    /// Standard error from the offset asked for (at most 256 KiB).
-    pub stderr: String,
-    /// Pass back as stdout_offset to read on.
-    pub next_stdout_offset: u64,
-    /// Pass back as stderr_offset to read on.
-    pub next_stderr_offset: u64,
-    /// Whether stdout was cut at the server's output limit.
-    pub stdout_truncated: bool,
-    /// Whether stderr was cut at the server's output limit.
-    pub stderr_truncated: bool,
-    /// Wall time so far, or of the whole run once ended, in milliseconds.
-    pub duration_ms: u64,
-    /// Why the run could not start (only when `failed`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// The files the run left in `PYRUN_OUTPUT_DIR` (once it has ended), each readable at its `uri`.
-    pub artifacts: Vec<ArtifactInfo>,
-    /// Files it left that were not kept, with the reason.
-    pub skipped_artifacts: Vec<SkippedArtifact>,
-    /// The interpreter it runs with.
-    pub python: PythonInfo,
-}
-
-/// One line of `list_runs`.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct RunSummary {
-    pub run_id: String,
-    pub file_name: String,
-    pub status: String,
-    pub exit_code: Option<i32>,
-    pub duration_ms: u64,
-    /// When it was started (RFC 3339, UTC).
-    pub started_at: String,
-    /// `background` (start_python, or a run_python handed over) or `task` (an MCP task).
-    pub kind: String,
-}
-
-/// The caller's runs, newest first.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct RunList {
-    pub runs: Vec<RunSummary>,
-}
+pub use pyrun_api::{RunList, RunState, RunSummary, StartedRun};
 
 #[tool_router(router = background_router, vis = "pub(super)")]
 impl PyRunServer {
@@ -159,7 +96,7 @@ impl PyRunServer {
             Err(e) => return Ok(refusal(runs_full(e, runs.settings()))),
         };
         tracing::info!(%owner, run_id = %record.id, script = %record.file_name, "background run started");
-        let status = record.status().as_str().to_owned();
+        let status = record.status();
         let mut text = String::new();
         let _ = write!(
             text,
@@ -317,7 +254,7 @@ impl PyRunServer {
         let state = RunState {
             run_id: record.id.clone(),
             file_name: record.file_name.clone(),
-            status: status.as_str().to_owned(),
+            status,
             exit_code,
             stdout: stdout.text,
             stderr: self.without_host_folder(&stderr.text),
@@ -376,7 +313,7 @@ fn render_state(state: &RunState, more: bool) -> String {
             "\n[More output: call get_run with stdout_offset {} and stderr_offset {}]",
             state.next_stdout_offset, state.next_stderr_offset
         );
-    } else if state.status == "queued" || state.status == "running" {
+    } else if !state.status.has_ended() {
         let _ = write!(
             text,
             "\n[Still going: call get_run with stdout_offset {}, stderr_offset {} and wait_seconds 30]",
@@ -394,10 +331,10 @@ fn summary(record: &RunRecord) -> RunSummary {
     RunSummary {
         run_id: record.id.clone(),
         file_name: record.file_name.clone(),
-        status: record.status().as_str().to_owned(),
+        status: record.status(),
         exit_code,
         duration_ms: millis(record.duration()),
         started_at: rfc3339(record.started_at),
-        kind: record.kind.as_str().to_owned(),
+        kind: record.kind,
     }
 }

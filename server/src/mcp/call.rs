@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::client_message::ClientMessage;
 use super::handler::PyRunServer;
-use super::reply::{effective_timeout, PythonInfo};
+use super::reply::{effective_timeout, python_info_of, PythonInfo};
 use crate::audit::CallNotes;
 use pyrun_run::paths::{ProjectDir, ProjectPath};
 use pyrun_run::python_env::{EnvError, PythonEnv};
@@ -204,9 +204,9 @@ impl PyRunServer {
     /// environment is not known here: one handed over, or started without one).
     pub(super) fn python_info(&self, env: Option<&PythonEnv>) -> PythonInfo {
         match env {
-            Some(env) => env.into(),
+            Some(env) => python_info_of(env),
             None => match self.app.python_envs.default_env() {
-                Ok(env) => env.as_ref().into(),
+                Ok(env) => python_info_of(&env),
                 Err(_) => PythonInfo {
                     version: String::new(),
                     venv: None,

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use rmcp::model::{CallToolResult, ContentBlock};
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::client_message::ClientMessage;
@@ -17,22 +16,13 @@ use pyrun_run::python_env::PythonEnv;
 /// next offset back for more.
 pub const PAGE_BYTES: usize = 256 * 1024;
 
-/// The interpreter of a run (or of a listing): its version and the virtual environment used.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct PythonInfo {
-    /// The interpreter's version, e.g. `3.11.2`.
-    pub version: String,
-    /// The virtual environment used, relative to the projects folder with `/` separators (e.g.
-    /// `.venv` or `mathpkg/.venv`); null: the server's interpreter without one.
-    pub venv: Option<String>,
-}
+pub use pyrun_api::PythonInfo;
 
-impl From<&PythonEnv> for PythonInfo {
-    fn from(env: &PythonEnv) -> Self {
-        Self {
-            version: env.version.clone(),
-            venv: env.venv.as_ref().map(|venv| venv.relative.clone()),
-        }
+/// What a result says of an environment's interpreter.
+pub fn python_info_of(env: &PythonEnv) -> PythonInfo {
+    PythonInfo {
+        version: env.version.clone(),
+        venv: env.venv.as_ref().map(|venv| venv.relative.clone()),
     }
 }
 

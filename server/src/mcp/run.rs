@@ -17,7 +17,7 @@ use super::call::{call_notes, with_progress, RunPythonArgs, ScriptCall};
 use super::client_message::push_escaped;
 use super::handler::PyRunServer;
 use super::reply::{fmt_secs, millis, refusal, structured, PAGE_BYTES};
-use super::run_call::RunReport;
+use super::run_call::{report_value, RunReport};
 use crate::app::App;
 use crate::audit::CallNotes;
 use pyrun_run::background::{BackgroundRequest, RunKind, RunRecord};
@@ -230,11 +230,11 @@ impl PyRunServer {
             artifacts: Vec::new(),
             skipped_artifacts: Vec::new(),
             run_id: Some(record.id.clone()),
-            status: Some(record.status().as_str().to_owned()),
+            status: Some(record.status()),
             python: self.python_info(record.python.as_deref()),
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-        result.structured_content = Some(report.into_value());
+        result.structured_content = Some(report_value(report));
         result
     }
 }

@@ -9,16 +9,12 @@ use std::time::Duration;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
-use schemars::JsonSchema;
-use serde::Serialize;
 
-use super::artifact_blocks::{self, ArtifactInfo, Presented, SkippedArtifact};
+use super::artifact_blocks::{self, Presented};
 use super::call::with_progress;
 use super::client_message::ClientMessage;
 use super::handler::PyRunServer;
-use super::reply::{
-    fmt_secs, millis, push_section, refusal, to_array, truncation_note, PythonInfo,
-};
+use super::reply::{fmt_secs, millis, push_section, refusal, to_array, truncation_note};
 use crate::audit::CallNotes;
 use pyrun_run::background::{RunEnd, RunRecord};
 use pyrun_run::caller::Caller;
@@ -26,72 +22,49 @@ use pyrun_run::live_output::{LiveOutput, Stream};
 use pyrun_run::paths::ProjectPath;
 use pyrun_run::runner::{ArtifactTarget, RunOutcome, RunRequest, RunSource};
 
-/// The structured result of a run.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct RunReport {
-    /// The script's standard output (lossy UTF-8, capped).
-    pub stdout: String,
-    /// The script's standard error (lossy UTF-8, capped).
-    pub stderr: String,
-    /// The exit code; null when the process was killed (timeout, cancellation, signal).
-    pub exit_code: Option<i32>,
-    /// Whether the run was killed for taking too long.
-    pub timed_out: bool,
-    /// Whether stdout was cut at the server's output limit.
-    pub stdout_truncated: bool,
-    /// Whether stderr was cut at the server's output limit.
-    pub stderr_truncated: bool,
-    /// Wall time of the run in milliseconds.
-    pub duration_ms: u64,
-    /// The isolation layers that protected this run.
-    pub sandbox: Vec<String>,
-    /// The files the run left in `PYRUN_OUTPUT_DIR`, each readable at its `uri`.
-    pub artifacts: Vec<ArtifactInfo>,
-    /// Files it left that were not kept, with the reason.
-    pub skipped_artifacts: Vec<SkippedArtifact>,
-    /// Set when the run went on in the background (`--detach-after`): follow it with get_run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
-    /// `running` when the run went on in the background; absent when it ended.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
-    /// The interpreter it ran with.
-    pub python: PythonInfo,
-}
+pub use pyrun_api::RunReport;
 
-impl RunReport {
-    /// The same JSON as its `Serialize`, but moving the output strings instead of copying them:
-    /// a run's result then holds its (up to twice `--max-output-bytes`) output fewer times.
-    pub(super) fn into_value(self) -> serde_json::Value {
-        use serde_json::Value;
-        let fields = [
-            ("stdout", Value::String(self.stdout)),
-            ("stderr", Value::String(self.stderr)),
-            ("exit_code", self.exit_code.map_or(Value::Null, Value::from)),
-            ("timed_out", Value::Bool(self.timed_out)),
-            ("stdout_truncated", Value::Bool(self.stdout_truncated)),
-            ("stderr_truncated", Value::Bool(self.stderr_truncated)),
-            ("duration_ms", Value::from(self.duration_ms)),
-            (
-                "sandbox",
-                Value::Array(self.sandbox.into_iter().map(Value::String).collect()),
-            ),
-            ("artifacts", to_array(&self.artifacts)),
-            ("skipped_artifacts", to_array(&self.skipped_artifacts)),
-        ];
-        let optional = [("run_id", self.run_id), ("status", self.status)]
+/// A report's JSON as its `Serialize` writes it, but moving the output strings instead of
+/// copying them: a run's result then holds its (up to twice `--max-output-bytes`) output fewer
+/// times.
+pub(super) fn report_value(report: RunReport) -> serde_json::Value {
+    use serde_json::Value;
+    let fields = [
+        ("stdout", Value::String(report.stdout)),
+        ("stderr", Value::String(report.stderr)),
+        (
+            "exit_code",
+            report.exit_code.map_or(Value::Null, Value::from),
+        ),
+        ("timed_out", Value::Bool(report.timed_out)),
+        ("stdout_truncated", Value::Bool(report.stdout_truncated)),
+        ("stderr_truncated", Value::Bool(report.stderr_truncated)),
+        ("duration_ms", Value::from(report.duration_ms)),
+        (
+            "sandbox",
+            Value::Array(report.sandbox.into_iter().map(Value::String).collect()),
+        ),
+        ("artifacts", to_array(&report.artifacts)),
+        ("skipped_artifacts", to_array(&report.skipped_artifacts)),
+    ];
+    let optional = [
+        ("run_id", report.run_id),
+        (
+            "status",
+            report.status.map(|status| status.as_str().to_owned()),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.map(|v| (k, Value::String(v))));
+    let python = serde_json::to_value(&report.python).unwrap_or(Value::Null);
+    Value::Object(
+        fields
             .into_iter()
-            .filter_map(|(k, v)| v.map(|v| (k, Value::String(v))));
-        let python = serde_json::to_value(&self.python).unwrap_or(Value::Null);
-        Value::Object(
-            fields
-                .into_iter()
-                .chain(optional)
-                .chain(std::iter::once(("python", python)))
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect(),
-        )
-    }
+            .chain(optional)
+            .chain(std::iter::once(("python", python)))
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+    )
 }
 
 impl PyRunServer {
@@ -269,7 +242,7 @@ impl PyRunServer {
             python: self.python_info(outcome.python.as_deref()),
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-        result.structured_content = Some(report.into_value());
+        result.structured_content = Some(report_value(report));
         presented.add_blocks_to(&mut result);
         result
     }
@@ -309,6 +282,7 @@ fn render_text(outcome: &RunOutcome, timeout: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pyrun_api::{ArtifactInfo, PythonInfo, SkippedArtifact};
 
     #[test]
     fn the_moved_report_is_the_serialized_report() {
@@ -339,15 +313,15 @@ mod tests {
             },
         };
         let serialized = serde_json::to_value(&report).unwrap();
-        assert_eq!(report.clone().into_value(), serialized);
+        assert_eq!(report_value(report.clone()), serialized);
         let killed = RunReport {
             exit_code: None,
             run_id: Some("run_0123".into()),
-            status: Some("running".into()),
+            status: Some(pyrun_api::RunStatus::Running),
             ..report
         };
         assert_eq!(
-            killed.clone().into_value(),
+            report_value(killed.clone()),
             serde_json::to_value(&killed).unwrap()
         );
     }

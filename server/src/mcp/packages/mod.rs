@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client_message::push_escaped;
 use super::handler::PyRunServer;
-use super::reply::{refusal, structured, PythonInfo};
+use super::reply::{python_info_of, refusal, structured, PythonInfo};
 use pyrun_run::packages::installed;
 
 mod install;
@@ -70,7 +70,7 @@ impl PyRunServer {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message)),
         };
-        let python = PythonInfo::from(env.as_ref());
+        let python = python_info_of(&env);
         let projects = self.app.root.path().to_path_buf();
         let found = tokio::task::spawn_blocking(move || installed(&env.site_packages, &projects))
             .await
