@@ -75,7 +75,50 @@ check_layer_deps() {
         echo "$crate must not depend on the crates above"
         return 1
     fi
-    echo "$crate depends on: $(awk '{print $1}' <<<"$tree" | sort -u | tr '\n' ' ')"
+    local names
+    names=$(awk '{print $1}' <<<"$tree" | sort -u)
+    if (($(wc -l <<<"$names") > 30)); then
+        echo "$crate depends on $(wc -l <<<"$names") crates, none of the above"
+    else
+        echo "$crate depends on: $(tr '\n' ' ' <<<"$names")"
+    fi
+}
+
+# The MCP layer's rooms (server/src/mcp/: one per tool family) never import each other; what two
+# need lives in a shared module (reply, call, …). A room is named in `use`/paths as
+# `super::ROOM` or `crate::mcp::ROOM`.
+check_rooms() {
+    local rooms='run|background|inline|sessions|packages|tasks|resources|prompts|artifacts'
+    local room file found=0
+    for file in server/src/mcp/*.rs server/src/mcp/*/*.rs; do
+        room=$(basename "${file%.rs}")
+        [[ $room == mod ]] && room=$(basename "$(dirname "$file")")
+        # A room may name itself (its own submodules); any other room is an import sideways.
+        if grep -nE "(super|crate::mcp)::($rooms)\b" "$file" |
+            grep -vE "(super|crate::mcp)::$room\b"; then
+            echo "$file imports another tool room (above): move what both need to a shared module"
+            found=1
+        fi
+    done
+    ((found == 0)) && echo "no tool room of server/src/mcp imports another"
+}
+
+# The server's root keeps a dozen entries at most: each says what its room is (ARCHITECTURE.md).
+check_server_root() {
+    local entries
+    entries=$(find server/src -mindepth 1 -maxdepth 1 | wc -l)
+    echo "server/src has $entries entries: $(find server/src -mindepth 1 -maxdepth 1 -printf '%f ')"
+    ((entries <= 12))
+}
+
+# Integration tests link once per crate (the ripgrep layout): at most 8 test binaries in the
+# workspace, counted from cargo's own metadata with every feature on.
+check_test_binaries() {
+    local count
+    count=$(cargo metadata --format-version 1 --no-deps --all-features |
+        python3 -c 'import json, sys; m = json.load(sys.stdin); print(sum(1 for p in m["packages"] for t in p["targets"] if "test" in t["kind"]))')
+    echo "$count integration test binaries"
+    ((count <= 8))
 }
 
 # ARCHITECTURE.md stays true: every repository path it names in backticks exists.
@@ -208,6 +251,11 @@ step "cargo fmt --check" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 step "pyrun-sandbox dependencies" check_layer_deps pyrun-sandbox 'tokio|clap|rmcp|axum|hyper|http|serde_json|reqwest'
 step "pyrun-run dependencies" check_layer_deps pyrun-run 'rmcp|rmcp-macros|axum|hyper|http|clap|reqwest|schemars'
+step "pyrun-api dependencies" check_layer_deps pyrun-api 'libc|tokio|pyrun-sandbox|landlock|rustix'
+step "pyrun-mcp-client dependencies" check_layer_deps pyrun-mcp-client 'pyrun-sandbox|pyrun-run|pyrun-mcp-server|landlock'
+step "MCP tool rooms" check_rooms
+step "server/src root" check_server_root
+step "integration test binaries" check_test_binaries
 step "ARCHITECTURE.md code map" check_architecture_paths
 step "GitHub workflows (schema)" check_workflows
 # What compiles only with a feature (the test-only conformance fixtures, the ngrok tunnel, the
