@@ -1,6 +1,6 @@
 //! HTTP transport: one axum router with Streamable HTTP on `/mcp`, legacy HTTP+SSE on `/sse` and
-//! `/messages`, and `/health`; auth, Host/Origin checks, session limits, the body deadline and the
-//! access log are layers. A stateless (2026-07-28) request's run ends with its connection; a
+//! `/messages`, and `/health`; auth, Host/Origin checks, session limits, the status of a session's
+//! close, the body deadline and the access log are layers. A stateless (2026-07-28) request's run ends with its connection; a
 //! session's does not (see [`router`]).
 
 mod accept;
@@ -8,6 +8,7 @@ mod access_log;
 mod auth;
 mod body_timeout;
 mod host_check;
+mod session_close;
 mod session_limit;
 
 use std::net::SocketAddr;
@@ -132,7 +133,7 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
     let mcp_app = app.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(PyRunServer::new(mcp_app.clone())),
-        mcp_sessions,
+        mcp_sessions.clone(),
         StreamableHttpServerConfig::default()
             .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
             .with_cancellation_token(shutdown.child_token())
@@ -141,6 +142,10 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
             .with_max_request_body_bytes(settings.max_body_bytes),
     );
     let mcp = ServiceBuilder::new()
+        .layer(from_fn_with_state(
+            mcp_sessions,
+            session_close::close_with_no_content,
+        ))
         .layer(from_fn_with_state(
             limit.clone(),
             session_limit::limit_mcp_sessions,
