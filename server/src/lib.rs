@@ -6,6 +6,10 @@
 //! either; below both, the `pyrun_sandbox` crate holds the kernel rules. A request walks `transport` → `tools` →
 //! `run::paths` (a proven [`run::paths::ProjectPath`]) → `run::runner` → `pyrun_sandbox` → python.
 
+// stdout is the stdio transport's protocol stream and stderr its log: nothing prints there except
+// through `tracing`, or in the few functions that say why (`#[allow(clippy::print_…)]`).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod app;
 pub mod audit;
 mod client_message;

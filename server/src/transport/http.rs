@@ -87,8 +87,7 @@ pub async fn serve(
              anyone who can reach it can run the scripts in the projects folder"
         );
     }
-    // A plain line on stderr, stable for scripts and tests that bind port 0.
-    eprintln!("pyrun-mcp listening on http://{addr}");
+    announce_listening(addr);
     let limits = ConnectionLimits {
         header_timeout: HEADER_TIMEOUT,
         max_open: app.config.http.max_connections,
@@ -106,6 +105,15 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+/// A plain line on stderr, stable for scripts and tests that bind port 0.
+#[allow(
+    clippy::print_stderr,
+    reason = "the bound address: a stable line for scripts and tests, not a log record"
+)]
+fn announce_listening(addr: SocketAddr) {
+    eprintln!("pyrun-mcp listening on http://{addr}");
 }
 
 /// The whole HTTP surface. `shutdown` ends every session and stream when it fires.
