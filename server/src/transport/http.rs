@@ -1,7 +1,7 @@
 //! HTTP transport: one axum router with Streamable HTTP on `/mcp`, legacy HTTP+SSE on `/sse` and
 //! `/messages`, and `/health`; auth, Host/Origin checks, session limits, the status of a session's
-//! close, the body deadline and the access log are layers. A stateless (2026-07-28) request's run ends with its connection; a
-//! session's does not (see [`router`]).
+//! close, the body deadline and the access log are layers. A stateless (2026-07-28) request's run
+//! ends with its connection; a session's does not (see [`router`]).
 
 mod accept;
 mod access_log;

@@ -2,8 +2,8 @@
 //! that does not exist. rmcp's Streamable HTTP service answers `202 Accepted` to both, and the
 //! Python SDK, which expects 200 or 204, logs "Session termination failed: 202" on every close.
 //!
-//! Only the status changes: rmcp still closes the session, and answers every other DELETE (no
-//! session id, a bad protocol version header) itself.
+//! Only the status of an accepted close changes: rmcp still closes the session, and its other
+//! answers (no session id, a bad protocol version header, 405 on the stateless protocol) pass.
 
 use std::sync::Arc;
 
@@ -17,8 +17,8 @@ use rmcp::transport::streamable_http_server::session::SessionManager;
 
 use crate::client_message::ClientMessage;
 
-/// Middleware for `/mcp`: a DELETE of a live session gets 204, of an unknown one 404 (the status
-/// rmcp gives any other request naming a session it does not know).
+/// Middleware for `/mcp`: a DELETE that rmcp accepted gets 204 for a live session and 404 for an
+/// unknown one (the status rmcp gives any other request naming a session it does not know).
 pub async fn close_with_no_content(
     State(sessions): State<Arc<LocalSessionManager>>,
     request: Request,
@@ -32,15 +32,17 @@ pub async fn close_with_no_content(
         .get("mcp-session-id")
         .and_then(|id| id.to_str().ok())
         .map(Into::into);
-    if let Some(session) = session {
-        if !sessions.has_session(&session).await.unwrap_or(true) {
-            let message = ClientMessage::new("Not Found: Session not found");
-            return (StatusCode::NOT_FOUND, message).into_response();
-        }
-    }
+    let live = match &session {
+        Some(id) => sessions.has_session(id).await.unwrap_or(true),
+        None => true,
+    };
     let response = next.run(request).await;
     if response.status() != StatusCode::ACCEPTED {
         return response;
+    }
+    if !live {
+        let message = ClientMessage::new("Not Found: Session not found");
+        return (StatusCode::NOT_FOUND, message).into_response();
     }
     let (mut parts, _empty) = response.into_parts();
     parts.status = StatusCode::NO_CONTENT;
