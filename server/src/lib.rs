@@ -15,6 +15,10 @@
 //! A request walks `transport` → `mcp` (one tool room) → `pyrun_run::paths` (a proven
 //! `ProjectPath`) → `pyrun_run::runner` → `pyrun_sandbox` → python.
 
+// stdout is the stdio transport's protocol stream and stderr its log: nothing prints there except
+// through `tracing`, or in the few functions that say why (`#[allow(clippy::print_…)]`).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod app;
 pub mod audit;
 pub mod config;

@@ -1,5 +1,8 @@
 //! pyrun-mcp-server: parse settings, set up logs on stderr, pick a transport, own the shutdown.
 
+// With the stdio transport, stdout is the protocol: prints only where an `allow` says why.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -39,10 +42,19 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            print_error(&e);
             ExitCode::from(2)
         }
     }
+}
+
+/// Why the server did not start or stopped: one line on stderr, whatever the log filter says.
+#[allow(
+    clippy::print_stderr,
+    reason = "the binary's last word, for the person who ran it"
+)]
+fn print_error(e: &anyhow::Error) {
+    eprintln!("error: {e:#}");
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -130,6 +142,11 @@ async fn serve_with_tunnel(
 }
 
 /// `config ASSISTANT`: the snippet on stdout (it may be piped into a file), hints on stderr.
+#[allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a CLI subcommand that serves no protocol: its output is the snippet"
+)]
 fn print_config(cli: &Cli, assistant: Assistant, url: Option<&str>) -> anyhow::Result<()> {
     let snippet = integrations::snippet(assistant, &cli.integration_target(assistant, url)?);
     println!("{}", snippet.text);

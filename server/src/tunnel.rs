@@ -105,6 +105,10 @@ impl OpenTunnel {
 
     /// Prints the public URLs on stderr (stable lines for people and scripts) and writes the
     /// `…/mcp` URL to `url_file` when asked.
+    #[allow(
+        clippy::print_stderr,
+        reason = "the public URLs: stable lines for people and scripts, not log records"
+    )]
     pub fn announce(&self, url_file: Option<&Path>) -> Result<(), TunnelError> {
         eprintln!("pyrun-mcp public URL (Streamable HTTP): {}", self.mcp_url());
         eprintln!("pyrun-mcp public URL (legacy SSE):      {}", self.sse_url());

@@ -235,6 +235,65 @@ async fn message_endpoint_answers_404_400_202() {
     );
 }
 
+/// `DELETE /mcp` with a token and a session id (and the protocol version the session speaks).
+async fn delete_mcp_session(server: &HttpServer, session_id: &str) -> reqwest::Response {
+    http()
+        .delete(server.url("/mcp"))
+        .headers(bearer(TOKEN))
+        .header("mcp-session-id", session_id)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .expect("DELETE /mcp")
+}
+
+/// The Python SDK takes anything but 200 or 204 for a failed close and warns on every one.
+#[tokio::test]
+async fn deleting_a_session_answers_204_and_the_session_is_gone() {
+    let projects = projects();
+    let server = HttpServer::start(projects.path(), &["--auth-token", TOKEN]);
+    let session = McpSession::open(&server, Some(TOKEN)).await;
+    let id = session.session_id().expect("session id").to_owned();
+
+    let closed = delete_mcp_session(&server, &id).await;
+    assert_eq!(closed.status(), StatusCode::NO_CONTENT);
+    assert_eq!(closed.bytes().await.unwrap().len(), 0, "a 204 has no body");
+
+    let after = session.send(&request(1, "tools/list", json!({}))).await;
+    assert_eq!(
+        after.status(),
+        StatusCode::NOT_FOUND,
+        "the session lives on"
+    );
+    assert_eq!(
+        delete_mcp_session(&server, &id).await.status(),
+        StatusCode::NOT_FOUND,
+        "a second close"
+    );
+    assert_eq!(
+        delete_mcp_session(&server, "no-such-session")
+            .await
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    // Without a session id, rmcp's own answer; without the token, no hint whether it exists.
+    let anonymous = http()
+        .delete(server.url("/mcp"))
+        .headers(bearer(TOKEN))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::BAD_REQUEST);
+    let other = McpSession::open(&server, Some(TOKEN)).await;
+    let unauthenticated = http()
+        .delete(server.url("/mcp"))
+        .header("mcp-session-id", other.session_id().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthenticated.status(), StatusCode::UNAUTHORIZED);
+}
+
 #[tokio::test]
 async fn sse_stream_is_unbuffered_and_uncached() {
     let projects = projects();

@@ -31,6 +31,21 @@ fn lists_both_tools_with_schemas() {
     }
 }
 
+/// The server does not offer completions, so it does not pretend to (rmcp answered an empty
+/// completion before 3.11): a client learns it from the error, not from silence.
+#[test]
+fn completion_requests_get_method_not_found() {
+    let mut server = StdioServer::start(&samples(), &[]);
+    let reply = server.request(
+        "completion/complete",
+        json!({
+            "ref": {"type": "ref/prompt", "name": "run_a_script"},
+            "argument": {"name": "file_name", "value": "he"}
+        }),
+    );
+    assert_eq!(reply["error"]["code"], -32601, "{reply}");
+}
+
 #[test]
 fn runs_the_three_samples() {
     let mut server = StdioServer::start(&samples(), &[]);

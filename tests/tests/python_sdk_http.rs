@@ -25,6 +25,13 @@ fn streamable_http_legacy_mode() {
         report["protocol_version"], "2026-07-28",
         "legacy mode must handshake"
     );
+    // The session's close (`DELETE /mcp`, the last request): any status but 200 or 204 makes the
+    // SDK log "Session termination failed".
+    assert_eq!(
+        report["http_statuses"].as_array().and_then(|s| s.last()),
+        Some(&serde_json::json!(204)),
+        "DELETE /mcp: {report}"
+    );
 }
 
 #[test]

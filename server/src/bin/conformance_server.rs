@@ -3,6 +3,8 @@
 //! fixtures in a binary of another name and the normal `pyrun-mcp-server` never carries them. It
 //! shares the normal build's target folder, so the dependencies compile once.
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 #[path = "../main.rs"]
 mod server_main;
 

@@ -1,13 +1,14 @@
 //! HTTP transport: one axum router with Streamable HTTP on `/mcp`, legacy HTTP+SSE on `/sse` and
-//! `/messages`, and `/health`; auth, Host/Origin checks, session limits, the body deadline and the
-//! access log are layers. A stateless (2026-07-28) request's run ends with its connection; a
-//! session's does not (see [`router`]).
+//! `/messages`, and `/health`; auth, Host/Origin checks, session limits, the status of a session's
+//! close, the body deadline and the access log are layers. A stateless (2026-07-28) request's run
+//! ends with its connection; a session's does not (see [`router`]).
 
 mod accept;
 mod access_log;
 mod auth;
 mod body_timeout;
 mod host_check;
+mod session_close;
 mod session_limit;
 
 use std::net::SocketAddr;
@@ -86,8 +87,7 @@ pub async fn serve(
              anyone who can reach it can run the scripts in the projects folder"
         );
     }
-    // A plain line on stderr, stable for scripts and tests that bind port 0.
-    eprintln!("pyrun-mcp listening on http://{addr}");
+    announce_listening(addr);
     let limits = ConnectionLimits {
         header_timeout: HEADER_TIMEOUT,
         max_open: app.config.http.max_connections,
@@ -105,6 +105,15 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+/// A plain line on stderr, stable for scripts and tests that bind port 0.
+#[allow(
+    clippy::print_stderr,
+    reason = "the bound address: a stable line for scripts and tests, not a log record"
+)]
+fn announce_listening(addr: SocketAddr) {
+    eprintln!("pyrun-mcp listening on http://{addr}");
 }
 
 /// The whole HTTP surface. `shutdown` ends every session and stream when it fires.
@@ -132,7 +141,7 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
     let mcp_app = app.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(PyRunServer::new(mcp_app.clone())),
-        mcp_sessions,
+        mcp_sessions.clone(),
         StreamableHttpServerConfig::default()
             .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
             .with_cancellation_token(shutdown.child_token())
@@ -141,6 +150,10 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
             .with_max_request_body_bytes(settings.max_body_bytes),
     );
     let mcp = ServiceBuilder::new()
+        .layer(from_fn_with_state(
+            mcp_sessions,
+            session_close::close_with_no_content,
+        ))
         .layer(from_fn_with_state(
             limit.clone(),
             session_limit::limit_mcp_sessions,
