@@ -2,12 +2,10 @@
 //! `--allow-inline-code`; the code runs from the run's scratch (never the projects folder) under
 //! the same sandbox, limits and result shape as `run_python`; bad code is a clear tool error.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::stdio::{text, StdioServer};
+use pyrun_mcp_tests::stdio::{text, StdioServer};
 use serde_json::{json, Value};
 
 const ALLOW: &[&str] = &["--allow-inline-code"];

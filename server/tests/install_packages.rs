@@ -12,8 +12,6 @@
 //! tried for real in `sandbox/tests/escape_suite.rs`.)
 #![cfg(target_os = "linux")] // installs need the Linux sandbox
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -21,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::stdio::{text, StdioServer};
+use pyrun_mcp_tests::stdio::{text, StdioServer};
 use serde_json::{json, Value};
 
 /// Builds the distributions in `dir/files` with the test interpreter's `zipfile`/`tarfile`.
@@ -79,7 +77,7 @@ struct Index {
 impl Index {
     fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let status = std::process::Command::new(common::python())
+        let status = std::process::Command::new(pyrun_mcp_tests::python())
             .args(["-c", BUILD_DISTS])
             .arg(dir.path())
             .status()
@@ -190,7 +188,7 @@ fn answer(path: &str, files: &Path) -> (&'static str, &'static str, Vec<u8>) {
 
 /// SHA-256 of `bytes` in hex, by the test interpreter (no hash crate in the test's deps).
 fn sha256_hex(bytes: &[u8]) -> String {
-    let mut child = std::process::Command::new(common::python())
+    let mut child = std::process::Command::new(pyrun_mcp_tests::python())
         .args([
             "-c",
             "import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())",
@@ -789,7 +787,7 @@ fn uv_lock(uv: &Path, project: &Path, index: &str) {
     let out = std::process::Command::new(uv)
         .args(["--no-config", "--color", "never", "--no-progress", "lock"])
         .args(["--index-url", index, "--no-python-downloads", "--python"])
-        .arg(common::python())
+        .arg(pyrun_mcp_tests::python())
         .arg("--cache-dir")
         .arg(cache.path())
         .current_dir(project)

@@ -6,14 +6,12 @@
 //! `--python` as before.
 #![cfg(unix)]
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::python;
-use common::stdio::{text, StdioServer};
+use pyrun_mcp_tests::python;
+use pyrun_mcp_tests::stdio::{text, StdioServer};
 use serde_json::{json, Value};
 
 /// `base/p` is the projects folder (holding `files`); `base` is outside it.

@@ -3,14 +3,12 @@
 //! `resources/read` (and the prompts), text and blobs, the size cap, and `list_changed` after a
 //! file appears.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use common::stdio::StdioServer;
+use pyrun_mcp_tests::stdio::StdioServer;
 use serde_json::{json, Value};
 
 /// A 1×1 PNG.

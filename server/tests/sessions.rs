@@ -6,13 +6,11 @@
 //! the idle timeout and the per-caller cap. Processes are found by the session id, which the
 //! driver carries as its argument (`procs::processes_carrying`).
 
-mod common;
-
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::stdio::{text, StdioServer};
 use pyrun_mcp_tests::procs::{holds_within, processes_carrying};
+use pyrun_mcp_tests::stdio::{text, StdioServer};
 use serde_json::{json, Value};
 
 const ALLOW: &[&str] = &["--allow-inline-code"];

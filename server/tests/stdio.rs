@@ -1,15 +1,13 @@
 //! End to end over stdio with the real binary: the samples, refusals, progress, cancellation and
 //! a clean exit, as Claude Desktop and other stdio clients drive it.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use assert_cmd::Command;
-use common::stdio::{text, StdioServer};
 #[cfg(target_os = "linux")]
 use pyrun_mcp_tests::procs;
+use pyrun_mcp_tests::stdio::{text, StdioServer};
 use serde_json::{json, Value};
 
 fn samples() -> PathBuf {

@@ -2,9 +2,7 @@
 //! form, one refusal for every unusable host path (so none probes where the folder lives), and a
 //! listing no file name can add lines to.
 
-mod common;
-
-use common::stdio::{text, StdioServer};
+use pyrun_mcp_tests::stdio::{text, StdioServer};
 use serde_json::json;
 
 /// `base/p1` is the projects folder; `base/outside.py` and `base/p1/sub/` are there to probe.

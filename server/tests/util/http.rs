@@ -1,13 +1,10 @@
 //! The HTTP tests' projects folder and token; the drivers (`HttpServer`, `McpSession`, `SseSession`,
 //! `SseReader`) are the workspace's one harness (`pyrun_mcp_tests`).
-#![allow(dead_code, unused_imports)] // each test file uses a different part of this module
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
 pub use pyrun_mcp_tests::http::*;
-#[cfg(target_os = "linux")]
-pub use pyrun_mcp_tests::procs;
 pub use pyrun_mcp_tests::HttpServer;
 
 pub const TOKEN: &str = "test-token-0123456789";
