@@ -26,7 +26,7 @@ fn is_error(response: &Value) -> bool {
 }
 
 /// A projects folder with the scripts below, beside the shared ones.
-fn projects_with(scripts: &[(&str, &str)]) -> Projects {
+fn projects_with(scripts: &[(&str, &str)]) -> TempProjects {
     let projects = projects();
     for (name, text) in scripts {
         std::fs::write(projects.path().join(name), text).expect("write script");

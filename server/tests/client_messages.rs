@@ -400,7 +400,7 @@ fn a_file_in_a_folder_the_server_may_not_read_is_refused_without_host_detail() {
 
 /// The bodies the HTTP transport writes itself (auth, Host and Origin checks, body size and time
 /// limits, the session limit, the legacy message endpoint), `/health`, and a tool error over
-/// `/mcp`. (The server's environment here is the test's: `http_support` plants nothing.)
+/// `/mcp`. (The server's environment here is the test's: `util::http` plants nothing.)
 #[tokio::test]
 async fn http_bodies_the_server_writes_tell_no_secrets() {
     use crate::util::http::*;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::util;
 use pyrun_mcp_tests::stdio::StdioServer;
+use pyrun_mcp_tests::TempProjects;
 use serde_json::{json, Value};
 
 /// Runs `file` with `args` and returns the result object.
@@ -83,7 +84,7 @@ fn other_user() -> Option<u32> {
 
 /// The servers to try an attack on: as the test's own user, and as [`other_user`] when there is
 /// one (its projects folder made that user's, and the interpreter one that user can reach).
-fn servers_for(files: &[(&str, &str)]) -> Vec<(tempfile::TempDir, StdioServer, Option<u32>)> {
+fn servers_for(files: &[(&str, &str)]) -> Vec<(TempProjects, StdioServer, Option<u32>)> {
     let mut servers = Vec::new();
     let (dir, _) = util::project(files);
     let server = StdioServer::start(dir.path(), &[]);

@@ -25,7 +25,7 @@ fn challenge(verifier: &str) -> String {
 struct OAuthServer {
     server: HttpServer,
     state: tempfile::TempDir,
-    _projects: Projects,
+    _projects: TempProjects,
     http: reqwest::Client,
 }
 

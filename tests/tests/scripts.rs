@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use pyrun_mcp_tests::procs::alive;
 use pyrun_mcp_tests::{
-    bin_path, python, run_bounded, sample_projects, target_dir, workspace_root, Output,
+    bin_path, free_port, python, run_bounded, sample_projects, target_dir, workspace_root, Output,
 };
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -82,14 +83,6 @@ fn script(root: &Path, name: &str, args: &[&str], path_prefix: Option<&Path>) ->
     run_bounded(&mut cmd, LIMIT)
 }
 
-fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-        || Command::new("kill")
-            .args(["-0", &pid.to_string()])
-            .status()
-            .is_ok_and(|s| s.success())
-}
-
 fn read_pid(file: &Path) -> u32 {
     std::fs::read_to_string(file)
         .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
@@ -146,14 +139,6 @@ http.server.HTTPServer(("127.0.0.1", {api_port}), Api).serve_forever()
     std::fs::write(&path, agent).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]

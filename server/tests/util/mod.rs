@@ -1,5 +1,5 @@
 //! What several of the server's test modules share and the harness cannot (it does not link the
-//! server): a temp projects folder with a [`ProjectRoot`], a runner on the real interpreter, and
+//! server): a temp projects folder with its [`ProjectRoot`], a runner on the real interpreter, and
 //! [`run_alone`] for a test that must not share its process; the HTTP tests' folder and token are
 //! in [`http`]. Starting the binary, the JSON-RPC driver, the interpreter and the process checks
 //! are the workspace's one harness (`pyrun_mcp_tests`).
@@ -11,20 +11,15 @@ use std::process::Command;
 
 use pyrun_mcp_server::run::paths::ProjectRoot;
 use pyrun_mcp_server::run::runner::{Runner, RunnerSettings};
-use pyrun_mcp_tests::python;
+use pyrun_mcp_tests::{python, TempProjects};
 use pyrun_sandbox::{Sandbox, SandboxMode, SandboxPolicy};
 use tokio_util::sync::CancellationToken;
 
-/// A temp projects folder holding `files` (path, content).
-pub fn project(files: &[(&str, &str)]) -> (tempfile::TempDir, ProjectRoot) {
-    let dir = tempfile::tempdir().unwrap();
-    for (name, content) in files {
-        let path = dir.path().join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, content).unwrap();
-    }
-    let root = ProjectRoot::open(dir.path()).unwrap();
-    (dir, root)
+/// A temp projects folder holding `files` (path, content), and the run layer's root of it.
+pub fn project(files: &[(&str, &str)]) -> (TempProjects, ProjectRoot) {
+    let projects = TempProjects::named("p").files(files);
+    let root = ProjectRoot::open(projects.path()).unwrap();
+    (projects, root)
 }
 
 /// A runner with no kernel sandbox: these tests are about the runner's own guarantees.
