@@ -16,6 +16,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use pyrun_mcp_tests::procs::processes_naming;
 use pyrun_mcp_tests::stdio::{text, StdioServer};
 use pyrun_mcp_tests::{free_port, PackageIndex, TempProjects};
 use serde_json::{json, Value};
@@ -65,36 +66,6 @@ fn test_uv() -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join("uv"))
         .find(|uv| uv.is_file())
-}
-
-/// Processes (not zombies) whose command line names `needle`.
-fn processes_naming(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if !entry
-            .file_name()
-            .to_string_lossy()
-            .bytes()
-            .all(|b| b.is_ascii_digit())
-        {
-            continue;
-        }
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let zombie = std::fs::read_to_string(entry.path().join("stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit_once(')')
-                    .map(|(_, r)| r.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(true);
-        if !zombie && cmdline.contains(needle) {
-            found.push(cmdline);
-        }
-    }
-    found
 }
 
 /// The venv's site-packages folder (`lib/python3.X/site-packages`).

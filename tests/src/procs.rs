@@ -83,6 +83,23 @@ pub fn processes_carrying(token: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Live (not zombie) processes whose command line, its arguments joined by spaces, contains
+/// `needle` (a path inside an argument, as in `--target=PATH`); their command lines.
+pub fn processes_naming(needle: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let line = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let line = String::from_utf8_lossy(&line).replace('\0', " ");
+            (line.contains(needle) && alive(pid)).then_some(line)
+        })
+        .collect()
+}
+
 /// Polls (blocking) until `check` holds or `limit` passes; whether it held.
 pub fn holds_within(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
