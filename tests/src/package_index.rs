@@ -56,7 +56,7 @@ with tarfile.open(sdist, "w:gz") as t:
 "#;
 
 /// A PEP 503 simple index on `127.0.0.1:0`: `/simple/<name>/` lists that name's files,
-/// `/files/<file>` serves one. Counts every request.
+/// `/files/<file>` serves one. Counts every connection and records every path asked for.
 pub struct PackageIndex {
     port: u16,
     requests: Arc<AtomicUsize>,
@@ -65,6 +65,8 @@ pub struct PackageIndex {
 }
 
 impl PackageIndex {
+    /// Builds the distributions in a temporary folder (removed on drop) and serves them; the
+    /// serving thread ends with the test process.
     pub fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let status = std::process::Command::new(python())
