@@ -51,7 +51,7 @@ pub async fn start_fastmcp(
     transport: &str,
     interpreter: &Path,
 ) -> anyhow::Result<Server> {
-    let port = free_port()?;
+    let port = pyrun_mcp_tests::free_port();
     let child = Command::new(python)
         .arg(script)
         .args([transport, &port.to_string()])
@@ -78,11 +78,6 @@ pub async fn start_fastmcp(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     bail!("FastMCP baseline did not listen on port {port} within 10 s")
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
 }
 
 /// Resident and peak resident memory of a process, in KiB.

@@ -3,14 +3,13 @@
 //! notes; links, FIFOs and the like are named and never followed; `plt.show()` gives PNGs.
 #![cfg(unix)]
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
+use crate::util;
 use base64::Engine as _;
-use common::stdio::{text, StdioServer};
+use pyrun_mcp_tests::stdio::{text, StdioServer};
 use serde_json::{json, Value};
 
 /// Writes a real 1x1 PNG, a CSV, links to a secret of the project and to /etc/passwd, and a FIFO
@@ -51,7 +50,7 @@ fn decoded(image: &Value) -> Vec<u8> {
 
 #[test]
 fn a_runs_files_come_back_as_images_links_and_notes_and_links_or_fifos_are_never_followed() {
-    let (dir, _) = common::project(&[("leave.py", LEAVE_FILES), ("secret.txt", SECRET)]);
+    let (dir, _) = util::project(&[("leave.py", LEAVE_FILES), ("secret.txt", SECRET)]);
     let mut server = StdioServer::start(dir.path(), &[]);
     let result = server.call("run_python", json!({"file_name": "leave.py"}));
     let s = &result["structuredContent"];
@@ -128,7 +127,7 @@ fn a_runs_files_come_back_as_images_links_and_notes_and_links_or_fifos_are_never
 
 #[test]
 fn an_artifact_link_reads_back_for_its_caller_and_a_mangled_one_is_not_found() {
-    let (dir, _) = common::project(&[("leave.py", LEAVE_FILES), ("secret.txt", SECRET)]);
+    let (dir, _) = util::project(&[("leave.py", LEAVE_FILES), ("secret.txt", SECRET)]);
     let mut server = StdioServer::start(dir.path(), &[]);
     let result = server.call("run_python", json!({"file_name": "leave.py"}));
     let csv = result["structuredContent"]["artifacts"][1]["uri"]
@@ -174,7 +173,7 @@ fn python_with_matplotlib() -> Option<PathBuf> {
             .output()
             .is_ok_and(|o| o.status.success())
     };
-    let found = [common::python(), PathBuf::from("/usr/bin/python3")]
+    let found = [pyrun_mcp_tests::python(), PathBuf::from("/usr/bin/python3")]
         .into_iter()
         .find(has);
     if found.is_none() {
@@ -206,7 +205,7 @@ fn plt_show_hands_back_each_open_figure_as_a_png_in_every_sandbox_mode() {
         return;
     };
     let python = python.to_string_lossy().into_owned();
-    let (dir, _) = common::project(&[("figures.py", TWO_FIGURES)]);
+    let (dir, _) = util::project(&[("figures.py", TWO_FIGURES)]);
     std::fs::copy(
         concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -253,7 +252,7 @@ fn plt_show_hands_back_each_open_figure_as_a_png_in_every_sandbox_mode() {
 #[test]
 fn the_plot_demo_says_so_and_exits_cleanly_without_matplotlib() {
     // `-I` style isolation is not needed: a folder that shadows matplotlib with a broken one.
-    let (dir, _) = common::project(&[("matplotlib/__init__.py", "raise ImportError('none here')")]);
+    let (dir, _) = util::project(&[("matplotlib/__init__.py", "raise ImportError('none here')")]);
     std::fs::copy(
         concat!(
             env!("CARGO_MANIFEST_DIR"),

@@ -3,11 +3,9 @@
 //! transport and its session, the tool, the file and the outcome — and never a script's output,
 //! its arguments' values, its stdin, its environment or the server's token.
 
-mod http_support;
-
 use std::path::Path;
 
-use http_support::*;
+use crate::util::http::*;
 use pyrun_mcp_tests::{ServerLaunch, StdioServer};
 use serde_json::{json, Value};
 

@@ -4,11 +4,9 @@
 //! runs kept, retention); `--detach-after` handing a `run_python` over; progress carrying the
 //! last line of output; and every bad input the issue names.
 
-mod http_support;
-
 use std::time::Duration;
 
-use http_support::*;
+use crate::util::http::*;
 use serde_json::{json, Value};
 
 fn call(id: u64, tool: &str, arguments: Value) -> Value {
@@ -28,7 +26,7 @@ fn is_error(response: &Value) -> bool {
 }
 
 /// A projects folder with the scripts below, beside the shared ones.
-fn projects_with(scripts: &[(&str, &str)]) -> Projects {
+fn projects_with(scripts: &[(&str, &str)]) -> TempProjects {
     let projects = projects();
     for (name, text) in scripts {
         std::fs::write(projects.path().join(name), text).expect("write script");
@@ -429,7 +427,7 @@ async fn an_ended_background_run_returns_its_files_as_an_image_and_a_link() {
 #[cfg(target_os = "linux")]
 mod kills {
     use super::*;
-    use http_support::procs::{processes_carrying, unique_token};
+    use pyrun_mcp_tests::procs::{processes_carrying, unique_token};
 
     #[tokio::test]
     async fn cancel_run_kills_the_whole_process_tree() {

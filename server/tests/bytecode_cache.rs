@@ -3,13 +3,12 @@
 //! the stdlib from the server's cache, which they cannot write.
 #![cfg(target_os = "linux")]
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::stdio::StdioServer;
+use crate::util;
+use pyrun_mcp_tests::stdio::StdioServer;
 use pyrun_run::bytecode_cache::{BytecodeCache, Fill};
 use serde_json::{json, Value};
 
@@ -73,10 +72,13 @@ fn users_python(python: &Path, project: &Path) -> String {
 
 #[test]
 fn a_pyc_forged_beside_a_project_module_is_not_run() {
-    let (dir, _) = common::project(&[("mod.py", MODULE), ("main.py", MAIN)]);
-    forge_pyc(&common::python(), dir.path());
+    let (dir, _) = util::project(&[("mod.py", MODULE), ("main.py", MAIN)]);
+    forge_pyc(&pyrun_mcp_tests::python(), dir.path());
     // The forgery works on a plain interpreter: what the user's own python runs.
-    assert_eq!(users_python(&common::python(), dir.path()), "forged\n");
+    assert_eq!(
+        users_python(&pyrun_mcp_tests::python(), dir.path()),
+        "forged\n"
+    );
 
     let mut server = StdioServer::start(dir.path(), &[]);
     let result = server.call("run_python", json!({"file_name": "main.py"}));
@@ -91,7 +93,7 @@ fn runs_leave_no_pycache_in_the_projects_folder_whatever_the_sandbox() {
                 subprocess.run([sys.executable, '-c', 'import pkg.mod'], check=True)\n\
                 print(pkg.mod.X)\n";
     for mode in ["standard", "off"] {
-        let (dir, _) = common::project(&[
+        let (dir, _) = util::project(&[
             ("pkg/__init__.py", ""),
             ("pkg/mod.py", MODULE),
             ("main.py", main),
@@ -147,8 +149,8 @@ v = subprocess.run([sys.executable, "-v", "-c", "import json.decoder"],
 print("matched", any(l.startswith("# " + sys.pycache_prefix) and " matches " in l
                      and "json/decoder" in l for l in v.splitlines()))
 "##;
-    let (dir, root) = common::project(&[("check.py", check)]);
-    let cache = cache_filled(&common::python(), root.path());
+    let (dir, root) = util::project(&[("check.py", check)]);
+    let cache = cache_filled(&pyrun_mcp_tests::python(), root.path());
 
     let mut server = StdioServer::start(dir.path(), &[]);
     let result = server.call("run_python", json!({"file_name": "check.py"}));

@@ -2,9 +2,7 @@
 //! it (`caller=token` for a bearer-token holder over `/mcp` and over `/sse` + `/messages`,
 //! `caller=anonymous` on a server without a token).
 
-mod http_support;
-
-use http_support::*;
+use crate::util::http::*;
 use serde_json::json;
 
 /// The `run ended` log lines the server wrote so far.

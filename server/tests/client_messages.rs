@@ -8,15 +8,13 @@
 //! user when the tests run as root (as `escapes.rs` does).
 #![cfg(target_os = "linux")]
 
-mod common;
-mod http_support;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::stdio::{text, StdioServer};
+use crate::util;
+use pyrun_mcp_tests::stdio::{text, StdioServer};
 use serde_json::{json, Value};
 
 /// Planted in the servers' environment: no answer may carry its value.
@@ -32,7 +30,7 @@ impl Secrets {
             [
                 "/sys/fs/cgroup",
                 PLANTED.1,
-                http_support::TOKEN,
+                util::http::TOKEN,
                 env!("CARGO_TARGET_TMPDIR"),
             ]
             .map(str::to_owned)
@@ -122,7 +120,7 @@ fn system_python() -> PathBuf {
         .into_iter()
         .map(Path::new)
         .find(|p| p.exists())
-        .map_or_else(common::python, Path::to_path_buf)
+        .map_or_else(pyrun_mcp_tests::python, Path::to_path_buf)
 }
 
 /// Makes `path` (recursively) the server user's, when it is another user.
@@ -182,8 +180,8 @@ fn a_slot_cgroup_removed_under_the_server_is_refused_without_naming_it() {
         eprintln!("not forced: only root may write the cgroup hierarchies here");
         return;
     }
-    let (dir, _) = common::project(&[("hello.py", "print('hi')\n")]);
-    let python = common::python();
+    let (dir, _) = util::project(&[("hello.py", "print('hi')\n")]);
+    let python = pyrun_mcp_tests::python();
     let mut server = StdioServer::start_with_env(
         dir.path(),
         &["--python", python.to_str().unwrap()],
@@ -231,7 +229,7 @@ fn a_slot_cgroup_removed_under_the_server_is_refused_without_naming_it() {
 #[test]
 fn an_interpreter_removed_after_start_up_is_refused_without_naming_it() {
     for sandbox in ["standard", "off"] {
-        let (dir, _) = common::project(&[("hello.py", "print('hi')\n")]);
+        let (dir, _) = util::project(&[("hello.py", "print('hi')\n")]);
         // Not under /tmp: a sandboxed run sees its own scratch there, not the host's.
         let bin = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let python = bin.path().join("python3");
@@ -263,7 +261,7 @@ fn an_interpreter_removed_after_start_up_is_refused_without_naming_it() {
 /// that probe; one that runs but is no Python (`false`) fails it every time.
 #[test]
 fn an_interpreter_the_sandbox_cannot_ask_is_refused_without_naming_it() {
-    let (dir, _) = common::project(&[("hello.py", "print('hi')\n")]);
+    let (dir, _) = util::project(&[("hello.py", "print('hi')\n")]);
     let bin = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let python = bin.path().join("python3");
     let false_ = ["/usr/bin/false", "/bin/false"]
@@ -295,7 +293,7 @@ fn an_interpreter_the_sandbox_cannot_ask_is_refused_without_naming_it() {
 
 #[test]
 fn a_scratch_root_made_unwritable_is_refused_without_naming_it() {
-    let (dir, _) = common::project(&[("hello.py", "print('hi')\n")]);
+    let (dir, _) = util::project(&[("hello.py", "print('hi')\n")]);
     let temp = tempfile::tempdir().unwrap();
     let uid = other_user();
     give_to(uid, dir.path());
@@ -343,7 +341,7 @@ fn a_scratch_root_made_unwritable_is_refused_without_naming_it() {
 
 #[test]
 fn a_fifo_is_refused_without_host_detail() {
-    let (dir, _) = common::project(&[("hello.py", "print('hi')\n")]);
+    let (dir, _) = util::project(&[("hello.py", "print('hi')\n")]);
     let fifo = dir.path().join("pipe.py");
     let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
     assert!(made.success());
@@ -364,7 +362,7 @@ fn a_fifo_is_refused_without_host_detail() {
 
 #[test]
 fn a_file_in_a_folder_the_server_may_not_read_is_refused_without_host_detail() {
-    let (dir, _) = common::project(&[
+    let (dir, _) = util::project(&[
         ("hello.py", "print('hi')\n"),
         ("secret/hidden.py", "print('hidden')\n"),
     ]);
@@ -402,10 +400,10 @@ fn a_file_in_a_folder_the_server_may_not_read_is_refused_without_host_detail() {
 
 /// The bodies the HTTP transport writes itself (auth, Host and Origin checks, body size and time
 /// limits, the session limit, the legacy message endpoint), `/health`, and a tool error over
-/// `/mcp`. (The server's environment here is the test's: `http_support` plants nothing.)
+/// `/mcp`. (The server's environment here is the test's: `util::http` plants nothing.)
 #[tokio::test]
 async fn http_bodies_the_server_writes_tell_no_secrets() {
-    use http_support::*;
+    use crate::util::http::*;
     use reqwest::StatusCode;
 
     let projects = projects();
@@ -582,7 +580,7 @@ async fn http_bodies_the_server_writes_tell_no_secrets() {
 }
 
 /// Sends a request head and part of its body, then waits for the server's answer: its body.
-fn stalled_body(server: &http_support::HttpServer) -> String {
+fn stalled_body(server: &util::http::HttpServer) -> String {
     use std::io::{Read, Write};
     let addr = server.base.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
@@ -590,12 +588,10 @@ fn stalled_body(server: &http_support::HttpServer) -> String {
         "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\
          Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
          Content-Length: 200\r\n\r\n{{\"jsonrpc\":",
-        http_support::TOKEN
+        util::http::TOKEN
     );
     stream.write_all(head.as_bytes()).unwrap();
-    stream
-        .set_read_timeout(Some(http_support::DEADLINE))
-        .unwrap();
+    stream.set_read_timeout(Some(util::http::DEADLINE)).unwrap();
     let mut seen = Vec::new();
     let _ = stream.read_to_end(&mut seen);
     let seen = String::from_utf8_lossy(&seen);

@@ -3,15 +3,15 @@
 //! aims only at what the test made itself: a canary process, a temp file, a temp folder.
 #![cfg(target_os = "linux")]
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::stdio::StdioServer;
+use crate::util;
+use pyrun_mcp_tests::stdio::StdioServer;
+use pyrun_mcp_tests::TempProjects;
 use serde_json::{json, Value};
 
 /// Runs `file` with `args` and returns the result object.
@@ -84,13 +84,13 @@ fn other_user() -> Option<u32> {
 
 /// The servers to try an attack on: as the test's own user, and as [`other_user`] when there is
 /// one (its projects folder made that user's, and the interpreter one that user can reach).
-fn servers_for(files: &[(&str, &str)]) -> Vec<(tempfile::TempDir, StdioServer, Option<u32>)> {
+fn servers_for(files: &[(&str, &str)]) -> Vec<(TempProjects, StdioServer, Option<u32>)> {
     let mut servers = Vec::new();
-    let (dir, _) = common::project(files);
+    let (dir, _) = util::project(files);
     let server = StdioServer::start(dir.path(), &[]);
     servers.push((dir, server, None));
     if let Some(uid) = other_user() {
-        let (dir, _) = common::project(files);
+        let (dir, _) = util::project(files);
         let chown = Command::new("chown")
             .args(["-R", &format!("{uid}:{uid}")])
             .arg(dir.path())
@@ -232,7 +232,7 @@ attempt("setxattr", lambda: os.setxattr(target, "user.pyrun", b"1"))
 attempt("write", lambda: open(target, "w").write("changed"))
 attempt("rename", lambda: os.rename(target, target + ".moved"))
 "##;
-    let (dir, _) = common::project(&[("outside.py", &script(body))]);
+    let (dir, _) = util::project(&[("outside.py", &script(body))]);
     let mut server = StdioServer::start(dir.path(), &[]);
     let target_arg = target.to_str().unwrap();
     let result = run(&mut server, "outside.py", &[target_arg]);
@@ -258,7 +258,7 @@ attempt("list_ssl_private", lambda: os.listdir("/etc/ssl/private"))
 attempt("read_shadow", lambda: open("/etc/shadow").read())
 attempt("read_certs", lambda: os.listdir("/etc/ssl/certs"))
 "##;
-    let (dir, _) = common::project(&[("secrets.py", &script(body))]);
+    let (dir, _) = util::project(&[("secrets.py", &script(body))]);
     let mut server = StdioServer::start(dir.path(), &[]);
     let result = run(&mut server, "secrets.py", &[]);
     require_layers(&result, &["landlock"]);
@@ -331,7 +331,10 @@ _results["own_pid"] = str(os.getpid())
         assert_eq!(tried["own_pid"], "2", "server uid {uid:?}: {tried:?}");
         assert_eq!(open_files_limit(canary.pid()), canary_limit);
         assert_eq!(open_files_limit(server.pid()), server_limit);
-        assert!(common::alive(canary.pid()), "the canary was killed");
+        assert!(
+            pyrun_mcp_tests::procs::alive(canary.pid()),
+            "the canary was killed"
+        );
         // The server still serves.
         let again = run(&mut server, "others.py", &[&canary_pid, &server_pid]);
         assert_eq!(again["isError"], false, "{again}");
@@ -365,7 +368,7 @@ def clone_parent():
         raise OSError(ctypes.get_errno(), "clone")
 attempt("clone_parent", clone_parent)
 "##;
-    let (dir, _) = common::project(&[("zombies.py", &script(body))]);
+    let (dir, _) = util::project(&[("zombies.py", &script(body))]);
     let mut server = StdioServer::start(dir.path(), &[]);
     let result = run(&mut server, "zombies.py", &[]);
     require_layers(&result, &["pid-ns", "seccomp", "cgroup-pids"]);
@@ -425,7 +428,7 @@ def fexecve():
 attempt("memfd_fexecve", fexecve)
 attempt("memfd_proc_path", lambda: run("/proc/self/fd/%d" % mem))
 "##;
-    let (dir, _) = common::project(&[("exec.py", &script(body))]);
+    let (dir, _) = util::project(&[("exec.py", &script(body))]);
     let mut server = StdioServer::start(dir.path(), &[]);
     let result = run(&mut server, "exec.py", &[]);
     require_layers(&result, &["landlock", "seccomp", "mount-ns"]);
@@ -461,7 +464,7 @@ def make_hg():
     open(".hg/hgrc", "w").write("[hooks]\n")
 attempt("hg_first", make_hg)
 "##;
-    let (dir, _) = common::project(&[
+    let (dir, _) = util::project(&[
         ("persist.py", &script(body)),
         (".git/config", "[core]\n"),
         (".git/hooks/README", "hooks\n"),
@@ -520,7 +523,7 @@ try:
 except RuntimeError:
     _results["traceback"] = traceback.format_exc()
 "##;
-    let (dir, _) = common::project(&[("sub/where.py", &script(body))]);
+    let (dir, _) = util::project(&[("sub/where.py", &script(body))]);
     let mut server = StdioServer::start(dir.path(), &[]);
     let result = run(&mut server, "sub/where.py", &[]);
     require_layers(&result, &["mount-ns"]);
@@ -548,7 +551,7 @@ attempt("remove", lambda: os.remove("data.txt"))
 attempt("mkdir", lambda: os.mkdir("newdir"))
 attempt("write_scratch", lambda: open(os.path.join(os.environ["HOME"], "ok.txt"), "w").write("x"))
 "##;
-    let (dir, _) = common::project(&[("ro.py", &script(body)), ("data.txt", "keep\n")]);
+    let (dir, _) = util::project(&[("ro.py", &script(body)), ("data.txt", "keep\n")]);
     let mut server = StdioServer::start(dir.path(), &["--read-only-projects"]);
     let result = run(&mut server, "ro.py", &[]);
     require_layers(&result, &["landlock", "mount-ns"]);

@@ -1,14 +1,12 @@
 //! The HTTP transport's bounds, tried for real against the binary: a body that never finishes, a
 //! flood of idle connections, and a stateless (2026-07-28) request whose client goes away.
 
-mod http_support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use http_support::*;
+use crate::util::http::*;
 use reqwest::StatusCode;
 use serde_json::json;
 

@@ -2,9 +2,7 @@
 //! /health, Host/Origin checks (DNS rebinding), the message endpoint's answers, the session limit,
 //! and the refusal to serve a public address without a token.
 
-mod http_support;
-
-use http_support::*;
+use crate::util::http::*;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 

@@ -2,9 +2,7 @@
 //! escape refused, progress that arrives while the run is still going, and runs that die when the
 //! client cancels, disconnects, or the server shuts down.
 
-mod http_support;
-
-use http_support::*;
+use crate::util::http::*;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -108,7 +106,7 @@ async fn progress_arrives_while_the_run_is_going_over_sse() {
 mod kills {
     use super::*;
 
-    use http_support::procs::{processes_carrying, unique_token};
+    use pyrun_mcp_tests::procs::{processes_carrying, unique_token};
 
     /// Server flags: runs may last far longer than any wait here, so that only what a test
     /// does (not the default 30 s limit) can end the sleeper.

@@ -2,12 +2,11 @@
 //! `--allow-inline-code`; the code runs from the run's scratch (never the projects folder) under
 //! the same sandbox, limits and result shape as `run_python`; bad code is a clear tool error.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::stdio::{text, StdioServer};
+use pyrun_mcp_tests::stdio::{text, StdioServer};
+use pyrun_mcp_tests::TempProjects;
 use serde_json::{json, Value};
 
 const ALLOW: &[&str] = &["--allow-inline-code"];
@@ -15,15 +14,12 @@ const ALLOW: &[&str] = &["--allow-inline-code"];
 /// `base/p` is the projects folder (with `data/input.txt`, `data/helper.py`, `hello.py`);
 /// `base/canary.txt` lies outside it.
 fn folder() -> (tempfile::TempDir, PathBuf) {
-    let base = tempfile::tempdir().unwrap();
-    let root = dunce::canonicalize(base.path()).unwrap();
-    let projects = root.join("p");
-    std::fs::create_dir_all(projects.join("data")).unwrap();
-    std::fs::write(projects.join("data/input.txt"), "forty-two\n").unwrap();
-    std::fs::write(projects.join("data/helper.py"), "ANSWER = 42\n").unwrap();
-    std::fs::write(projects.join("hello.py"), "print('hi')\n").unwrap();
-    std::fs::write(root.join("canary.txt"), "CANARY-OUTSIDE").unwrap();
-    (base, projects)
+    TempProjects::named("p")
+        .file("data/input.txt", "forty-two\n")
+        .file("data/helper.py", "ANSWER = 42\n")
+        .file("hello.py", "print('hi')\n")
+        .outside("canary.txt", "CANARY-OUTSIDE")
+        .into_parts()
 }
 
 fn code(server: &mut StdioServer, arguments: Value) -> Value {

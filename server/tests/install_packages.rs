@@ -1,7 +1,7 @@
-//! `install_packages` end to end over stdio with the real binary, hermetic: the test builds two
-//! tiny pure-Python wheels (one depending on the other) and an sdist, and serves them as a PEP 503
-//! simple index from a loopback server of its own that counts every request. Installs go through
-//! the pip fallback (and uv when `PYRUN_TEST_UV` names one, or `uv` is on PATH); requirements that
+//! `install_packages` end to end over stdio with the real binary, hermetic: the harness's
+//! [`PackageIndex`] builds two tiny pure-Python wheels (one depending on the other) and an sdist,
+//! and serves them as a PEP 503 simple index from a loopback server that counts every request.
+//! Installs go through the pip fallback (and uv when `PYRUN_TEST_UV` names one, or `uv` is on PATH); requirements that
 //! smuggle options, URLs or shell syntax are refused before anything runs (the index sees no
 //! request, no `.venv` appears); a down index, a missing package and an sdist without
 //! `--allow-sdist` are clear tool errors with nothing left running; a run still cannot write the
@@ -12,231 +12,35 @@
 //! tried for real in `sandbox/tests/escape_suite.rs`.)
 #![cfg(target_os = "linux")] // installs need the Linux sandbox
 
-mod common;
-
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::stdio::{text, StdioServer};
+use pyrun_mcp_tests::procs::processes_naming;
+use pyrun_mcp_tests::stdio::{text, StdioServer};
+use pyrun_mcp_tests::{free_port, PackageIndex, TempProjects};
 use serde_json::{json, Value};
-
-/// Builds the distributions in `dir/files` with the test interpreter's `zipfile`/`tarfile`.
-const BUILD_DISTS: &str = r#"
-import base64, hashlib, io, os, sys, tarfile, zipfile
-out = os.path.join(sys.argv[1], "files")
-os.makedirs(out, exist_ok=True)
-
-def wheel(name, version, requires, body):
-    files = {
-        f"{name}/__init__.py": body,
-        f"{name}-{version}.dist-info/METADATA":
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-            + "".join(f"Requires-Dist: {r}\n" for r in requires),
-        f"{name}-{version}.dist-info/WHEEL":
-            "Wheel-Version: 1.0\nGenerator: pyrun-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = f"{name}-{version}.dist-info/RECORD"
-    lines = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        lines.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
-    lines.append(f"{record},,")
-    files[record] = "\n".join(lines) + "\n"
-    path = os.path.join(out, f"{name}-{version}-py3-none-any.whl")
-    with zipfile.ZipFile(path, "w") as z:
-        for p, text in files.items():
-            z.writestr(p, text)
-
-wheel("pyrunbeta", "1.0", [], "VALUE = 'beta'\n")
-wheel("pyrunalpha", "1.0", ["pyrunbeta>=1.0"],
-      "from pyrunbeta import VALUE as BETA\nVALUE = 'alpha+' + BETA\n")
-
-sdist = os.path.join(out, "pyrunsdist-1.0.tar.gz")
-with tarfile.open(sdist, "w:gz") as t:
-    for p, text in {
-        "pyrunsdist-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: pyrunsdist\nVersion: 1.0\n",
-        "pyrunsdist-1.0/setup.py": "from setuptools import setup\nsetup(name='pyrunsdist', version='1.0')\n",
-    }.items():
-        data = text.encode()
-        info = tarfile.TarInfo(p)
-        info.size = len(data)
-        t.addfile(info, io.BytesIO(data))
-"#;
-
-/// A PEP 503 simple index on `127.0.0.1:0`: `/simple/<name>/` lists that name's files,
-/// `/files/<file>` serves one. Counts every request.
-struct Index {
-    port: u16,
-    requests: Arc<AtomicUsize>,
-    paths: Arc<Mutex<Vec<String>>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Index {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let status = std::process::Command::new(common::python())
-            .args(["-c", BUILD_DISTS])
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(status.success(), "building the test's distributions failed");
-        let files = dir.path().join("files");
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let requests = Arc::new(AtomicUsize::new(0));
-        let paths = Arc::new(Mutex::new(Vec::new()));
-        let (count, seen) = (Arc::clone(&requests), Arc::clone(&paths));
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                count.fetch_add(1, Ordering::SeqCst);
-                let files = files.clone();
-                let seen = Arc::clone(&seen);
-                std::thread::spawn(move || serve(stream, &files, &seen));
-            }
-        });
-        Self {
-            port,
-            requests,
-            paths,
-            _dir: dir,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/simple/", self.port)
-    }
-
-    fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
-    }
-
-    /// Whether anyone asked for an sdist (a `.tar.gz`).
-    fn served_an_sdist(&self) -> bool {
-        let paths = self.paths.lock().unwrap();
-        paths.iter().any(|p| p.ends_with(".tar.gz"))
-    }
-}
-
-/// Answers the requests of one connection (keep-alive), each by the simple API's rules.
-fn serve(stream: TcpStream, files: &Path, seen: &Mutex<Vec<String>>) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut stream = stream;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        loop {
-            let mut header = String::new();
-            if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
-                break;
-            }
-        }
-        let path = line.split(' ').nth(1).unwrap_or("/").to_owned();
-        seen.lock().unwrap().push(path.clone());
-        let (status, kind, body) = answer(&path, files);
-        let head = format!(
-            "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\r\n",
-            body.len()
-        );
-        // A HEAD (uv asks before range requests) gets the head only.
-        let body: &[u8] = if line.starts_with("HEAD ") {
-            &[]
-        } else {
-            &body
-        };
-        if stream.write_all(head.as_bytes()).is_err() || stream.write_all(body).is_err() {
-            return;
-        }
-    }
-}
-
-fn answer(path: &str, files: &Path) -> (&'static str, &'static str, Vec<u8>) {
-    let path = path.split(['?', '#']).next().unwrap_or("");
-    if let Some(name) = path
-        .strip_prefix("/simple/")
-        .map(|rest| rest.trim_end_matches('/'))
-    {
-        let mut links = String::new();
-        for entry in std::fs::read_dir(files).unwrap().flatten() {
-            let file = entry.file_name().to_string_lossy().into_owned();
-            if !name.is_empty() && file.starts_with(&format!("{name}-")) {
-                let bytes = std::fs::read(entry.path()).unwrap();
-                let digest = sha256_hex(&bytes);
-                links.push_str(&format!(
-                    "<a href=\"/files/{file}#sha256={digest}\">{file}</a>\n"
-                ));
-            }
-        }
-        if links.is_empty() {
-            return ("404 Not Found", "text/plain", b"not found".to_vec());
-        }
-        let page = format!("<!DOCTYPE html><html><body>\n{links}</body></html>\n");
-        return ("200 OK", "text/html", page.into_bytes());
-    }
-    if let Some(file) = path.strip_prefix("/files/") {
-        if let Ok(bytes) = std::fs::read(files.join(file)) {
-            return ("200 OK", "application/octet-stream", bytes);
-        }
-    }
-    ("404 Not Found", "text/plain", b"not found".to_vec())
-}
-
-/// SHA-256 of `bytes` in hex, by the test interpreter (no hash crate in the test's deps).
-fn sha256_hex(bytes: &[u8]) -> String {
-    let mut child = std::process::Command::new(common::python())
-        .args([
-            "-c",
-            "import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(bytes).unwrap();
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    child.wait().unwrap();
-    out.trim().to_owned()
-}
 
 /// `base/p` is the projects folder with the project `app` (`app/requirements.txt`,
 /// `app/write_venv.py`); `base/outside` lies outside it.
 fn folder() -> (tempfile::TempDir, PathBuf) {
-    let base = tempfile::tempdir().unwrap();
-    let root = dunce::canonicalize(base.path()).unwrap();
-    let projects = root.join("p");
-    std::fs::create_dir_all(projects.join("app")).unwrap();
-    std::fs::create_dir_all(root.join("outside")).unwrap();
-    std::fs::write(
-        projects.join("app/requirements.txt"),
-        "# the beta package, pinned\n\npyrunbeta==1.0  # comment\n",
-    )
-    .unwrap();
-    std::fs::write(
-        projects.join("app/use_alpha.py"),
-        "import pyrunalpha\nprint(pyrunalpha.VALUE)\n",
-    )
-    .unwrap();
-    std::fs::write(
-        projects.join("app/write_venv.py"),
-        "import os\n\
-         try:\n    open('.venv/planted.py', 'w').write('x')\n    print('WROTE')\n\
-         except OSError as e:\n    print('REFUSED', e.errno)\n",
-    )
-    .unwrap();
-    (base, projects)
+    TempProjects::named("p")
+        .file(
+            "app/requirements.txt",
+            "# the beta package, pinned\n\npyrunbeta==1.0  # comment\n",
+        )
+        .file(
+            "app/use_alpha.py",
+            "import pyrunalpha\nprint(pyrunalpha.VALUE)\n",
+        )
+        .file(
+            "app/write_venv.py",
+            "import os\n\
+             try:\n    open('.venv/planted.py', 'w').write('x')\n    print('WROTE')\n\
+             except OSError as e:\n    print('REFUSED', e.errno)\n",
+        )
+        .outside_dir("outside")
+        .into_parts()
 }
 
 fn start(projects: &Path, index: &str, extra: &[&str]) -> StdioServer {
@@ -264,36 +68,6 @@ fn test_uv() -> Option<PathBuf> {
         .find(|uv| uv.is_file())
 }
 
-/// Processes (not zombies) whose command line names `needle`.
-fn processes_naming(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if !entry
-            .file_name()
-            .to_string_lossy()
-            .bytes()
-            .all(|b| b.is_ascii_digit())
-        {
-            continue;
-        }
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let zombie = std::fs::read_to_string(entry.path().join("stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit_once(')')
-                    .map(|(_, r)| r.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(true);
-        if !zombie && cmdline.contains(needle) {
-            found.push(cmdline);
-        }
-    }
-    found
-}
-
 /// The venv's site-packages folder (`lib/python3.X/site-packages`).
 fn site_packages(venv: &Path) -> PathBuf {
     let lib = venv.join("lib");
@@ -309,7 +83,7 @@ fn site_packages(venv: &Path) -> PathBuf {
 /// requirements file, and that a run still cannot write the venv. Returns the first install's
 /// duration.
 fn installs_a_wheel_and_its_dependency(extra: &[&str], installer: &str) -> Duration {
-    let index = Index::start();
+    let index = PackageIndex::start();
     let (_base, projects) = folder();
     let mut server = start(&projects, &index.url(), extra);
     // Before the install the project has no venv: the server's interpreter runs, without the package.
@@ -453,7 +227,7 @@ fn uv_installs_a_wheel_and_its_dependency_into_the_projects_venv() {
 
 #[test]
 fn smuggled_options_urls_paths_and_shell_syntax_are_refused_before_anything_runs() {
-    let index = Index::start();
+    let index = PackageIndex::start();
     let (base, projects) = folder();
     std::fs::write(
         projects.join("app/evil.txt"),
@@ -536,7 +310,7 @@ fn smuggled_options_urls_paths_and_shell_syntax_are_refused_before_anything_runs
         index.requests(),
         0,
         "the index was asked: {:?}",
-        index.paths
+        index.paths()
     );
     assert!(!projects.join("app/.venv").exists(), "a venv was made");
 }
@@ -556,7 +330,7 @@ fn a_missing_package_and_an_sdist_without_allow_sdist_are_clear_errors_with_uv()
 }
 
 fn missing_and_sdist_are_clear_errors(extra: &[&str]) {
-    let index = Index::start();
+    let index = PackageIndex::start();
     let (_base, projects) = folder();
     let mut server = start(&projects, &index.url(), extra);
     let missing = install(
@@ -593,11 +367,7 @@ fn missing_and_sdist_are_clear_errors(extra: &[&str]) {
 #[test]
 fn a_down_index_is_a_clear_error_and_leaves_nothing_running() {
     // A port that was just free: nothing listens on it.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let (_base, projects) = folder();
     let url = format!("http://127.0.0.1:{port}/simple/");
     let mut server = start(&projects, &url, &["--uv", "off", "--install-timeout", "60"]);
@@ -627,7 +397,7 @@ fn a_down_index_is_a_clear_error_and_leaves_nothing_running() {
 
 #[test]
 fn an_install_past_its_timeout_is_killed_with_its_whole_tree() {
-    let index = Index::start();
+    let index = PackageIndex::start();
     let (_base, projects) = folder();
     let mut server = start(
         &projects,
@@ -651,7 +421,7 @@ fn an_install_past_its_timeout_is_killed_with_its_whole_tree() {
 
 #[test]
 fn a_cancelled_install_is_killed_with_its_whole_tree() {
-    let index = Index::start();
+    let index = PackageIndex::start();
     let (_base, projects) = folder();
     let mut server = start(&projects, &index.url(), &["--uv", "off"]);
     let id = server.start_request(
@@ -730,7 +500,7 @@ print("PLANTED")
 
 #[test]
 fn code_planted_in_a_venv_runs_only_inside_the_install_profile() {
-    let index = Index::start();
+    let index = PackageIndex::start();
     let canary = TcpListener::bind("127.0.0.1:0").unwrap();
     canary.set_nonblocking(true).unwrap();
     let (_base, projects) = folder();
@@ -789,7 +559,7 @@ fn uv_lock(uv: &Path, project: &Path, index: &str) {
     let out = std::process::Command::new(uv)
         .args(["--no-config", "--color", "never", "--no-progress", "lock"])
         .args(["--index-url", index, "--no-python-downloads", "--python"])
-        .arg(common::python())
+        .arg(pyrun_mcp_tests::python())
         .arg("--cache-dir")
         .arg(cache.path())
         .current_dir(project)
@@ -808,7 +578,7 @@ fn uv_syncs_a_projects_uv_lock_from_the_index_and_a_run_imports_its_packages() {
         eprintln!("SKIP uv sync: no uv here (set PYRUN_TEST_UV or put uv on PATH)");
         return;
     };
-    let index = Index::start();
+    let index = PackageIndex::start();
     let (base, projects) = folder();
     let app = projects.join("app");
     std::fs::write(app.join("pyproject.toml"), SYNC_PYPROJECT).unwrap();
@@ -826,7 +596,7 @@ fn uv_syncs_a_projects_uv_lock_from_the_index_and_a_run_imports_its_packages() {
     )
     .unwrap();
     std::fs::write(tmp.join("uv.lock"), "version = 1\n").unwrap();
-    let asked_before = index.paths.lock().unwrap().len();
+    let asked_before = index.paths().len();
     let uv_arg = [
         "--allow-install",
         "--package-index",
@@ -861,7 +631,7 @@ fn uv_syncs_a_projects_uv_lock_from_the_index_and_a_run_imports_its_packages() {
         "{result}"
     );
     // Frozen: the wheels the lock names were fetched, the index was not asked to resolve again.
-    let asked: Vec<String> = index.paths.lock().unwrap()[asked_before..].to_vec();
+    let asked: Vec<String> = index.paths()[asked_before..].to_vec();
     assert!(
         !asked.is_empty() && asked.iter().all(|p| p.starts_with("/files/")),
         "{asked:?}"
@@ -888,7 +658,7 @@ fn uv_syncs_a_projects_uv_lock_from_the_index_and_a_run_imports_its_packages() {
          source = {{ registry = \"{}\" }}\n\
          sdist = {{ url = \"http://127.0.0.1:{}/files/pyrunsdist-1.0.tar.gz\" }}\n",
         index.url(),
-        index.port
+        index.port()
     );
     std::fs::write(app.join("uv.lock"), sdist_lock).unwrap();
     let sdist = install(&mut server, json!({"project": "app"}));
@@ -926,7 +696,7 @@ fn lock_with(index: &str, source: &str, downloads: &str) -> String {
 #[test]
 fn a_lock_with_git_url_or_path_sources_another_index_or_foreign_downloads_is_refused_before_anything_runs(
 ) {
-    let index = Index::start();
+    let index = PackageIndex::start();
     let (_base, projects) = folder();
     let app = projects.join("app");
     std::fs::write(app.join("pyproject.toml"), SYNC_PYPROJECT).unwrap();
@@ -999,14 +769,14 @@ fn a_lock_with_git_url_or_path_sources_another_index_or_foreign_downloads_is_ref
         index.requests(),
         0,
         "the index was asked: {:?}",
-        index.paths
+        index.paths()
     );
     assert!(!app.join(".venv").exists(), "a venv was made");
 }
 
 #[test]
 fn syncing_a_lock_without_uv_is_a_clear_error() {
-    let index = Index::start();
+    let index = PackageIndex::start();
     let (_base, projects) = folder();
     let app = projects.join("app");
     std::fs::write(app.join("pyproject.toml"), SYNC_PYPROJECT).unwrap();

@@ -3,13 +3,11 @@
 //! error, no redirect where none is allowed, and a store that still works afterwards. A server
 //! without `--oauth` advertises nothing.
 
-mod http_support;
-
 use std::collections::HashMap;
 
+use crate::util::http::*;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use http_support::*;
 use reqwest::header::{HeaderMap, HeaderValue, LOCATION, SET_COOKIE, WWW_AUTHENTICATE};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -27,7 +25,7 @@ fn challenge(verifier: &str) -> String {
 struct OAuthServer {
     server: HttpServer,
     state: tempfile::TempDir,
-    _projects: Projects,
+    _projects: TempProjects,
     http: reqwest::Client,
 }
 

@@ -6,27 +6,18 @@
 //! `--python` as before.
 #![cfg(unix)]
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::python;
-use common::stdio::{text, StdioServer};
+use pyrun_mcp_tests::python;
+use pyrun_mcp_tests::stdio::{text, StdioServer};
+use pyrun_mcp_tests::TempProjects;
 use serde_json::{json, Value};
 
 /// `base/p` is the projects folder (holding `files`); `base` is outside it.
 fn folder(files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
-    let base = tempfile::tempdir().unwrap();
-    let projects = dunce::canonicalize(base.path()).unwrap().join("p");
-    std::fs::create_dir_all(&projects).unwrap();
-    for (name, content) in files {
-        let path = projects.join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, content).unwrap();
-    }
-    (base, projects)
+    TempProjects::named("p").files(files).into_parts()
 }
 
 /// `major.minor` and the full version of `python`.

@@ -3,14 +3,13 @@
 //! `resources/read` (and the prompts), text and blobs, the size cap, and `list_changed` after a
 //! file appears.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use common::stdio::StdioServer;
+use pyrun_mcp_tests::stdio::StdioServer;
+use pyrun_mcp_tests::TempProjects;
 use serde_json::{json, Value};
 
 /// A 1×1 PNG.
@@ -23,35 +22,29 @@ const SECRET: &str = "TOP-SECRET-CONTENT";
 /// `base/p1` is the projects folder, full of things never served; `base/outside.txt`,
 /// `base/p1_evil/x.py` (a sibling sharing the folder's prefix) hold secrets.
 fn folder() -> (tempfile::TempDir, PathBuf) {
-    let base = tempfile::tempdir().unwrap();
-    let root = dunce::canonicalize(base.path()).unwrap();
-    let projects = root.join("p1");
-    let write = |rel: &str, content: &[u8]| {
-        let path = projects.join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, content).unwrap();
-    };
-    write("hello.py", b"print('hi')\n");
-    write("sub/data.csv", b"a,b\n1,2\n");
-    write("sub/bug.py", b"import sys\nprint(1 / int(sys.argv[1]))\n");
-    write("notes.txt", b"plain notes\n");
-    write("pixel.png", PNG);
-    write(".env", SECRET.as_bytes());
-    write("sub/.env.local", SECRET.as_bytes());
-    write(".git/config", SECRET.as_bytes());
-    write(".venv/lib/x.py", SECRET.as_bytes());
-    write("venv/lib/y.py", SECRET.as_bytes());
-    write("__pycache__/hello.cpython-311.pyc", SECRET.as_bytes());
-    write(".hidden/secret.py", SECRET.as_bytes());
-    std::fs::write(root.join("outside.txt"), SECRET).unwrap();
-    std::fs::create_dir_all(root.join("p1_evil")).unwrap();
-    std::fs::write(root.join("p1_evil/x.py"), SECRET).unwrap();
+    let (base, projects) = TempProjects::named("p1")
+        .file("hello.py", "print('hi')\n")
+        .file("sub/data.csv", "a,b\n1,2\n")
+        .file("sub/bug.py", "import sys\nprint(1 / int(sys.argv[1]))\n")
+        .file("notes.txt", "plain notes\n")
+        .file("pixel.png", PNG)
+        .file(".env", SECRET)
+        .file("sub/.env.local", SECRET)
+        .file(".git/config", SECRET)
+        .file(".venv/lib/x.py", SECRET)
+        .file("venv/lib/y.py", SECRET)
+        .file("__pycache__/hello.cpython-311.pyc", SECRET)
+        .file(".hidden/secret.py", SECRET)
+        .outside("outside.txt", SECRET)
+        .outside("p1_evil/x.py", SECRET)
+        .into_parts();
     #[cfg(unix)]
     {
         use std::os::unix::fs::symlink;
+        let root = projects.parent().unwrap();
         symlink(root.join("outside.txt"), projects.join("link_out.txt")).unwrap();
         symlink(root.join("missing.txt"), projects.join("dangling_out.txt")).unwrap();
-        symlink(&root, projects.join("parent_link")).unwrap();
+        symlink(root, projects.join("parent_link")).unwrap();
         symlink(".env", projects.join("env_alias.txt")).unwrap();
         symlink(".git", projects.join("git_alias")).unwrap();
         symlink("hello.py", projects.join("alias.py")).unwrap();

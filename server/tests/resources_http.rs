@@ -2,11 +2,9 @@
 //! a session, and `notifications/resources/list_changed` reaches every open session (the `/mcp`
 //! session's GET stream, the `/sse` stream) after a file appears.
 
-mod http_support;
-
 use std::time::Duration;
 
-use http_support::*;
+use crate::util::http::*;
 use reqwest::header::HeaderValue;
 use reqwest::StatusCode;
 use serde_json::{json, Value};

@@ -1,13 +1,11 @@
 //! The runner's guarantees, tried for real on the real interpreter: the process tree dies with the
 //! run, output is capped, secrets stay out, stdin never hangs, bytes that are not UTF-8 survive.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::util::{block_on, project, run_alone, runner};
 #[cfg(unix)]
-use common::{gone_within, read_pid};
-use common::{project, runner};
+use pyrun_mcp_tests::procs::{gone_within, read_pid};
 use pyrun_run::runner::RunRequest;
 use tokio_util::sync::CancellationToken;
 
@@ -114,25 +112,39 @@ async fn output_is_capped_per_stream() {
     assert!(outcome.stdout_truncated && outcome.stderr_truncated);
 }
 
-#[tokio::test]
-async fn secrets_in_the_server_environment_are_invisible() {
-    std::env::set_var("MCP_AUTH_TOKEN", "tok-should-not-leak");
-    std::env::set_var("SOME_API_KEY", "key-should-not-leak");
-    std::env::set_var("PYRUN_TEST_PASSED", "visible");
-    let text = "import os\nfor k, v in sorted(os.environ.items()):\n    print(f'{k}={v}')\n";
-    let (_dir, root) = project(&[("env.py", text)]);
-    let script = root.resolve_script("env.py").unwrap();
-    let outcome = runner(1 << 20, 4, &["PYRUN_TEST_PASSED"])
-        .run(request(&script, &[], None, 30), &CancellationToken::new())
-        .await
-        .unwrap();
-    assert!(
-        !outcome.stdout.contains("should-not-leak"),
-        "{}",
-        outcome.stdout
+#[test]
+fn secrets_in_the_server_environment_are_invisible() {
+    // The runner takes the environment of its process: the secrets go to a process of this test's
+    // own (this binary again, alone), never into this one's, whose other tests' servers and
+    // runners would inherit them.
+    let secrets = |test: &mut std::process::Command, _: &std::path::Path| {
+        test.env("MCP_AUTH_TOKEN", "tok-should-not-leak")
+            .env("SOME_API_KEY", "key-should-not-leak")
+            .env("PYRUN_TEST_PASSED", "visible");
+    };
+    let test = concat!(
+        module_path!(),
+        "::secrets_in_the_server_environment_are_invisible"
     );
-    assert!(outcome.stdout.contains("PYRUN_TEST_PASSED=visible"));
-    assert!(outcome.stdout.contains("PYTHONUNBUFFERED=1"));
+    run_alone(test, secrets, || {
+        block_on(async {
+            let text =
+                "import os\nfor k, v in sorted(os.environ.items()):\n    print(f'{k}={v}')\n";
+            let (_dir, root) = project(&[("env.py", text)]);
+            let script = root.resolve_script("env.py").unwrap();
+            let outcome = runner(1 << 20, 4, &["PYRUN_TEST_PASSED"])
+                .run(request(&script, &[], None, 30), &CancellationToken::new())
+                .await
+                .unwrap();
+            assert!(
+                !outcome.stdout.contains("should-not-leak"),
+                "{}",
+                outcome.stdout
+            );
+            assert!(outcome.stdout.contains("PYRUN_TEST_PASSED=visible"));
+            assert!(outcome.stdout.contains("PYTHONUNBUFFERED=1"));
+        })
+    });
 }
 
 #[tokio::test]

@@ -2,12 +2,11 @@
 //! the `sandbox` list each run reports checked against what the run could actually do.
 #![cfg(target_os = "linux")]
 
-mod common;
-
 use std::net::TcpListener;
 use std::time::Duration;
 
-use common::stdio::StdioServer;
+use crate::util;
+use pyrun_mcp_tests::stdio::StdioServer;
 use serde_json::{json, Value};
 
 fn layers(result: &Value) -> Vec<String> {
@@ -32,7 +31,7 @@ except PermissionError:
 
 #[test]
 fn each_run_reports_the_layers_that_actually_protect_it() {
-    let (dir, _) = common::project(&[("attack.py", READ_PASSWD)]);
+    let (dir, _) = util::project(&[("attack.py", READ_PASSWD)]);
     let mut server = StdioServer::start(dir.path(), &[]);
     let result = server.call("run_python", json!({"file_name": "attack.py"}));
     let layers = layers(&result);
@@ -51,7 +50,7 @@ fn each_run_reports_the_layers_that_actually_protect_it() {
 
 #[test]
 fn sandbox_off_is_reported_as_such() {
-    let (dir, _) = common::project(&[("attack.py", READ_PASSWD)]);
+    let (dir, _) = util::project(&[("attack.py", READ_PASSWD)]);
     let mut server = StdioServer::start(dir.path(), &["--sandbox", "off"]);
     let result = server.call("run_python", json!({"file_name": "attack.py"}));
     assert_eq!(layers(&result), ["process-group"]);
@@ -91,7 +90,7 @@ if os.fork() == 0:
 time.sleep(120)
 "#
     );
-    let (dir, _) = common::project(&[("escape.py", &script)]);
+    let (dir, _) = util::project(&[("escape.py", &script)]);
     let mut server = StdioServer::start(dir.path(), &[]);
     let result = server.call(
         "run_python",
@@ -128,7 +127,7 @@ except OSError as e:
     print("REFUSED")
 "#
     );
-    let (dir, _) = common::project(&[("net.py", &script)]);
+    let (dir, _) = util::project(&[("net.py", &script)]);
 
     let mut closed = StdioServer::start(dir.path(), &[]);
     let result = closed.call("run_python", json!({"file_name": "net.py"}));
@@ -159,14 +158,14 @@ fn an_interpreter_under_tmp_runs_without_the_file_view() {
         .prefix("pyrun-venv-")
         .tempdir_in("/tmp")
         .unwrap();
-    let made = std::process::Command::new(common::python())
+    let made = std::process::Command::new(pyrun_mcp_tests::python())
         .args(["-m", "venv", "--without-pip"])
         .arg(venv.path())
         .status()
         .unwrap();
     assert!(made.success(), "python -m venv failed");
     let python = venv.path().join("bin/python3");
-    let (dir, _) = common::project(&[("hello.py", "import sys\nprint(sys.prefix)\n")]);
+    let (dir, _) = util::project(&[("hello.py", "import sys\nprint(sys.prefix)\n")]);
     let mut server = StdioServer::start(dir.path(), &["--python", python.to_str().unwrap()]);
     let result = server.call("run_python", json!({"file_name": "hello.py"}));
     assert_eq!(result["isError"], json!(false), "{result}");

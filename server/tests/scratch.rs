@@ -6,42 +6,26 @@
 //! with its own temp folder), as `nobody` when the tests run as root.
 #![cfg(unix)]
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::util;
 use pyrun_mcp_tests::procs::holds_within;
 use pyrun_run::runner::{RunRequest, Runner, RunnerSettings};
 use pyrun_sandbox::{python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy};
 use tokio_util::sync::CancellationToken;
 
-const CHILD: &str = "PYRUN_SCRATCH_TEST_CHILD";
-
-/// Runs `body` here when this is the child; otherwise runs `test` again in a child process with
-/// a fresh temp folder (as `nobody` when root) and asserts it passed.
+/// Runs `body` in a child process of its own (this binary again, alone, with a fresh temp folder),
+/// as `nobody` when root, and asserts it passed.
 fn in_own_process(test: &str, body: impl FnOnce()) {
-    use std::os::unix::process::CommandExt;
-    if std::env::var_os(CHILD).is_some() {
-        return body();
-    }
-    let temp = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
-    child
-        .args([test, "--exact", "--test-threads=1", "--nocapture"])
-        .env(CHILD, "1")
-        .env("TMPDIR", temp.path());
-    if rustix::process::geteuid().is_root() {
-        std::os::unix::fs::chown(temp.path(), Some(65534), Some(65534)).unwrap();
-        child.uid(65534).gid(65534);
-    }
-    let out = child.output().unwrap();
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && said.contains("1 passed"),
-        "{said}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let as_nobody = |child: &mut std::process::Command, temp: &Path| {
+        use std::os::unix::process::CommandExt;
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(temp, Some(65534), Some(65534)).unwrap();
+            child.uid(65534).gid(65534);
+        }
+    };
+    util::run_alone(test, as_nobody, body);
 }
 
 /// Makes `d/e/f.txt` in its HOME, locks `d/e` and `d` (mode 000) and opens its HOME to all.
@@ -57,7 +41,7 @@ print("locked")
 "#;
 
 fn runner(mode: SandboxMode, projects: &Path) -> Runner {
-    let python = common::python();
+    let python = pyrun_mcp_tests::python();
     let sandboxed = mode != SandboxMode::Off;
     let sandbox = Sandbox::new(SandboxPolicy {
         mode,
@@ -124,7 +108,7 @@ fn dead_servers_root() -> PathBuf {
 
 fn a_locked_folder_goes_and_the_slot_is_private_again(mode: SandboxMode) {
     let dead = dead_servers_root();
-    let (_dir, root) = common::project(&[("lock.py", LOCK)]);
+    let (_dir, root) = util::project(&[("lock.py", LOCK)]);
     let runner = runner(mode, root.path());
     let script = root.resolve_script("lock.py").unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -170,7 +154,10 @@ fn a_locked_folder_goes_and_the_slot_is_private_again(mode: SandboxMode) {
 #[test]
 fn a_folder_a_run_locks_in_its_scratch_is_removed_with_the_sandbox_off() {
     in_own_process(
-        "a_folder_a_run_locks_in_its_scratch_is_removed_with_the_sandbox_off",
+        concat!(
+            module_path!(),
+            "::a_folder_a_run_locks_in_its_scratch_is_removed_with_the_sandbox_off"
+        ),
         || a_locked_folder_goes_and_the_slot_is_private_again(SandboxMode::Off),
     );
 }
@@ -179,7 +166,10 @@ fn a_folder_a_run_locks_in_its_scratch_is_removed_with_the_sandbox_off() {
 #[test]
 fn a_folder_a_sandboxed_run_locks_in_its_scratch_is_removed() {
     in_own_process(
-        "a_folder_a_sandboxed_run_locks_in_its_scratch_is_removed",
+        concat!(
+            module_path!(),
+            "::a_folder_a_sandboxed_run_locks_in_its_scratch_is_removed"
+        ),
         || a_locked_folder_goes_and_the_slot_is_private_again(SandboxMode::Standard),
     );
 }

@@ -6,29 +6,24 @@
 //! the idle timeout and the per-caller cap. Processes are found by the session id, which the
 //! driver carries as its argument (`procs::processes_carrying`).
 
-mod common;
-
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::stdio::{text, StdioServer};
 use pyrun_mcp_tests::procs::{holds_within, processes_carrying};
+use pyrun_mcp_tests::stdio::{text, StdioServer};
+use pyrun_mcp_tests::TempProjects;
 use serde_json::{json, Value};
 
 const ALLOW: &[&str] = &["--allow-inline-code"];
 
 /// `base/p` is the projects folder (with `pkg/helper.py`); the base dir holds nothing else.
 fn folder() -> (tempfile::TempDir, PathBuf) {
-    let base = tempfile::tempdir().unwrap();
-    let root = dunce::canonicalize(base.path()).unwrap();
-    let projects = root.join("p");
-    std::fs::create_dir_all(projects.join("pkg")).unwrap();
-    std::fs::write(
-        projects.join("pkg/helper.py"),
-        "ANSWER = 42\ndef boom():\n    raise ValueError('from helper')\n",
-    )
-    .unwrap();
-    (base, projects)
+    TempProjects::named("p")
+        .file(
+            "pkg/helper.py",
+            "ANSWER = 42\ndef boom():\n    raise ValueError('from helper')\n",
+        )
+        .into_parts()
 }
 
 fn start(server: &mut StdioServer, arguments: Value) -> String {

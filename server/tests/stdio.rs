@@ -1,15 +1,14 @@
 //! End to end over stdio with the real binary: the samples, refusals, progress, cancellation and
 //! a clean exit, as Claude Desktop and other stdio clients drive it.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use assert_cmd::Command;
-use common::stdio::{text, StdioServer};
 #[cfg(target_os = "linux")]
 use pyrun_mcp_tests::procs;
+use pyrun_mcp_tests::stdio::{text, StdioServer};
+use pyrun_mcp_tests::TempProjects;
 use serde_json::{json, Value};
 
 fn samples() -> PathBuf {
@@ -136,19 +135,13 @@ fn lists_files_and_subfolders() {
     assert_eq!(out["isError"], true);
 }
 
-fn slow_project() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("slow.py"),
-        "import time\nprint('working', flush=True)\ntime.sleep(3)\nprint('finished')\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("forever.py"),
-        "import time\ntime.sleep(600)\n",
-    )
-    .unwrap();
-    dir
+fn slow_project() -> TempProjects {
+    TempProjects::named("p")
+        .file(
+            "slow.py",
+            "import time\nprint('working', flush=True)\ntime.sleep(3)\nprint('finished')\n",
+        )
+        .file("forever.py", "import time\ntime.sleep(600)\n")
 }
 
 #[test]

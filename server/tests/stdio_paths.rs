@@ -2,22 +2,18 @@
 //! form, one refusal for every unusable host path (so none probes where the folder lives), and a
 //! listing no file name can add lines to.
 
-mod common;
-
-use common::stdio::{text, StdioServer};
+use pyrun_mcp_tests::stdio::{text, StdioServer};
+use pyrun_mcp_tests::TempProjects;
 use serde_json::json;
 
 /// `base/p1` is the projects folder; `base/outside.py` and `base/p1/sub/` are there to probe.
 fn folder() -> (tempfile::TempDir, std::path::PathBuf) {
-    let base = tempfile::tempdir().unwrap();
-    let root = dunce::canonicalize(base.path()).unwrap();
-    let projects = root.join("p1");
-    std::fs::create_dir_all(projects.join("sub")).unwrap();
-    std::fs::write(projects.join("hello.py"), "print('hi')\n").unwrap();
-    std::fs::write(projects.join("sub/inner.py"), "print('inner')\n").unwrap();
-    std::fs::write(projects.join("notes.txt"), "x").unwrap();
-    std::fs::write(root.join("outside.py"), "print('ESCAPED')\n").unwrap();
-    (base, projects)
+    TempProjects::named("p1")
+        .file("hello.py", "print('hi')\n")
+        .file("sub/inner.py", "print('inner')\n")
+        .file("notes.txt", "x")
+        .outside("outside.py", "print('ESCAPED')\n")
+        .into_parts()
 }
 
 #[test]

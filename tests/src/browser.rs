@@ -9,13 +9,14 @@
 //! Each [`Browser`] runs its own `chromedriver --port=N` in a process group of its own; dropping it
 //! ends that group (chromedriver and the chromium it started), nothing else.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::{json, Value};
+
+use crate::net::free_port;
 
 /// Where Debian's `chromium-driver` and `chromium` packages put their programs, unless these
 /// variables say otherwise.
@@ -323,11 +324,4 @@ fn program((variable, debian): (&str, &str)) -> PathBuf {
         path.display()
     );
     path
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
 }

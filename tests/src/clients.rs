@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::deps::{node_env, python_env};
+use crate::env::scrub_env;
 use crate::paths::workspace_root;
 use crate::process::{run_bounded, Output};
 
@@ -20,10 +21,12 @@ pub fn client_script(name: &str) -> PathBuf {
 }
 
 /// Runs `tests/clients/SCRIPT ARGS…` with the test venv's Python and returns the JSON report it
-/// printed last. Panics with the script's output when it fails.
+/// printed last. Panics with the script's output when it fails. The client's environment is
+/// scrubbed of every server setting ([`scrub_env`]): a stdio server it starts inherits it.
 pub fn python_client(script: &str, args: &[String]) -> Value {
     let mut cmd = Command::new(python_env());
-    cmd.arg(client_script(script))
+    scrub_env(&mut cmd)
+        .arg(client_script(script))
         .args(args)
         .env("PYTHONUNBUFFERED", "1")
         .env("PYTHONDONTWRITEBYTECODE", "1");
@@ -175,7 +178,8 @@ pub fn inspector_cli(cli_args: &[&str]) -> Output {
     let node = node_env();
     let home = tempfile::tempdir().expect("temporary HOME");
     let mut cmd = node.command(&node.inspector);
-    cmd.arg("--cli")
+    scrub_env(&mut cmd)
+        .arg("--cli")
         .args(cli_args)
         .env("HOME", home.path())
         .env("USERPROFILE", home.path())

@@ -3,8 +3,8 @@
 //! read from its `listening on` line) with the developer's settings scrubbed ([`ServerLaunch`]),
 //! drive it with raw JSON-RPC over stdio ([`StdioServer`]) or HTTP ([`http`]: Streamable HTTP,
 //! legacy SSE, an [`SseReader`] on the `sse-stream` crate), set up OAuth flows and check their
-//! tokens ([`oauth`]), find the interpreter once ([`python()`]), and look at processes from the
-//! host ([`procs`]).
+//! tokens ([`oauth`]), find the interpreter once ([`python()`]), look at processes from the host
+//! ([`procs`]), build a projects folder ([`TempProjects`]) and serve packages ([`PackageIndex`]).
 //!
 //! Nothing here installs or builds: with the `real-clients` feature, [`deps`] installs the clients
 //! we did not write (Python SDKs, Node tools) once under `target/test-deps/`, [`clients`] runs
@@ -18,10 +18,13 @@ pub mod clients;
 pub mod deps;
 pub mod env;
 pub mod http;
+pub mod net;
 pub mod oauth;
+pub mod package_index;
 pub mod paths;
 pub mod process;
 pub mod procs;
+pub mod projects;
 pub mod python;
 pub mod server;
 pub mod stdio;
@@ -37,8 +40,11 @@ pub use clients::{
 pub use deps::{node_env, python_env, NodeEnv};
 pub use env::{scrub_env, ENV_VARS};
 pub use http::{SseEvent, SseReader};
+pub use net::free_port;
+pub use package_index::PackageIndex;
 pub use paths::{bin_path, projects_copy, sample_projects, target_dir, workspace_root};
 pub use process::{run_bounded, Output, RunningChild};
+pub use projects::TempProjects;
 pub use python::{python, resolve_python};
 pub use server::{wait_for_listening, HttpServer, ServerLaunch, StartError, StdioCommand};
 pub use stdio::StdioServer;

@@ -10,8 +10,17 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// Whether a pid is a live process (Linux, through /proc): a zombie awaiting its reaper is dead.
+/// Whether a pid is a live process: a zombie awaiting its reaper is dead (it has exited; a test
+/// asking "is it still running?" or "did it survive?" means that). Through /proc on Linux; where
+/// there is no /proc (macOS), `kill -0`, which cannot tell a zombie from a live process.
 pub fn alive(pid: u32) -> bool {
+    if !Path::new("/proc/self").exists() {
+        return std::process::Command::new("kill")
+            .args(["-0", &pid.to_string()])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    }
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         // The state follows the parenthesised command name (which may itself hold `)`).
         let state = stat.rsplit(')').next().unwrap_or("").trim_start();
@@ -71,6 +80,23 @@ pub fn processes_carrying(token: &str) -> Vec<u32> {
         })
         // Zombies have exited; only their parent's bookkeeping remains.
         .filter(|&pid| alive(pid))
+        .collect()
+}
+
+/// Live (not zombie) processes whose command line, its arguments joined by spaces, contains
+/// `needle` (a path inside an argument, as in `--target=PATH`); their command lines.
+pub fn processes_naming(needle: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let line = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let line = String::from_utf8_lossy(&line).replace('\0', " ");
+            (line.contains(needle) && alive(pid)).then_some(line)
+        })
         .collect()
 }
 

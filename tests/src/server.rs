@@ -328,6 +328,11 @@ impl HttpServer {
 }
 
 /// The command line a stdio client spawns: `pyrun-mcp-server --transport stdio --projects-dir COPY`.
+///
+/// The server inherits the client's environment, so the client must not carry the test's: the
+/// harness's client launchers (`python_client`, `inspector_cli`, the real-client tests'
+/// `pyrun-mcp-client` helpers) scrub every server setting from it ([`scrub_env`]), as
+/// [`ServerLaunch`] does for the servers it starts.
 pub struct StdioCommand {
     pub program: PathBuf,
     pub args: Vec<String>,

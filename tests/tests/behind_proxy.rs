@@ -5,13 +5,15 @@
 //! the `real-clients` step).
 #![cfg(target_os = "linux")]
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use pyrun_mcp_tests::{bin_path, HttpServer, RunningChild, ServerLaunch, SseReader};
+use pyrun_mcp_tests::{
+    bin_path, free_port, HttpServer, RunningChild, ServerLaunch, SseReader, TempProjects,
+};
 use serde_json::{json, Value};
 
 const PUBLIC_HOST: &str = "tunnel.example.test";
@@ -73,11 +75,6 @@ fn find_or_install_nginx() -> PathBuf {
     }
     assert!(ok(&out), "apt-get install nginx failed: {out:?}");
     found().expect("nginx installed")
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
 }
 
 /// pyrun-mcp-server on a free loopback port, with a token and the public name allowed.
@@ -187,33 +184,29 @@ fn auth() -> String {
 /// A running setup: server, nginx in front, and the projects folder the server serves.
 struct Proxied {
     port: u16,
-    projects: tempfile::TempDir,
+    projects: TempProjects,
     _nginx: RunningChild,
     _server: HttpServer,
     _dir: tempfile::TempDir,
 }
 
 fn proxied() -> Proxied {
-    let projects = tempfile::tempdir().unwrap();
-    std::fs::write(
-        projects.path().join("hello_world.py"),
-        "print('Hello, World!')\n",
-    )
-    .unwrap();
-    // Finishes only once the test has SEEN a progress notification (then it writes go.flag):
-    // a proxy that held the stream back until the run ended would make it give up instead.
-    std::fs::write(
-        projects.path().join("wait_for_go.py"),
-        "import os, sys, time\n\
-         deadline = time.time() + 30\n\
-         while not os.path.exists('go.flag'):\n\
-         \x20   if time.time() > deadline:\n\
-         \x20       print('gave up: no progress reached the client while the run went on')\n\
-         \x20       sys.exit(3)\n\
-         \x20   time.sleep(0.05)\n\
-         print('released by the client')\n",
-    )
-    .unwrap();
+    // wait_for_go.py finishes only once the test has SEEN a progress notification (then it
+    // writes go.flag): a proxy that held the stream back until the run ended would make it give
+    // up instead.
+    let projects = TempProjects::named("p")
+        .file("hello_world.py", "print('Hello, World!')\n")
+        .file(
+            "wait_for_go.py",
+            "import os, sys, time\n\
+             deadline = time.time() + 30\n\
+             while not os.path.exists('go.flag'):\n\
+             \x20   if time.time() > deadline:\n\
+             \x20       print('gave up: no progress reached the client while the run went on')\n\
+             \x20       sys.exit(3)\n\
+             \x20   time.sleep(0.05)\n\
+             print('released by the client')\n",
+        );
     let (server, upstream) = start_server(projects.path());
     let dir = tempfile::tempdir().unwrap();
     let (nginx, port) = start_nginx(dir.path(), upstream);

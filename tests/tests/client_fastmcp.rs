@@ -1,12 +1,10 @@
 //! `pyrun-mcp-client` is a general MCP client: against a tiny FastMCP server (Python, from PyPI — a
 //! server we did not write) over legacy SSE and Streamable HTTP.
 
-mod client_support;
-
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use client_support::client;
+use crate::util::client;
 use predicates::prelude::*;
 use pyrun_mcp_tests::{python_env, wait_for_listening};
 use serde_json::Value;

@@ -1,15 +1,13 @@
 //! `pyrun-mcp-client` against our server over stdio, Streamable HTTP (/mcp) and legacy SSE (/sse):
 //! what a person or a CI script sees — output, exit codes, errors — including Ctrl-C cancelling a run.
 
-mod client_support;
-
 use std::path::Path;
 #[cfg(target_os = "linux")]
 use std::time::Duration;
 
-use client_support::*;
+use crate::util::*;
 use predicates::prelude::*;
-use pyrun_mcp_tests::{HttpServer, StdioCommand};
+use pyrun_mcp_tests::{free_port, HttpServer, StdioCommand};
 use serde_json::Value;
 
 const TOKEN: &str = "client-test-token";
@@ -291,7 +289,7 @@ fn http_auth_errors_say_what_to_do() {
 
 #[test]
 fn connection_errors_have_their_own_exit_codes() {
-    let port = closed_port();
+    let port = free_port();
     for path in ["mcp", "sse"] {
         client()
             .args([

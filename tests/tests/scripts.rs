@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use pyrun_mcp_tests::procs::{alive, read_pid};
 use pyrun_mcp_tests::{
-    bin_path, python, run_bounded, sample_projects, target_dir, workspace_root, Output,
+    bin_path, free_port, python, run_bounded, sample_projects, scrub_env, target_dir,
+    workspace_root, Output,
 };
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -56,46 +58,21 @@ fn sandbox_root() -> tempfile::TempDir {
 /// `bash ROOT/scripts/NAME.sh ARGS` with the debug binaries and a clean environment.
 fn script(root: &Path, name: &str, args: &[&str], path_prefix: Option<&Path>) -> Output {
     let mut cmd = Command::new("bash");
-    cmd.arg(root.join("scripts").join(format!("{name}.sh")))
+    // No server setting of the developer's (the scripts start servers), nor the client's URL.
+    scrub_env(&mut cmd)
+        .env_remove("MCP_SERVER_URL")
+        .arg(root.join("scripts").join(format!("{name}.sh")))
         .args(args)
         .current_dir(root)
         .env("PYRUN_SERVER_BIN", bin_path("pyrun-mcp-server"))
         .env("PYRUN_CLIENT_BIN", bin_path("pyrun-mcp-client"))
         // The server's state (the audit log) stays in the throw-away checkout.
         .env("PYRUN_STATE_DIR", root.join(".state"));
-    for name in [
-        "MCP_TRANSPORT",
-        "MCP_BIND",
-        "MCP_AUTH_TOKEN",
-        "MCP_ALLOWED_HOSTS",
-        "MCP_TUNNEL",
-        "MCP_SERVER_URL",
-        "NGROK_AUTHTOKEN",
-        "PYTHON_PROJECTS_DIR",
-    ] {
-        cmd.env_remove(name);
-    }
     if let Some(prefix) = path_prefix {
         let path = std::env::var("PATH").unwrap_or_default();
         cmd.env("PATH", format!("{}:{path}", prefix.display()));
     }
     run_bounded(&mut cmd, LIMIT)
-}
-
-fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-        || Command::new("kill")
-            .args(["-0", &pid.to_string()])
-            .status()
-            .is_ok_and(|s| s.success())
-}
-
-fn read_pid(file: &Path) -> u32 {
-    std::fs::read_to_string(file)
-        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 /// Kills what a failed test left behind (only the pids the scripts recorded).
@@ -146,14 +123,6 @@ http.server.HTTPServer(("127.0.0.1", {api_port}), Api).serve_forever()
     std::fs::write(&path, agent).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]

@@ -1,23 +1,29 @@
-//! Shared by the `client_*` tests: the `pyrun-mcp-client` command with a clean environment, a
+//! Shared by the `client_*` modules: the `pyrun-mcp-client` command with a clean environment, a
 //! projects folder holding a long-running script, and helpers for Ctrl-C and process checks.
-
-#![allow(dead_code)] // each test binary uses its own subset
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use pyrun_mcp_tests::bin_path;
+use pyrun_mcp_tests::{bin_path, scrub_env};
 
 /// Upper bound for one client invocation; a hang fails the test instead of stalling the suite.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// `pyrun-mcp-client ARGS…` that ignores the developer's settings.
-pub fn client() -> assert_cmd::Command {
-    let mut cmd = assert_cmd::Command::new(bin_path("pyrun-mcp-client"));
-    for name in ["MCP_SERVER_URL", "MCP_AUTH_TOKEN", "PYRUN_LOG", "RUST_LOG"] {
+/// `pyrun-mcp-client` with none of the developer's settings: neither the client's own nor any
+/// server setting (a stdio server it starts inherits its environment).
+fn client_command() -> Command {
+    let mut cmd = Command::new(bin_path("pyrun-mcp-client"));
+    scrub_env(&mut cmd);
+    for name in ["MCP_SERVER_URL", "RUST_LOG"] {
         cmd.env_remove(name);
     }
+    cmd
+}
+
+/// `pyrun-mcp-client ARGS…` that ignores the developer's settings.
+pub fn client() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::from_std(client_command());
     cmd.env("NO_COLOR", "1").timeout(CLIENT_TIMEOUT);
     cmd
 }
@@ -117,22 +123,13 @@ pub fn wait_with_limit(child: &mut Child, limit: Duration) -> ExitStatus {
 
 /// The client as a plain child process (to signal it mid-call), output discarded.
 pub fn spawn_client(args: &[&str]) -> Child {
-    let mut cmd = Command::new(bin_path("pyrun-mcp-client"));
-    for name in ["MCP_SERVER_URL", "MCP_AUTH_TOKEN", "PYRUN_LOG", "RUST_LOG"] {
-        cmd.env_remove(name);
-    }
-    cmd.args(args)
+    client_command()
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("start pyrun-mcp-client")
-}
-
-/// A loopback port nobody listens on (bound, then released).
-pub fn closed_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local address").port()
 }
 
 /// A one-thread HTTP server answering every request with an HTML page, like a tunnel's warning or

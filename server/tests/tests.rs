@@ -1,0 +1,36 @@
+//! The server's integration tests, one binary that links once (the tunnel's CLI tests,
+//! `tunnel_cli.rs`, are apart: they build with `--features tunnel`). Each module drives the real
+//! binary, or the run layer, for one concern; [`util`] holds what several modules share, and the
+//! workspace's harness (`pyrun_mcp_tests`) starts servers and drives them.
+//!
+//! The modules share one process: no test changes what is process-wide (environment, working
+//! directory, umask); a test that measures or sweeps the whole process runs alone in a child
+//! ([`util::run_alone`]).
+
+mod util;
+
+mod artifacts;
+mod audit_log;
+mod background_runs;
+mod bytecode_cache;
+mod caller;
+mod client_messages;
+mod config_snippets;
+mod escapes;
+mod http_limits;
+mod http_security;
+mod http_tools;
+mod inline_code;
+mod install_packages;
+mod oauth;
+mod output_memory;
+mod python_env;
+mod resources;
+mod resources_http;
+mod runner;
+mod sandbox_e2e;
+mod scratch;
+mod sessions;
+mod startup;
+mod stdio;
+mod stdio_paths;

@@ -1,0 +1,86 @@
+//! What several of the server's test modules share and the harness cannot (it does not link the
+//! server): a temp projects folder with its [`ProjectRoot`], a runner on the real interpreter, and
+//! [`run_alone`] for a test that must not share its process; the HTTP tests' folder and token are
+//! in [`http`]. Starting the binary, the JSON-RPC driver, the interpreter and the process checks
+//! are the workspace's one harness (`pyrun_mcp_tests`).
+
+pub mod http;
+
+use std::path::Path;
+use std::process::Command;
+
+use pyrun_mcp_tests::{python, TempProjects};
+use pyrun_run::paths::ProjectRoot;
+use pyrun_run::runner::{Runner, RunnerSettings};
+use pyrun_sandbox::{Sandbox, SandboxMode, SandboxPolicy};
+use tokio_util::sync::CancellationToken;
+
+/// A temp projects folder holding `files` (path, content), and the run layer's root of it.
+pub fn project(files: &[(&str, &str)]) -> (TempProjects, ProjectRoot) {
+    let projects = TempProjects::named("p").files(files);
+    let root = ProjectRoot::open(projects.path()).unwrap();
+    (projects, root)
+}
+
+/// A runner with no kernel sandbox: these tests are about the runner's own guarantees.
+pub fn runner(max_output_bytes: usize, max_concurrent: usize, pass_env: &[&str]) -> Runner {
+    let sandbox = Sandbox::new(SandboxPolicy {
+        allow_network: true,
+        ..SandboxPolicy::bare(SandboxMode::Off)
+    })
+    .unwrap();
+    Runner::new(
+        RunnerSettings {
+            python: python(),
+            max_output_bytes,
+            max_concurrent,
+            max_background_concurrent: 1,
+            pass_env: pass_env.iter().map(|s| s.to_string()).collect(),
+        },
+        sandbox,
+        CancellationToken::new(),
+    )
+    .unwrap()
+}
+
+/// Runs `future` to completion on a runtime of its own (what `#[tokio::test]` does), for a test
+/// body that [`run_alone`] takes as a closure.
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+/// Set in the environment of the process [`run_alone`] starts.
+const ALONE: &str = "PYRUN_TEST_ALONE";
+
+/// Runs `body` when this process is the one [`run_alone`] started; otherwise runs the test
+/// `test` again, alone (`--exact --test-threads=1`), in a child process of this test binary, with
+/// a private temp folder (`TMPDIR`, handed to `prepare` with the command), and asserts it passed.
+///
+/// For a test that measures or sweeps what belongs to the whole process (its peak memory, its
+/// scratch roots in the temp folder): the other tests of this binary run in the same process at
+/// the same time. `test` is the test's path, `concat!(module_path!(), "::NAME")` (the leading
+/// crate name is dropped).
+pub fn run_alone(test: &str, prepare: impl FnOnce(&mut Command, &Path), body: impl FnOnce()) {
+    if std::env::var_os(ALONE).is_some() {
+        return body();
+    }
+    let test = test.split_once("::").map_or(test, |(_, path)| path);
+    let temp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    child
+        .args([test, "--exact", "--test-threads=1", "--nocapture"])
+        .env(ALONE, "1")
+        .env("TMPDIR", temp.path());
+    prepare(&mut child, temp.path());
+    let out = child.output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("1 passed"),
+        "{said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
