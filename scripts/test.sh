@@ -126,7 +126,7 @@ check_architecture_paths() {
     local path missing=0 named=0
     # Backtick-quoted paths under a top-level folder of the repository (Markdown backticks).
     # shellcheck disable=SC2016
-    local pattern='[`](sandbox|server|client|tests|bench|scripts|python_projects|docs)/[^` ]*[`]'
+    local pattern='[`](api|sandbox|run|server|client|tests|bench|scripts|python_projects|docs)/[^` ]*[`]'
     while read -r path; do
         named=$((named + 1))
         if [[ ! -e $path ]]; then
