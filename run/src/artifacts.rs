@@ -37,24 +37,12 @@ const MAX_NAME_BYTES: usize = 1024;
 
 /// A new run id: `run_` and 32 lowercase hex characters from the OS's random source.
 pub fn new_run_id() -> io::Result<String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| io::Error::other(e.to_string()))?;
-    let mut id = String::with_capacity(RUN_ID_PREFIX.len() + 32);
-    id.push_str(RUN_ID_PREFIX);
-    for b in bytes {
-        let _ = write!(id, "{b:02x}");
-    }
-    Ok(id)
+    crate::ids::new_id(RUN_ID_PREFIX)
 }
 
 /// True for a string shaped like a run id (the only ids that ever name a folder of the store).
 pub fn is_run_id(id: &str) -> bool {
-    id.strip_prefix(RUN_ID_PREFIX).is_some_and(|hex| {
-        hex.len() == 32
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
+    crate::ids::has_id_shape(RUN_ID_PREFIX, id)
 }
 
 /// How much one run may leave and the store may hold.

@@ -6,7 +6,7 @@
 //! are keyed on); `slots` keeps reusable scratch folders with their sandbox rules;
 //! `sandbox_probe` probes the sandbox in the background; `bytecode_cache` fills the server-owned
 //! bytecode cache runs read; `artifacts` keeps the files runs leave in their output folder;
-//! `mime` names file types; `requirement` checks what `install_packages` may ask for and
+//! `ids` makes and checks run and session ids; `mime` names file types; `requirement` checks what `install_packages` may ask for and
 //! `package_index` is the operator's index installs fetch from;
 //! `install` makes a project's `.venv` and installs into it under its own sandbox profile;
 //! `python_support` writes the modules the server ships for runs (the
@@ -23,6 +23,7 @@ pub mod caller;
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)] // tokio's fd registration; see the module header
 mod child;
+pub mod ids;
 pub mod install;
 pub mod live_output;
 pub mod mime;

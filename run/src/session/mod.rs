@@ -18,7 +18,6 @@ mod interpreter;
 mod raw_output;
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
@@ -299,24 +298,12 @@ impl Sessions {
 
 /// `ses_` and 32 hex digits, from the OS's randomness.
 fn new_session_id() -> Option<String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).ok()?;
-    let mut id = String::with_capacity(ID_PREFIX.len() + 32);
-    id.push_str(ID_PREFIX);
-    for b in bytes {
-        let _ = write!(id, "{b:02x}");
-    }
-    Some(id)
+    crate::ids::new_id(ID_PREFIX).ok()
 }
 
 /// True for a string shaped like a session id.
 pub fn is_session_id(id: &str) -> bool {
-    id.strip_prefix(ID_PREFIX).is_some_and(|hex| {
-        hex.len() == 32
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
+    crate::ids::has_id_shape(ID_PREFIX, id)
 }
 
 /// Takes one off a counter when dropped.
