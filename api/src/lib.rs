@@ -54,9 +54,10 @@ impl RunStatus {
     }
 }
 
+/// The word on the wire, padded as a string would be (`{:<9}` lines up a listing).
 impl std::fmt::Display for RunStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -248,6 +249,7 @@ mod tests {
         assert_eq!(newer, RunStatus::Unknown);
         assert!(!newer.has_ended());
         assert!(RunStatus::TimedOut.has_ended() && !RunStatus::Queued.has_ended());
+        assert_eq!(format!("[{:<9}]", RunStatus::Exited), "[exited   ]");
     }
 
     #[test]
