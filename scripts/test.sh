@@ -183,12 +183,13 @@ build_for_tests() {
         cargo build -p pyrun-mcp-server --features conformance,tunnel --bin pyrun-mcp-conformance-server
 }
 
-# cargo test, with its output kept to count the results for the summary: the hermetic tests
+# cargo test, with its output kept to count the results for the summary (every binary runs, so one
+# failure does not hide the others): the hermetic tests
 # (loopback only) and the real-client tests (official SDKs, Inspector, conformance suite, nginx,
 # chromium, the scripts) in one run.
 run_tests() {
     # The plot test (server/tests/artifacts.rs) fails here without matplotlib, instead of skipping.
-    PYRUN_REQUIRE_MATPLOTLIB=1 cargo test --workspace --features "$TEST_FEATURES" 2>&1 |
+    PYRUN_REQUIRE_MATPLOTLIB=1 cargo test --workspace --no-fail-fast --features "$TEST_FEATURES" 2>&1 |
         tee "$log_dir/test.log"
     return "${PIPESTATUS[0]}"
 }

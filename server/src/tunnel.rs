@@ -195,6 +195,11 @@ pub async fn open(config: &TunnelConfig) -> Result<OpenTunnel, TunnelError> {
     use ngrok::prelude::{ConnInfo, EndpointInfo};
     use ngrok::Error as _;
 
+    // ngrok builds its TLS config from rustls' process-wide provider. Where the build's
+    // features enable both of rustls' providers (a workspace build with the client's reqwest,
+    // which brings aws-lc) rustls cannot pick one and panics: name ring, the provider this crate
+    // chose. An earlier install (ours, on a second open) is fine as it is.
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
     let mut builder = ngrok::Session::builder();
     builder.authtoken(config.authtoken.clone()).client_info(
         "pyrun-mcp",
