@@ -3,7 +3,7 @@
 //! this registers them with tokio's reactor so that the runner awaits the run's end and reads its
 //! pipes without a thread per run.
 //!
-//! The server's one `unsafe` (an audited exception to the workspace's `unsafe_code = "deny"`):
+//! The run layer's one `unsafe` (an audited exception to the workspace's `unsafe_code = "deny"`):
 //! tokio makes registering a raw fd with its reactor `unsafe`, because it cannot check that the
 //! fd stays open and the same; here it is an `OwnedFd` we own for the registration's whole life.
 

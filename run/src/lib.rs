@@ -1,20 +1,19 @@
-//! pyrun-run, the run layer of pyrun-mcp: everything between "run this file" and a finished process, and nothing of
-//! HTTP or MCP. `paths` proves a caller's path inside the projects folder ([`paths::ProjectPath`]);
-//! `runner` starts, limits, times out, cancels and kills runs (the only place that does);
-//! `live_output` holds a run's output as it arrives; `background` keeps the runs that go on
-//! while their caller does other things; `caller` names who asks (the identity runs and sessions
-//! are keyed on); `slots` keeps reusable scratch folders with their sandbox rules;
-//! `sandbox_probe` probes the sandbox in the background; `bytecode_cache` fills the server-owned
-//! bytecode cache runs read; `artifacts` keeps the files runs leave in their output folder;
-//! `ids` makes and checks run and session ids; `mime` names file types; `requirement` checks what `install_packages` may ask for and
-//! `package_index` is the operator's index installs fetch from;
-//! `install` makes a project's `.venv` and installs into it under its own sandbox profile;
-//! `python_support` writes the modules the server ships for runs (the
-//! matplotlib backend, the session driver);
-//! `python_env` picks and checks the interpreter and virtual environment of a folder;
-//! `packages` reads what an environment has installed.
-//! `session` keeps persistent Python sessions.
-//! The kernel side is the `pyrun_sandbox` crate, below this layer.
+//! pyrun-run, the run layer of pyrun-mcp: everything between "run this file" and a finished
+//! process, and nothing of HTTP or MCP. `paths` proves a caller's path inside the projects folder
+//! ([`paths::ProjectPath`]); `runner` starts, limits, times out, cancels and kills runs (the only
+//! place that does); `live_output` holds a run's output as it arrives; `background` keeps the
+//! runs that go on while their caller does other things; `caller` names who asks (the identity
+//! runs and sessions are keyed on); `slots` keeps reusable scratch folders with their sandbox
+//! rules; `sandbox_probe` probes the sandbox in the background; `bytecode_cache` fills the
+//! server-owned bytecode cache runs read; `artifacts` keeps the files runs leave in their output
+//! folder; `ids` makes and checks run and session ids; `mime` names file types; `requirement`
+//! checks what `install_packages` may ask for; `package_index` is the operator's index installs
+//! fetch from; `install` makes a project's `.venv` and installs into it under its own sandbox
+//! profile; `python_support` writes the modules the server ships for runs (the matplotlib
+//! backend, the session driver); `python_env` picks and checks the interpreter and virtual
+//! environment of a folder; `packages` reads what an environment has installed; `session` keeps
+//! persistent Python sessions. The kernel side is the `pyrun_sandbox` crate, below this layer;
+//! the words shared with clients (run status and kind) are `pyrun_api`'s.
 
 pub mod artifacts;
 pub mod background;

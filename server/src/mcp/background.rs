@@ -1,5 +1,5 @@
 //! The background room: `start_python`, `get_run`, `cancel_run`, `list_runs`. They adapt
-//! `run::background` to MCP: arguments in, a record looked up for its owner, a result out.
+//! `pyrun_run::background` to MCP: arguments in, a record looked up for its owner, a result out.
 
 use std::fmt::Write as _;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The resources room: the projects folder as MCP resources — `resources/list` (paged with an
 //! opaque cursor), the template `pyrun://projects/{+path}` and `resources/read`, each file proven
-//! by `run::paths` ([`ProjectRoot::resolve_file`](pyrun_run::paths::ProjectRoot::resolve_file))
+//! by `pyrun_run::paths` ([`ProjectRoot::resolve_file`](pyrun_run::paths::ProjectRoot::resolve_file))
 //! exactly as `run_python` proves a script; `watch` tells sessions when files appear or go.
 //!
 //! A URI names a file by its path relative to the folder, each `/`-separated segment

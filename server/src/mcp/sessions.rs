@@ -1,6 +1,6 @@
 //! The sessions room (`--allow-inline-code`): `session_start`, `session_exec`, `session_stop`,
 //! `list_sessions`. Its router joins the server's with `run_python_code`'s, only with the flag.
-//! They adapt `run::session` to MCP: arguments in, a session looked up for its owner, a result
+//! They adapt `pyrun_run::session` to MCP: arguments in, a session looked up for its owner, a result
 //! out.
 //!
 //! Results: a Python exception in the caller's code is a normal result with `error` set (like a

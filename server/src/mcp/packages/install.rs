@@ -6,8 +6,8 @@
 //! `packages`, then read `requirements` (a file of that project, proven with
 //! `ProjectRoot::resolve_file` and read without following links) and check each of its lines —
 //! all before anything runs. With neither, the project's `uv.lock` and `pyproject.toml` (read
-//! the same way) are checked by `run::uv_lock` (uv only; no lock: nothing to install) and the
-//! lock is synced. Then hand them to `run::install` (its pool, its sandbox profile); follow
+//! the same way) are checked by `pyrun_run::uv_lock` (uv only; no lock: nothing to install) and the
+//! lock is synced. Then hand them to `pyrun_run::install` (its pool, its sandbox profile); follow
 //! the installer's last line with progress notifications; report the outcome with the host's
 //! folders cut from the output. A failed install is a tool error with the installer's last lines.
 

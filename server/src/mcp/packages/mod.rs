@@ -3,7 +3,7 @@
 //!
 //! `list_packages`: what a project's environment has installed (its nearest checked venv's
 //! site-packages, or the server's interpreter's), read from the packages' metadata
-//! (`run::packages`) without starting a run. Always offered: it reads only what a run of the
+//! (`pyrun_run::packages`) without starting a run. Always offered: it reads only what a run of the
 //! project could import anyway.
 
 use std::fmt::Write as _;
