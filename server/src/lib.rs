@@ -1,12 +1,15 @@
 //! pyrun-mcp server: runs the Python files of one projects folder for MCP clients, safely.
 //!
-//! Layers, arrows pointing down:
-//! - the serve layer: `config` (one `Args` group per concern, validated without I/O), `app` (the
-//!   shared state built from it, and `app::state_dir`), `transport` (stdio, `/mcp`, `/sse` and
-//!   their HTTP layers), `oauth` (the authorization server), `audit` (the tool-call log),
-//!   `tunnel` (a public URL), `integrations` (registering with assistants);
-//! - the MCP layer, [`mcp`]: the handler and one room per tool family (run, background, inline,
-//!   sessions, packages, tasks, resources, prompts, artifacts) that never import each other;
+//! Layers inside the crate, arrows pointing down:
+//! - the edges: `transport` (stdio, `/mcp`, `/sse` and their HTTP layers), `tunnel` (a public
+//!   URL), `integrations` (registering with assistants);
+//! - the MCP layer, [`mcp`]: the handler, its state shared by every session, and one room per
+//!   tool family (run, background, inline, sessions, packages, tasks, resources, prompts,
+//!   artifacts) that never import each other;
+//! - what every layer above uses: `app` (the shared state built from the config, and
+//!   `app::state_dir`), `oauth` (the authorization server), `audit` (the tool-call log),
+//!   `client_message` (the text a client reads), `config` (one `Args` group per concern,
+//!   validated without I/O);
 //! - the run layer, the `pyrun_run` crate: paths, runner, slots, sessions, installs, the sandbox
 //!   probe — it knows nothing of MCP or HTTP; below it, the `pyrun_sandbox` crate holds the
 //!   kernel rules. The words client and server share (run status, reports, artifact entries)
@@ -21,6 +24,7 @@
 
 pub mod app;
 pub mod audit;
+pub mod client_message;
 pub mod config;
 pub mod integrations;
 pub mod mcp;

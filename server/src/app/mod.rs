@@ -8,9 +8,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
+use crate::client_message::ClientMessage;
 use crate::config::Config;
-use crate::mcp::client_message::ClientMessage;
-use crate::mcp::tasks::Tasks;
 use crate::oauth::{self, OAuth};
 use pyrun_run::artifacts::{ArtifactLimits, ArtifactStore};
 use pyrun_run::background::{BackgroundRuns, BackgroundSettings};
@@ -39,8 +38,6 @@ pub struct App {
     pub oauth: Option<Arc<OAuth>>,
     /// Where each tool call is recorded (`--audit-log`); may be off.
     pub audit: AuditLog,
-    /// MCP tasks (`run_python` for clients that declare the Tasks extension).
-    pub tasks: Tasks,
     /// The files runs left in their output folder, kept for their owner.
     pub artifacts: Arc<ArtifactStore>,
     /// Persistent Python sessions (offered with `--allow-inline-code`).
@@ -49,8 +46,6 @@ pub struct App {
     _python_support: Option<PythonSupport>,
     /// `--allow-install`: package installs into projects' `.venv` (their pool and sandbox).
     pub installs: Option<Arc<Installs>>,
-    /// Tells sessions when project files appear or go (`notifications/resources/list_changed`).
-    pub watch: crate::mcp::resources::watch::ProjectWatch,
     /// The interpreters and checked virtual environments runs use.
     pub python_envs: Arc<PythonEnvs>,
 }
@@ -177,9 +172,6 @@ impl App {
             artifacts.clone(),
             |e| ClientMessage::from(e).into_string(),
         );
-        let tasks = Tasks::default();
-        let forget = tasks.clone();
-        runs.on_forget(move |run_id| forget.forget_run(run_id));
         let store = artifacts.clone();
         runs.on_forget(move |run_id| store.forget(run_id));
         let audit = match &config.audit_log {
@@ -198,7 +190,6 @@ impl App {
                 max_output: config.max_output_bytes,
             },
         );
-        let watch = crate::mcp::resources::watch::ProjectWatch::new(root.clone());
         let installs = if config.install.allowed {
             let installs = open_installs(&config, &root, shutdown).map_err(AppError::Scratch)?;
             Some(Arc::new(installs))
@@ -212,12 +203,10 @@ impl App {
             runs,
             oauth,
             audit,
-            tasks,
             artifacts,
             sessions,
             _python_support: python_support,
             installs,
-            watch,
             python_envs,
         }))
     }

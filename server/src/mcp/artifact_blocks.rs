@@ -13,9 +13,9 @@ use std::sync::Arc;
 use base64::Engine as _;
 use rmcp::model::{CallToolResult, ContentBlock, Resource};
 
-use super::client_message::push_escaped;
 use super::reply::encode_segments;
 use crate::app::App;
+use crate::client_message::push_escaped;
 use pyrun_run::artifacts::{Artifact, ArtifactStore, Collected};
 
 /// The scheme and authority of run URIs.

@@ -15,11 +15,11 @@ use serde::Deserialize;
 
 use super::artifact_blocks::{self, Presented};
 use super::call::{call_notes, RunPythonArgs, ScriptCall};
-use super::client_message::ClientMessage;
 use super::handler::PyRunServer;
 use super::reply::{
     fmt_secs, listing, millis, refusal, rfc3339, runs_full, structured, truncation_note, PAGE_BYTES,
 };
+use crate::client_message::ClientMessage;
 use pyrun_run::artifacts::is_run_id;
 use pyrun_run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord};
 use pyrun_run::live_output::Stream;

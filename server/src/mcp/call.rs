@@ -13,17 +13,15 @@ use rmcp::RoleServer;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::client_message::ClientMessage;
 use super::handler::PyRunServer;
-use super::reply::{effective_timeout, python_info_of, PythonInfo};
+use super::reply::{effective_timeout, python_info_of, PythonInfo, NOTIFY_TIMEOUT};
 use crate::audit::CallNotes;
+use crate::client_message::ClientMessage;
 use pyrun_run::paths::{ProjectDir, ProjectPath};
 use pyrun_run::python_env::{EnvError, PythonEnv};
 
 /// How often a run that the caller follows with a progress token reports that it is still going.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
-/// A notification that cannot be sent in this time is dropped, so a slow client cannot stall a run.
-pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The arguments of a run of a Python file (`run_python`, `start_python`, a `run_python` task).
 #[derive(Debug, Deserialize, JsonSchema)]

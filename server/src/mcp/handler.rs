@@ -19,16 +19,41 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
 
 use super::artifact_blocks::RUNS_PREFIX;
-use super::call::NOTIFY_TIMEOUT;
+use super::reply::NOTIFY_TIMEOUT;
+use super::resources::watch::ProjectWatch;
+use super::task_store::Tasks;
 use super::{artifacts, fixtures, prompts, resources};
 use crate::app::App;
 use crate::audit::{CallNotes, Channel, FinishedCall, TransportKind};
 use pyrun_run::caller::Caller;
 
+/// What every session of one server shares: the MCP tasks and the projects folder's watcher.
+/// Made once per server by the transport (the MCP layer's own state, so `App` holds nothing of
+/// MCP), then handed to each session's [`PyRunServer`].
+#[derive(Debug)]
+pub struct McpState {
+    pub(super) tasks: Tasks,
+    pub(super) watch: ProjectWatch,
+}
+
+impl McpState {
+    pub fn new(app: &App) -> Arc<Self> {
+        let tasks = Tasks::default();
+        let forget = tasks.clone();
+        app.runs.on_forget(move |run_id| forget.forget_run(run_id));
+        Arc::new(Self {
+            tasks,
+            watch: ProjectWatch::new(app.root.clone()),
+        })
+    }
+}
+
 /// The MCP server: one per session, cheap to clone.
 #[derive(Debug, Clone)]
 pub struct PyRunServer {
     pub(crate) app: Arc<App>,
+    /// What this server's sessions share.
+    pub(super) state: Arc<McpState>,
     /// Over stdio: the local user. Over HTTP: `None`, each request carries its own caller.
     local: Option<Caller>,
     tool_router: ToolRouter<Self>,
@@ -36,19 +61,20 @@ pub struct PyRunServer {
 
 impl PyRunServer {
     /// A handler for HTTP sessions: each request's caller comes from the auth layer.
-    pub fn new(app: Arc<App>) -> Self {
-        Self::with_caller(app, None)
+    pub fn new(app: Arc<App>, state: Arc<McpState>) -> Self {
+        Self::with_caller(app, state, None)
     }
 
     /// A handler for the stdio client, the local user.
-    pub fn for_stdio(app: Arc<App>) -> Self {
-        Self::with_caller(app, Some(Caller::Local))
+    pub fn for_stdio(app: Arc<App>, state: Arc<McpState>) -> Self {
+        Self::with_caller(app, state, Some(Caller::Local))
     }
 
-    fn with_caller(app: Arc<App>, local: Option<Caller>) -> Self {
+    fn with_caller(app: Arc<App>, state: Arc<McpState>, local: Option<Caller>) -> Self {
         Self {
             tool_router: Self::routers(&app),
             app,
+            state,
             local,
         }
     }
@@ -177,7 +203,7 @@ impl ServerHandler for PyRunServer {
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         let owner = self.caller(&context);
-        let task = self.app.tasks.get(&owner.key(), &request.task_id)?;
+        let task = self.state.tasks.get(&owner.key(), &request.task_id)?;
         Ok(GetTaskResult::new(task))
     }
 
@@ -187,7 +213,7 @@ impl ServerHandler for PyRunServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let owner = self.caller(&context);
-        self.app.tasks.cancel(&owner.key(), &request.task_id)
+        self.state.tasks.cancel(&owner.key(), &request.task_id)
     }
 
     async fn update_task(
@@ -196,7 +222,7 @@ impl ServerHandler for PyRunServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let owner = self.caller(&context);
-        self.app.tasks.update(&owner.key(), &request.task_id)
+        self.state.tasks.update(&owner.key(), &request.task_id)
     }
 
     fn get_info(&self) -> ServerConfig {
@@ -225,7 +251,7 @@ impl ServerHandler for PyRunServer {
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let first_page = request.as_ref().is_none_or(|r| r.cursor.is_none());
-        let own = resources::list(&self.app, request).await?;
+        let own = resources::list(&self.state, request).await?;
         Ok(fixtures::with_resources(own, first_page))
     }
 
@@ -276,7 +302,7 @@ impl ServerHandler for PyRunServer {
 
     /// A session that initialized hears `resources/list_changed` until it closes.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.app.watch.add_peer(context.peer);
+        self.state.watch.add_peer(context.peer);
     }
 
     /// 2026-07-28 sessions opt in to `resources/list_changed` with `subscriptions/listen`.
@@ -290,7 +316,7 @@ impl ServerHandler for PyRunServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut changes = self.app.watch.subscribe();
+        let mut changes = self.state.watch.subscribe();
         let wants = context.accepted().resources_list_changed == Some(true);
         loop {
             tokio::select! {

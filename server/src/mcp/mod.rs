@@ -16,14 +16,14 @@
 //! structured results, timeouts, page sizes, listings), `call` (audit notes, progress, the
 //! prologue of a file run, the Python environment of a folder), `run_call` (a run the call waits
 //! for and its report), `artifact_blocks` (what a result shows of the files a run left),
-//! `project_files` (a project file as a resource: its URI, its read, its contents) and
-//! `client_message` (the text a client reads).
+//! and `project_files` (a project file as a resource: its URI, its read, its contents). What every
+//! session of one server shares (the MCP tasks, the projects folder's watcher) is `McpState`,
+//! made once by the transport.
 
 mod artifact_blocks;
 mod artifacts;
 mod background;
 mod call;
-pub(crate) mod client_message;
 mod handler;
 mod inline;
 mod packages;
@@ -34,6 +34,7 @@ pub(crate) mod resources;
 mod run;
 mod run_call;
 mod sessions;
+mod task_store;
 pub(crate) mod tasks;
 
 // The conformance suite's fixtures join the server here, and only here (a test-only feature).
@@ -41,4 +42,4 @@ pub(crate) mod tasks;
 #[cfg_attr(not(feature = "conformance"), path = "no_fixtures.rs")]
 mod fixtures;
 
-pub use handler::PyRunServer;
+pub use handler::{McpState, PyRunServer};

@@ -8,9 +8,9 @@ use base64::Engine as _;
 use rmcp::model::ResourceContents;
 use rmcp::ErrorData;
 
-use super::client_message::ClientMessage;
 use super::reply::encode_segments;
 use crate::app::App;
+use crate::client_message::ClientMessage;
 use pyrun_run::mime::OCTET_STREAM;
 use pyrun_run::paths::{PathError, ProjectFile, ProjectRoot, ReadError};
 

@@ -12,9 +12,9 @@ use rmcp::model::{
 use rmcp::ErrorData;
 use serde_json::Value;
 
-use super::client_message::{push_escaped, ClientMessage};
 use super::project_files::{self, Refused};
 use crate::app::App;
+use crate::client_message::{push_escaped, ClientMessage};
 
 /// The prompts' names, in the order `prompts/list` gives them.
 pub const NAMES: [&str; 3] = ["run-and-explain", "debug-script", "write-tests"];

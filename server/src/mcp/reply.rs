@@ -8,9 +8,12 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
 
-use super::client_message::ClientMessage;
+use crate::client_message::ClientMessage;
 use pyrun_run::background::{BackgroundSettings, StartError};
 use pyrun_run::python_env::PythonEnv;
+
+/// A notification that cannot be sent in this time is dropped, so a slow client cannot stall a run.
+pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The most output one `get_run` (or a handed-over `run_python`) returns per stream; pass the
 /// next offset back for more.

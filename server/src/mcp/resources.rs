@@ -21,11 +21,12 @@ use rmcp::model::{
 };
 use rmcp::ErrorData;
 
-use super::client_message::ClientMessage;
 use super::project_files::{
     contents, mime_type, not_found, project_uri, read_served, Refused, PROJECTS_PREFIX,
 };
+use super::McpState;
 use crate::app::App;
+use crate::client_message::ClientMessage;
 use pyrun_run::paths::PathError;
 
 /// The template clients may fill in.
@@ -35,7 +36,7 @@ pub const PAGE_SIZE: usize = 100;
 
 /// One page of the served files, after the cursor's file.
 pub async fn list(
-    app: &Arc<App>,
+    state: &Arc<McpState>,
     request: Option<PaginatedRequestParams>,
 ) -> Result<ListResourcesResult, ErrorData> {
     let after = match request.and_then(|r| r.cursor) {
@@ -49,9 +50,9 @@ pub async fn list(
         })?),
         None => None,
     };
-    let app = app.clone();
+    let state = state.clone();
     let fresh = after.is_none();
-    let files = tokio::task::spawn_blocking(move || app.watch.listing(fresh))
+    let files = tokio::task::spawn_blocking(move || state.watch.listing(fresh))
         .await
         .unwrap_or_default();
     let start = match &after {

@@ -14,12 +14,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::call::{call_notes, with_progress, RunPythonArgs, ScriptCall};
-use super::client_message::push_escaped;
 use super::handler::PyRunServer;
 use super::reply::{fmt_secs, millis, refusal, structured, PAGE_BYTES};
 use super::run_call::{report_value, RunReport};
 use crate::app::App;
 use crate::audit::CallNotes;
+use crate::client_message::push_escaped;
 use pyrun_run::background::{BackgroundRequest, RunKind, RunRecord};
 use pyrun_run::live_output::Stream;
 use pyrun_run::paths::ProjectPath;

@@ -12,10 +12,10 @@ use rmcp::RoleServer;
 
 use super::artifact_blocks::{self, Presented};
 use super::call::with_progress;
-use super::client_message::ClientMessage;
 use super::handler::PyRunServer;
 use super::reply::{fmt_secs, millis, push_section, refusal, to_array, truncation_note};
 use crate::audit::CallNotes;
+use crate::client_message::ClientMessage;
 use pyrun_run::background::{RunEnd, RunRecord};
 use pyrun_run::caller::Caller;
 use pyrun_run::live_output::{LiveOutput, Stream};

@@ -19,12 +19,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::call::call_notes;
-use super::client_message::ClientMessage;
 use super::handler::PyRunServer;
 use super::reply::{
     check_code, effective_timeout, fmt_secs, listing, millis, push_section, refusal, rfc3339,
     structured, truncation_note,
 };
+use crate::client_message::ClientMessage;
 use pyrun_run::session::{ExecError, ExecOutcome, Session, SessionError, INTERRUPT_GRACE};
 
 #[derive(Debug, Deserialize, JsonSchema)]

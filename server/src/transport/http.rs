@@ -28,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 
 use crate::app::App;
-use crate::mcp::client_message::ClientMessage;
-use crate::mcp::PyRunServer;
+use crate::client_message::ClientMessage;
+use crate::mcp::{McpState, PyRunServer};
 use crate::transport::sse::{self, SseSessions, SseState, SseTimings};
 
 use accept::ConnectionLimits;
@@ -138,9 +138,12 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
     // SSE body of a client that went away; the tool's token is its child, so the runner kills
     // the run. Only without an event store: a persisted stream keeps its request running for a
     // resume. A dropped session stream is not a cancellation (the client may come back).
-    let mcp_app = app.clone();
+    // One MCP state for the server: every session of `/mcp` and `/sse` shares its tasks and
+    // watcher.
+    let mcp_state = McpState::new(&app);
+    let (mcp_app, mcp_shared) = (app.clone(), mcp_state.clone());
     let mcp = StreamableHttpService::new(
-        move || Ok(PyRunServer::new(mcp_app.clone())),
+        move || Ok(PyRunServer::new(mcp_app.clone(), mcp_shared.clone())),
         mcp_sessions.clone(),
         StreamableHttpServerConfig::default()
             .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
@@ -163,7 +166,7 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
     let sse_app = app.clone();
     let sse_routes = sse::routes(SseState::new(
         sse_sessions,
-        Arc::new(move || PyRunServer::new(sse_app.clone())),
+        Arc::new(move || PyRunServer::new(sse_app.clone(), mcp_state.clone())),
         SseTimings {
             keep_alive: SSE_KEEP_ALIVE,
             idle_timeout: settings.session_idle_timeout,

@@ -30,7 +30,7 @@ use serde::Deserialize;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::audit::{Channel, TransportKind};
-use crate::mcp::client_message::ClientMessage;
+use crate::client_message::ClientMessage;
 use pyrun_run::caller::Caller;
 
 /// Path of the stream route.

@@ -6,13 +6,14 @@ use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
-use crate::mcp::PyRunServer;
+use crate::mcp::{McpState, PyRunServer};
 
 /// Serves one client on stdin/stdout until it closes stdin or `shutdown` fires. When both are pipes
 /// (as assistants start servers), Linux reads and writes them on the reactor instead of handing
 /// each message to a blocking thread: ~0.12 ms less server CPU per call, measured here.
 pub async fn serve(app: Arc<App>, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let service = PyRunServer::for_stdio(app)
+    let state = McpState::new(&app);
+    let service = PyRunServer::for_stdio(app, state)
         .serve(rmcp::transport::stdio_pipes())
         .await?;
     let ct = service.cancellation_token();

@@ -22,8 +22,8 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::client_message::ClientMessage;
 use crate::mcp::call::{call_notes, with_progress};
-use crate::mcp::client_message::ClientMessage;
 use crate::mcp::handler::PyRunServer;
 use crate::mcp::reply::{millis, refusal};
 use pyrun_run::install::{

@@ -15,9 +15,9 @@ use rmcp::{tool, tool_router, ErrorData};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::client_message::push_escaped;
 use super::handler::PyRunServer;
 use super::reply::{python_info_of, refusal, structured, PythonInfo};
+use crate::client_message::push_escaped;
 use pyrun_run::packages::installed;
 
 mod install;

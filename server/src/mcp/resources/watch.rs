@@ -24,7 +24,7 @@ use rmcp::service::Peer;
 use rmcp::RoleServer;
 use tokio::sync::{watch, Notify};
 
-use crate::mcp::call::NOTIFY_TIMEOUT;
+use crate::mcp::reply::NOTIFY_TIMEOUT;
 use pyrun_run::paths::{is_served_name, ListedFile, ProjectRoot};
 
 /// Quiet time after the first event before the folder is walked again: a burst of changes

@@ -13,7 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
-use crate::mcp::client_message::ClientMessage;
+use crate::client_message::ClientMessage;
 use crate::oauth::OAuth;
 use pyrun_run::caller::Caller;
 

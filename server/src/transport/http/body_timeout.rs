@@ -20,7 +20,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper::body::{Frame, SizeHint};
 
-use crate::mcp::client_message::ClientMessage;
+use crate::client_message::ClientMessage;
 
 /// The time a request gets to send its whole body.
 #[derive(Debug, Clone, Copy)]

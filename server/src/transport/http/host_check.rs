@@ -12,7 +12,7 @@ use axum::http::{header, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::mcp::client_message::ClientMessage;
+use crate::client_message::ClientMessage;
 
 /// Host names accepted without configuration.
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 
-use crate::mcp::client_message::ClientMessage;
+use crate::client_message::ClientMessage;
 
 /// Middleware for `/mcp`: a DELETE that rmcp accepted gets 204 for a live session and 404 for an
 /// unknown one (the status rmcp gives any other request naming a session it does not know).

@@ -9,7 +9,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
-use crate::mcp::client_message::ClientMessage;
+use crate::client_message::ClientMessage;
 use crate::transport::sse::SseSessions;
 
 /// Counts the live sessions of both transports against one maximum.
