@@ -7,6 +7,8 @@
 use std::time::Duration;
 
 use crate::util::http::*;
+use crate::util::run_status;
+use pyrun_api::RunStatus;
 use serde_json::{json, Value};
 
 fn call(id: u64, tool: &str, arguments: Value) -> Value {
@@ -55,7 +57,7 @@ async fn start(session: &McpSession, id: u64, file: &str) -> String {
     assert!(!is_error(&started), "{started}");
     let run = structured(&started);
     assert!(
-        run["status"] == "running" || run["status"] == "queued",
+        matches!(run_status(run), RunStatus::Running | RunStatus::Queued),
         "{started}"
     );
     let run_id = run["run_id"].as_str().expect("run_id").to_owned();
@@ -76,11 +78,7 @@ async fn until_ended(session: &McpSession, run_id: &str) -> Value {
             json!({"run_id": run_id, "wait_seconds": 10, "stdout_offset": u64::MAX, "stderr_offset": u64::MAX}),
         )
         .await;
-        let status = structured(&state)["status"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned();
-        if status != "running" && status != "queued" {
+        if run_status(structured(&state)).has_ended() {
             return state;
         }
     }
@@ -120,8 +118,18 @@ async fn a_background_run_is_followed_by_offsets_to_its_end() {
     }
     let end = until_ended(&session, &run_id).await;
     let s = structured(&end);
-    assert_eq!(s["status"], "exited", "{end}");
+    assert_eq!(run_status(s), RunStatus::Exited, "{end}");
     assert_eq!(s["exit_code"], 3, "{end}");
+    // What arrived after the last page read (a line's newline is a write of its own): read on
+    // from the offsets the last answer gave.
+    let rest = get_run(
+        &session,
+        89,
+        json!({"run_id": run_id, "stdout_offset": out, "stderr_offset": err}),
+    )
+    .await;
+    stdout.push_str(structured(&rest)["stdout"].as_str().unwrap());
+    stderr.push_str(structured(&rest)["stderr"].as_str().unwrap());
     assert_eq!(stdout, "line 1\nline 2\nline 3\n");
     assert_eq!(stderr, "err 1\nerr 2\nerr 3\n");
     assert_eq!(s["file_name"], "steps.py");
@@ -231,7 +239,7 @@ async fn an_expired_run_is_gone_with_the_same_words_as_an_unknown_one() {
     let session = McpSession::open(&server, None).await;
     let run_id = start(&session, 1, "hello_world.py").await;
     let end = until_ended(&session, &run_id).await;
-    assert_eq!(structured(&end)["status"], "exited", "{end}");
+    assert_eq!(run_status(structured(&end)), RunStatus::Exited, "{end}");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let gone = get_run(&session, 2, json!({"run_id": run_id})).await;
     assert!(is_error(&gone), "{gone}");
@@ -293,9 +301,13 @@ async fn the_background_cap_refuses_clearly_and_a_read_end_makes_room() {
     let cancelled = session
         .call(&call(4, "cancel_run", json!({"run_id": a})))
         .await;
-    assert_eq!(structured(&cancelled)["status"], "cancelled", "{cancelled}");
+    assert_eq!(
+        run_status(structured(&cancelled)),
+        RunStatus::Cancelled,
+        "{cancelled}"
+    );
     let seen = get_run(&session, 5, json!({"run_id": a})).await;
-    assert_eq!(structured(&seen)["status"], "cancelled");
+    assert_eq!(run_status(structured(&seen)), RunStatus::Cancelled);
     let _c = start(&session, 6, "hello_world.py").await;
     let gone = get_run(&session, 7, json!({"run_id": a})).await;
     assert!(is_error(&gone), "the seen run made room: {gone}");
@@ -312,16 +324,20 @@ async fn queued_background_runs_never_hold_up_run_python() {
     let first = start(&session, 1, "steps.py").await;
     let second = start(&session, 2, "hello_world.py").await;
     let waiting = get_run(&session, 3, json!({"run_id": second})).await;
-    assert_eq!(structured(&waiting)["status"], "queued", "{waiting}");
+    assert_eq!(
+        run_status(structured(&waiting)),
+        RunStatus::Queued,
+        "{waiting}"
+    );
     // The one foreground turn is free: run_python does not wait behind the background pool.
     let hello = session.call(&run_python(4, "hello_world.py", None)).await;
     assert!(result_text(&hello).contains("Hello, World!"), "{hello}");
     let cancelled = session
         .call(&call(5, "cancel_run", json!({"run_id": first})))
         .await;
-    assert_eq!(structured(&cancelled)["status"], "cancelled");
+    assert_eq!(run_status(structured(&cancelled)), RunStatus::Cancelled);
     let end = until_ended(&session, &second).await;
-    assert_eq!(structured(&end)["status"], "exited", "{end}");
+    assert_eq!(run_status(structured(&end)), RunStatus::Exited, "{end}");
     let whole = get_run(&session, 6, json!({"run_id": second})).await;
     assert_eq!(structured(&whole)["stdout"], "Hello, World!\n");
 }
@@ -337,7 +353,7 @@ async fn a_run_python_still_going_after_detach_after_is_handed_over() {
         .await;
     assert!(!is_error(&handed), "{handed}");
     let report = structured(&handed);
-    assert_eq!(report["status"], "running", "{handed}");
+    assert_eq!(run_status(report), RunStatus::Running, "{handed}");
     let run_id = report["run_id"].as_str().expect("a run id").to_owned();
     assert!(result_text(&handed).contains("get_run"), "{handed}");
     assert_eq!(report["stdout"], "line 1\n", "{handed}");
@@ -404,7 +420,7 @@ async fn an_ended_background_run_returns_its_files_as_an_image_and_a_link() {
     let run_id = start(&session, 1, "draw.py").await;
     let end = until_ended(&session, &run_id).await;
     let s = structured(&end);
-    assert_eq!(s["status"], "exited", "{end}");
+    assert_eq!(run_status(s), RunStatus::Exited, "{end}");
     assert_eq!(s["artifacts"][0]["name"], "dot.png", "{end}");
     assert_eq!(s["artifacts"][0]["mime_type"], "image/png", "{end}");
     let uri = format!("pyrun://runs/{run_id}/files/dot.png");
@@ -447,7 +463,11 @@ mod kills {
         let cancelled = session
             .call(&call(2, "cancel_run", json!({"run_id": run_id})))
             .await;
-        assert_eq!(structured(&cancelled)["status"], "cancelled", "{cancelled}");
+        assert_eq!(
+            run_status(structured(&cancelled)),
+            RunStatus::Cancelled,
+            "{cancelled}"
+        );
         assert!(
             eventually(|| processes_carrying(&token).is_empty()).await,
             "the run survived cancel_run"
@@ -479,7 +499,11 @@ mod kills {
         drop(poll);
         // The run is not the poll's: it goes on, and the server answers at once.
         let state = get_run(&session, 3, json!({"run_id": run_id})).await;
-        assert_eq!(structured(&state)["status"], "running", "{state}");
+        assert_eq!(
+            run_status(structured(&state)),
+            RunStatus::Running,
+            "{state}"
+        );
         assert!(!processes_carrying(&token).is_empty());
         let hello = session.call(&run_python(4, "hello_world.py", None)).await;
         assert!(result_text(&hello).contains("Hello, World!"), "{hello}");

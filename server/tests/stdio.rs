@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::util::run_status;
 use assert_cmd::Command;
+use pyrun_api::RunStatus;
 #[cfg(target_os = "linux")]
 use pyrun_mcp_tests::procs;
 use pyrun_mcp_tests::stdio::{text, StdioServer};
@@ -310,12 +312,12 @@ fn the_local_user_follows_a_background_run_over_stdio() {
         stdout.push_str(s["stdout"].as_str().unwrap_or(""));
         out = s["next_stdout_offset"].as_u64().unwrap_or(out);
         err = s["next_stderr_offset"].as_u64().unwrap_or(err);
-        if s["status"] == "exited" {
+        if run_status(s) == RunStatus::Exited {
             break;
         }
     }
     let s = &state["result"]["structuredContent"];
-    assert_eq!(s["status"], "exited", "{state}");
+    assert_eq!(run_status(s), RunStatus::Exited, "{state}");
     assert_eq!(s["exit_code"], 0, "{state}");
     assert!(stdout.contains("Hello"), "{stdout} {state}");
     let listed = server.request("tools/call", json!({"name": "list_runs", "arguments": {}}));

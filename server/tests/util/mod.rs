@@ -84,3 +84,9 @@ pub fn run_alone(test: &str, prepare: impl FnOnce(&mut Command, &Path), body: im
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The run status an answer names, read with the words client and server share (`pyrun_api`); a
+/// missing or unknown status reads as `Unknown`, which no assertion expects.
+pub fn run_status(answer: &serde_json::Value) -> pyrun_api::RunStatus {
+    serde_json::from_value(answer["status"].clone()).unwrap_or(pyrun_api::RunStatus::Unknown)
+}
