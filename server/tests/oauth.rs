@@ -748,6 +748,16 @@ async fn guessing_the_owner_secret_slows_down_and_oauth_unlock_clears_it() {
     let server = start(&[]);
     let client_id = server.client().await;
     let consent = server.open_consent(&client_id).await;
+    // The throttle counts in whole seconds (a 1 s wait after the third failure): start at the top
+    // of a second, so the guesses and the right secret after them fall in the same one.
+    let into_second = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_millis();
+    tokio::time::sleep(std::time::Duration::from_millis(
+        u64::from(1000 - into_second) + 5,
+    ))
+    .await;
     for _ in 0..3 {
         assert_eq!(
             server.decide(&consent, "guess", "approve").await.status(),
