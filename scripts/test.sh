@@ -102,7 +102,12 @@ check_rooms() {
             found=1
         fi
     done
-    ((found == 0)) && echo "no tool room of server/src/mcp imports another"
+    # The shared state sits below the MCP layer: `app` names nothing of it (no import circle).
+    if grep -rnE 'crate::mcp\b|super::mcp\b' server/src/app; then
+        echo "server/src/app imports the MCP layer (above): keep MCP state in mcp::McpState"
+        found=1
+    fi
+    ((found == 0)) && echo "no tool room of server/src/mcp imports another; app imports nothing of mcp"
 }
 
 # The server's root keeps a dozen entries at most: each says what its room is (ARCHITECTURE.md).
