@@ -32,6 +32,12 @@ pub fn main() -> ExitCode {
         .with_ansi(std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal())
         .init();
     dotenv.log();
+    // A `.env` line that cannot be read stops everything: the settings after it (a token, the
+    // sandbox mode) must not silently fall back to their defaults.
+    if let Some(refusal) = dotenv.refusal() {
+        print_error(&anyhow::anyhow!(refusal));
+        return ExitCode::from(2);
+    }
     if let Err(error) = inherited {
         tracing::warn!(%error, "could not mark inherited file descriptors close-on-exec");
     }

@@ -172,3 +172,47 @@ fn empty_setting_variables_mean_their_defaults() {
         "the default sandbox applies: {layers}"
     );
 }
+
+/// A `.env` line that cannot be read (an unquoted value with spaces, as a passphrase often is)
+/// stops the server, naming the file, the line and the variable, never the value: the token and
+/// the sandbox mode after it would otherwise be dropped, and the server would listen without them.
+#[test]
+fn a_dotenv_line_that_cannot_be_read_stops_the_server_before_it_listens() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("projects")).unwrap();
+    std::fs::write(
+        dir.path().join(".env"),
+        "GREETING=hello world\nMCP_AUTH_TOKEN=tok-after-the-bad-line\nPYRUN_SANDBOX=strict\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"));
+    pyrun_mcp_tests::scrub_env(&mut cmd)
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .args([
+            "--projects-dir",
+            "projects",
+            "--transport",
+            "http",
+            "--bind",
+            "127.0.0.1:0",
+        ]);
+    let out = pyrun_mcp_tests::run_bounded(&mut cmd, DEADLINE);
+    assert!(
+        !out.timed_out,
+        "the server started and served:\n{}",
+        out.stderr
+    );
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    let said = &out.stderr;
+    assert!(said.contains(".env line 1 cannot be read"), "{said}");
+    assert!(
+        said.contains("GREETING") && said.contains("hint: quote"),
+        "{said}"
+    );
+    assert!(!said.contains("listening on"), "{said}");
+    assert!(
+        !said.contains("hello world") && !said.contains("tok-after-the-bad-line"),
+        "a value reached the log: {said}"
+    );
+}

@@ -17,8 +17,15 @@ pub enum Dotenv {
     Loaded {
         file: PathBuf,
         entries: Vec<(String, String)>,
-        /// The first line dotenvy could not parse (the lines before it are kept).
-        malformed: Option<String>,
+    },
+    /// A line could not be read: none of the file applies, and the server does not start (a
+    /// setting after the line, a token or the sandbox mode, would otherwise be dropped silently).
+    Malformed {
+        file: PathBuf,
+        /// The 1-based line where the entry that could not be read starts, when it is found.
+        line: Option<usize>,
+        /// Its variable's name, when the line has one (never its value: it may be a secret).
+        key: Option<String>,
     },
     /// Found inside the projects folder, so not read into the environment at all.
     IgnoredInsideProjects { file: PathBuf, projects: PathBuf },
@@ -34,6 +41,8 @@ impl Dotenv {
         if !file.is_file() {
             return Self::Absent;
         }
+        // The entries before the first line that cannot be read, and that line's text as dotenvy
+        // gives it (`Some("")` when the file could not be read at all).
         let (entries, malformed) = match dotenvy::from_path_iter(file) {
             Ok(iter) => {
                 let mut entries = Vec::new();
@@ -41,15 +50,19 @@ impl Dotenv {
                 for item in iter {
                     match item {
                         Ok(entry) => entries.push(entry),
-                        Err(e) => {
-                            malformed = Some(e.to_string());
+                        Err(dotenvy::Error::LineParse(text, _)) => {
+                            malformed = Some(text);
+                            break;
+                        }
+                        Err(_) => {
+                            malformed = Some(String::new());
                             break;
                         }
                     }
                 }
                 (entries, malformed)
             }
-            Err(e) => (Vec::new(), Some(e.to_string())),
+            Err(_) => (Vec::new(), Some(String::new())),
         };
         let from_file = entries
             .iter()
@@ -64,11 +77,38 @@ impl Dotenv {
                 };
             }
         }
-        Self::Loaded {
-            file: file.to_path_buf(),
-            entries,
-            malformed,
+        match malformed {
+            None => Self::Loaded {
+                file: file.to_path_buf(),
+                entries,
+            },
+            Some(text) => {
+                let found = line_of(file, &text);
+                Self::Malformed {
+                    file: file.to_path_buf(),
+                    line: found.as_ref().map(|(line, _)| *line),
+                    key: found.and_then(|(_, text)| key_of(&text)),
+                }
+            }
         }
+    }
+
+    /// Why the server must not start with this file, for the person who wrote it: the file, the
+    /// line, the variable and the fix; never a value.
+    pub fn refusal(&self) -> Option<String> {
+        let Self::Malformed { file, line, key } = self else {
+            return None;
+        };
+        let at = line.map_or_else(String::new, |line| format!(" line {line}"));
+        let of = key
+            .as_ref()
+            .map_or_else(String::new, |key| format!(" (the value of {key})"));
+        Some(format!(
+            "{}{at} cannot be read{of}, so none of it was applied and the server did not start\n\
+             hint: quote a value that holds spaces or #, e.g. NAME=\"two words\", or remove the \
+             line; a setting left out of .env would silently fall back to its default",
+            file.display()
+        ))
     }
 
     /// Sets each entry that the real environment does not already set (the environment wins); an
@@ -87,19 +127,11 @@ impl Dotenv {
     pub fn log(&self) {
         match self {
             Self::Absent => {}
-            Self::Loaded {
-                file, malformed, ..
-            } => {
-                let file = file.display();
-                match malformed {
-                    None => tracing::debug!(%file, "settings read from .env"),
-                    Some(error) => tracing::warn!(
-                        %file,
-                        %error,
-                        "part of .env could not be read; the lines before the error were applied"
-                    ),
-                }
+            Self::Loaded { file, .. } => {
+                tracing::debug!(file = %file.display(), "settings read from .env");
             }
+            // Said by `refusal`, as the reason the server stops.
+            Self::Malformed { .. } => {}
             Self::IgnoredInsideProjects { file, projects } => tracing::warn!(
                 file = %file.display(),
                 projects = %projects.display(),
@@ -109,6 +141,35 @@ impl Dotenv {
             ),
         }
     }
+}
+
+/// The 1-based line of `file` holding what dotenvy could not read (`text`: the entry, or only its
+/// value), and that line.
+fn line_of(file: &Path, text: &str) -> Option<(usize, String)> {
+    let first = text.lines().next()?.trim();
+    if first.is_empty() {
+        return None;
+    }
+    let content = std::fs::read_to_string(file).ok()?;
+    content
+        .lines()
+        .enumerate()
+        .find(|(_, line)| line.contains(first))
+        .map(|(index, line)| (index + 1, line.to_owned()))
+}
+
+/// The variable an entry sets (`NAME` of `NAME=…` or `export NAME=…`), if it looks like one.
+fn key_of(text: &str) -> Option<String> {
+    let line = text.lines().next()?.trim();
+    let line = line.strip_prefix("export ").unwrap_or(line);
+    let (key, _) = line.split_once('=')?;
+    let key = key.trim();
+    let named = !key.is_empty()
+        && key.len() <= 128
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
+    named.then(|| key.to_owned())
 }
 
 /// Whether `file` is inside `projects` (canonical), by where it is or by where it points.

@@ -622,14 +622,44 @@ mod tests {
         // The same file beside the folder is read.
         let file = dotenv_in(dir.path(), "PYRUN_SANDBOX=off\n");
         match Dotenv::read(&file, |_| Some(projects.clone())) {
-            Dotenv::Loaded {
-                entries, malformed, ..
-            } => {
+            Dotenv::Loaded { entries, .. } => {
                 assert_eq!(entries, [("PYRUN_SANDBOX".into(), "off".into())]);
-                assert_eq!(malformed, None);
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_dotenv_line_that_cannot_be_read_refuses_the_whole_file_naming_the_line_and_no_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let projects = dir.path().join("projects");
+        std::fs::create_dir(&projects).unwrap();
+        let file = dotenv_in(
+            dir.path(),
+            "# settings\nPYRUN_TEST_DOTENV_GREETING=hello\nOWNER_SECRET=correct horse battery\nMCP_AUTH_TOKEN=t0k\n",
+        );
+        let read = Dotenv::read(&file, |_| Some(projects.clone()));
+        match &read {
+            Dotenv::Malformed { line, key, .. } => {
+                assert_eq!((*line, key.as_deref()), (Some(3), Some("OWNER_SECRET")));
+            }
+            other => panic!("{other:?}"),
+        }
+        let said = read.refusal().unwrap();
+        assert!(
+            said.contains("line 3") && said.contains("OWNER_SECRET"),
+            "{said}"
+        );
+        assert!(said.contains("hint: quote"), "{said}");
+        assert!(!said.contains("horse") && !said.contains("t0k"), "{said}");
+        // Nothing of it applies.
+        read.apply();
+        assert!(std::env::var_os("PYRUN_TEST_DOTENV_GREETING").is_none());
+        // A well-formed file is no refusal.
+        let fine = dotenv_in(dir.path(), "PYRUN_TEST_DOTENV_GREETING=\"hello world\"\n");
+        assert!(Dotenv::read(&fine, |_| Some(projects.clone()))
+            .refusal()
+            .is_none());
     }
 
     #[test]
