@@ -655,6 +655,15 @@ mod tests {
         // Nothing of it applies.
         read.apply();
         assert!(std::env::var_os("PYRUN_TEST_DOTENV_GREETING").is_none());
+        // Inside the projects folder (a script could have written it) the file is ignored whole, as
+        // ever: a run cannot stop the next start of the server with a broken line.
+        let planted = dotenv_in(&projects, "A=b c\n");
+        let read = Dotenv::read(&planted, |_| Some(projects.clone()));
+        assert!(
+            matches!(read, Dotenv::IgnoredInsideProjects { .. }),
+            "{read:?}"
+        );
+        assert!(read.refusal().is_none());
         // A well-formed file is no refusal.
         let fine = dotenv_in(dir.path(), "PYRUN_TEST_DOTENV_GREETING=\"hello world\"\n");
         assert!(Dotenv::read(&fine, |_| Some(projects.clone()))
