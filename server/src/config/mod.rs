@@ -654,7 +654,8 @@ mod tests {
         assert!(!said.contains("horse") && !said.contains("t0k"), "{said}");
         // Nothing of it applies.
         read.apply();
-        assert!(std::env::var_os("PYRUN_TEST_DOTENV_GREETING").is_none());
+        let greeting = "PYRUN_TEST_DOTENV_GREETING";
+        assert!(std::env::var_os(greeting).is_none());
         // Inside the projects folder (a script could have written it) the file is ignored whole, as
         // ever: a run cannot stop the next start of the server with a broken line.
         let planted = dotenv_in(&projects, "A=b c\n");
