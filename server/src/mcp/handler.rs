@@ -16,6 +16,7 @@ use rmcp::model::{
     SubscriptionFilter, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
 
 use super::artifact_blocks::RUNS_PREFIX;
@@ -133,7 +134,7 @@ impl PyRunServer {
         let session_id = ctx
             .extensions
             .get::<http::request::Parts>()
-            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|parts| parts.headers.get(HEADER_SESSION_ID))
             .and_then(|id| id.to_str().ok())
             .map(Arc::from);
         Channel {

@@ -16,9 +16,9 @@
 //! structured results, timeouts, page sizes, listings), `call` (audit notes, progress, the
 //! prologue of a file run, the Python environment of a folder), `run_call` (a run the call waits
 //! for and its report), `artifact_blocks` (what a result shows of the files a run left),
-//! and `project_files` (a project file as a resource: its URI, its read, its contents). What every
-//! session of one server shares (the MCP tasks, the projects folder's watcher) is `McpState`,
-//! made once by the transport.
+//! `project_files` (a project file as a resource: its URI, its read, its contents) and
+//! `task_store` (the MCP tasks and their owners). What every session of one server shares (the
+//! task store, the projects folder's watcher) is `McpState`, made once by the transport.
 
 mod artifact_blocks;
 mod artifacts;

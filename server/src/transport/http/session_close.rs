@@ -12,6 +12,7 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 
@@ -29,7 +30,7 @@ pub async fn close_with_no_content(
     }
     let session: Option<Arc<str>> = request
         .headers()
-        .get("mcp-session-id")
+        .get(HEADER_SESSION_ID)
         .and_then(|id| id.to_str().ok())
         .map(Into::into);
     let live = match &session {

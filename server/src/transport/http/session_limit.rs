@@ -7,6 +7,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 use crate::client_message::ClientMessage;
@@ -75,7 +76,7 @@ pub async fn limit_mcp_sessions(
     request: Request,
     next: Next,
 ) -> Response {
-    if request.method() != Method::POST || request.headers().contains_key("mcp-session-id") {
+    if request.method() != Method::POST || request.headers().contains_key(HEADER_SESSION_ID) {
         return next.run(request).await;
     }
     // Peek at the body; rmcp enforces the same size limit when it reads it again.
