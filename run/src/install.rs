@@ -96,7 +96,7 @@ use super::package_index::PackageIndex;
 use super::paths::ProjectDir;
 use super::requirement::Requirement;
 use super::uv_lock::CheckedLock;
-use pyrun_sandbox::{python_read_paths, ResourceLimits, Sandbox, SandboxError, SandboxMode};
+use pyrun_sandbox::{python_read_paths, Grant, ResourceLimits, Sandbox, SandboxError, SandboxMode};
 
 /// The name of the environment an install makes and fills, in the project's folder.
 pub const VENV_NAME: &str = ".venv";
@@ -381,7 +381,7 @@ impl Installs {
         // install's own scratch that no run can reach), never the project's venv, which any run
         // of another folder can write (see the module header).
         let fetch_slot = online
-            .slot_writing(scratch.path(), std::slice::from_ref(&cache))
+            .slot_granting(scratch.path(), &[Grant::writable(&cache)])
             .map_err(|e| InstallError::Sandbox(Arc::new(e)))?;
         let mut step = InstallStep::Fetch;
         let mut ended = Ended::Exited(Some(0));
@@ -399,16 +399,27 @@ impl Installs {
             step = InstallStep::Venv;
             let (venv_fd, made) = target.open()?;
             created = made;
-            // The rule holds the very folder proven above (a magic link to its descriptor), not
+            // The project read-only at its host path (venvs record absolute paths), and in it the
+            // venv writable: the very folder proven above (a magic link to its descriptor), not
             // whatever its path names by now.
-            let rule_path = fd_path(&venv_fd);
+            let mut grants = vec![
+                Grant {
+                    at: req.project.absolute().to_path_buf(),
+                    held: None,
+                    writable: false,
+                },
+                Grant {
+                    at: venv.clone(),
+                    held: Some(fd_path(&venv_fd)),
+                    writable: true,
+                },
+            ];
             // uv installs from its cache, and writes it (also `--offline`); pip from the wheels.
-            let writable = match self.settings.uv {
-                Some(_) => vec![rule_path, cache.clone()],
-                None => vec![rule_path],
-            };
+            if self.settings.uv.is_some() {
+                grants.push(Grant::writable(&cache));
+            }
             let slot = offline
-                .slot_writing(scratch.path(), &writable)
+                .slot_granting(scratch.path(), &grants)
                 .map_err(|e| InstallError::Sandbox(Arc::new(e)))?;
             // A half-made venv would be taken for a good one next time: it goes unless every
             // step made it (also on an error or a dropped call).

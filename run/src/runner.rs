@@ -752,6 +752,8 @@ fn write_inline(file: &Path, code: &str) -> io::Result<()> {
 struct RunExtras {
     output: PathBuf,
     python_path: Option<OsString>,
+    /// The server's `PATH` with only the folders of the run's world.
+    search_path: Option<OsString>,
     mpl_backend: bool,
 }
 
@@ -784,9 +786,14 @@ impl RunExtras {
                 path.push(part);
             }
         }
+        let search_path = env
+            .iter()
+            .find(|(name, _)| name == "PATH")
+            .map(|(_, value)| sandbox.search_path_in_view(value));
         Self {
             output: scratch.join(OUTPUT_DIR_NAME),
             python_path,
+            search_path,
             mpl_backend: support.is_some(),
         }
     }
@@ -800,7 +807,14 @@ impl RunExtras {
         let backend = self
             .mpl_backend
             .then(|| (OsStr::new("MPLBACKEND"), OsStr::new(MPL_BACKEND)));
-        std::iter::once(output).chain(path).chain(backend)
+        let search = self
+            .search_path
+            .as_ref()
+            .map(|path| (OsStr::new("PATH"), path.as_os_str()));
+        std::iter::once(output)
+            .chain(path)
+            .chain(backend)
+            .chain(search)
     }
 }
 

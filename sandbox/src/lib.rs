@@ -208,6 +208,35 @@ impl SandboxPolicy {
     }
 }
 
+/// A folder an install's processes see at its host path besides their scratch (Linux: bound
+/// into their view and given a Landlock rule): the project read-only, its venv writable.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    /// Where the processes name it: its host path.
+    pub at: PathBuf,
+    /// What is shown there when not `at` itself: the magic link of a descriptor the caller holds
+    /// open (`/proc/self/fd/N`), so that a folder swapped for a link after the caller's checks
+    /// changes nothing.
+    pub held: Option<PathBuf>,
+    pub writable: bool,
+}
+
+impl Grant {
+    /// `at` itself, writable.
+    pub fn writable(at: &Path) -> Self {
+        Self {
+            at: at.to_path_buf(),
+            held: None,
+            writable: true,
+        }
+    }
+
+    /// The path the rules are made from: the held descriptor's link, else `at`.
+    pub fn source(&self) -> &Path {
+        self.held.as_deref().unwrap_or(&self.at)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error(
@@ -339,20 +368,21 @@ impl Sandbox {
         })
     }
 
-    /// Like [`Sandbox::slot`], with `also_writable` (existing folders) writable besides the
-    /// scratch: a package install's target environment. Each such slot has its own ruleset.
-    pub fn slot_writing(
+    /// Like [`Sandbox::slot`], with `grants` (existing folders) shown besides the scratch, at
+    /// their host paths: a package install's project and target environment. Each such slot has
+    /// its own ruleset and view.
+    pub fn slot_granting(
         &self,
         scratch: &Path,
-        also_writable: &[PathBuf],
+        grants: &[Grant],
     ) -> Result<SandboxSlot, SandboxError> {
         #[cfg(target_os = "linux")]
         let imp = match &self.imp {
-            Some(imp) => Some(imp.slot_writing(scratch, also_writable)?),
+            Some(imp) => Some(imp.slot_granting(scratch, grants)?),
             None => None,
         };
         #[cfg(not(target_os = "linux"))]
-        let _ = (scratch, also_writable);
+        let _ = (scratch, grants);
         Ok(SandboxSlot {
             #[cfg(target_os = "linux")]
             imp,
@@ -390,6 +420,22 @@ impl Sandbox {
         } else {
             support.clone()
         })
+    }
+
+    /// A search path (`PATH`) with only the folders that exist in a run's file view: a run's
+    /// world shows no host layout (a home folder's pyenv or cargo folders). Unchanged without a
+    /// view.
+    pub fn search_path_in_view(&self, value: &std::ffi::OsStr) -> std::ffi::OsString {
+        #[cfg(target_os = "linux")]
+        if let Some(imp) = &self.imp {
+            if imp.shows(Path::new("/")).is_some() {
+                let kept: Vec<PathBuf> = std::env::split_paths(value)
+                    .filter(|dir| imp.shows(dir) == Some(true))
+                    .collect();
+                return std::env::join_paths(kept).unwrap_or_default();
+            }
+        }
+        value.to_os_string()
     }
 
     /// Where a run sees the host path `path` (the neutral form inside the projects folder when

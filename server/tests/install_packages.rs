@@ -13,6 +13,7 @@
 #![cfg(target_os = "linux")] // installs need the Linux sandbox
 
 use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -493,6 +494,17 @@ for path in ({sys.argv[2]!r} + "/other/secret.txt", {sys.argv[2]!r} + "/other/pl
         seen.append("touched " + path)
     except OSError:
         seen.append("refused " + path)
+# Landlock does not govern modes, times or lookups: only the install's own file view does.
+outside = {sys.argv[4]!r}
+for name, attack in (("chmod", lambda: os.chmod(outside, 0o666)),
+                     ("utime", lambda: os.utime(outside, (0, 0))),
+                     ("stat", lambda: os.stat(outside)),
+                     ("stat-home", lambda: os.stat(os.path.expanduser("~root")))):
+    try:
+        attack()
+        seen.append(name + " worked")
+    except OSError as e:
+        seen.append(name + " refused")
 open(os.path.join(sys.prefix, "report.txt"), "a").write("\\n".join(seen) + "\\n")
 """)
 print("PLANTED")
@@ -503,10 +515,15 @@ fn code_planted_in_a_venv_runs_only_inside_the_install_profile() {
     let index = PackageIndex::start();
     let canary = TcpListener::bind("127.0.0.1:0").unwrap();
     canary.set_nonblocking(true).unwrap();
-    let (_base, projects) = folder();
+    let (base, projects) = folder();
     std::fs::create_dir_all(projects.join("other")).unwrap();
     std::fs::write(projects.join("other/secret.txt"), "SECRET").unwrap();
     std::fs::write(projects.join("app/plant.py"), PLANT_VENV).unwrap();
+    // A file of the server's user outside the projects folder: mode 0600, a known mtime.
+    let outside = base.path().join("outside/owned.txt");
+    std::fs::write(&outside, "mine").unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mtime = std::fs::metadata(&outside).unwrap().modified().unwrap();
     let mut server = start(&projects, &index.url(), &["--uv", "off"]);
     let canary_port = canary.local_addr().unwrap().port().to_string();
     let index_port = index
@@ -517,7 +534,8 @@ fn code_planted_in_a_venv_runs_only_inside_the_install_profile() {
     let run = server.call(
         "run_python",
         json!({"file_name": "app/plant.py",
-               "args": [canary_port, projects.to_str().unwrap(), index_port]}),
+               "args": [canary_port, projects.to_str().unwrap(), index_port,
+                        outside.to_str().unwrap()]}),
     );
     assert!(
         run["structuredContent"]["stdout"]
@@ -539,6 +557,12 @@ fn code_planted_in_a_venv_runs_only_inside_the_install_profile() {
     assert!(!report.contains("index reached"), "{report}");
     assert!(!report.contains("canary reached"), "{report}");
     assert!(!report.contains("touched"), "{report}");
+    for attack in ["chmod", "utime", "stat", "stat-home"] {
+        assert!(report.contains(&format!("{attack} refused")), "{report}");
+    }
+    let after = std::fs::metadata(&outside).unwrap();
+    assert_eq!(after.permissions().mode() & 0o7777, 0o600, "{report}");
+    assert_eq!(after.modified().unwrap(), mtime, "{report}");
     assert!(canary.accept().is_err(), "the canary port was reached");
     assert!(!projects.join("other/planted.txt").exists());
     assert_eq!(

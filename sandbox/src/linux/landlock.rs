@@ -9,7 +9,7 @@ use landlock::{
     Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
 
-use crate::SandboxError;
+use crate::{Grant, SandboxError};
 
 /// The newest ABI this module was written and tested against; newer kernels are used at this level.
 const TESTED_ABI: ABI = ABI::V7;
@@ -23,6 +23,8 @@ const SYSTEM_READ: &[&str] = &[
     "/libx32",
     "/bin",
     "/sbin",
+    // Debian's alternatives: libraries in /usr (libblas.so.3, numpy's) are links through here.
+    "/etc/alternatives",
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
@@ -103,17 +105,28 @@ impl FsRules {
         self
     }
 
+    /// Everything a process may read or write of the host under these rules: what its file
+    /// view shows (`world.rs`); nothing else exists for it.
+    pub(super) fn shown(&self) -> Vec<PathBuf> {
+        self.read
+            .iter()
+            .chain(&self.write)
+            .cloned()
+            .chain(DEVICES.iter().map(PathBuf::from))
+            .collect()
+    }
+
     /// Builds this run's ruleset and returns its fd, to be enforced in the child with
     /// [`restrict_self`]. `None` when the kernel has no Landlock.
     pub(super) fn ruleset_fd(&self, scratch: &Path) -> Result<Option<OwnedFd>, SandboxError> {
-        self.ruleset_fd_writing(scratch, &[])
+        self.ruleset_fd_granting(scratch, &[])
     }
 
-    /// [`FsRules::ruleset_fd`] with `also_writable` (existing folders) writable besides.
-    pub(super) fn ruleset_fd_writing(
+    /// [`FsRules::ruleset_fd`] with `grants` (existing folders) readable or writable besides.
+    pub(super) fn ruleset_fd_granting(
         &self,
         scratch: &Path,
-        also_writable: &[PathBuf],
+        grants: &[Grant],
     ) -> Result<Option<OwnedFd>, SandboxError> {
         let err = |e: &dyn std::fmt::Display| SandboxError::Landlock(e.to_string());
         let abi = TESTED_ABI;
@@ -150,7 +163,11 @@ impl FsRules {
             .map(|p| (p.as_path(), read))
             .chain(self.write.iter().map(|p| (p.as_path(), write)))
             .chain(std::iter::once((scratch, write)))
-            .chain(also_writable.iter().map(|p| (p.as_path(), write)))
+            .chain(
+                grants
+                    .iter()
+                    .map(|g| (g.source(), if g.writable { write } else { read })),
+            )
             .chain(DEVICES.iter().map(|d| (Path::new(*d), device)));
         for (path, access) in rules {
             let fd = match PathFd::new(path) {

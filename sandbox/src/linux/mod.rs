@@ -7,18 +7,21 @@ mod landlock;
 mod mount;
 mod namespaces;
 mod seccomp;
+mod shm;
+mod world;
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::unix_limits::RlimitTable;
-use super::{SandboxError, SandboxMode, SandboxPolicy};
+use super::{Grant, SandboxError, SandboxMode, SandboxPolicy};
 use cgroup::{RunCgroups, SlotCgroups};
 use landlock::FsRules;
 use mount::{MountPlan, ViewSpec};
 use namespaces::Namespaces;
 use seccomp::SeccompFilters;
+use shm::SlotShm;
 
 /// Landlock ABI that scopes signals and abstract UNIX sockets to the sandbox (Linux 6.12).
 const LANDLOCK_SCOPED_ABI: i64 = 6;
@@ -55,17 +58,26 @@ pub(super) struct LinuxSandbox {
 /// What every slot's file view holds (`mount.rs`), known to work on this machine.
 #[derive(Debug)]
 struct ViewTemplate {
-    projects: PathBuf,
+    /// `None`: folders at their host paths (an install's view).
+    projects: Option<PathBuf>,
+    /// The host paths a process may read anyway (Landlock's read list): its whole world.
+    shown: Vec<PathBuf>,
+    /// Without `projects`: the policy's writable trees, writable at their host paths.
+    writable: Vec<PathBuf>,
     pycache: Option<PathBuf>,
     support: Option<PathBuf>,
     read_only_projects: bool,
 }
 
 impl ViewTemplate {
-    fn plan(&self, scratch: &Path, protected: &[PathBuf]) -> std::io::Result<MountPlan> {
+    fn plan(&self, slot: &SlotRules, protected: &[PathBuf]) -> std::io::Result<MountPlan> {
         MountPlan::new(&ViewSpec {
-            projects: &self.projects,
-            scratch,
+            projects: self.projects.as_deref(),
+            scratch: &slot.scratch,
+            shown: &self.shown,
+            shm: slot.shm.as_ref().map(SlotShm::path),
+            grants: &slot.grants,
+            writable: &self.writable,
             pycache: self.pycache.as_deref(),
             support: self.support.as_deref(),
             read_only_projects: self.read_only_projects,
@@ -84,17 +96,24 @@ struct SlotRules {
     ruleset: Option<OwnedFd>,
     cgroups: SlotCgroups,
     scratch: PathBuf,
+    /// The folder its runs see at `/dev/shm` (with a view).
+    shm: Option<SlotShm>,
+    /// Folders shown at their host paths besides (an install's project and venv).
+    grants: Vec<Grant>,
     /// The slot's mount namespace and the protected names it was built with.
     view: Mutex<Option<(Vec<PathBuf>, Arc<OwnedFd>)>>,
 }
 
 impl LinuxSlot {
     pub(super) fn is_idle(&self) -> bool {
-        self.0.cgroups.is_empty()
+        self.0.cgroups.is_empty() && self.0.shm.as_ref().is_none_or(SlotShm::is_empty)
     }
 
     pub(super) fn kill_leftovers(&self) {
         self.0.cgroups.kill_leftovers();
+        if let Some(shm) = &self.0.shm {
+            shm.empty();
+        }
     }
 }
 
@@ -120,7 +139,11 @@ impl LinuxSandbox {
             .then(|| namespaces.unwrap_or_else(|| Arc::new(Namespaces::unshared(flags))));
         let cgroups = RunCgroups::probe(&policy.limits);
         let root = rustix::process::geteuid().is_root();
-        let hidden = hidden_by_view(&policy);
+        let hidden = if policy.projects.is_some() {
+            hidden_by_view(&policy)
+        } else {
+            Vec::new()
+        };
         if let Some((tree, under)) = hidden.first() {
             tracing::warn!(
                 "sandbox: runs get no file view of their own: the interpreter reads {}, which \
@@ -129,13 +152,23 @@ impl LinuxSandbox {
                 tree.display()
             );
         }
-        let view = match (
-            &policy.projects,
-            namespaces.as_deref().and_then(Namespaces::user),
-        ) {
-            (Some(projects), Some(user)) if hidden.is_empty() => {
+        let fs = FsRules::new(
+            &policy.read_paths,
+            &policy.write_paths,
+            policy.allow_network,
+        )
+        .connecting_only_to(policy.tcp_connect_ports.clone());
+        // Every process gets a view: a run's (the projects at `/projects`) or, without a
+        // projects folder, an install's (its folders at their host paths).
+        let view = match namespaces.as_deref().and_then(Namespaces::user) {
+            Some(user) if hidden.is_empty() => {
                 let template = ViewTemplate {
-                    projects: projects.clone(),
+                    projects: policy.projects.clone(),
+                    shown: fs.shown(),
+                    writable: match policy.projects {
+                        Some(_) => Vec::new(),
+                        None => policy.write_paths.clone(),
+                    },
                     pycache: policy.pycache.clone(),
                     support: policy.support.clone(),
                     read_only_projects: policy.read_only_projects,
@@ -180,14 +213,12 @@ impl LinuxSandbox {
             "pid-ns",
             "scripts can see, signal and limit other processes of the server's user",
         );
-        if policy.projects.is_some() {
-            note(
-                view.is_some(),
-                "mount-ns",
-                "files outside the projects folder can have their mode, owner and times changed, \
-                 and runs see host paths",
-            );
-        }
+        note(
+            view.is_some(),
+            "mount-ns",
+            "files outside the projects folder can have their mode, owner and times changed, \
+             every host path can be looked up, and runs see host paths",
+        );
         layers.push("rlimits");
         layers.push("process-group");
         let cgroup_controllers: Vec<_> = cgroups.controllers().collect();
@@ -235,14 +266,7 @@ impl LinuxSandbox {
         Ok(Self {
             layers,
             rlimits: RlimitTable::new(&policy.limits),
-            fs: (probe.landlock_abi > 0).then(|| {
-                FsRules::new(
-                    &policy.read_paths,
-                    &policy.write_paths,
-                    policy.allow_network,
-                )
-                .connecting_only_to(policy.tcp_connect_ports.clone())
-            }),
+            fs: (probe.landlock_abi > 0).then_some(fs),
             namespaces,
             seccomp: probe.seccomp.then(|| Arc::new(filters)),
             cgroups,
@@ -251,8 +275,9 @@ impl LinuxSandbox {
         })
     }
 
+    /// True when runs see the neutral paths (a view with the projects folder at `/projects`).
     pub(super) fn has_view(&self) -> bool {
-        self.view.is_some()
+        self.view.as_ref().is_some_and(|t| t.projects.is_some())
     }
 
     pub(super) fn layers(&self) -> Vec<&'static str> {
@@ -261,17 +286,17 @@ impl LinuxSandbox {
 
     /// The rules of a slot whose runs write in `scratch`: its Landlock ruleset and its cgroups.
     pub(super) fn slot(&self, scratch: &Path) -> Result<LinuxSlot, SandboxError> {
-        self.slot_writing(scratch, &[])
+        self.slot_granting(scratch, &[])
     }
 
-    /// A slot whose runs also write `also_writable` (a package install's environment).
-    pub(super) fn slot_writing(
+    /// A slot whose processes also see `grants` (a package install's project and venv).
+    pub(super) fn slot_granting(
         &self,
         scratch: &Path,
-        also_writable: &[PathBuf],
+        grants: &[Grant],
     ) -> Result<LinuxSlot, SandboxError> {
         let ruleset = match &self.fs {
-            Some(fs) => match fs.ruleset_fd_writing(scratch, also_writable)? {
+            Some(fs) => match fs.ruleset_fd_granting(scratch, grants)? {
                 Some(fd) => Some(fd),
                 None => return Err(SandboxError::Landlock("kernel refused the ruleset".into())),
             },
@@ -281,6 +306,14 @@ impl LinuxSandbox {
             ruleset,
             cgroups: self.cgroups.make_slot()?,
             scratch: scratch.to_path_buf(),
+            shm: match &self.view {
+                Some(_) => Some(
+                    SlotShm::new(scratch)
+                        .map_err(|e| SandboxError::prepare("the slot's /dev/shm", e))?,
+                ),
+                None => None,
+            },
+            grants: grants.to_vec(),
             view: Mutex::new(None),
         })))
     }
@@ -312,7 +345,10 @@ impl LinuxSandbox {
         slot: &SlotRules,
         script_dir: &Path,
     ) -> Result<Arc<OwnedFd>, SandboxError> {
-        let protected = mount::protected_paths(&template.projects, script_dir);
+        let protected = match &template.projects {
+            Some(projects) => mount::protected_paths(projects, script_dir),
+            None => Vec::new(),
+        };
         let mut view = slot
             .view
             .lock()
@@ -328,7 +364,7 @@ impl LinuxSandbox {
             .and_then(Namespaces::user)
             .ok_or_else(|| SandboxError::Landlock("no shared user namespace".into()))?;
         let ns = template
-            .plan(&slot.scratch, &protected)
+            .plan(slot, &protected)
             .and_then(|plan| plan.build(user))
             .map(Arc::new)
             .map_err(|e| SandboxError::prepare("the run's file view", e))?;
@@ -338,15 +374,19 @@ impl LinuxSandbox {
 }
 
 impl LinuxSandbox {
+    /// Whether `path` (a host path) exists in the processes' file view: `None` without a view.
+    pub(super) fn shows(&self, path: &Path) -> Option<bool> {
+        let template = self.view.as_ref()?;
+        Some(template.shown.iter().any(|tree| path.starts_with(tree)))
+    }
+
     /// Where a run sees the host path `path`: under [`RUN_PROJECTS_DIR`](crate::RUN_PROJECTS_DIR)
     /// when it lies in the projects folder and runs have a view; as it is otherwise.
     pub(super) fn view_path(&self, path: &Path) -> PathBuf {
-        match &self.view {
-            Some(template) => match path.strip_prefix(&template.projects) {
-                Ok(rel) => Path::new(crate::RUN_PROJECTS_DIR).join(rel),
-                Err(_) => path.to_path_buf(),
-            },
-            None => path.to_path_buf(),
+        let projects = self.view.as_ref().and_then(|t| t.projects.as_deref());
+        match projects.map(|projects| path.strip_prefix(projects)) {
+            Some(Ok(rel)) => Path::new(crate::RUN_PROJECTS_DIR).join(rel),
+            _ => path.to_path_buf(),
         }
     }
 }
@@ -383,9 +423,15 @@ fn hidden_by_view(policy: &SandboxPolicy) -> Vec<(&Path, &'static str)> {
 /// Builds a view once at start-up in a temporary scratch: true when this machine can.
 fn probe_view(template: &ViewTemplate, user: &OwnedFd) -> bool {
     let built = tempfile::tempdir().and_then(|scratch| {
-        template
-            .plan(scratch.path(), &[])
-            .and_then(|plan| plan.build(user))
+        let slot = SlotRules {
+            ruleset: None,
+            cgroups: SlotCgroups::none(),
+            scratch: scratch.path().to_path_buf(),
+            shm: Some(SlotShm::new(scratch.path())?),
+            grants: Vec::new(),
+            view: Mutex::new(None),
+        };
+        template.plan(&slot, &[]).and_then(|plan| plan.build(user))
     });
     match built {
         Ok(_) => true,

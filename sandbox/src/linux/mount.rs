@@ -31,6 +31,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::namespaces::wait_status;
+use super::world::World;
 use crate::{RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR, RUN_SUPPORT_DIR};
 
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
@@ -48,13 +49,9 @@ struct MountAttr {
     userns_fd: u64,
 }
 
-/// The files of `/proc` a run's view shows (bound from the host's, read-only); Landlock lets runs
-/// read these and nothing else of `/proc`.
-const PROC_FILES: &[&str] = &["cpuinfo", "meminfo"];
-
 /// One step of the plan; every path is absolute in the building child's view.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Op {
+pub(super) enum Op {
     Mkdir(CString),
     /// An empty file to bind a single file onto.
     File(CString),
@@ -66,6 +63,13 @@ enum Op {
     Symlink {
         target: CString,
         path: CString,
+    },
+    /// Fails unless `path` is the file with this device and inode: a folder the server checked
+    /// and holds open, bound by its path, is still that folder (not a link swapped in since).
+    Expect {
+        path: CString,
+        dev: u64,
+        ino: u64,
     },
     /// `mount_setattr` on the mount at `path`.
     Attr {
@@ -79,8 +83,21 @@ enum Op {
 /// What a slot's view holds: host paths (canonical) and the names to protect.
 #[derive(Debug, Clone)]
 pub(crate) struct ViewSpec<'a> {
-    pub projects: &'a Path,
+    /// The projects folder, shown at [`RUN_PROJECTS_DIR`] with the scratch at
+    /// [`RUN_SCRATCH_DIR`] (a run's view). `None`: every folder at its host path (an install's
+    /// view: venvs record absolute paths).
+    pub projects: Option<&'a Path>,
     pub scratch: &'a Path,
+    /// What a run may read of the host, shown at its own path (`world.rs`): system trees and
+    /// files, the interpreter's trees, devices.
+    pub shown: &'a [PathBuf],
+    /// The slot's own folder shown at `/dev/shm`, writable: POSIX semaphores and shared memory
+    /// (multiprocessing), emptied with the slot.
+    pub shm: Option<&'a Path>,
+    /// Folders shown at their host paths besides (an install's project and venv).
+    pub grants: &'a [crate::Grant],
+    /// Without `projects`: trees writable (and not executable) at their host paths.
+    pub writable: &'a [PathBuf],
     pub pycache: Option<&'a Path>,
     /// The server's support modules, read-only at [`RUN_SUPPORT_DIR`].
     pub support: Option<&'a Path>,
@@ -90,95 +107,90 @@ pub(crate) struct ViewSpec<'a> {
 }
 
 /// The mounts of one slot's view, as steps prepared in the server (allocation, the host's
-/// top-level listing), to be executed by a forked child that may only make raw syscalls.
+/// file types), to be executed by a forked child that may only make raw syscalls.
 #[derive(Debug)]
 pub(super) struct MountPlan {
     site: CString,
     ops: Vec<Op>,
 }
 
-fn cstring(path: &Path) -> io::Result<CString> {
+pub(super) fn cstring(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in a path"))
 }
 
-fn under(prefix: &str, path: &Path) -> io::Result<CString> {
+pub(super) fn under(prefix: &str, path: &Path) -> io::Result<CString> {
     let mut joined = PathBuf::from(prefix);
     joined.push(path.strip_prefix("/").unwrap_or(path));
     cstring(&joined)
 }
 
 impl MountPlan {
-    /// The plan for `spec`, listing the host's top-level entries now.
+    /// The plan for `spec`, looking at the host's file types now.
     pub(super) fn new(spec: &ViewSpec<'_>) -> io::Result<Self> {
-        let mut ops = Vec::new();
-        let mut taken = vec![
-            RUN_PROJECTS_DIR.trim_start_matches('/').to_owned(),
-            RUN_SCRATCH_DIR.trim_start_matches('/').to_owned(),
-        ];
-        if spec.pycache.is_some() {
-            taken.push(RUN_PYCACHE_DIR.trim_start_matches('/').to_owned());
+        let mut world = World::default();
+        // What the run must name at its own path; the folders placed below are not shown twice.
+        let placed: Vec<&Path> = [spec.projects, spec.pycache, spec.support]
+            .into_iter()
+            .flatten()
+            .chain(spec.writable.iter().map(PathBuf::as_path))
+            .collect();
+        world.show_all(
+            spec.shown
+                .iter()
+                .map(PathBuf::as_path)
+                .filter(|p| !placed.iter().any(|b| p.starts_with(b))),
+        )?;
+        let mut writable_at: Vec<(PathBuf, bool)> = Vec::new();
+        if let Some(shm) = spec.shm {
+            world.bind_at(shm, Path::new("/dev/shm"), true)?;
+            writable_at.push((PathBuf::from("/dev/shm"), false));
         }
-        if spec.support.is_some() {
-            taken.push(RUN_SUPPORT_DIR.trim_start_matches('/').to_owned());
-        }
-        let mut entries: Vec<_> = std::fs::read_dir("/")?.flatten().collect();
-        entries.sort_by_key(|e| e.file_name());
-        for entry in entries {
-            let name = entry.file_name();
-            if taken.iter().any(|t| t.as_bytes() == name.as_bytes()) {
-                continue;
-            }
-            let host = Path::new("/").join(&name);
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if kind.is_symlink() {
-                let target = std::fs::read_link(&host)?;
-                ops.push(Op::Symlink {
-                    target: cstring(&target)?,
-                    path: under("/newroot", &host)?,
-                });
-            } else if name.as_bytes() == b"proc" {
-                // Not the host's /proc: a run would learn every host pid from `stat`
-                // (Landlock governs opening, not looking up), and `/proc/self` names its host
-                // pid. Only what Landlock lets runs read anyway.
-                ops.push(Op::Mkdir(under("/newroot", &host)?));
-                for file in PROC_FILES {
-                    let host = Path::new("/proc").join(file);
-                    if host.exists() {
-                        ops.push(Op::File(under("/newroot", &host)?));
-                        ops.push(Op::Bind {
-                            from: under("/oldroot", &host)?,
-                            to: under("/newroot", &host)?,
-                        });
-                    }
-                }
-            } else if kind.is_dir() {
-                ops.push(Op::Mkdir(under("/newroot", &host)?));
-                ops.push(Op::Bind {
-                    from: under("/oldroot", &host)?,
-                    to: under("/newroot", &host)?,
+        let scratch_at = match spec.projects {
+            Some(_) => PathBuf::from(RUN_SCRATCH_DIR),
+            None => spec.scratch.to_path_buf(),
+        };
+        // Host-path grants, parents before what lies in them (a venv inside its project).
+        let mut grants: Vec<&crate::Grant> = spec.grants.iter().collect();
+        grants.sort_by_key(|g| g.at.components().count());
+        for grant in grants {
+            // A mount cannot be bound from a descriptor of the server's own mount namespace:
+            // the path is bound, then proven to be the held folder.
+            world.bind_at(&grant.at, &grant.at, true)?;
+            if let Some(held) = &grant.held {
+                use std::os::unix::fs::MetadataExt;
+                let meta = std::fs::metadata(held)?;
+                world.ops.push(Op::Expect {
+                    path: under("/newroot", &grant.at)?,
+                    dev: meta.dev(),
+                    ino: meta.ino(),
                 });
             }
-            // Other top-level files (rare: `/.dockerenv`) are left out.
+            if grant.writable {
+                writable_at.push((grant.at.clone(), true));
+            }
         }
-        let mut place = |host: &Path, view: &str| -> io::Result<()> {
-            let to = under("/newroot", Path::new(view))?;
-            ops.push(Op::Mkdir(to.clone()));
-            ops.push(Op::Bind {
-                from: under("/oldroot", host)?,
-                to,
-            });
+        for tree in spec.writable {
+            if tree.is_dir() {
+                world.bind_at(tree, tree, true)?;
+                writable_at.push((tree.clone(), false));
+            }
+        }
+        let mut ops = std::mem::take(&mut world.ops);
+        let mut place = |host: &Path, view: &Path| -> io::Result<()> {
+            world.bind_at(host, view, true)?;
+            ops.append(&mut world.ops);
             Ok(())
         };
-        place(spec.projects, RUN_PROJECTS_DIR)?;
-        place(spec.scratch, RUN_SCRATCH_DIR)?;
+        if let Some(projects) = spec.projects {
+            place(projects, Path::new(RUN_PROJECTS_DIR))?;
+        }
+        place(spec.scratch, &scratch_at)?;
         if let Some(pycache) = spec.pycache {
-            place(pycache, RUN_PYCACHE_DIR)?;
+            place(pycache, Path::new(RUN_PYCACHE_DIR))?;
         }
         if let Some(support) = spec.support {
-            place(support, RUN_SUPPORT_DIR)?;
+            place(support, Path::new(RUN_SUPPORT_DIR))?;
         }
         ops.push(Op::Attr {
             path: cstring(Path::new("/newroot"))?,
@@ -186,16 +198,33 @@ impl MountPlan {
             clear: 0,
             recursive: true,
         });
-        let writable = |view: &str, writable: bool| -> io::Result<Op> {
+        let writable = |view: &Path, writable: bool| -> io::Result<Op> {
             Ok(Op::Attr {
-                path: under("/newroot", Path::new(view))?,
+                path: under("/newroot", view)?,
                 set: MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NODEV,
                 clear: if writable { MOUNT_ATTR_RDONLY } else { 0 },
                 recursive: false,
             })
         };
-        ops.push(writable(RUN_PROJECTS_DIR, !spec.read_only_projects)?);
-        ops.push(writable(RUN_SCRATCH_DIR, true)?);
+        match spec.projects {
+            Some(_) => {
+                ops.push(writable(
+                    Path::new(RUN_PROJECTS_DIR),
+                    !spec.read_only_projects,
+                )?);
+                ops.push(writable(&scratch_at, true)?);
+            }
+            // An install's scratch holds the throwaway venv it starts, and its build backends.
+            None => writable_at.push((scratch_at, true)),
+        }
+        for (at, exec) in writable_at {
+            ops.push(Op::Attr {
+                path: under("/newroot", &at)?,
+                set: MOUNT_ATTR_NODEV | if exec { 0 } else { MOUNT_ATTR_NOEXEC },
+                clear: MOUNT_ATTR_RDONLY,
+                recursive: false,
+            });
+        }
         for rel in spec.protected {
             let at = under("/newroot", &Path::new(RUN_PROJECTS_DIR).join(rel))?;
             ops.push(Op::Bind {
@@ -252,8 +281,12 @@ impl MountPlan {
             let failed = status
                 .filter(|&s| libc::WIFEXITED(s))
                 .map(|s| libc::WEXITSTATUS(s));
+            // Steps 9.. are the plan's ops (for the operator's log: host paths).
+            let op = failed
+                .and_then(|step| usize::try_from(step).ok()?.checked_sub(9))
+                .and_then(|i| self.ops.get(i));
             Err(io::Error::other(format!(
-                "building the run's file view failed at step {failed:?}"
+                "building the run's file view failed at step {failed:?} ({op:?})"
             )))
         };
         if stopped {
@@ -333,6 +366,17 @@ impl MountPlan {
                     std::ptr::null(),
                 ),
                 Op::Symlink { target, path } => libc::symlink(target.as_ptr(), path.as_ptr()),
+                Op::Expect { path, dev, ino } => {
+                    let mut st: libc::stat = std::mem::zeroed();
+                    let same = libc::lstat(path.as_ptr(), &mut st) == 0
+                        && st.st_dev == *dev
+                        && st.st_ino == *ino;
+                    if same {
+                        0
+                    } else {
+                        -1
+                    }
+                }
                 Op::Attr {
                     path,
                     set,
@@ -441,9 +485,15 @@ mod tests {
         let projects = tempfile::tempdir().unwrap();
         let scratch = tempfile::tempdir().unwrap();
         let support = tempfile::tempdir().unwrap();
+        let shm = tempfile::tempdir().unwrap();
+        let shown = ["/usr", "/etc/ld.so.cache", "/dev/null", "/proc/cpuinfo"].map(PathBuf::from);
         let plan = MountPlan::new(&ViewSpec {
-            projects: projects.path(),
+            projects: Some(projects.path()),
             scratch: scratch.path(),
+            shown: &shown,
+            shm: Some(shm.path()),
+            grants: &[],
+            writable: &[],
             pycache: None,
             support: Some(support.path()),
             read_only_projects: false,
@@ -452,6 +502,27 @@ mod tests {
         .unwrap();
         let text = format!("{:?}", plan.ops);
         assert!(text.contains("\"/oldroot/usr\""), "{text}");
+        // A minimal world: only what is listed exists; no other top-level folder of the host.
+        for absent in [
+            "/oldroot/home",
+            "/oldroot/root",
+            "/oldroot/etc\"",
+            "/oldroot/var",
+        ] {
+            assert!(!text.contains(absent), "{absent} in {text}");
+        }
+        assert!(text.contains("\"/oldroot/etc/ld.so.cache\""), "{text}");
+        assert!(text.contains("\"/newroot/proc/cpuinfo\""), "{text}");
+        // The slot's own /dev/shm, writable but noexec.
+        let shm_from = format!("/oldroot{}", shm.path().display());
+        assert!(plan.ops.iter().any(|op| matches!(op, Op::Bind { from, to }
+            if from.to_bytes() == shm_from.as_bytes() && to.as_bytes() == b"/newroot/dev/shm")));
+        assert!(plan
+            .ops
+            .iter()
+            .any(|op| matches!(op, Op::Attr { path, set, clear, .. }
+            if path.as_bytes() == b"/newroot/dev/shm" && set & MOUNT_ATTR_NOEXEC != 0
+                && clear & MOUNT_ATTR_RDONLY != 0)));
         let usr = plan
             .ops
             .iter()
