@@ -283,3 +283,35 @@ fn a_run_lives_in_a_minimal_world_where_host_paths_do_not_exist() {
     }
     server.close();
 }
+
+const MULTIPROCESSING: &str = r#"
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor
+
+def square(x):
+    return x * x
+
+if __name__ == "__main__":
+    with mp.Pool(2) as pool:
+        print("POOL", sum(pool.map(square, range(10))))
+    q = mp.Queue()
+    lock = mp.Lock()
+    with lock:
+        q.put("queued")
+    print("QUEUE", q.get(timeout=10))
+    with ProcessPoolExecutor(max_workers=2) as ex:
+        print("EXECUTOR", sum(ex.map(square, range(5))))
+"#;
+
+#[test]
+fn multiprocessing_pools_queues_locks_and_executors_work_in_a_run() {
+    let (dir, _) = util::project(&[("mp.py", MULTIPROCESSING)]);
+    let mut server = StdioServer::start(dir.path(), &[]);
+    let result = server.call("run_python", json!({"file_name": "mp.py"}));
+    assert_eq!(
+        stdout(&result),
+        "POOL 285\nQUEUE queued\nEXECUTOR 30\n",
+        "{result}"
+    );
+    server.close();
+}

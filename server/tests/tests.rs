@@ -17,6 +17,7 @@ mod caller;
 mod client_messages;
 mod config_snippets;
 mod escapes;
+mod every_process;
 mod http_limits;
 mod http_security;
 mod http_tools;

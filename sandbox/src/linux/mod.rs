@@ -295,8 +295,21 @@ impl LinuxSandbox {
         scratch: &Path,
         grants: &[Grant],
     ) -> Result<LinuxSlot, SandboxError> {
+        let shm = match &self.view {
+            Some(_) => Some(
+                SlotShm::new(scratch)
+                    .map_err(|e| SandboxError::prepare("the slot's /dev/shm", e))?,
+            ),
+            None => None,
+        };
+        // Landlock rules hold on inodes: the folder's rule holds at `/dev/shm` in the view.
+        let landlock_grants: Vec<Grant> = grants
+            .iter()
+            .cloned()
+            .chain(shm.iter().map(|shm| Grant::writable(shm.path())))
+            .collect();
         let ruleset = match &self.fs {
-            Some(fs) => match fs.ruleset_fd_granting(scratch, grants)? {
+            Some(fs) => match fs.ruleset_fd_granting(scratch, &landlock_grants)? {
                 Some(fd) => Some(fd),
                 None => return Err(SandboxError::Landlock("kernel refused the ruleset".into())),
             },
@@ -306,13 +319,7 @@ impl LinuxSandbox {
             ruleset,
             cgroups: self.cgroups.make_slot()?,
             scratch: scratch.to_path_buf(),
-            shm: match &self.view {
-                Some(_) => Some(
-                    SlotShm::new(scratch)
-                        .map_err(|e| SandboxError::prepare("the slot's /dev/shm", e))?,
-                ),
-                None => None,
-            },
+            shm,
             grants: grants.to_vec(),
             view: Mutex::new(None),
         })))

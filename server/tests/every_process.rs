@@ -1,0 +1,122 @@
+//! One hostile payload in every kind of process the server starts for a caller — a run, a
+//! background run, inline code, a session — through the real binary over stdio: each kind is
+//! built by the same sandbox profile, so each must refuse the same attacks. (An install's
+//! processes get the payload from a planted `.pth`: `install_packages::code_planted_…`.)
+#![cfg(target_os = "linux")]
+
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use pyrun_mcp_tests::stdio::StdioServer;
+use pyrun_mcp_tests::TempProjects;
+use serde_json::{json, Value};
+
+/// `main(outside, home, port)` tries each attack and prints `RESULT name outcome`; never opens
+/// anything outside what the test made.
+const PAYLOAD: &str = r#"
+import errno, os, socket
+
+def attempt(name, attack):
+    try:
+        attack()
+        print("RESULT", name, "worked", flush=True)
+    except OSError as e:
+        print("RESULT", name, errno.errorcode.get(e.errno, e.errno), flush=True)
+
+def main(outside, home, port):
+    attempt("chmod", lambda: os.chmod(outside, 0o666))
+    attempt("utime", lambda: os.utime(outside, (0, 0)))
+    attempt("stat-outside", lambda: os.stat(outside))
+    attempt("stat-home", lambda: os.listdir(home))
+    attempt("connect", lambda: socket.create_connection(("127.0.0.1", int(port)), timeout=3).close())
+"#;
+
+fn results(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("RESULT "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .collect()
+}
+
+fn assert_refused(kind: &str, out: &str) {
+    let results = results(out);
+    let names: Vec<&str> = results.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["chmod", "utime", "stat-outside", "stat-home", "connect"],
+        "{kind}: the payload did not run whole: {out}"
+    );
+    for (name, outcome) in &results {
+        assert_ne!(outcome, "worked", "{kind}: {name} worked: {out}");
+    }
+}
+
+#[test]
+fn every_kind_of_process_refuses_the_same_hostile_payload() {
+    let (base, projects) = TempProjects::named("p")
+        .file("app/payload.py", PAYLOAD)
+        .outside_dir("outside")
+        .into_parts();
+    let outside = base.path().join("outside/owned.txt");
+    std::fs::write(&outside, "mine").unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mtime = std::fs::metadata(&outside).unwrap().modified().unwrap();
+    let canary = TcpListener::bind("127.0.0.1:0").unwrap();
+    canary.set_nonblocking(true).unwrap();
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let args = [
+        outside.display().to_string(),
+        home,
+        canary.local_addr().unwrap().port().to_string(),
+    ];
+    let call = format!(
+        "import payload; payload.main({:?}, {:?}, {:?})",
+        args[0], args[1], args[2]
+    );
+    std::fs::write(projects.join("app/attack.py"), format!("{call}\n")).unwrap();
+    let mut server = StdioServer::start(&projects, &["--allow-inline-code"]);
+
+    // A run.
+    let run = server.call("run_python", json!({"file_name": "app/attack.py"}));
+    assert_refused("run_python", run["structuredContent"]["stdout"].as_str().unwrap_or(""));
+
+    // A background run, followed to its end.
+    let started = server.call("start_python", json!({"file_name": "app/attack.py"}));
+    let run_id = started["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let state = loop {
+        let state = server.call("get_run", json!({"run_id": run_id, "wait_seconds": 10}));
+        let status = state["structuredContent"]["status"].as_str().unwrap_or("");
+        if !matches!(status, "running" | "queued") || Instant::now() > deadline {
+            break state;
+        }
+    };
+    assert_refused("start_python", state["structuredContent"]["stdout"].as_str().unwrap_or(""));
+
+    // Inline code, importing from its project.
+    let inline = server.call("run_python_code", json!({"code": call, "project": "app"}));
+    assert_refused(
+        "run_python_code",
+        inline["structuredContent"]["stdout"].as_str().unwrap_or(""),
+    );
+
+    // A session.
+    let session = server.call("session_start", json!({"project": "app"}));
+    let id = session["structuredContent"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{session}"))
+        .to_owned();
+    let exec: Value = server.call("session_exec", json!({"session_id": id, "code": call}));
+    assert_refused("session_exec", exec["structuredContent"]["stdout"].as_str().unwrap_or(""));
+
+    let after = std::fs::metadata(&outside).unwrap();
+    assert_eq!(after.permissions().mode() & 0o7777, 0o600);
+    assert_eq!(after.modified().unwrap(), mtime);
+    assert!(canary.accept().is_err(), "the canary port was reached");
+    server.close();
+}
