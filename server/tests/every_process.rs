@@ -80,7 +80,10 @@ fn every_kind_of_process_refuses_the_same_hostile_payload() {
 
     // A run.
     let run = server.call("run_python", json!({"file_name": "app/attack.py"}));
-    assert_refused("run_python", run["structuredContent"]["stdout"].as_str().unwrap_or(""));
+    assert_refused(
+        "run_python",
+        run["structuredContent"]["stdout"].as_str().unwrap_or(""),
+    );
 
     // A background run, followed to its end.
     let started = server.call("start_python", json!({"file_name": "app/attack.py"}));
@@ -96,7 +99,10 @@ fn every_kind_of_process_refuses_the_same_hostile_payload() {
             break state;
         }
     };
-    assert_refused("start_python", state["structuredContent"]["stdout"].as_str().unwrap_or(""));
+    assert_refused(
+        "start_python",
+        state["structuredContent"]["stdout"].as_str().unwrap_or(""),
+    );
 
     // Inline code, importing from its project.
     let inline = server.call("run_python_code", json!({"code": call, "project": "app"}));
@@ -112,7 +118,10 @@ fn every_kind_of_process_refuses_the_same_hostile_payload() {
         .unwrap_or_else(|| panic!("{session}"))
         .to_owned();
     let exec: Value = server.call("session_exec", json!({"session_id": id, "code": call}));
-    assert_refused("session_exec", exec["structuredContent"]["stdout"].as_str().unwrap_or(""));
+    assert_refused(
+        "session_exec",
+        exec["structuredContent"]["stdout"].as_str().unwrap_or(""),
+    );
 
     let after = std::fs::metadata(&outside).unwrap();
     assert_eq!(after.permissions().mode() & 0o7777, 0o600);

@@ -156,16 +156,24 @@ impl MountPlan {
         for grant in grants {
             // A mount cannot be bound from a descriptor of the server's own mount namespace:
             // the path is bound, then proven to be the held folder.
-            world.bind_at(&grant.at, &grant.at, true)?;
-            if let Some(held) = &grant.held {
-                use std::os::unix::fs::MetadataExt;
-                let meta = std::fs::metadata(held)?;
-                world.ops.push(Op::Expect {
-                    path: under("/newroot", &grant.at)?,
-                    dev: meta.dev(),
-                    ino: meta.ino(),
-                });
+            // Without a held folder, the one the path names now, which must be a real folder.
+            use std::os::unix::fs::MetadataExt;
+            let meta = match &grant.held {
+                Some(held) => std::fs::metadata(held)?,
+                None => std::fs::symlink_metadata(&grant.at)?,
+            };
+            if !meta.is_dir() {
+                return Err(io::Error::other(format!(
+                    "{} is not a folder (a link?)",
+                    grant.at.display()
+                )));
             }
+            world.bind_at(&grant.at, &grant.at, true)?;
+            world.ops.push(Op::Expect {
+                path: under("/newroot", &grant.at)?,
+                dev: meta.dev(),
+                ino: meta.ino(),
+            });
             if grant.writable {
                 writable_at.push((grant.at.clone(), true));
             }
@@ -562,5 +570,65 @@ mod tests {
             if path.as_bytes().starts_with(b"/newroot/pyrun") && clear & MOUNT_ATTR_RDONLY != 0)));
         // No host /tmp: the scratch is the run's /tmp.
         assert!(!text.contains("\"/oldroot/tmp\""), "{text}");
+    }
+
+    #[test]
+    fn an_installs_folders_are_shown_at_their_host_paths_and_proven_after_binding() {
+        let root = tempfile::tempdir().unwrap();
+        let project = root.path().join("p/app");
+        let venv = project.join(".venv");
+        std::fs::create_dir_all(&venv).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let held = std::fs::File::open(&venv).unwrap();
+        use std::os::fd::AsRawFd;
+        let grants = [
+            crate::Grant {
+                at: project.clone(),
+                held: None,
+                writable: false,
+            },
+            crate::Grant {
+                at: venv.clone(),
+                held: Some(PathBuf::from(format!("/proc/self/fd/{}", held.as_raw_fd()))),
+                writable: true,
+            },
+        ];
+        let spec = ViewSpec {
+            projects: None,
+            scratch: scratch.path(),
+            shown: &[PathBuf::from("/usr")],
+            shm: None,
+            grants: &grants,
+            writable: &[],
+            pycache: None,
+            support: None,
+            read_only_projects: false,
+            protected: &[],
+        };
+        let plan = MountPlan::new(&spec).unwrap();
+        let venv_at = format!("/newroot{}", venv.display());
+        // The venv is bound by its path (into the project's bind), proven to be the held folder,
+        // and made writable; the scratch is at its own path, not at /tmp.
+        let bind = plan.ops.iter().position(|op| {
+            matches!(op, Op::Bind { to, .. }
+            if to.as_bytes() == venv_at.as_bytes())
+        });
+        let expect = plan.ops.iter().position(|op| {
+            matches!(op, Op::Expect { path, .. }
+            if path.as_bytes() == venv_at.as_bytes())
+        });
+        assert!(bind.is_some() && expect > bind, "{:?}", plan.ops);
+        assert!(plan
+            .ops
+            .iter()
+            .any(|op| matches!(op, Op::Attr { path, clear, .. }
+            if path.as_bytes() == venv_at.as_bytes() && clear & MOUNT_ATTR_RDONLY != 0)));
+        let scratch_at = format!("/newroot{}", scratch.path().display());
+        assert!(plan.ops.iter().any(|op| matches!(op, Op::Bind { to, .. }
+            if to.as_bytes() == scratch_at.as_bytes())));
+        // A project swapped for a link is refused before anything is built.
+        std::fs::rename(&project, root.path().join("p/moved")).unwrap();
+        std::os::unix::fs::symlink("/etc", &project).unwrap();
+        assert!(MountPlan::new(&spec).is_err());
     }
 }
