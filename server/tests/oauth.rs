@@ -777,6 +777,59 @@ async fn guessing_the_owner_secret_slows_down_and_oauth_unlock_clears_it() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_of_wrong_secrets_on_one_form_is_counted_before_it_is_verified() {
+    let server = std::sync::Arc::new(start(&[]));
+    let client_id = server.client().await;
+    let consent = std::sync::Arc::new(server.open_consent(&client_id).await);
+    let before = crate::util::peak_rss_mib(server.server.pid());
+    let posts: Vec<_> = (0..40)
+        .map(|i| {
+            let (server, consent) = (server.clone(), consent.clone());
+            tokio::spawn(async move {
+                let guess = format!("wrong guess {i}");
+                server.decide(&consent, &guess, "approve").await.status()
+            })
+        })
+        .collect();
+    let mut verified = 0;
+    for post in posts {
+        match post.await.unwrap() {
+            StatusCode::UNAUTHORIZED => verified += 1,
+            StatusCode::TOO_MANY_REQUESTS => {}
+            other => panic!("a wrong secret got {other}"),
+        }
+    }
+    let peak = crate::util::peak_rss_mib(server.server.pid());
+    eprintln!("burst: {verified} verified, peak RSS {before} -> {peak} MiB");
+    assert!(
+        verified <= 4,
+        "{verified} of 40 wrong secrets were verified"
+    );
+    assert!(
+        peak < 150,
+        "the server's peak RSS went {before} -> {peak} MiB"
+    );
+    // The owner waits no longer than the throttle's rules say after three failures (1 s), and
+    // the right secret then gets a code.
+    let throttled = server.decide(&consent, OWNER, "approve").await;
+    let wait = match throttled.status() {
+        StatusCode::TOO_MANY_REQUESTS => throttled.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap(),
+        StatusCode::SEE_OTHER => return,
+        other => panic!("the owner's secret got {other}"),
+    };
+    assert!(wait <= 1, "the owner must wait {wait} s");
+    tokio::time::sleep(std::time::Duration::from_millis(wait * 1000 + 50)).await;
+    assert_eq!(
+        server.decide(&consent, OWNER, "approve").await.status(),
+        StatusCode::SEE_OTHER
+    );
+}
+
 #[tokio::test]
 async fn malformed_oversized_and_sql_ish_registrations() {
     let server = start(&[]);
