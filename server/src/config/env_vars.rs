@@ -41,6 +41,7 @@ pub const ENV_VARS: &[&str] = &[
     "MCP_MAX_BODY_BYTES",
     "MCP_BODY_TIMEOUT",
     "MCP_MAX_CONNECTIONS",
+    "MCP_MAX_UNAUTHENTICATED_PER_ADDRESS",
     // Tunnel (`TunnelArgs`).
     "MCP_TUNNEL",
     "NGROK_AUTHTOKEN",

@@ -12,6 +12,7 @@ mod host_check;
 mod read_hold;
 mod session_close;
 mod session_limit;
+mod unauthenticated;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -40,9 +41,9 @@ use body_timeout::BodyTimeout;
 pub use host_check::HostPolicy;
 use session_limit::SessionLimit;
 
-/// Time a connection gets to send a request head, idle keep-alive included (hyper's default,
-/// which needs a timer to take effect; see `accept`).
-const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time a connection gets to send a request head, idle keep-alive included (it needs hyper's
+/// timer to take effect; see `accept`): a half-sent request is cut off within it.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Keep-alive comments on every SSE stream: tunnels and proxies drop streams idle for longer.
 const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// After shutdown fires, how long open connections get to finish before the server stops anyway.
@@ -93,6 +94,7 @@ pub async fn serve(
     let limits = ConnectionLimits {
         header_timeout: HEADER_TIMEOUT,
         max_open: app.config.http.max_connections,
+        max_unauthenticated_per_address: app.config.http.max_unauthenticated_per_address,
     };
     let server = accept::serve_connections(
         listener,
