@@ -830,6 +830,106 @@ async fn a_burst_of_wrong_secrets_on_one_form_is_counted_before_it_is_verified()
     );
 }
 
+/// A `tools/call` of `tool` in `session`.
+async fn tool(session: &McpSession, id: u64, tool: &str, arguments: Value) -> Value {
+    let call = json!({"name": tool, "arguments": arguments});
+    session.call(&request(id, "tools/call", call)).await
+}
+
+#[tokio::test]
+async fn one_oauth_client_never_evicts_anothers_ended_runs_nor_takes_every_place() {
+    let server = start(&[
+        "--max-background-runs",
+        "3",
+        "--max-background-runs-per-caller",
+        "2",
+    ]);
+    let (_, first) = server.tokens().await;
+    let (_, second) = server.tokens().await;
+    let victim = McpSession::open(&server.server, Some(s(&first["access_token"]))).await;
+    let flooder = McpSession::open(&server.server, Some(s(&second["access_token"]))).await;
+    let started = tool(
+        &victim,
+        1,
+        "start_python",
+        json!({"file_name": "hello_world.py"}),
+    )
+    .await;
+    let ended = started["result"]["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for id in 2..40 {
+        let state = tool(
+            &victim,
+            id,
+            "get_run",
+            json!({"run_id": ended, "wait_seconds": 5}),
+        )
+        .await;
+        if state["result"]["structuredContent"]["status"] == "exited" {
+            break;
+        }
+    }
+    // The victim has read its run to the end: only the retention may take it now.
+    let mut refused = None;
+    for id in 50..55 {
+        let started = tool(
+            &flooder,
+            id,
+            "start_python",
+            json!({"file_name": "sleeper.py"}),
+        )
+        .await;
+        if started["result"]["isError"] == json!(true) {
+            refused = Some(result_text(&started));
+            break;
+        }
+    }
+    let refused = refused.expect("the flooder took every place");
+    assert!(refused.contains("of yours"), "{refused}");
+    let kept = tool(&victim, 60, "get_run", json!({"run_id": ended})).await;
+    assert_eq!(
+        kept["result"]["structuredContent"]["status"], "exited",
+        "another caller's start evicted the victim's run: {kept}"
+    );
+    // And the victim still finds a place for a new run.
+    let again = tool(
+        &victim,
+        61,
+        "start_python",
+        json!({"file_name": "hello_world.py"}),
+    )
+    .await;
+    assert_eq!(again["result"]["isError"], json!(false), "{again}");
+}
+
+#[tokio::test]
+async fn registrations_are_limited_per_address_as_well_as_overall() {
+    let server = start(&[]);
+    let body = json!({"client_name": "Burst", "redirect_uris": [REDIRECT]});
+    let mut statuses = Vec::new();
+    for _ in 0..11 {
+        statuses.push(server.register(body.clone()).await.0);
+    }
+    assert!(
+        statuses[..10].iter().all(|s| *s == StatusCode::CREATED),
+        "{statuses:?}"
+    );
+    assert_eq!(statuses[10], StatusCode::TOO_MANY_REQUESTS, "{statuses:?}");
+    let elsewhere = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let response = elsewhere
+        .post(server.url("/oauth/register"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED, "another address");
+}
+
 #[tokio::test]
 async fn malformed_oversized_and_sql_ish_registrations() {
     let server = start(&[]);

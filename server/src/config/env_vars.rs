@@ -20,6 +20,7 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_BACKGROUND_TIMEOUT",
     "PYRUN_MAX_BACKGROUND_CONCURRENT",
     "PYRUN_MAX_BACKGROUND_RUNS",
+    "PYRUN_MAX_BACKGROUND_RUNS_PER_CALLER",
     "PYRUN_RUN_RETENTION",
     "PYRUN_DETACH_AFTER",
     // Sandbox (`SandboxArgs`).
@@ -60,6 +61,7 @@ pub const ENV_VARS: &[&str] = &[
     // Artifacts (`ArtifactArgs`).
     "PYRUN_MAX_INLINE_IMAGE_BYTES",
     "PYRUN_MAX_ARTIFACT_STORAGE_MB",
+    "PYRUN_MAX_ARTIFACT_STORAGE_PER_CALLER_MB",
     // Inline code (`InlineArgs`).
     "PYRUN_ALLOW_INLINE_CODE",
     "PYRUN_MAX_CODE_BYTES",

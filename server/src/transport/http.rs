@@ -14,6 +14,8 @@ mod session_close;
 mod session_limit;
 mod unauthenticated;
 
+pub use unauthenticated::PeerKey;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;

@@ -34,7 +34,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
-use super::unauthenticated::UnauthenticatedByAddress;
+use super::unauthenticated::{PeerKey, UnauthenticatedByAddress};
 
 /// How long refusals past the cap are counted before they are logged again.
 const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(10);
@@ -91,9 +91,11 @@ pub async fn serve_connections<L: Listener<Addr = SocketAddr>>(
             continue;
         };
         let place = Arc::new(place);
+        let peer = PeerKey::of(addr.ip());
         let service = TowerToHyperService::new(router.clone().map_request(
             move |mut request: Request<hyper::body::Incoming>| {
                 request.extensions_mut().insert(Arc::clone(&place));
+                request.extensions_mut().insert(peer);
                 request
             },
         ));

@@ -34,7 +34,7 @@ impl UnauthenticatedByAddress {
 
     /// A place for a connection from `addr`, or `None` when its address has none left.
     pub fn admit(self: &Arc<Self>, addr: SocketAddr) -> Option<Unauthenticated> {
-        let key = address_key(addr.ip());
+        let key = PeerKey::of(addr.ip()).0;
         let mut open = self.lock();
         let count = open.entry(key).or_default();
         if *count >= self.max {
@@ -78,18 +78,24 @@ impl Drop for Place {
     }
 }
 
-/// What connections are counted under: an IPv4 address (also when mapped into IPv6), or an
-/// IPv6 address's /64.
-fn address_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(v4) => IpAddr::V4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let s = v6.segments();
-                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-            }
-        },
+/// The address a connection comes from, as limits count it: an IPv4 address (also when mapped
+/// into IPv6), or an IPv6 address's /64. Every request carries its connection's (the OAuth
+/// registration limit counts by it too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PeerKey(pub IpAddr);
+
+impl PeerKey {
+    pub fn of(ip: IpAddr) -> Self {
+        Self(match ip {
+            IpAddr::V4(v4) => IpAddr::V4(v4),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => {
+                    let s = v6.segments();
+                    IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+                }
+            },
+        })
     }
 }
 
