@@ -8,7 +8,8 @@
 //! 2. judge each entry: a name that is not UTF-8 or holds characters that would disguise a line
 //!    (controls, `\`, bidirectional overrides) is skipped; so is anything but a regular file
 //!    (symbolic link, FIFO, socket, device), a file over the per-file cap, a file beyond the
-//!    count cap, and one for which the store has no room even after dropping older runs;
+//!    count cap, and one for which the store has no room even after dropping the same caller's
+//!    older runs (another caller's files stay for their whole retention);
 //! 3. copy each kept file from the descriptor it was judged by (`O_NONBLOCK`: a FIFO swapped in
 //!    later never blocks; the copy reads at most the cap): the scratch folder and the store may
 //!    lie on different filesystems, and a copy from a proven descriptor is never a `rename` across
@@ -18,7 +19,7 @@
 //! not outlive a restart) under `<dir>/<pid>-…`, and a later server removes the folders of
 //! servers that are no longer running.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -54,9 +55,12 @@ pub struct ArtifactLimits {
     pub max_depth: usize,
     /// Largest file kept, in bytes.
     pub max_file_bytes: u64,
-    /// All runs' files together, in bytes: the oldest runs' files go first when a new run's
-    /// would pass it.
+    /// All runs' files together, in bytes.
     pub max_total_bytes: u64,
+    /// One caller's runs' files together, in bytes. When a new run's files would pass this or
+    /// the total, the oldest files of the same caller go first; another caller's are never
+    /// dropped before their retention (nor can one caller fill the store for everyone).
+    pub max_bytes_per_caller: u64,
 }
 
 impl Default for ArtifactLimits {
@@ -66,6 +70,7 @@ impl Default for ArtifactLimits {
             max_depth: 8,
             max_file_bytes: 64 << 20,
             max_total_bytes: 1024 << 20,
+            max_bytes_per_caller: 512 << 20,
         }
     }
 }
@@ -139,6 +144,29 @@ struct State {
     runs: VecDeque<StoredRun>,
     /// Bytes on disk, with those reserved by runs being kept right now.
     used: u64,
+    /// The same, by owner (owners with none are not listed).
+    used_by: HashMap<String, u64>,
+}
+
+impl State {
+    fn account(&mut self, owner: &str, bytes: u64) {
+        self.used = self.used.saturating_add(bytes);
+        *self.used_by.entry(owner.to_owned()).or_default() += bytes;
+    }
+
+    fn unaccount(&mut self, owner: &str, bytes: u64) {
+        self.used = self.used.saturating_sub(bytes);
+        if let Some(used) = self.used_by.get_mut(owner) {
+            *used = used.saturating_sub(bytes);
+            if *used == 0 {
+                self.used_by.remove(owner);
+            }
+        }
+    }
+
+    fn used_by(&self, owner: &str) -> u64 {
+        self.used_by.get(owner).copied().unwrap_or(0)
+    }
 }
 
 #[derive(Debug)]
@@ -203,6 +231,7 @@ impl ArtifactStore {
         let run_dir = self.dir.path().join(run_id);
         let mut keeper = Keeper {
             store: self,
+            owner,
             run_dir: &run_dir,
             made_dir: false,
             reserved: 0,
@@ -221,7 +250,7 @@ impl ArtifactStore {
         }
         if let Ok(mut state) = self.state.lock() {
             if collected.kept.is_empty() {
-                state.used = state.used.saturating_sub(reserved);
+                state.unaccount(owner, reserved);
             } else {
                 state.runs.push_back(StoredRun {
                     id: run_id.to_owned(),
@@ -287,7 +316,7 @@ impl ArtifactStore {
         let gone = self.state.lock().ok().and_then(|mut state| {
             let at = state.runs.iter().position(|r| r.id == run_id)?;
             let run = state.runs.remove(at)?;
-            state.used = state.used.saturating_sub(run.bytes);
+            state.unaccount(&run.owner, run.bytes);
             Some(run)
         });
         if let Some(run) = gone {
@@ -302,8 +331,9 @@ impl ArtifactStore {
                 let (gone, kept): (Vec<_>, Vec<_>) =
                     state.runs.drain(..).partition(|r| r.expires <= now);
                 state.runs = kept.into();
-                let freed: u64 = gone.iter().map(|r| r.bytes).sum();
-                state.used = state.used.saturating_sub(freed);
+                for run in &gone {
+                    state.unaccount(&run.owner, run.bytes);
+                }
                 gone
             }
             Err(_) => Vec::new(),
@@ -324,40 +354,51 @@ impl ArtifactStore {
         }
     }
 
-    /// Reserves `size` bytes, dropping the oldest other runs' files while they do not fit.
-    fn reserve(&self, size: u64) -> bool {
-        let cap = self.limits.max_total_bytes;
-        if size > cap {
+    /// Reserves `size` bytes for `owner`, dropping that owner's oldest runs' files while they
+    /// do not fit in the owner's share or the total; never another owner's.
+    fn reserve(&self, owner: &str, size: u64) -> bool {
+        let (cap, share) = (
+            self.limits.max_total_bytes,
+            self.limits.max_bytes_per_caller,
+        );
+        if size > cap.min(share) {
             return false;
         }
         let mut dropped = Vec::new();
         let fits = match self.state.lock() {
             Ok(mut state) => {
-                while state.used.saturating_add(size) > cap {
-                    let Some(oldest) = state.runs.pop_front() else {
+                let fits = |state: &State| {
+                    state.used.saturating_add(size) <= cap
+                        && state.used_by(owner).saturating_add(size) <= share
+                };
+                while !fits(&state) {
+                    let Some(at) = state.runs.iter().position(|r| r.owner == owner) else {
                         break;
                     };
-                    state.used = state.used.saturating_sub(oldest.bytes);
+                    let Some(oldest) = state.runs.remove(at) else {
+                        break;
+                    };
+                    state.unaccount(owner, oldest.bytes);
                     dropped.push(oldest.id);
                 }
-                let fits = state.used.saturating_add(size) <= cap;
+                let fits = fits(&state);
                 if fits {
-                    state.used += size;
+                    state.account(owner, size);
                 }
                 fits
             }
             Err(_) => false,
         };
         for id in dropped {
-            tracing::debug!(run = %id, "artifact storage full: the oldest run's files dropped");
+            tracing::debug!(run = %id, "artifact storage full: the caller's oldest run's files dropped");
             self.remove_run_dir(&id);
         }
         fits
     }
 
-    fn release(&self, size: u64) {
+    fn release(&self, owner: &str, size: u64) {
         if let Ok(mut state) = self.state.lock() {
-            state.used = state.used.saturating_sub(size);
+            state.unaccount(owner, size);
         }
     }
 }
@@ -373,6 +414,7 @@ enum Entry {
 /// Receives the walk's entries and keeps what may be kept.
 struct Keeper<'a> {
     store: &'a ArtifactStore,
+    owner: &'a str,
     run_dir: &'a Path,
     made_dir: bool,
     reserved: u64,
@@ -421,12 +463,13 @@ impl Keeper<'_> {
                 ),
             );
         }
-        if !self.store.reserve(size) {
+        if !self.store.reserve(self.owner, size) {
             return self.skip(
                 name,
                 format!(
-                    "no room in the artifact storage (its limit is {})",
-                    mib(limits.max_total_bytes)
+                    "no room in the artifact storage (its limit is {}, {} for one caller)",
+                    mib(limits.max_total_bytes),
+                    mib(limits.max_bytes_per_caller)
                 ),
             );
         }
@@ -434,7 +477,7 @@ impl Keeper<'_> {
         match self.copy(&name, file, index, size) {
             Ok((copied, mime_type)) => {
                 if copied < size {
-                    self.store.release(size - copied);
+                    self.store.release(self.owner, size - copied);
                 }
                 self.reserved += copied;
                 self.collected.kept.push(Artifact {
@@ -444,7 +487,7 @@ impl Keeper<'_> {
                 });
             }
             Err(reason) => {
-                self.store.release(size);
+                self.store.release(self.owner, size);
                 let _ = std::fs::remove_file(self.run_dir.join(index.to_string()));
                 self.skip(name, reason);
             }
@@ -1142,6 +1185,7 @@ mod tests {
     fn the_total_cap_drops_the_oldest_runs_first() {
         let limits = ArtifactLimits {
             max_total_bytes: 250,
+            max_bytes_per_caller: 250,
             ..ArtifactLimits::default()
         };
         let (_state, store) = store(limits);
@@ -1168,10 +1212,42 @@ mod tests {
             reasons(&got),
             [(
                 "a.bin".to_owned(),
-                "no room in the artifact storage (its limit is 250 bytes)".to_owned()
+                "no room in the artifact storage (its limit is 250 bytes, 250 bytes for one caller)"
+                    .to_owned()
             )]
         );
         assert!(store.read(OWNER, &second, "a.bin").is_ok());
+    }
+
+    #[test]
+    fn one_caller_never_drops_anothers_files_nor_fills_the_store_for_them() {
+        let limits = ArtifactLimits {
+            max_total_bytes: 400,
+            max_bytes_per_caller: 200,
+            ..ArtifactLimits::default()
+        };
+        let (_state, store) = store(limits);
+        let out = tempfile::tempdir().unwrap();
+        std::fs::write(out.path().join("a.bin"), [7u8; 100]).unwrap();
+        let theirs = id(20);
+        store.keep(&theirs, "victim", out.path(), later());
+        // The other caller keeps going: past its share its own oldest files go, never the
+        // victim's, and the victim still has room for a run of its own.
+        for n in 21..27 {
+            let got = store.keep(&id(n), "flooder", out.path(), later());
+            assert_eq!(got.kept.len(), 1, "{got:?}");
+        }
+        assert_eq!(read_all(&store, "victim", &theirs, "a.bin"), [7u8; 100]);
+        assert!(store.read("flooder", &id(21), "a.bin").is_err());
+        assert!(store.read("flooder", &id(26), "a.bin").is_ok());
+        let got = store.keep(&id(27), "victim", out.path(), later());
+        assert_eq!(got.kept.len(), 1, "{got:?}");
+        assert_eq!(read_all(&store, "victim", &theirs, "a.bin"), [7u8; 100]);
+        assert_eq!(store.used_bytes(), 400);
+        // The store full, the flooder's next run drops its own files, not the victim's.
+        store.keep(&id(28), "flooder", out.path(), later());
+        assert!(store.read("victim", &theirs, "a.bin").is_ok());
+        assert!(store.read("victim", &id(27), "a.bin").is_ok());
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! A run belongs to the caller that started it (a [`Caller::key`](super::caller::Caller::key))
 //! and to no session: a client that reconnects reads it again. Anyone else gets the same answer
 //! as for an id that never existed. Steps: [`BackgroundRuns::start`] makes the record (refusing
-//! past `--max-background-runs`), spawns the run in the runner's background pool with a live
+//! past `--max-background-runs`, or past `--max-background-runs-per-caller` for its caller; the
+//! room a new run needs only ever comes from its own caller's runs whose end that caller has
+//! seen, never from another caller's before their retention), spawns the run in the runner's background pool with a live
 //! capture of its output, and returns; the spawned task writes the end into the record and wakes
 //! waiters. Ended runs are kept `--run-retention`, then swept (on every call: nothing runs when
 //! nobody asks). Nothing survives a restart.
@@ -30,6 +32,8 @@ pub struct BackgroundSettings {
     pub timeout: Duration,
     /// Runs kept at once: waiting, running, or ended and not yet expired.
     pub max_runs: usize,
+    /// Runs one caller may keep at once, within `max_runs`: no caller takes every place.
+    pub max_per_caller: usize,
     /// How long an ended run is kept.
     pub retention: Duration,
 }
@@ -185,6 +189,8 @@ impl RunRecord {
 pub enum StartError {
     #[error("{max} background runs are kept at once and none can make room")]
     Full { max: usize },
+    #[error("{max} background runs of one caller are kept at once and none can make room")]
+    CallerFull { max: usize },
     #[error("no run id could be drawn (no randomness from the OS)")]
     NoRunId,
 }
@@ -277,26 +283,33 @@ impl BackgroundRuns {
         {
             let mut runs = self.lock();
             let mut dropped = self.sweep(&mut runs);
-            if runs.len() >= self.settings.max_runs {
-                // Room from the oldest run whose end its owner has already seen.
+            let (max, per_caller) = (self.settings.max_runs, self.settings.max_per_caller);
+            let full = |runs: &HashMap<String, Arc<RunRecord>>| {
+                let mine = runs.values().filter(|r| r.owner == owner).count();
+                if mine >= per_caller {
+                    Some(StartError::CallerFull { max: per_caller })
+                } else if runs.len() >= max {
+                    Some(StartError::Full { max })
+                } else {
+                    None
+                }
+            };
+            if full(&runs).is_some() {
+                // Room from the caller's own oldest run whose end it has already seen.
                 let seen = runs
                     .values()
-                    .filter(|r| r.end_seen.load(Ordering::Relaxed))
+                    .filter(|r| r.owner == owner && r.end_seen.load(Ordering::Relaxed))
                     .min_by_key(|r| r.created)
                     .map(|r| r.id.clone());
-                match seen {
-                    Some(id) => {
-                        runs.remove(&id);
-                        dropped.push(id);
-                    }
-                    None => {
-                        drop(runs);
-                        self.forget_all(&dropped);
-                        return Err(StartError::Full {
-                            max: self.settings.max_runs,
-                        });
-                    }
+                if let Some(id) = seen {
+                    runs.remove(&id);
+                    dropped.push(id);
                 }
+            }
+            if let Some(error) = full(&runs) {
+                drop(runs);
+                self.forget_all(&dropped);
+                return Err(error);
             }
             runs.insert(record.id.clone(), record.clone());
             drop(runs);

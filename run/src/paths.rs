@@ -6,11 +6,11 @@
 //! "outside" whether or not its target exists: the answer never tells a caller what exists outside.
 //! The final answer is then confirmed with the OS's own canonicalization.
 //!
-//! A caller names a file relative to the folder (`mathpkg/main.py`), by its neutral absolute form
-//! ([`RUN_PROJECTS_DIR`]`/mathpkg/main.py`), or by its full host path. A host path, or a relative
-//! one whose `..` climbs out of the folder, is accepted only when it leads to something usable;
-//! any other answer to it is one and the same refusal ([`PathError::Outside`]), so no answer tells
-//! whether a host path exists, what it is, or where the folder lives.
+//! A caller names a file relative to the folder (`mathpkg/main.py`) or by its neutral absolute
+//! form ([`RUN_PROJECTS_DIR`]`/mathpkg/main.py`). Any other absolute path, and any relative one
+//! whose `..` climbs out of the folder, gets one and the same refusal ([`PathError::Outside`])
+//! before anything is looked up, even when it leads back into the folder: an answer that differed
+//! for the folder's own host path would let a caller guess where the folder lives.
 //!
 //! The same proof serves any file to clients as a resource ([`ProjectRoot::resolve_file`], the only
 //! constructor of [`ProjectFile`]), except what is never served: hidden names (`.git`, `.venv`,
@@ -199,17 +199,11 @@ impl ProjectRoot {
 
     /// Resolves a caller's file name to a runnable Python file inside the folder.
     pub fn resolve_script(&self, input: &str) -> Result<ProjectPath, PathError> {
-        let named = Named::parse(input)?;
-        let found = self
-            .resolve_inside(named.path(), input)
-            .and_then(|resolved| {
-                regular_file(&resolved, input)?;
-                if resolved.extension() != Some(OsStr::new("py")) {
-                    return Err(PathError::NotPython(input.to_owned()));
-                }
-                Ok(resolved)
-            });
-        let resolved = named.judge(found, input)?;
+        let resolved = self.resolve_inside(named_inside(input)?, input)?;
+        regular_file(&resolved, input)?;
+        if resolved.extension() != Some(OsStr::new("py")) {
+            return Err(PathError::NotPython(input.to_owned()));
+        }
         Ok(ProjectPath {
             relative: self.relative_of(&resolved),
             absolute: resolved,
@@ -223,18 +217,15 @@ impl ProjectRoot {
             Some(s) if s.is_empty() || s == "." => return Ok(self.canonical.clone()),
             Some(s) => s,
         };
-        let named = Named::parse(input)?;
-        let found =
-            self.resolve_inside(named.path(), input)
-                .and_then(|resolved| match fs::metadata(&resolved) {
-                    // A folder the server may not list is no empty folder.
-                    Ok(m) if m.is_dir() => match fs::read_dir(&resolved) {
-                        Ok(_) => Ok(resolved),
-                        Err(_) => Err(PathError::Unreadable(input.to_owned())),
-                    },
-                    _ => Err(PathError::NotFound(input.to_owned())),
-                });
-        named.judge(found, input)
+        let resolved = self.resolve_inside(named_inside(input)?, input)?;
+        match fs::metadata(&resolved) {
+            // A folder the server may not list is no empty folder.
+            Ok(m) if m.is_dir() => match fs::read_dir(&resolved) {
+                Ok(_) => Ok(resolved),
+                Err(_) => Err(PathError::Unreadable(input.to_owned())),
+            },
+            _ => Err(PathError::NotFound(input.to_owned())),
+        }
     }
 
     /// Resolves a caller's project (a folder, as for [`ProjectRoot::resolve_dir`], with the same
@@ -288,30 +279,24 @@ impl ProjectRoot {
     /// with the proof of [`ProjectRoot::resolve_script`]; a hidden or protected name on the way, as
     /// named or as resolved through links, is [`PathError::NotServed`] whether or not it exists.
     pub fn resolve_file(&self, input: &str) -> Result<ProjectFile, PathError> {
-        let named = Named::parse(input)?;
-        if let Named::Inside(relative) = &named {
-            let hidden = Path::new(relative).components().any(
-                |c| matches!(c, Component::Normal(n) if !is_served_name(&n.to_string_lossy())),
-            );
-            if hidden {
-                return Err(PathError::NotServed(input.to_owned()));
-            }
+        let named = named_inside(input)?;
+        let hidden = named
+            .components()
+            .any(|c| matches!(c, Component::Normal(n) if !is_served_name(&n.to_string_lossy())));
+        if hidden {
+            return Err(PathError::NotServed(input.to_owned()));
         }
-        let found = self
-            .resolve_inside(named.path(), input)
-            .and_then(|resolved| {
-                let meta = regular_file(&resolved, input)?;
-                let relative = self.relative_of(&resolved);
-                if !relative.split('/').all(is_served_name) {
-                    return Err(PathError::NotServed(input.to_owned()));
-                }
-                Ok(ProjectFile {
-                    absolute: resolved,
-                    relative,
-                    size: meta.len(),
-                })
-            });
-        named.judge(found, input)
+        let resolved = self.resolve_inside(named, input)?;
+        let meta = regular_file(&resolved, input)?;
+        let relative = self.relative_of(&resolved);
+        if !relative.split('/').all(is_served_name) {
+            return Err(PathError::NotServed(input.to_owned()));
+        }
+        Ok(ProjectFile {
+            absolute: resolved,
+            relative,
+            size: meta.len(),
+        })
     }
 
     /// Every file [`ProjectRoot::resolve_file`] serves, sorted by relative path (the same bounds
@@ -416,14 +401,10 @@ impl ProjectRoot {
         parts.join("/")
     }
 
-    /// Resolves `given` (following links hop by hop) and proves containment; errors name `input`.
-    fn resolve_inside(&self, given: &Path, input: &str) -> Result<PathBuf, PathError> {
-        let start = if given.is_absolute() {
-            given.to_path_buf()
-        } else {
-            self.canonical.join(given)
-        };
-        let resolved = resolve_links(&start).map_err(|e| match e {
+    /// Resolves `relative` (following links hop by hop) and proves containment; errors name
+    /// `input`.
+    fn resolve_inside(&self, relative: &Path, input: &str) -> Result<PathBuf, PathError> {
+        let resolved = resolve_links(&self.canonical.join(relative)).map_err(|e| match e {
             ResolveError::TooManyLinks => PathError::TooManyLinks(input.to_owned()),
             ResolveError::Io => PathError::Unreadable(input.to_owned()),
         })?;
@@ -505,54 +486,33 @@ pub fn open_beneath(root: &Path, relative: &Path) -> io::Result<fs::File> {
     fs::File::open(root.join(relative))
 }
 
-/// How the caller's text names a path, once its text is known to be acceptable.
-enum Named<'a> {
-    /// Relative to the folder (also the neutral `/projects/...` form, stripped), staying inside.
-    Inside(&'a str),
-    /// A host path, or a relative one whose `..` climbs out of the folder.
-    Escaping(&'a Path),
-}
-
-impl<'a> Named<'a> {
-    fn parse(input: &'a str) -> Result<Self, PathError> {
-        if input.is_empty() {
-            return Err(PathError::Empty);
-        }
-        if input.contains('\0') {
-            return Err(PathError::NulByte);
-        }
-        if input.len() > MAX_PATH_BYTES {
-            return Err(PathError::TooLong);
-        }
-        let relative = match input.strip_prefix(RUN_PROJECTS_DIR) {
-            Some("") => ".",
-            Some(rest) if rest.starts_with('/') => match rest.trim_start_matches('/') {
-                "" => ".",
-                rest => rest,
-            },
-            _ => input,
-        };
-        let path = Path::new(relative);
-        if path.has_root() || path.is_absolute() || climbs_out(path) {
-            return Ok(Self::Escaping(path));
-        }
-        Ok(Self::Inside(relative))
+/// The caller's text as a path relative to the folder (the neutral `/projects/...` form
+/// stripped), staying inside. A host path, or a relative one whose `..` climbs out, is
+/// [`PathError::Outside`] whatever it leads to: nothing is looked up, so neither the answer nor
+/// its timing tells where the folder lives.
+fn named_inside(input: &str) -> Result<&Path, PathError> {
+    if input.is_empty() {
+        return Err(PathError::Empty);
     }
-
-    fn path(&self) -> &Path {
-        match self {
-            Self::Inside(relative) => Path::new(relative),
-            Self::Escaping(path) => path,
-        }
+    if input.contains('\0') {
+        return Err(PathError::NulByte);
     }
-
-    /// An escaping path succeeds or gets the one refusal; an inside one keeps its precise error.
-    fn judge<T>(&self, found: Result<T, PathError>, input: &str) -> Result<T, PathError> {
-        match self {
-            Self::Inside(_) => found,
-            Self::Escaping(_) => found.map_err(|_| PathError::Outside(input.to_owned())),
-        }
+    if input.len() > MAX_PATH_BYTES {
+        return Err(PathError::TooLong);
     }
+    let relative = match input.strip_prefix(RUN_PROJECTS_DIR) {
+        Some("") => ".",
+        Some(rest) if rest.starts_with('/') => match rest.trim_start_matches('/') {
+            "" => ".",
+            rest => rest,
+        },
+        _ => input,
+    };
+    let path = Path::new(relative);
+    if path.has_root() || path.is_absolute() || climbs_out(path) {
+        return Err(PathError::Outside(input.to_owned()));
+    }
+    Ok(path)
 }
 
 /// Whether a relative path's `..` components climb above its starting folder, judged on the text.
@@ -711,14 +671,6 @@ mod tests {
             f.root.resolve_script("./sub/../ok.py").unwrap().relative(),
             "ok.py"
         );
-        let abs = f.base.join("project/ok.py");
-        assert_eq!(
-            f.root
-                .resolve_script(abs.to_str().unwrap())
-                .unwrap()
-                .absolute(),
-            abs
-        );
     }
 
     #[test]
@@ -765,11 +717,14 @@ mod tests {
     /// A host path probes nothing: missing, a directory, a text file, inside or outside the
     /// folder, all get the same words (but the caller's own path).
     #[test]
-    fn every_unusable_host_path_gets_one_and_the_same_refusal() {
+    fn every_host_path_gets_one_and_the_same_refusal() {
         let f = fixture();
         let project = f.base.join("project");
         let host = |p: PathBuf| p.to_str().unwrap().to_owned();
         let scripts = [
+            host(project.join("ok.py")),
+            host(project.join("sub/inner.py")),
+            "../project/ok.py".to_owned(),
             host(project.join("nope.py")),
             host(project.join("sub")),
             host(project.join("notes.txt")),
@@ -791,6 +746,8 @@ mod tests {
             answers.push(shape(input, err));
         }
         let dirs = [
+            host(project.clone()),
+            host(project.join("sub")),
             host(project.join("ok.py")),
             host(project.join("nope")),
             host(f.base.join("project2")),
@@ -804,25 +761,16 @@ mod tests {
         }
         answers.dedup();
         assert_eq!(answers.len(), 1, "{answers:#?}");
-        // What is usable still works by its host path, and a climb that comes back in too.
-        let ok = host(project.join("sub/inner.py"));
-        assert_eq!(
-            f.root.resolve_script(&ok).unwrap().relative(),
-            "sub/inner.py"
-        );
-        assert_eq!(
-            f.root
-                .resolve_dir(Some(&host(project.join("sub"))))
-                .unwrap(),
-            project.join("sub")
-        );
-        assert_eq!(
-            f.root
-                .resolve_script("../project/ok.py")
-                .unwrap()
-                .relative(),
-            "ok.py"
-        );
+        // Served files get it too: the folder's own host path is no better a guess.
+        for input in [
+            host(project.join("notes.txt")),
+            host(f.base.join("outside.py")),
+        ] {
+            let err = f.root.resolve_file(&input).unwrap_err();
+            answers.push(shape(&input, err));
+        }
+        answers.dedup();
+        assert_eq!(answers.len(), 1, "{answers:#?}");
     }
 
     #[test]
@@ -877,7 +825,7 @@ mod tests {
         assert!(deep.len() <= MAX_PATH_BYTES);
         outside(&f, &deep);
         let back_in = format!("{}{}project/ok.py", "a/".repeat(500), "../".repeat(501));
-        assert_eq!(f.root.resolve_script(&back_in).unwrap().relative(), "ok.py");
+        outside(&f, &back_in);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::util::http::*;
+use futures::StreamExt as _;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -103,6 +104,107 @@ fn connections_past_the_cap_are_refused_at_once_and_health_answers_below_it() {
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(idle);
+}
+
+/// A blocking connection to `server` from `source` (any address of 127/8 is this machine's
+/// loopback).
+async fn connect_from(source: [u8; 4], server: &HttpServer) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(std::net::SocketAddr::from((source, 0)))
+        .unwrap();
+    let stream = socket.connect(addr(server).parse().unwrap()).await.unwrap();
+    let stream = stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    stream
+}
+
+/// `GET /health` on a fresh connection from `source`: the status line.
+async fn health_from(source: [u8; 4], server: &HttpServer) -> String {
+    let mut client = connect_from(source, server).await;
+    let _ =
+        client.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    let (seen, _) = read_until_closed(&mut client, Duration::from_secs(5));
+    seen.lines().next().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn half_sent_requests_are_closed_within_ten_seconds_by_default() {
+    let projects = projects();
+    let server = HttpServer::start(projects.path(), &["--auth-token", TOKEN]);
+    let started = Instant::now();
+    let mut head = TcpStream::connect(addr(&server)).unwrap();
+    head.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/ev")
+        .unwrap();
+    let mut body = TcpStream::connect(addr(&server)).unwrap();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: 200\r\n\r\n{{\"jsonrpc\":\"2.0\""
+    );
+    body.write_all(request.as_bytes()).unwrap();
+    for (what, stream) in [
+        ("a half-sent head", &mut head),
+        ("a half-sent body", &mut body),
+    ] {
+        let (seen, closed) = read_until_closed(stream, Duration::from_secs(15));
+        let took = started.elapsed();
+        assert!(closed, "{what} was still open after {took:?}: {seen:?}");
+        assert!(
+            took < Duration::from_millis(10_500),
+            "{what} was closed after {took:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holding_520_half_sent_requests_leaves_health_and_mcp_to_the_others() {
+    let projects = projects();
+    let server = HttpServer::start(projects.path(), &["--auth-token", TOKEN]);
+    let flood: Vec<TcpStream> = (0..520)
+        .map(|_| {
+            let server = &server;
+            async move {
+                let mut stream = connect_from([127, 0, 0, 1], server).await;
+                let _ = stream.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+                stream
+            }
+        })
+        .collect::<futures::stream::FuturesOrdered<_>>()
+        .collect()
+        .await;
+    // Every socket of the flood is connected (the kernel accepts for the server); give the
+    // server a moment to take them all from its backlog.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        health_from([127, 0, 0, 2], &server).await,
+        "HTTP/1.1 200 OK"
+    );
+    let client = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let initialize = mcp_post(
+        &client,
+        &server.mcp_url(),
+        &bearer(TOKEN),
+        &initialize_request(0),
+    )
+    .await;
+    assert_eq!(
+        initialize.status(),
+        StatusCode::OK,
+        "MCP from another address"
+    );
+    // The flooding address's own new connections are refused at once, not left waiting.
+    let mut more = connect_from([127, 0, 0, 1], &server).await;
+    let _ = more.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    let (seen, closed) = read_until_closed(&mut more, Duration::from_secs(5));
+    assert!(
+        closed && seen.is_empty(),
+        "the flooding address was served more: {seen:?}"
+    );
+    drop(flood);
 }
 
 /// Appends a byte to `marker.txt` beside itself every 100 ms, for at most a minute.

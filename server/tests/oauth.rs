@@ -777,6 +777,159 @@ async fn guessing_the_owner_secret_slows_down_and_oauth_unlock_clears_it() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_of_wrong_secrets_on_one_form_is_counted_before_it_is_verified() {
+    let server = std::sync::Arc::new(start(&[]));
+    let client_id = server.client().await;
+    let consent = std::sync::Arc::new(server.open_consent(&client_id).await);
+    let before = crate::util::peak_rss_mib(server.server.pid());
+    let posts: Vec<_> = (0..40)
+        .map(|i| {
+            let (server, consent) = (server.clone(), consent.clone());
+            tokio::spawn(async move {
+                let guess = format!("wrong guess {i}");
+                server.decide(&consent, &guess, "approve").await.status()
+            })
+        })
+        .collect();
+    let mut verified = 0;
+    for post in posts {
+        match post.await.unwrap() {
+            StatusCode::UNAUTHORIZED => verified += 1,
+            StatusCode::TOO_MANY_REQUESTS => {}
+            other => panic!("a wrong secret got {other}"),
+        }
+    }
+    let peak = crate::util::peak_rss_mib(server.server.pid());
+    eprintln!("burst: {verified} verified, peak RSS {before} -> {peak} MiB");
+    assert!(
+        verified <= 4,
+        "{verified} of 40 wrong secrets were verified"
+    );
+    assert!(
+        peak < 150,
+        "the server's peak RSS went {before} -> {peak} MiB"
+    );
+    // The owner waits no longer than the throttle's rules say after three failures (1 s), and
+    // the right secret then gets a code.
+    let throttled = server.decide(&consent, OWNER, "approve").await;
+    let wait = match throttled.status() {
+        StatusCode::TOO_MANY_REQUESTS => throttled.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap(),
+        StatusCode::SEE_OTHER => return,
+        other => panic!("the owner's secret got {other}"),
+    };
+    assert!(wait <= 1, "the owner must wait {wait} s");
+    tokio::time::sleep(std::time::Duration::from_millis(wait * 1000 + 50)).await;
+    assert_eq!(
+        server.decide(&consent, OWNER, "approve").await.status(),
+        StatusCode::SEE_OTHER
+    );
+}
+
+/// A `tools/call` of `tool` in `session`.
+async fn tool(session: &McpSession, id: u64, tool: &str, arguments: Value) -> Value {
+    let call = json!({"name": tool, "arguments": arguments});
+    session.call(&request(id, "tools/call", call)).await
+}
+
+#[tokio::test]
+async fn one_oauth_client_never_evicts_anothers_ended_runs_nor_takes_every_place() {
+    let server = start(&[
+        "--max-background-runs",
+        "3",
+        "--max-background-runs-per-caller",
+        "2",
+    ]);
+    let (_, first) = server.tokens().await;
+    let (_, second) = server.tokens().await;
+    let victim = McpSession::open(&server.server, Some(s(&first["access_token"]))).await;
+    let flooder = McpSession::open(&server.server, Some(s(&second["access_token"]))).await;
+    let started = tool(
+        &victim,
+        1,
+        "start_python",
+        json!({"file_name": "hello_world.py"}),
+    )
+    .await;
+    let ended = started["result"]["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for id in 2..40 {
+        let state = tool(
+            &victim,
+            id,
+            "get_run",
+            json!({"run_id": ended, "wait_seconds": 5}),
+        )
+        .await;
+        if state["result"]["structuredContent"]["status"] == "exited" {
+            break;
+        }
+    }
+    // The victim has read its run to the end: only the retention may take it now.
+    let mut refused = None;
+    for id in 50..55 {
+        let started = tool(
+            &flooder,
+            id,
+            "start_python",
+            json!({"file_name": "sleeper.py"}),
+        )
+        .await;
+        if started["result"]["isError"] == json!(true) {
+            refused = Some(result_text(&started));
+            break;
+        }
+    }
+    let refused = refused.expect("the flooder took every place");
+    assert!(refused.contains("of yours"), "{refused}");
+    let kept = tool(&victim, 60, "get_run", json!({"run_id": ended})).await;
+    assert_eq!(
+        kept["result"]["structuredContent"]["status"], "exited",
+        "another caller's start evicted the victim's run: {kept}"
+    );
+    // And the victim still finds a place for a new run.
+    let again = tool(
+        &victim,
+        61,
+        "start_python",
+        json!({"file_name": "hello_world.py"}),
+    )
+    .await;
+    assert_eq!(again["result"]["isError"], json!(false), "{again}");
+}
+
+#[tokio::test]
+async fn registrations_are_limited_per_address_as_well_as_overall() {
+    let server = start(&[]);
+    let body = json!({"client_name": "Burst", "redirect_uris": [REDIRECT]});
+    let mut statuses = Vec::new();
+    for _ in 0..11 {
+        statuses.push(server.register(body.clone()).await.0);
+    }
+    assert!(
+        statuses[..10].iter().all(|s| *s == StatusCode::CREATED),
+        "{statuses:?}"
+    );
+    assert_eq!(statuses[10], StatusCode::TOO_MANY_REQUESTS, "{statuses:?}");
+    let elsewhere = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let response = elsewhere
+        .post(server.url("/oauth/register"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED, "another address");
+}
+
 #[tokio::test]
 async fn malformed_oversized_and_sql_ish_registrations() {
     let server = start(&[]);

@@ -240,6 +240,40 @@ fn every_path_attack_is_refused_by_resources_read_without_leaking_a_host_path() 
 }
 
 #[test]
+fn an_absolute_path_naming_the_projects_folder_gets_the_refusal_a_wrong_guess_gets() {
+    let (_base, projects) = folder();
+    let root = projects.parent().unwrap().to_path_buf();
+    let mut server = StdioServer::start(&projects, &[]);
+    let right = projects.join("notes.txt");
+    let wrong = root.join("elsewhere/notes.txt");
+    let shape = |input: &str, message: &str| message.replace(input, "PATH");
+    let mut answers = Vec::new();
+    for guess in [&right, &wrong] {
+        let guess = guess.to_str().unwrap();
+        let reply = read(&mut server, &uri(guess));
+        assert_eq!(reply["error"]["code"], -32602, "{guess}: {reply}");
+        answers.push(shape(&uri(guess), &refusal(&reply, &root, &uri(guess))));
+    }
+    for script in [projects.join("hello.py"), root.join("elsewhere/hello.py")] {
+        let script = script.to_str().unwrap();
+        let run = server.call("run_python", json!({"file_name": script}));
+        assert_eq!(run["isError"], true, "{script}: {run}");
+        answers.push(shape(script, run["content"][0]["text"].as_str().unwrap()));
+    }
+    answers.dedup();
+    assert_eq!(
+        answers.len(),
+        1,
+        "the answers tell the guesses apart: {answers:#?}"
+    );
+    assert!(
+        answers[0].contains("outside the projects folder"),
+        "{}",
+        answers[0]
+    );
+}
+
+#[test]
 fn text_reads_as_text_and_binary_as_a_base64_blob() {
     let (_base, projects) = folder();
     let mut server = StdioServer::start(&projects, &[]);

@@ -87,3 +87,54 @@ async fn every_open_sse_session_hears_list_changed() {
     assert!(saw_list_changed(&mut first.events).await, "first session");
     assert!(saw_list_changed(&mut second.events).await, "second session");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forty_concurrent_reads_of_an_eight_mib_file_keep_the_server_under_400_mib() {
+    let mut noise = vec![0u8; 8 * 1024 * 1024 - 4096];
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    for byte in &mut noise {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        *byte = state as u8;
+    }
+    let projects = projects().file("big.bin", &noise);
+    let server = HttpServer::start(projects.path(), &["--auth-token", TOKEN]);
+    let session = std::sync::Arc::new(McpSession::open(&server, Some(TOKEN)).await);
+    let before = crate::util::peak_rss_mib(server.pid());
+    let reads: Vec<_> = (0..40)
+        .map(|i| {
+            let session = session.clone();
+            tokio::spawn(async move {
+                let read = json!({"uri": "pyrun://projects/big.bin"});
+                let response = session
+                    .send(&request(100 + i, "resources/read", read))
+                    .await;
+                // A debug build encodes 8 MiB slowly: allow for forty in a row.
+                let mut events = SseReader::with_deadline(response, Duration::from_secs(180));
+                events.response_to(100 + i).await.0
+            })
+        })
+        .collect();
+    let mut served = 0;
+    for read in reads {
+        let answer = read.await.unwrap();
+        match answer["result"]["contents"][0]["blob"].as_str() {
+            Some(blob) => {
+                assert_eq!(blob.len(), noise.len().div_ceil(3) * 4);
+                served += 1;
+            }
+            None => {
+                let message = answer["error"]["message"].as_str().unwrap_or_default();
+                assert!(message.contains("busy"), "{answer}");
+            }
+        }
+    }
+    let peak = crate::util::peak_rss_mib(server.pid());
+    eprintln!("40 reads: {served} served, peak RSS {before} -> {peak} MiB");
+    assert!(served > 0, "no read was served");
+    assert!(
+        peak < 400,
+        "the server's peak RSS went {before} -> {peak} MiB"
+    );
+}

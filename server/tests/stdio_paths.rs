@@ -1,5 +1,5 @@
 //! How callers name files, end to end over stdio with the real binary: the neutral `/projects/...`
-//! form, one refusal for every unusable host path (so none probes where the folder lives), and a
+//! form, one refusal for every host path (so none probes where the folder lives), and a
 //! listing no file name can add lines to.
 
 use pyrun_mcp_tests::stdio::{text, StdioServer};
@@ -27,19 +27,18 @@ fn the_neutral_projects_form_names_the_same_files() {
         listed["structuredContent"]["files"],
         json!(["sub/inner.py"])
     );
-    // Its host path works as before.
-    let host = projects.join("hello.py");
-    let run = server.call("run_python", json!({"file_name": host}));
-    assert_eq!(text(&run), "hi\n", "{run}");
 }
 
 #[test]
-fn every_unusable_host_path_gets_the_same_refusal() {
+fn every_host_path_gets_the_same_refusal_even_the_folders_own() {
     let (_base, projects) = folder();
     let root = projects.parent().unwrap().to_path_buf();
     let mut server = StdioServer::start(&projects, &[]);
     let host = |p: std::path::PathBuf| p.to_str().unwrap().to_owned();
     let probes = [
+        host(projects.join("hello.py")),
+        host(projects.join("sub/inner.py")),
+        "../p1/hello.py".to_owned(),
         host(projects.join("missing.py")),
         host(projects.join("sub")),
         host(projects.join("notes.txt")),
@@ -57,6 +56,8 @@ fn every_unusable_host_path_gets_the_same_refusal() {
         answers.push(text(&result).replace(probe.as_str(), "PATH"));
     }
     for probe in [
+        host(projects.clone()),
+        host(projects.join("sub")),
         host(projects.join("hello.py")),
         host(projects.join("nope")),
         host(root.clone()),

@@ -167,6 +167,7 @@ impl App {
             BackgroundSettings {
                 timeout: config.background.timeout,
                 max_runs: config.background.max_runs,
+                max_per_caller: config.background.max_per_caller,
                 retention: config.background.retention,
             },
             artifacts.clone(),
@@ -218,6 +219,7 @@ fn open_artifacts(config: &Config) -> std::io::Result<ArtifactStore> {
     let storage = config.artifacts.max_storage_bytes;
     let limits = ArtifactLimits {
         max_total_bytes: storage,
+        max_bytes_per_caller: config.artifacts.max_storage_bytes_per_caller.min(storage),
         max_file_bytes: ArtifactLimits::default().max_file_bytes.min(storage),
         ..ArtifactLimits::default()
     };

@@ -13,10 +13,15 @@ pub struct ArtifactArgs {
     #[arg(long, env = "PYRUN_MAX_INLINE_IMAGE_BYTES", default_value_t = 2 << 20, value_parser = clap::value_parser!(u64).range(0..=MAX_INLINE_IMAGE_BYTES))]
     pub max_inline_image_bytes: u64,
 
-    /// Disk the kept artifacts of all runs may use, in MiB; the oldest runs' files are dropped
-    /// first when a new run's would pass it.
+    /// Disk the kept artifacts of all runs may use, in MiB.
     #[arg(long, env = "PYRUN_MAX_ARTIFACT_STORAGE_MB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=(1 << 20)))]
     pub max_artifact_storage_mb: u64,
+
+    /// Disk one caller's kept artifacts may use, in MiB: when a new run's files would pass this
+    /// or the whole storage, that caller's oldest runs' files are dropped first, never another
+    /// caller's.
+    #[arg(long, env = "PYRUN_MAX_ARTIFACT_STORAGE_PER_CALLER_MB", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=(1 << 20)))]
+    pub max_artifact_storage_per_caller_mb: u64,
 }
 
 /// The artifact settings, resolved.
@@ -24,6 +29,7 @@ pub struct ArtifactArgs {
 pub struct ArtifactConfig {
     pub max_inline_image_bytes: u64,
     pub max_storage_bytes: u64,
+    pub max_storage_bytes_per_caller: u64,
 }
 
 impl ArtifactArgs {
@@ -31,6 +37,7 @@ impl ArtifactArgs {
         ArtifactConfig {
             max_inline_image_bytes: self.max_inline_image_bytes,
             max_storage_bytes: self.max_artifact_storage_mb << 20,
+            max_storage_bytes_per_caller: self.max_artifact_storage_per_caller_mb << 20,
         }
     }
 }

@@ -20,8 +20,14 @@ pub struct BackgroundArgs {
 
     /// Background runs kept at once (queued, running, or ended and not yet expired); a start
     /// beyond is refused with a clear error.
-    #[arg(long, env = "PYRUN_MAX_BACKGROUND_RUNS", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    #[arg(long, env = "PYRUN_MAX_BACKGROUND_RUNS", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub max_background_runs: u64,
+
+    /// Background runs one caller may keep at once, within --max-background-runs: a new run
+    /// only ever makes room from its own caller's runs, so no caller evicts or crowds out
+    /// another's.
+    #[arg(long, env = "PYRUN_MAX_BACKGROUND_RUNS_PER_CALLER", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub max_background_runs_per_caller: u64,
 
     /// How long a finished background run (its output and files) is kept, in seconds.
     #[arg(long, env = "PYRUN_RUN_RETENTION", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=7 * 86_400))]
@@ -40,6 +46,7 @@ pub struct BackgroundConfig {
     pub timeout: Duration,
     pub max_concurrent: usize,
     pub max_runs: usize,
+    pub max_per_caller: usize,
     pub retention: Duration,
     pub detach_after: Option<Duration>,
 }
@@ -51,6 +58,7 @@ impl BackgroundArgs {
             timeout: Duration::from_secs(self.background_timeout),
             max_concurrent: self.max_background_concurrent.map_or(cpus.max(1), size),
             max_runs: size(self.max_background_runs),
+            max_per_caller: size(self.max_background_runs_per_caller),
             retention: Duration::from_secs(self.run_retention),
             detach_after: self.detach_after.map(Duration::from_secs),
         }

@@ -20,6 +20,7 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_BACKGROUND_TIMEOUT",
     "PYRUN_MAX_BACKGROUND_CONCURRENT",
     "PYRUN_MAX_BACKGROUND_RUNS",
+    "PYRUN_MAX_BACKGROUND_RUNS_PER_CALLER",
     "PYRUN_RUN_RETENTION",
     "PYRUN_DETACH_AFTER",
     // Sandbox (`SandboxArgs`).
@@ -41,6 +42,7 @@ pub const ENV_VARS: &[&str] = &[
     "MCP_MAX_BODY_BYTES",
     "MCP_BODY_TIMEOUT",
     "MCP_MAX_CONNECTIONS",
+    "MCP_MAX_UNAUTHENTICATED_PER_ADDRESS",
     // Tunnel (`TunnelArgs`).
     "MCP_TUNNEL",
     "NGROK_AUTHTOKEN",
@@ -59,6 +61,7 @@ pub const ENV_VARS: &[&str] = &[
     // Artifacts (`ArtifactArgs`).
     "PYRUN_MAX_INLINE_IMAGE_BYTES",
     "PYRUN_MAX_ARTIFACT_STORAGE_MB",
+    "PYRUN_MAX_ARTIFACT_STORAGE_PER_CALLER_MB",
     // Inline code (`InlineArgs`).
     "PYRUN_ALLOW_INLINE_CODE",
     "PYRUN_MAX_CODE_BYTES",

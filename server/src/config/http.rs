@@ -54,12 +54,17 @@ pub struct HttpArgs {
     pub max_body_bytes: u64,
 
     /// Seconds a request gets to send its whole body, counted from its head; a slower one gets 408.
-    #[arg(long, env = "MCP_BODY_TIMEOUT", default_value_t = 30, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, env = "MCP_BODY_TIMEOUT", default_value_t = 10, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub body_timeout: u64,
 
     /// Open connections at once (idle keep-alive ones and SSE streams count); more are closed at once.
     #[arg(long, env = "MCP_MAX_CONNECTIONS", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+
+    /// Open connections from one address (one IPv6 /64) that have not passed authentication
+    /// yet; more from it are closed at once, so one address cannot take every connection.
+    #[arg(long, env = "MCP_MAX_UNAUTHENTICATED_PER_ADDRESS", default_value_t = 64, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_unauthenticated_per_address: u64,
 }
 
 /// How `--transport http` serves, validated.
@@ -77,6 +82,8 @@ pub struct HttpConfig {
     /// Time a request gets to send its whole body.
     pub body_timeout: Duration,
     pub max_connections: usize,
+    /// Connections from one address that have not authenticated yet.
+    pub max_unauthenticated_per_address: usize,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -91,6 +98,10 @@ impl std::fmt::Debug for HttpConfig {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("body_timeout", &self.body_timeout)
             .field("max_connections", &self.max_connections)
+            .field(
+                "max_unauthenticated_per_address",
+                &self.max_unauthenticated_per_address,
+            )
             .finish()
     }
 }
@@ -150,6 +161,8 @@ impl HttpArgs {
             max_body_bytes: usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX),
             body_timeout: Duration::from_secs(self.body_timeout),
             max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+            max_unauthenticated_per_address: usize::try_from(self.max_unauthenticated_per_address)
+                .unwrap_or(usize::MAX),
         })
     }
 }

@@ -593,13 +593,24 @@ mod tests {
     #[test]
     fn new_http_limits_have_defaults_and_bounds() {
         let http = resolve_http(&[]).unwrap();
-        assert_eq!(http.body_timeout, Duration::from_secs(30));
+        assert_eq!(http.body_timeout, Duration::from_secs(10));
         assert_eq!(http.max_connections, 512);
-        let http = resolve_http(&["--body-timeout", "2", "--max-connections", "8"]).unwrap();
+        assert_eq!(http.max_unauthenticated_per_address, 64);
+        let http = resolve_http(&[
+            "--body-timeout",
+            "2",
+            "--max-connections",
+            "8",
+            "--max-unauthenticated-per-address",
+            "3",
+        ])
+        .unwrap();
         assert_eq!(http.body_timeout, Duration::from_secs(2));
         assert_eq!(http.max_connections, 8);
+        assert_eq!(http.max_unauthenticated_per_address, 3);
         assert!(parse(&["--body-timeout", "0"]).is_err());
         assert!(parse(&["--max-connections", "0"]).is_err());
+        assert!(parse(&["--max-unauthenticated-per-address", "0"]).is_err());
     }
 
     fn dotenv_in(dir: &Path, text: &str) -> PathBuf {

@@ -13,6 +13,7 @@ use rmcp::ErrorData;
 use serde_json::json;
 
 use super::artifact_blocks::{encode, FILES_SEGMENT, RUNS_PREFIX};
+use super::read_budget::{ReadBudget, ReadShare};
 use crate::app::App;
 use pyrun_run::artifacts::{is_run_id, ArtifactError};
 use pyrun_run::caller::Caller;
@@ -40,13 +41,15 @@ pub fn parse_artifact_uri(uri: &str) -> Option<(&str, String)> {
 }
 
 /// `resources/read` of `pyrun://runs/{run_id}/files/{name}` for `caller`: text for UTF-8 text
-/// types, else a base64 blob. An unknown, expired or foreign run, an unknown name and a URI that
+/// types, else a base64 blob, with its share of the read budget (keep it until the answer is
+/// written). An unknown, expired or foreign run, an unknown name and a URI that
 /// is not one all give the same "resource not found".
 pub async fn read_resource(
     app: &App,
+    budget: &ReadBudget,
     caller: &Caller,
     uri: &str,
-) -> Result<ReadResourceResult, ErrorData> {
+) -> Result<(ReadResourceResult, ReadShare), ErrorData> {
     let not_found = || {
         ErrorData::resource_not_found(
             "no artifact at this URI for this caller (a run's artifacts are kept for a while \
@@ -57,38 +60,48 @@ pub async fn read_resource(
     let (run_id, name) = parse_artifact_uri(uri).ok_or_else(not_found)?;
     let store = Arc::clone(&app.artifacts);
     let (owner, run_id, name) = (caller.key().into_owned(), run_id.to_owned(), name);
-    let read = tokio::task::spawn_blocking(move || {
-        let file = store.read(&owner, &run_id, &name)?;
-        let mime = file.mime_type;
-        if !is_text(mime) {
-            return Ok((mime, Err(encode(file.file, file.size)?)));
+    let found = tokio::task::spawn_blocking(move || store.read(&owner, &run_id, &name))
+        .await
+        .map_err(|_| not_found())?;
+    let (share, read) = match found {
+        Ok(file) => {
+            let share = budget.take(file.size).await?;
+            let read = tokio::task::spawn_blocking(move || {
+                let mime = file.mime_type;
+                if !is_text(mime) {
+                    return Ok((mime, Err(encode(file.file, file.size)?)));
+                }
+                let mut bytes = Vec::with_capacity(usize::try_from(file.size).unwrap_or(0));
+                file.file.take(file.size).read_to_end(&mut bytes)?;
+                // Text that is not UTF-8 goes as a blob.
+                let contents = String::from_utf8(bytes)
+                    .map_err(|e| base64::engine::general_purpose::STANDARD.encode(e.as_bytes()));
+                Ok::<_, ArtifactError>((mime, contents))
+            })
+            .await
+            .map_err(|_| not_found())?;
+            (share, read)
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(file.size).unwrap_or(0));
-        file.file.take(file.size).read_to_end(&mut bytes)?;
-        // Text that is not UTF-8 goes as a blob.
-        let contents = String::from_utf8(bytes)
-            .map_err(|e| base64::engine::general_purpose::STANDARD.encode(e.as_bytes()));
-        Ok::<_, ArtifactError>((mime, contents))
-    })
-    .await
-    .map_err(|_| not_found())?;
-    let (mime, contents) = match read {
-        Ok(read) => read,
-        Err(ArtifactError::NotFound) => return Err(not_found()),
-        Err(ArtifactError::Io(e)) => {
-            tracing::warn!(%e, "an artifact could not be read");
-            return Err(ErrorData::internal_error(
-                "the artifact could not be read",
-                None,
-            ));
-        }
+        Err(error) => return Err(refusal(error, not_found)),
     };
+    let (mime, contents) = read.map_err(|error| refusal(error, not_found))?;
     let contents = match contents {
         Ok(text) => ResourceContents::text(text, uri),
         Err(blob) => ResourceContents::blob(blob, uri),
     }
     .with_mime_type(mime);
-    Ok(ReadResourceResult::new(vec![contents]))
+    Ok((ReadResourceResult::new(vec![contents]), share))
+}
+
+/// The client's error for an artifact that cannot be read.
+fn refusal(error: ArtifactError, not_found: impl FnOnce() -> ErrorData) -> ErrorData {
+    match error {
+        ArtifactError::NotFound => not_found(),
+        ArtifactError::Io(e) => {
+            tracing::warn!(%e, "an artifact could not be read");
+            ErrorData::internal_error("the artifact could not be read", None)
+        }
+    }
 }
 
 fn is_text(mime: &str) -> bool {

@@ -20,6 +20,7 @@ use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
 
 use super::artifact_blocks::RUNS_PREFIX;
+use super::read_budget::{ReadBudget, ShareHold};
 use super::reply::NOTIFY_TIMEOUT;
 use super::resources::watch::ProjectWatch;
 use super::task_store::Tasks;
@@ -35,6 +36,8 @@ use pyrun_run::caller::Caller;
 pub struct McpState {
     pub(super) tasks: Tasks,
     pub(super) watch: ProjectWatch,
+    /// The bytes `resources/read` and prompts may hold at once.
+    pub(super) reads: ReadBudget,
 }
 
 impl McpState {
@@ -45,6 +48,7 @@ impl McpState {
         Arc::new(Self {
             tasks,
             watch: ProjectWatch::new(app.root.clone()),
+            reads: ReadBudget::default(),
         })
     }
 }
@@ -273,13 +277,22 @@ impl ServerHandler for PyRunServer {
             return fixture.map(Into::into);
         }
         let uri = request.uri.as_str();
-        if uri.starts_with(RUNS_PREFIX) {
+        let (result, share) = if uri.starts_with(RUNS_PREFIX) {
             let caller = self.caller(&ctx);
-            return artifacts::read_resource(&self.app, &caller, uri)
-                .await
-                .map(Into::into);
+            artifacts::read_resource(&self.app, &self.state.reads, &caller, uri).await?
+        } else {
+            resources::read(&self.app, &self.state.reads, uri).await?
+        };
+        // Over `/mcp` the share stays taken until the answer is written; elsewhere it comes
+        // back here.
+        if let Some(hold) = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<ShareHold>())
+        {
+            hold.keep(share);
         }
-        resources::read(&self.app, uri).await.map(Into::into)
+        Ok(result.into())
     }
 
     async fn list_prompts(
@@ -298,7 +311,9 @@ impl ServerHandler for PyRunServer {
         if let Some(fixture) = fixtures::get_prompt(&request) {
             return fixture.map(Into::into);
         }
-        prompts::get(&self.app, request).await.map(Into::into)
+        prompts::get(&self.app, &self.state.reads, request)
+            .await
+            .map(Into::into)
     }
 
     /// A session that initialized hears `resources/list_changed` until it closes.

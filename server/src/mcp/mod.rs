@@ -16,8 +16,9 @@
 //! structured results, timeouts, page sizes, listings), `call` (audit notes, progress, the
 //! prologue of a file run, the Python environment of a folder), `run_call` (a run the call waits
 //! for and its report), `artifact_blocks` (what a result shows of the files a run left),
-//! `project_files` (a project file as a resource: its URI, its read, its contents) and
-//! `task_store` (the MCP tasks and their owners). What every session of one server shares (the
+//! `project_files` (a project file as a resource: its URI, its read, its contents),
+//! `read_budget` (the bytes resource reads hold at once) and `task_store` (the MCP tasks and
+//! their owners). What every session of one server shares (the
 //! task store, the projects folder's watcher) is `McpState`, made once by the transport.
 
 mod artifact_blocks;
@@ -29,6 +30,7 @@ mod inline;
 mod packages;
 mod project_files;
 mod prompts;
+mod read_budget;
 mod reply;
 pub(crate) mod resources;
 mod run;
@@ -43,3 +45,4 @@ pub(crate) mod tasks;
 mod fixtures;
 
 pub use handler::{McpState, PyRunServer};
+pub use read_budget::ShareHold;

@@ -8,6 +8,7 @@ use base64::Engine as _;
 use rmcp::model::ResourceContents;
 use rmcp::ErrorData;
 
+use super::read_budget::{ReadBudget, ReadShare};
 use super::reply::encode_segments;
 use crate::app::App;
 use crate::client_message::ClientMessage;
@@ -25,22 +26,33 @@ pub fn project_uri(relative: &str) -> String {
 }
 
 /// Proves a file with `resolve` and reads it (at most [`MAX_RESOURCE_BYTES`]), off the async
-/// threads: the one read path of resources and prompts.
+/// threads, once `budget` has room for its size: the one read path of resources and prompts.
+/// The share comes back with the bytes; keep it until the answer is built.
 pub(crate) async fn read_served(
     app: &Arc<App>,
+    budget: &ReadBudget,
     resolve: impl FnOnce(&ProjectRoot) -> Result<ProjectFile, Refused> + Send + 'static,
-) -> Result<Result<(ProjectFile, Vec<u8>), Refused>, ErrorData> {
+) -> Result<Result<(ProjectFile, Vec<u8>, ReadShare), Refused>, ErrorData> {
+    let unfinished = |_| ErrorData::internal_error("the read did not finish", None);
+    let proving = app.clone();
+    let file = match tokio::task::spawn_blocking(move || resolve(&proving.root))
+        .await
+        .map_err(unfinished)?
+    {
+        Ok(file) => file,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let share = budget.take(file.size().min(MAX_RESOURCE_BYTES)).await?;
     let app = app.clone();
     tokio::task::spawn_blocking(move || {
-        let file = resolve(&app.root)?;
         let bytes = app
             .root
             .read_file(&file, MAX_RESOURCE_BYTES)
             .map_err(Refused::Read)?;
-        Ok((file, bytes))
+        Ok((file, bytes, share))
     })
     .await
-    .map_err(|_| ErrorData::internal_error("the read did not finish", None))
+    .map_err(unfinished)
 }
 
 /// A file's contents: text when it is UTF-8 (and not of a binary type), a blob otherwise.

@@ -13,6 +13,7 @@ use rmcp::ErrorData;
 use serde_json::Value;
 
 use super::project_files::{self, Refused};
+use super::read_budget::ReadBudget;
 use crate::app::App;
 use crate::client_message::{push_escaped, ClientMessage};
 
@@ -59,6 +60,7 @@ pub fn list() -> ListPromptsResult {
 
 pub async fn get(
     app: &Arc<App>,
+    budget: &ReadBudget,
     request: GetPromptRequestParams,
 ) -> Result<GetPromptResult, ErrorData> {
     let name = request.name.as_str();
@@ -82,13 +84,13 @@ pub async fn get(
     })?;
     let args = string_arg(&arguments, "args")?.unwrap_or_default();
     let given = file.clone();
-    let read = project_files::read_served(app, move |root| {
+    let read = project_files::read_served(app, budget, move |root| {
         let script = root.resolve_script(&given).map_err(Refused::Path)?;
         root.resolve_file(script.relative())
             .map_err(|_| Refused::Path(pyrun_run::paths::PathError::NotServed(given.clone())))
     })
     .await?;
-    let (file, bytes) = read.map_err(|refused| match refused {
+    let (file, bytes, _share) = read.map_err(|refused| match refused {
         // The script's own words ("not found", "not a Python file"), as `run_python` says them.
         Refused::Path(e) => ErrorData::invalid_params(ClientMessage::from(e).into_string(), None),
         read => read.into_error(&file),

@@ -97,8 +97,9 @@ pub fn check_code(code: &str, max_bytes: usize) -> Result<(), ClientMessage> {
 
 /// Why no background run (nor task) could be started.
 pub fn runs_full(e: StartError, settings: &BackgroundSettings) -> ClientMessage {
-    let max = match e {
-        StartError::Full { max } => max,
+    let (max, whose, flag) = match e {
+        StartError::Full { max } => (max, "", "--max-background-runs"),
+        StartError::CallerFull { max } => (max, " of yours", "--max-background-runs-per-caller"),
         StartError::NoRunId => {
             tracing::error!("{e}");
             return ClientMessage::new("the server could not draw a run id")
@@ -107,13 +108,18 @@ pub fn runs_full(e: StartError, settings: &BackgroundSettings) -> ClientMessage 
     };
     ClientMessage::new("")
         .number(max)
-        .then(" background runs are kept at once (queued, running, or ended less than ")
+        .then(" background runs")
+        .then(whose)
+        .then(" are kept at once (queued, running, or ended less than ")
         .duration(settings.retention)
-        .then(" ago) and none can make room")
+        .then(" ago) and none of yours can make room")
         .hint(
-            "read a finished run to its end with get_run (it may then make room), cancel one \
-             with cancel_run, or wait; the server's operator can raise --max-background-runs",
+            "read a finished run of yours to its end with get_run (it may then make room), \
+             cancel one with cancel_run, or wait",
         )
+        .then(" (the server's operator can raise ")
+        .then(flag)
+        .then(")")
 }
 
 /// What a URI segment keeps as it is: RFC 3986's unreserved characters.

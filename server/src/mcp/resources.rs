@@ -24,6 +24,7 @@ use rmcp::ErrorData;
 use super::project_files::{
     contents, mime_type, not_found, project_uri, read_served, Refused, PROJECTS_PREFIX,
 };
+use super::read_budget::{ReadBudget, ReadShare};
 use super::McpState;
 use crate::app::App;
 use crate::client_message::ClientMessage;
@@ -88,8 +89,13 @@ pub fn templates() -> ListResourceTemplatesResult {
     ListResourceTemplatesResult::with_all_items(vec![template])
 }
 
-/// `resources/read` of a `pyrun://projects/...` URI.
-pub async fn read(app: &Arc<App>, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+/// `resources/read` of a `pyrun://projects/...` URI, with its share of the read budget (keep it
+/// until the answer is written).
+pub async fn read(
+    app: &Arc<App>,
+    budget: &ReadBudget,
+    uri: &str,
+) -> Result<(ReadResourceResult, ReadShare), ErrorData> {
     let Some(encoded) = uri.strip_prefix(PROJECTS_PREFIX) else {
         return Err(not_found(uri));
     };
@@ -104,15 +110,18 @@ pub async fn read(app: &Arc<App>, uri: &str) -> Result<ReadResourceResult, Error
             )
         })?
         .into_owned();
-    let read = read_served(app, move |root| {
+    let read = read_served(app, budget, move |root| {
         root.resolve_file(&path).map_err(Refused::Path)
     })
     .await?;
-    let (file, bytes) = read.map_err(|refused| match refused {
+    let (file, bytes, share) = read.map_err(|refused| match refused {
         Refused::Path(e) => Refused::Path(naming(e, uri)).into_error(uri),
         read => read.into_error(uri),
     })?;
-    Ok(ReadResourceResult::new(vec![contents(uri, &file, bytes)]))
+    Ok((
+        ReadResourceResult::new(vec![contents(uri, &file, bytes)]),
+        share,
+    ))
 }
 
 /// The same refusal, naming the URI the caller sent rather than the path it decodes to.

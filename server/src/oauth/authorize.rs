@@ -377,7 +377,9 @@ async fn approve(oauth: &OAuth, request_id: &str, pending: &Pending, secret: &st
     let client_key = throttle::client_key(&pending.client_id);
     let keys = [throttle::OVERALL, client_key.as_str()];
     let now = now();
-    let wait = match wait_left(oauth, &client_key, now) {
+    // Counted before the slow verification, so a burst of parallel posts cannot all pass the
+    // check while none has been counted yet; a right secret clears the count below.
+    let wait = match count_attempt(oauth, &keys, now) {
         Ok(wait) => wait,
         Err(error) => {
             tracing::error!(%error, "OAuth store error");
@@ -403,9 +405,6 @@ async fn approve(oauth: &OAuth, request_id: &str, pending: &Pending, secret: &st
     }
     if secret.is_empty() || secret.len() > 1024 || !oauth.is_owner_secret(secret.to_owned()).await {
         tracing::warn!(client_id = %pending.client_id, "a wrong owner secret on the consent page");
-        if let Err(error) = oauth.store.record_failure(&keys, now) {
-            tracing::error!(%error, "cannot count a wrong owner secret");
-        }
         return render(
             oauth,
             request_id,
@@ -444,15 +443,22 @@ async fn approve(oauth: &OAuth, request_id: &str, pending: &Pending, secret: &st
     }
 }
 
-/// Seconds the owner must still wait, the longer of the client's and the overall wait.
-fn wait_left(oauth: &OAuth, client_key: &str, now: i64) -> Result<i64, super::store::StoreError> {
-    let (overall, overall_last) = oauth.store.failures(throttle::OVERALL)?;
-    let (client, client_last) = oauth.store.failures(client_key)?;
-    Ok(
-        throttle::wait_left(overall, overall_last, throttle::FREE_OVERALL, now).max(
-            throttle::wait_left(client, client_last, throttle::FREE_PER_CLIENT, now),
-        ),
-    )
+/// Counts one attempt under `keys` (overall, then the client's) unless the counters say to
+/// wait; returns the wait, the longer of the overall one and the client's.
+fn count_attempt(
+    oauth: &OAuth,
+    keys: &[&str; 2],
+    now: i64,
+) -> Result<i64, super::store::StoreError> {
+    oauth.store.count_attempt(keys, now, |counters| {
+        let free = [throttle::FREE_OVERALL, throttle::FREE_PER_CLIENT];
+        counters
+            .iter()
+            .zip(free)
+            .map(|(&(count, last), free)| throttle::wait_left(count, last, free, now))
+            .max()
+            .unwrap_or(0)
+    })
 }
 
 fn issue_code(

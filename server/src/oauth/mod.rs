@@ -117,7 +117,13 @@ pub struct OAuth {
     pub documents: cimd::CimdFetcher,
     /// When each client's "last used" time was last written (see [`OAuth::touch_due`]).
     touched: std::sync::Mutex<std::collections::HashMap<String, i64>>,
+    /// Owner-secret verifications running at once (see [`MAX_VERIFICATIONS`]).
+    verifications: Arc<tokio::sync::Semaphore>,
 }
+
+/// Argon2id verifications at once: each holds 19 MiB for tens of milliseconds, so the memory a
+/// burst can take is this many times that, whatever the throttle lets through.
+const MAX_VERIFICATIONS: usize = 2;
 
 impl OAuth {
     /// Opens the state, stores the owner secret's hash (re-hashed only when it changed), and
@@ -150,6 +156,7 @@ impl OAuth {
             registrations: RegistrationLimit::default(),
             documents,
             touched: std::sync::Mutex::default(),
+            verifications: Arc::new(tokio::sync::Semaphore::new(MAX_VERIFICATIONS)),
         }))
     }
 
@@ -202,12 +209,21 @@ impl OAuth {
         self.secret_is_password
     }
 
-    /// True when `secret` is the owner's (Argon2id, off the async threads).
+    /// True when `secret` is the owner's (Argon2id, off the async threads, at most
+    /// [`MAX_VERIFICATIONS`] at once; the permit lives as long as the hashing, even when the
+    /// request that asked is dropped).
     pub async fn is_owner_secret(&self, secret: String) -> bool {
+        let Ok(permit) = Arc::clone(&self.verifications).acquire_owned().await else {
+            return false;
+        };
         let phc = self.owner_secret.clone();
-        tokio::task::spawn_blocking(move || secrets::owner_secret_matches(&secret, &phc))
-            .await
-            .unwrap_or(false)
+        tokio::task::spawn_blocking(move || {
+            let matches = secrets::owner_secret_matches(&secret, &phc);
+            drop(permit);
+            matches
+        })
+        .await
+        .unwrap_or(false)
     }
 }
 

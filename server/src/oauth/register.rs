@@ -1,8 +1,10 @@
 //! RFC 7591 dynamic registration of public clients. Every field is checked before anything is
 //! stored; the response echoes what was registered. Bounded: the body (a few KiB), the number of
-//! redirect URIs, the name's length, the number of clients kept, and registrations per minute.
+//! redirect URIs, the name's length, the number of clients kept, and registrations per minute,
+//! from everyone and from one address.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -10,11 +12,13 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use serde_json::{json, Value};
 
 use super::store::{ClientKind, ClientRecord};
 use super::{now, redirect_uri, secrets, OAuth, ProtocolError};
+use crate::transport::http::PeerKey;
 
 /// Largest registration request, in bytes.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -29,32 +33,57 @@ pub const MAX_CLIENTS: u64 = 1000;
 const UNUSED_CLIENT_SECS: i64 = 900;
 /// Registrations accepted per [`WINDOW`] (from everyone: behind a tunnel one address is many).
 const PER_WINDOW: usize = 30;
+/// Registrations accepted per [`WINDOW`] from one address (an IPv6 /64): one address cannot
+/// take every registration of the minute from the others.
+const PER_ADDRESS_PER_WINDOW: usize = 10;
 const WINDOW: Duration = Duration::from_secs(60);
 
-/// A sliding window of recent registrations.
+/// Sliding windows of recent registrations: everyone's, and each address's.
 #[derive(Debug, Default)]
 pub struct RegistrationLimit {
-    recent: Mutex<VecDeque<Instant>>,
+    recent: Mutex<Windows>,
+}
+
+#[derive(Debug, Default)]
+struct Windows {
+    all: VecDeque<Instant>,
+    by_address: HashMap<IpAddr, VecDeque<Instant>>,
+}
+
+fn expire(window: &mut VecDeque<Instant>, now: Instant) {
+    while window
+        .front()
+        .is_some_and(|t| now.duration_since(*t) >= WINDOW)
+    {
+        window.pop_front();
+    }
 }
 
 impl RegistrationLimit {
-    /// Takes a slot, or says no when [`PER_WINDOW`] were taken in the last [`WINDOW`].
-    fn admit(&self) -> bool {
-        let mut recent = self
+    /// Takes a slot, or says no when [`PER_WINDOW`] were taken in the last [`WINDOW`], or
+    /// [`PER_ADDRESS_PER_WINDOW`] from `peer` (when the transport knows it).
+    fn admit(&self, peer: Option<PeerKey>) -> bool {
+        let mut windows = self
             .recent
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();
-        while recent
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= WINDOW)
-        {
-            recent.pop_front();
-        }
-        if recent.len() >= PER_WINDOW {
+        expire(&mut windows.all, now);
+        windows.by_address.retain(|_, window| {
+            expire(window, now);
+            !window.is_empty()
+        });
+        if windows.all.len() >= PER_WINDOW {
             return false;
         }
-        recent.push_back(now);
+        if let Some(PeerKey(ip)) = peer {
+            let mine = windows.by_address.entry(ip).or_default();
+            if mine.len() >= PER_ADDRESS_PER_WINDOW {
+                return false;
+            }
+            mine.push_back(now);
+        }
+        windows.all.push_back(now);
         true
     }
 }
@@ -154,8 +183,12 @@ pub fn clean_name(name: &str) -> Option<String> {
 }
 
 /// `POST /oauth/register`.
-pub async fn register(State(oauth): State<Arc<OAuth>>, body: Bytes) -> Response {
-    match register_client(&oauth, &body) {
+pub async fn register(
+    State(oauth): State<Arc<OAuth>>,
+    peer: Option<Extension<PeerKey>>,
+    body: Bytes,
+) -> Response {
+    match register_client(&oauth, peer.map(|Extension(peer)| peer), &body) {
         Ok(response) => response,
         Err(error) => {
             tracing::info!(
@@ -168,7 +201,11 @@ pub async fn register(State(oauth): State<Arc<OAuth>>, body: Bytes) -> Response 
     }
 }
 
-fn register_client(oauth: &OAuth, body: &[u8]) -> Result<Response, ProtocolError> {
+fn register_client(
+    oauth: &OAuth,
+    peer: Option<PeerKey>,
+    body: &[u8],
+) -> Result<Response, ProtocolError> {
     if body.len() > MAX_BODY_BYTES {
         return Err(ProtocolError::new(
             "invalid_client_metadata",
@@ -177,7 +214,7 @@ fn register_client(oauth: &OAuth, body: &[u8]) -> Result<Response, ProtocolError
         .with_status(StatusCode::PAYLOAD_TOO_LARGE));
     }
     let registration = validate(body)?;
-    if !oauth.registrations.admit() {
+    if !oauth.registrations.admit(peer) {
         return Err(ProtocolError::new(
             "temporarily_unavailable",
             "too many registrations; try again in a minute",
@@ -321,8 +358,23 @@ mod tests {
     fn the_window_caps_registrations() {
         let limit = RegistrationLimit::default();
         for _ in 0..PER_WINDOW {
-            assert!(limit.admit());
+            assert!(limit.admit(None));
         }
-        assert!(!limit.admit());
+        assert!(!limit.admit(None));
+    }
+
+    #[test]
+    fn one_address_gets_its_share_of_the_window_and_the_others_the_rest() {
+        let limit = RegistrationLimit::default();
+        let peer = |last: u8| Some(PeerKey(IpAddr::from([192, 0, 2, last])));
+        for _ in 0..PER_ADDRESS_PER_WINDOW {
+            assert!(limit.admit(peer(1)));
+        }
+        assert!(!limit.admit(peer(1)));
+        for n in 0..(PER_WINDOW - PER_ADDRESS_PER_WINDOW) {
+            let last = 2 + u8::try_from(n / PER_ADDRESS_PER_WINDOW).unwrap();
+            assert!(limit.admit(peer(last)));
+        }
+        assert!(!limit.admit(peer(200)), "the overall window still holds");
     }
 }

@@ -564,6 +564,46 @@ impl Store {
         }))
     }
 
+    /// One owner-secret attempt, counted before it is verified: in one transaction, reads the
+    /// counters under `keys`, asks `wait` how long they still say to wait and, when that is
+    /// zero, counts the attempt as a failure under every key (a right secret clears them
+    /// after). Returns the wait; an attempt that must wait is not counted. Checking and counting
+    /// apart would let a burst of parallel posts all pass the check before any was counted.
+    pub fn count_attempt(
+        &self,
+        keys: &[&str],
+        now: i64,
+        wait: impl FnOnce(&[(u32, i64)]) -> i64,
+    ) -> Result<i64, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut counters = Vec::with_capacity(keys.len());
+        for key in keys {
+            let found: Option<(i64, i64)> = tx
+                .query_row(
+                    "SELECT count, last FROM failures WHERE key = ?1",
+                    [key],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            counters.push(found.map_or((0, 0), |(count, last)| {
+                (u32::try_from(count).unwrap_or(u32::MAX), last)
+            }));
+        }
+        let left = wait(&counters);
+        if left == 0 {
+            for key in keys {
+                tx.execute(
+                    "INSERT INTO failures (key, count, last) VALUES (?1, 1, ?2)
+                     ON CONFLICT (key) DO UPDATE SET count = count + 1, last = ?2",
+                    params![key, now],
+                )?;
+            }
+        }
+        tx.commit()?;
+        Ok(left)
+    }
+
     pub fn record_failure(&self, keys: &[&str], now: i64) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;

@@ -1,6 +1,7 @@
 //! HTTP transport: one axum router with Streamable HTTP on `/mcp`, legacy HTTP+SSE on `/sse` and
 //! `/messages`, and `/health`; auth, Host/Origin checks, session limits, the status of a session's
-//! close, the body deadline and the access log are layers. A stateless (2026-07-28) request's run
+//! close, the read shares an answer holds until written, the body deadline and the access log
+//! are layers. A stateless (2026-07-28) request's run
 //! ends with its connection; a session's does not (see [`router`]).
 
 mod accept;
@@ -8,8 +9,12 @@ mod access_log;
 mod auth;
 mod body_timeout;
 mod host_check;
+mod read_hold;
 mod session_close;
 mod session_limit;
+mod unauthenticated;
+
+pub use unauthenticated::PeerKey;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -38,9 +43,9 @@ use body_timeout::BodyTimeout;
 pub use host_check::HostPolicy;
 use session_limit::SessionLimit;
 
-/// Time a connection gets to send a request head, idle keep-alive included (hyper's default,
-/// which needs a timer to take effect; see `accept`).
-const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time a connection gets to send a request head, idle keep-alive included (it needs hyper's
+/// timer to take effect; see `accept`): a half-sent request is cut off within it.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Keep-alive comments on every SSE stream: tunnels and proxies drop streams idle for longer.
 const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// After shutdown fires, how long open connections get to finish before the server stops anyway.
@@ -91,6 +96,7 @@ pub async fn serve(
     let limits = ConnectionLimits {
         header_timeout: HEADER_TIMEOUT,
         max_open: app.config.http.max_connections,
+        max_unauthenticated_per_address: app.config.http.max_unauthenticated_per_address,
     };
     let server = accept::serve_connections(
         listener,
@@ -124,6 +130,11 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
 
     let mut mcp_sessions = LocalSessionManager::default();
     mcp_sessions.session_config.keep_alive = Some(settings.session_idle_timeout);
+    // rmcp keeps each finished request's answers for a late resume for this long (60 s by
+    // default), and a `resources/read` answer is up to 11 MiB: a burst of reads held them all.
+    // A stream still open resumes as before; a finished one is dropped at the session's next
+    // message.
+    mcp_sessions.session_config.completed_cache_ttl = Duration::ZERO;
     let mcp_sessions = Arc::new(mcp_sessions);
     let sse_sessions = Arc::new(SseSessions::default());
     let limit = SessionLimit::new(
@@ -153,6 +164,7 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
             .with_max_request_body_bytes(settings.max_body_bytes),
     );
     let mcp = ServiceBuilder::new()
+        .layer(from_fn(read_hold::hold_read_shares))
         .layer(from_fn_with_state(
             mcp_sessions,
             session_close::close_with_no_content,

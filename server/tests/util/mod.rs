@@ -90,3 +90,12 @@ pub fn run_alone(test: &str, prepare: impl FnOnce(&mut Command, &Path), body: im
 pub fn run_status(answer: &serde_json::Value) -> pyrun_api::RunStatus {
     serde_json::from_value(answer["status"].clone()).unwrap_or(pyrun_api::RunStatus::Unknown)
 }
+
+/// The peak resident memory (`VmHWM`) of process `pid`, in MiB: what a test that floods a server
+/// it started reads to prove the server's memory stayed bounded.
+pub fn peak_rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib / 1024
+}

@@ -14,11 +14,17 @@
 //! is accepted until it closes. A connection past the cap is closed at once, before anything is
 //! read from it: a flood of idle connections costs its own descriptors, not the server's
 //! (`/health` and every client within the cap keep being answered), and it cannot stall the loop.
+//! Within that cap one address may hold at most `max_unauthenticated_per_address` connections
+//! that have not authenticated yet ([`super::unauthenticated`]), so one address's flood cannot
+//! take the cap from everyone else: each request carries its connection's place to the auth
+//! layer, which gives it back.
 
+use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::extract::Request;
 use axum::serve::Listener;
 use axum::Router;
 use hyper::server::conn::http1;
@@ -26,6 +32,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
+
+use super::unauthenticated::{PeerKey, UnauthenticatedByAddress};
 
 /// How long refusals past the cap are counted before they are logged again.
 const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(10);
@@ -37,11 +46,13 @@ pub struct ConnectionLimits {
     pub header_timeout: Duration,
     /// Connections served at once.
     pub max_open: usize,
+    /// Connections from one address that have not authenticated yet.
+    pub max_unauthenticated_per_address: usize,
 }
 
 /// Serves `router` on every connection `listener` accepts until `shutdown` fires; then stops
 /// accepting, lets each connection finish its current response, and returns once all have closed.
-pub async fn serve_connections<L: Listener>(
+pub async fn serve_connections<L: Listener<Addr = SocketAddr>>(
     mut listener: L,
     router: Router,
     limits: ConnectionLimits,
@@ -52,19 +63,42 @@ pub async fn serve_connections<L: Listener>(
     // One permit per open connection: all permits back means every connection has closed.
     let max_open = limits.max_open.clamp(1, Semaphore::MAX_PERMITS);
     let open = Arc::new(Semaphore::new(max_open));
+    let unauthenticated = UnauthenticatedByAddress::new(limits.max_unauthenticated_per_address);
     let mut refusals = RefusalLog::default();
+    let mut address_refusals = RefusalLog::default();
     loop {
-        let (io, _addr) = tokio::select! {
+        let (io, addr) = tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
-        let Ok(permit) = open.clone().try_acquire_owned() else {
-            refusals.note(max_open);
+        let Some(place) = unauthenticated.admit(addr) else {
+            address_refusals.note(
+                unauthenticated.max(),
+                "connections closed at once: one address holds too many that have not \
+                 authenticated (--max-unauthenticated-per-address)",
+            );
             drop(io);
             continue;
         };
-        let service = TowerToHyperService::new(router.clone());
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            refusals.note(
+                max_open,
+                "connections closed at once: the open-connection limit is reached \
+                 (--max-connections)",
+            );
+            drop(io);
+            continue;
+        };
+        let place = Arc::new(place);
+        let peer = PeerKey::of(addr.ip());
+        let service = TowerToHyperService::new(router.clone().map_request(
+            move |mut request: Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(Arc::clone(&place));
+                request.extensions_mut().insert(peer);
+                request
+            },
+        ));
         let shutdown = shutdown.clone();
         let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
@@ -100,7 +134,7 @@ struct RefusalLog {
 }
 
 impl RefusalLog {
-    fn note(&mut self, max_open: usize) {
+    fn note(&mut self, max: usize, what: &'static str) {
         self.unlogged += 1;
         if self
             .last
@@ -108,11 +142,7 @@ impl RefusalLog {
         {
             return;
         }
-        tracing::warn!(
-            refused = self.unlogged,
-            max = max_open,
-            "connections closed at once: the open-connection limit is reached (--max-connections)"
-        );
+        tracing::warn!(refused = self.unlogged, max, "{what}");
         self.last = Some(Instant::now());
         self.unlogged = 0;
     }
@@ -147,6 +177,7 @@ mod tests {
         let limits = ConnectionLimits {
             header_timeout,
             max_open,
+            max_unauthenticated_per_address: max_open,
         };
         let server = tokio::spawn(serve_connections(
             listener,

@@ -13,6 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
+use super::unauthenticated::Unauthenticated;
 use crate::client_message::ClientMessage;
 use crate::oauth::OAuth;
 use pyrun_run::caller::Caller;
@@ -130,6 +131,10 @@ pub async fn require_token(
 ) -> Response {
     let authorization = request.headers().get(header::AUTHORIZATION);
     if let Some(caller) = auth.caller(authorization) {
+        // The connection no longer counts against its address's unauthenticated ones.
+        if let Some(place) = request.extensions().get::<Arc<Unauthenticated>>() {
+            place.authenticated();
+        }
         request.extensions_mut().insert(caller);
         return next.run(request).await;
     }

@@ -138,6 +138,7 @@ mod tests {
         let limits = ConnectionLimits {
             header_timeout: Duration::from_secs(30),
             max_open: 16,
+            max_unauthenticated_per_address: 16,
         };
         tokio::spawn(serve_connections(
             listener,
