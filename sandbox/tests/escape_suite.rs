@@ -370,25 +370,28 @@ except OSError as e:
 }
 
 #[test]
-fn every_run_is_outside_the_servers_user_and_network_namespaces() {
+fn every_run_is_outside_the_servers_namespaces_with_ipc_uts_and_cgroup_of_its_own() {
     let fx = Fixture::new();
     if !fx.has_layer(
         "user-netns",
-        "every_run_is_outside_the_servers_user_and_network_namespaces",
+        "every_run_is_outside_the_servers_namespaces_with_ipc_uts_and_cgroup_of_its_own",
     ) {
         return;
     }
     let ours = |kind: &str| std::fs::read_link(format!("/proc/self/ns/{kind}")).unwrap();
     let script = r#"
 import os
-for kind in ("net", "user"):
+for kind in ("net", "user", "ipc", "uts", "cgroup"):
     print(kind, os.readlink("/proc/self/ns/" + kind))
 print("uid", os.getuid())
 "#;
-    // Twice: the second run enters what the first left (the namespaces are made once).
+    // Twice: the second run enters the user and network namespaces the first left (made once),
+    // but gets IPC, UTS and cgroup namespaces of its own.
+    let mut ipc = Vec::new();
     for _ in 0..2 {
         let out = fx.run(script, &[], Duration::from_secs(20));
-        for kind in ["net", "user"] {
+        ipc.push(out.value("ipc"));
+        for kind in ["net", "user", "ipc", "uts", "cgroup"] {
             let theirs = out.value(kind).unwrap_or_default();
             assert!(theirs.starts_with(&format!("{kind}:[")), "{}", out.stderr);
             assert_ne!(
@@ -400,6 +403,7 @@ print("uid", os.getuid())
         // Unmapped in its user namespace: no identity (and so no capabilities) of the server's.
         assert_eq!(out.value("uid").as_deref(), Some("65534"), "{}", out.stderr);
     }
+    assert_ne!(ipc[0], ipc[1], "two runs shared an IPC namespace");
 }
 
 #[test]
@@ -835,5 +839,116 @@ fn strict_mode_starts_only_when_every_layer_is_there() {
             assert!(!complete, "strict refused although {layers:?}: {e}");
             assert!(e.to_string().contains("--sandbox standard"));
         }
+    }
+}
+
+/// The host side of the IPC test, run unconfined: makes a SysV shared-memory segment and message
+/// queue and a POSIX message queue, each holding the secret in `argv[1]`, prints their ids and
+/// waits for stdin to close; then says whether each still holds the secret, removes them, and
+/// removes any segment left under the key `argv[2]` (a run's leftover).
+const IPC_HOST: &str = r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+class Msg(ctypes.Structure):
+    _fields_ = [("mtype", ctypes.c_long), ("mtext", ctypes.c_char * 64)]
+secret, key = sys.argv[1].encode(), int(sys.argv[2])
+shm = libc.shmget(0, 4096, 0o1000 | 0o600)
+addr = libc.shmat(shm, None, 0)
+ctypes.memmove(addr, secret, len(secret))
+msq = libc.msgget(0, 0o1000 | 0o600)
+libc.msgsnd(msq, ctypes.byref(Msg(1, secret)), len(secret), 0)
+name = ("/pyrun-canary-%d" % os.getpid()).encode()
+mq = libc.mq_open(name, os.O_CREAT | os.O_RDWR | os.O_NONBLOCK, 0o600, None)
+libc.mq_send(mq, secret, len(secret), 0)
+print(shm, msq, name.decode(), flush=True)
+sys.stdin.read()
+print("shm", "intact" if ctypes.string_at(addr, len(secret)) == secret else "changed")
+m = Msg()
+print("msg", "intact" if libc.msgrcv(msq, ctypes.byref(m), 64, 0, 0o4000) == len(secret) else "taken")
+buf = ctypes.create_string_buffer(8192)
+print("mq", "intact" if libc.mq_receive(mq, buf, 8192, None) == len(secret) else "taken")
+libc.shmdt(ctypes.c_void_p(addr))
+libc.shmctl(shm, 0, None)
+libc.msgctl(msq, 0, None)
+libc.mq_unlink(name)
+left = libc.shmget(key, 0, 0)
+print("leftover", "yes" if left >= 0 else "no", flush=True)
+if left >= 0:
+    libc.shmctl(left, 0, None)
+"#;
+
+/// The run's side: attach, read and overwrite the host's segment, take its messages, open its
+/// POSIX queue, and leave a 1 MiB segment of its own under the key `argv[5]`.
+const IPC_RUN: &str = r#"
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+class Msg(ctypes.Structure):
+    _fields_ = [("mtype", ctypes.c_long), ("mtext", ctypes.c_char * 64)]
+shm, msq, name, secret, key = sys.argv[1:6]
+shm, msq, key, secret = int(shm), int(msq), int(key), secret.encode()
+def err():
+    return errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+res = {}
+addr = libc.shmat(shm, None, 0)
+if addr is None or addr == 2**64 - 1:
+    res["shm_attach"] = err()
+else:
+    res["shm_attach"] = "read" if ctypes.string_at(addr, len(secret)) == secret else "other"
+    ctypes.memmove(addr, b"X" * len(secret), len(secret))
+m = Msg()
+res["msg_receive"] = "took" if libc.msgrcv(msq, ctypes.byref(m), 64, 0, 0o4000) >= 0 else err()
+buf = ctypes.create_string_buffer(8192)
+mq = libc.mq_open(name.encode(), os.O_RDWR | os.O_NONBLOCK)
+if mq < 0:
+    res["mq_open"] = err()
+else:
+    res["mq_open"] = "took" if libc.mq_receive(mq, buf, 8192, None) >= 0 else "opened"
+res["own_segment"] = "made" if libc.shmget(key, 1 << 20, 0o1000 | 0o600) >= 0 else err()
+for name, outcome in res.items():
+    print("IPC", name, outcome, flush=True)
+"#;
+
+#[test]
+fn a_run_reaches_no_host_ipc_object_and_its_own_die_with_it() {
+    let fx = Fixture::new();
+    if !fx.has_layer(
+        "user-netns",
+        "a_run_reaches_no_host_ipc_object_and_its_own_die_with_it",
+    ) {
+        return;
+    }
+    // A key no one else uses: this test's pid in a range of its own.
+    let key = (0x5059_0000 | (std::process::id() & 0xffff)).to_string();
+    let mut host = Command::new(python())
+        .args(["-c", IPC_HOST, SECRET, &key])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the host side starts");
+    let mut lines = std::io::BufReader::new(host.stdout.take().unwrap());
+    let mut ids = String::new();
+    std::io::BufRead::read_line(&mut lines, &mut ids).unwrap();
+    let mut args: Vec<String> = ids.split_whitespace().map(str::to_owned).collect();
+    assert_eq!(args.len(), 3, "host side: {ids}");
+    args.extend([SECRET.to_owned(), key]);
+    let out = fx.run(IPC_RUN, &args, Duration::from_secs(20));
+    drop(host.stdin.take());
+    let mut report = String::new();
+    lines.read_to_string(&mut report).unwrap();
+    let _ = host.wait();
+    let tried = |name: &str| {
+        out.value(&format!("IPC {name}"))
+            .unwrap_or_else(|| panic!("{name} not tried: {}\n{}", out.stdout, out.stderr))
+    };
+    // In its own IPC namespace the host's ids and names do not exist.
+    assert_eq!(tried("shm_attach"), "EINVAL", "{}", out.stdout);
+    assert_eq!(tried("msg_receive"), "EINVAL", "{}", out.stdout);
+    assert_eq!(tried("mq_open"), "ENOENT", "{}", out.stdout);
+    // Its own IPC still works, and goes with it.
+    assert_eq!(tried("own_segment"), "made", "{}", out.stdout);
+    for line in ["shm intact", "msg intact", "mq intact", "leftover no"] {
+        assert!(report.lines().any(|l| l == line), "{line}: {report}");
     }
 }
