@@ -952,3 +952,85 @@ fn a_run_reaches_no_host_ipc_object_and_its_own_die_with_it() {
         assert!(report.lines().any(|l| l == line), "{line}: {report}");
     }
 }
+
+/// The run's side: opens inotify instances until refused, tries to raise its cap, says so in a
+/// `holding` file, and keeps them until the test writes `release`.
+const INOTIFY_HOG: &str = r#"
+import ctypes, errno, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+held = []
+while len(held) < 100000:
+    fd = libc.inotify_init1(0)
+    if fd < 0:
+        break
+    held.append(fd)
+print("INSTANCES", len(held), errno.errorcode.get(ctypes.get_errno(), "?"), flush=True)
+try:
+    with open("/proc/sys/user/max_inotify_instances", "w") as f:
+        f.write("100000")
+    print("RAISE ok", flush=True)
+except OSError as e:
+    print("RAISE", errno.errorcode.get(e.errno, e.errno), flush=True)
+home = os.environ["HOME"]
+open(os.path.join(home, "holding"), "w").close()
+while not os.path.exists(os.path.join(home, "release")):
+    time.sleep(0.02)
+"#;
+
+#[test]
+fn a_run_cannot_use_up_the_hosts_inotify_instances() {
+    let fx = Fixture::new();
+    if !fx.has_layer(
+        "user-netns",
+        "a_run_cannot_use_up_the_hosts_inotify_instances",
+    ) {
+        return;
+    }
+    let host_limit: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(128);
+    let (holding, release) = (fx.scratch.join("holding"), fx.scratch.join("release"));
+    let (out, host) = std::thread::scope(|s| {
+        let run = s.spawn(|| fx.run(INOTIFY_HOG, &[], Duration::from_secs(30)));
+        let held = eventually(|| holding.exists());
+        // While the run holds all it could get: can a host process of the same user still
+        // make one? Asked from an unconfined interpreter, as any host program would.
+        let host = Command::new(python())
+            .args([
+                "-c",
+                "import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+                 print('ok' if l.inotify_init1(0) >= 0 else ctypes.get_errno())",
+            ])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        std::fs::write(&release, "").unwrap();
+        assert!(held, "the run never held its instances");
+        (run.join().unwrap(), host.unwrap_or_default())
+    });
+    assert_eq!(
+        host, "ok",
+        "the host's inotify_init1 failed while a run held its instances"
+    );
+    let got: Vec<String> = out
+        .value("INSTANCES")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let count: usize = got.first().and_then(|n| n.parse().ok()).unwrap_or(0);
+    // Enough for watchdog-style libraries, at most a quarter of the host's budget.
+    assert!(
+        (4..=host_limit / 4).contains(&count),
+        "{count} instances of {host_limit}: {}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert_eq!(
+        got.get(1).map(String::as_str),
+        Some("EMFILE"),
+        "{}",
+        out.stdout
+    );
+    assert_ne!(out.value("RAISE").as_deref(), Some("ok"), "{}", out.stdout);
+}
