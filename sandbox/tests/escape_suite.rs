@@ -1034,3 +1034,63 @@ fn a_run_cannot_use_up_the_hosts_inotify_instances() {
     );
     assert_ne!(out.value("RAISE").as_deref(), Some("ok"), "{}", out.stdout);
 }
+
+#[test]
+fn syscalls_off_the_allowlist_get_enosys_and_python_falls_back_to_listed_ones() {
+    let fx = Fixture::new();
+    if !fx.has_layer(
+        "seccomp",
+        "syscalls_off_the_allowlist_get_enosys_and_python_falls_back_to_listed_ones",
+    ) {
+        return;
+    }
+    let script = r#"
+import ctypes, errno, os, subprocess, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+for spec in sys.argv[1:]:
+    name, nr = spec.split("=")
+    rc = libc.syscall(ctypes.c_long(int(nr)), ctypes.c_long(0), ctypes.c_long(0),
+                      ctypes.c_long(0), ctypes.c_long(0))
+    err = ctypes.get_errno()
+    print("SYSCALL", name, "ok" if rc >= 0 else errno.errorcode.get(err, err), flush=True)
+# What glibc and CPython fall back from (clone3 to clone, statx and faccessat2 to older calls).
+t = threading.Thread(target=lambda: None)
+t.start()
+t.join()
+out = subprocess.run([sys.executable, "-c", "print('child')"], capture_output=True, text=True)
+print("SUBPROCESS", out.stdout.strip(), flush=True)
+print("STAT", os.stat(".").st_mode != 0, os.access(".", os.R_OK), flush=True)
+"#;
+    let calls: &[(&str, i64)] = &[
+        ("clone3", libc::SYS_clone3),
+        ("openat2", libc::SYS_openat2),
+        ("setuid", libc::SYS_setuid),
+        ("settimeofday", libc::SYS_settimeofday),
+        ("sethostname", libc::SYS_sethostname),
+        ("beyond_the_table", 1000),
+    ];
+    let args: Vec<String> = calls.iter().map(|(n, nr)| format!("{n}={nr}")).collect();
+    let out = fx.run(script, &args, Duration::from_secs(20));
+    for (name, _) in calls {
+        assert_eq!(
+            out.value(&format!("SYSCALL {name}")).as_deref(),
+            Some("ENOSYS"),
+            "{name}: {}\n{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+    assert_eq!(
+        out.value("SUBPROCESS").as_deref(),
+        Some("child"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.value("STAT").as_deref(),
+        Some("True True"),
+        "{}",
+        out.stderr
+    );
+}
