@@ -166,23 +166,39 @@ async fn a_killed_servers_plain_and_background_runs_die_within_3_seconds_and_the
         );
     }
 
-    // The next server removes the dead one's scratch root (`pyrun-mcp-<pid>-…`).
+    // The next server removes the dead one's scratch root (`pyrun-mcp-<pid>-…` in the temp
+    // folder) and, where it made them, its cgroups (`pyrun-mcp-<pid>-…` beside the server's own
+    // cgroup, which is this test's): a live run would keep both busy.
     let left = |pid: i32| {
-        std::fs::read_dir(std::env::temp_dir())
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with(&format!("pyrun-mcp-{pid}-"))
+        let prefix = format!("pyrun-mcp-{pid}-");
+        let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let parents = cgroups
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.splitn(3, ':');
+                let controller = fields.nth(1)?;
+                let path = fields.next()?;
+                ["pids", "memory"].contains(&controller).then(|| {
+                    Path::new("/sys/fs/cgroup")
+                        .join(controller)
+                        .join(path.trim_start_matches('/'))
+                })
             })
+            .chain([std::env::temp_dir()])
+            .collect::<Vec<_>>();
+        parents.iter().any(|dir| {
+            std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        })
     };
     let next = HttpServer::start(projects.path(), &[]);
     let session = McpSession::open(&next, None).await;
     let answer = session.call(&run_python(3, "hello_world.py", None)).await;
     assert!(result_text(&answer).contains("Hello, World!"), "{answer}");
-    until("the dead server's scratch to be swept", || {
+    until("the dead server's scratch and cgroups to be swept", || {
         !left(server_pid)
     })
     .await;
