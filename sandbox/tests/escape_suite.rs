@@ -393,11 +393,11 @@ except OSError as e:
 }
 
 #[test]
-fn every_run_is_outside_the_servers_user_and_network_namespaces() {
+fn every_run_is_outside_the_servers_namespaces_with_ipc_uts_and_cgroup_of_its_own() {
     let fx = Fixture::new();
     if !fx.has_layer(
         "user-netns",
-        "every_run_is_outside_the_servers_user_and_network_namespaces",
+        "every_run_is_outside_the_servers_namespaces_with_ipc_uts_and_cgroup_of_its_own",
     ) {
         return;
     }
@@ -413,14 +413,17 @@ import os, time
 print("uid", os.getuid(), flush=True)
 time.sleep(1)
 "#;
-    // Twice: the second run enters what the first left (the namespaces are made once).
+    // Twice: the second run enters the user and network namespaces the first left (made once),
+    // but gets IPC, UTS and cgroup namespaces of its own.
+    let mut ipc = Vec::new();
     for _ in 0..2 {
         let mut seen = Vec::new();
         let out = fx.run_watching(script, &[], Duration::from_secs(20), |pid| {
-            for kind in ["net", "user"] {
+            for kind in ["net", "user", "ipc", "uts", "cgroup"] {
                 seen.push((kind, ns(&pid.to_string(), kind)));
             }
         });
+        ipc.push(seen.iter().find(|(k, _)| *k == "ipc").map(|(_, v)| v.clone()));
         for (kind, theirs) in seen {
             assert!(theirs.starts_with(&format!("{kind}:[")), "{}", out.stderr);
             assert_ne!(theirs, ns("self", kind), "run shares our {kind} ns");
@@ -428,6 +431,7 @@ time.sleep(1)
         // Unmapped in its user namespace: no identity (and so no capabilities) of the server's.
         assert_eq!(out.value("uid").as_deref(), Some("65534"), "{}", out.stderr);
     }
+    assert_ne!(ipc[0], ipc[1], "two runs shared an IPC namespace");
 }
 
 #[test]
@@ -869,4 +873,257 @@ fn strict_mode_starts_only_when_every_layer_is_there() {
             assert!(e.to_string().contains("--sandbox standard"));
         }
     }
+}
+
+/// The host side of the IPC test, run unconfined: makes a SysV shared-memory segment and message
+/// queue and a POSIX message queue, each holding the secret in `argv[1]`, prints their ids and
+/// waits for stdin to close; then says whether each still holds the secret, removes them, and
+/// removes any segment left under the key `argv[2]` (a run's leftover).
+const IPC_HOST: &str = r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+class Msg(ctypes.Structure):
+    _fields_ = [("mtype", ctypes.c_long), ("mtext", ctypes.c_char * 64)]
+secret, key = sys.argv[1].encode(), int(sys.argv[2])
+shm = libc.shmget(0, 4096, 0o1000 | 0o600)
+addr = libc.shmat(shm, None, 0)
+ctypes.memmove(addr, secret, len(secret))
+msq = libc.msgget(0, 0o1000 | 0o600)
+libc.msgsnd(msq, ctypes.byref(Msg(1, secret)), len(secret), 0)
+name = ("/pyrun-canary-%d" % os.getpid()).encode()
+mq = libc.mq_open(name, os.O_CREAT | os.O_RDWR | os.O_NONBLOCK, 0o600, None)
+libc.mq_send(mq, secret, len(secret), 0)
+print(shm, msq, name.decode(), flush=True)
+sys.stdin.read()
+print("shm", "intact" if ctypes.string_at(addr, len(secret)) == secret else "changed")
+m = Msg()
+print("msg", "intact" if libc.msgrcv(msq, ctypes.byref(m), 64, 0, 0o4000) == len(secret) else "taken")
+buf = ctypes.create_string_buffer(8192)
+print("mq", "intact" if libc.mq_receive(mq, buf, 8192, None) == len(secret) else "taken")
+libc.shmdt(ctypes.c_void_p(addr))
+libc.shmctl(shm, 0, None)
+libc.msgctl(msq, 0, None)
+libc.mq_unlink(name)
+left = libc.shmget(key, 0, 0)
+print("leftover", "yes" if left >= 0 else "no", flush=True)
+if left >= 0:
+    libc.shmctl(left, 0, None)
+"#;
+
+/// The run's side: attach, read and overwrite the host's segment, take its messages, open its
+/// POSIX queue, and leave a 1 MiB segment of its own under the key `argv[5]`.
+const IPC_RUN: &str = r#"
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+class Msg(ctypes.Structure):
+    _fields_ = [("mtype", ctypes.c_long), ("mtext", ctypes.c_char * 64)]
+shm, msq, name, secret, key = sys.argv[1:6]
+shm, msq, key, secret = int(shm), int(msq), int(key), secret.encode()
+def err():
+    return errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+res = {}
+addr = libc.shmat(shm, None, 0)
+if addr is None or addr == 2**64 - 1:
+    res["shm_attach"] = err()
+else:
+    res["shm_attach"] = "read" if ctypes.string_at(addr, len(secret)) == secret else "other"
+    ctypes.memmove(addr, b"X" * len(secret), len(secret))
+m = Msg()
+res["msg_receive"] = "took" if libc.msgrcv(msq, ctypes.byref(m), 64, 0, 0o4000) >= 0 else err()
+buf = ctypes.create_string_buffer(8192)
+mq = libc.mq_open(name.encode(), os.O_RDWR | os.O_NONBLOCK)
+if mq < 0:
+    res["mq_open"] = err()
+else:
+    res["mq_open"] = "took" if libc.mq_receive(mq, buf, 8192, None) >= 0 else "opened"
+res["own_segment"] = "made" if libc.shmget(key, 1 << 20, 0o1000 | 0o600) >= 0 else err()
+for name, outcome in res.items():
+    print("IPC", name, outcome, flush=True)
+"#;
+
+#[test]
+fn a_run_reaches_no_host_ipc_object_and_its_own_die_with_it() {
+    let fx = Fixture::new();
+    if !fx.has_layer(
+        "user-netns",
+        "a_run_reaches_no_host_ipc_object_and_its_own_die_with_it",
+    ) {
+        return;
+    }
+    // A key no one else uses: this test's pid in a range of its own.
+    let key = (0x5059_0000 | (std::process::id() & 0xffff)).to_string();
+    let mut host = Command::new(python())
+        .args(["-c", IPC_HOST, SECRET, &key])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the host side starts");
+    let mut lines = std::io::BufReader::new(host.stdout.take().unwrap());
+    let mut ids = String::new();
+    std::io::BufRead::read_line(&mut lines, &mut ids).unwrap();
+    let mut args: Vec<String> = ids.split_whitespace().map(str::to_owned).collect();
+    assert_eq!(args.len(), 3, "host side: {ids}");
+    args.extend([SECRET.to_owned(), key]);
+    let out = fx.run(IPC_RUN, &args, Duration::from_secs(20));
+    drop(host.stdin.take());
+    let mut report = String::new();
+    lines.read_to_string(&mut report).unwrap();
+    let _ = host.wait();
+    let tried = |name: &str| {
+        out.value(&format!("IPC {name}"))
+            .unwrap_or_else(|| panic!("{name} not tried: {}\n{}", out.stdout, out.stderr))
+    };
+    // In its own IPC namespace the host's ids and names do not exist.
+    assert_eq!(tried("shm_attach"), "EINVAL", "{}", out.stdout);
+    assert_eq!(tried("msg_receive"), "EINVAL", "{}", out.stdout);
+    assert_eq!(tried("mq_open"), "ENOENT", "{}", out.stdout);
+    // Its own IPC still works, and goes with it.
+    assert_eq!(tried("own_segment"), "made", "{}", out.stdout);
+    for line in ["shm intact", "msg intact", "mq intact", "leftover no"] {
+        assert!(report.lines().any(|l| l == line), "{line}: {report}");
+    }
+}
+
+/// The run's side: opens inotify instances until refused, tries to raise its cap, says so in a
+/// `holding` file, and keeps them until the test writes `release`.
+const INOTIFY_HOG: &str = r#"
+import ctypes, errno, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+held = []
+while len(held) < 100000:
+    fd = libc.inotify_init1(0)
+    if fd < 0:
+        break
+    held.append(fd)
+print("INSTANCES", len(held), errno.errorcode.get(ctypes.get_errno(), "?"), flush=True)
+try:
+    with open("/proc/sys/user/max_inotify_instances", "w") as f:
+        f.write("100000")
+    print("RAISE ok", flush=True)
+except OSError as e:
+    print("RAISE", errno.errorcode.get(e.errno, e.errno), flush=True)
+home = os.environ["HOME"]
+open(os.path.join(home, "holding"), "w").close()
+while not os.path.exists(os.path.join(home, "release")):
+    time.sleep(0.02)
+"#;
+
+#[test]
+fn a_run_cannot_use_up_the_hosts_inotify_instances() {
+    let fx = Fixture::new();
+    if !fx.has_layer(
+        "user-netns",
+        "a_run_cannot_use_up_the_hosts_inotify_instances",
+    ) {
+        return;
+    }
+    let host_limit: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(128);
+    let (holding, release) = (fx.scratch.join("holding"), fx.scratch.join("release"));
+    let (out, host) = std::thread::scope(|s| {
+        let run = s.spawn(|| fx.run(INOTIFY_HOG, &[], Duration::from_secs(30)));
+        let held = eventually(|| holding.exists());
+        // While the run holds all it could get: can a host process of the same user still
+        // make one? Asked from an unconfined interpreter, as any host program would.
+        let host = Command::new(python())
+            .args([
+                "-c",
+                "import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+                 print('ok' if l.inotify_init1(0) >= 0 else ctypes.get_errno())",
+            ])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        std::fs::write(&release, "").unwrap();
+        assert!(held, "the run never held its instances");
+        (run.join().unwrap(), host.unwrap_or_default())
+    });
+    assert_eq!(
+        host, "ok",
+        "the host's inotify_init1 failed while a run held its instances"
+    );
+    let got: Vec<String> = out
+        .value("INSTANCES")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let count: usize = got.first().and_then(|n| n.parse().ok()).unwrap_or(0);
+    // Enough for watchdog-style libraries, at most a quarter of the host's budget.
+    assert!(
+        (4..=host_limit / 4).contains(&count),
+        "{count} instances of {host_limit}: {}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert_eq!(
+        got.get(1).map(String::as_str),
+        Some("EMFILE"),
+        "{}",
+        out.stdout
+    );
+    assert_ne!(out.value("RAISE").as_deref(), Some("ok"), "{}", out.stdout);
+}
+
+#[test]
+fn syscalls_off_the_allowlist_get_enosys_and_python_falls_back_to_listed_ones() {
+    let fx = Fixture::new();
+    if !fx.has_layer(
+        "seccomp",
+        "syscalls_off_the_allowlist_get_enosys_and_python_falls_back_to_listed_ones",
+    ) {
+        return;
+    }
+    let script = r#"
+import ctypes, errno, os, subprocess, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+for spec in sys.argv[1:]:
+    name, nr = spec.split("=")
+    rc = libc.syscall(ctypes.c_long(int(nr)), ctypes.c_long(0), ctypes.c_long(0),
+                      ctypes.c_long(0), ctypes.c_long(0))
+    err = ctypes.get_errno()
+    print("SYSCALL", name, "ok" if rc >= 0 else errno.errorcode.get(err, err), flush=True)
+# What glibc and CPython fall back from (clone3 to clone, statx and faccessat2 to older calls).
+t = threading.Thread(target=lambda: None)
+t.start()
+t.join()
+out = subprocess.run([sys.executable, "-c", "print('child')"], capture_output=True, text=True)
+print("SUBPROCESS", out.stdout.strip(), flush=True)
+print("STAT", os.stat(".").st_mode != 0, os.access(".", os.R_OK), flush=True)
+"#;
+    let calls: &[(&str, i64)] = &[
+        ("clone3", libc::SYS_clone3),
+        ("openat2", libc::SYS_openat2),
+        ("setuid", libc::SYS_setuid),
+        ("settimeofday", libc::SYS_settimeofday),
+        ("sethostname", libc::SYS_sethostname),
+        ("beyond_the_table", 1000),
+    ];
+    let args: Vec<String> = calls.iter().map(|(n, nr)| format!("{n}={nr}")).collect();
+    let out = fx.run(script, &args, Duration::from_secs(20));
+    for (name, _) in calls {
+        assert_eq!(
+            out.value(&format!("SYSCALL {name}")).as_deref(),
+            Some("ENOSYS"),
+            "{name}: {}\n{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+    assert_eq!(
+        out.value("SUBPROCESS").as_deref(),
+        Some("child"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.value("STAT").as_deref(),
+        Some("True True"),
+        "{}",
+        out.stderr
+    );
 }

@@ -31,6 +31,7 @@ mod resources_http;
 mod runner;
 mod sandbox_e2e;
 mod scratch;
+mod server_death;
 mod sessions;
 mod startup;
 mod stdio;

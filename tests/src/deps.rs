@@ -47,6 +47,16 @@ pub fn python_env() -> PathBuf {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A venv's Python with the scientific stack of `tests/clients/workload-requirements.txt`
+/// (numpy, pandas, scipy, matplotlib, scikit-learn; from PyPI, on first use): what the
+/// sandbox's workload test runs scripts with.
+pub fn workload_env() -> PathBuf {
+    static ENV: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    ENV.get_or_init(|| install_venv("workload", "workload-requirements.txt"))
+        .clone()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Node 22 with the Inspector and the conformance suite (installed on first use).
 pub fn node_env() -> NodeEnv {
     static ENV: OnceLock<Result<NodeEnv, String>> = OnceLock::new();
@@ -64,15 +74,20 @@ fn clients_dir() -> PathBuf {
 }
 
 fn install_python() -> Result<PathBuf, String> {
-    let spec_path = clients_dir().join("requirements.txt");
+    install_venv("venv", "requirements.txt")
+}
+
+/// A venv `test-deps/NAME` with the pinned packages of `tests/clients/REQUIREMENTS`.
+fn install_venv(name: &str, requirements: &str) -> Result<PathBuf, String> {
+    let spec_path = clients_dir().join(requirements);
     let spec = read(&spec_path)?;
-    let venv = deps_dir().join("venv");
+    let venv = deps_dir().join(name);
     let python = if cfg!(windows) {
         venv.join("Scripts").join("python.exe")
     } else {
         venv.join("bin").join("python")
     };
-    installed_once("venv", &venv, &spec, || {
+    installed_once(name, &venv, &spec, || {
         step(
             Command::new(crate::python::python())
                 .arg("-m")

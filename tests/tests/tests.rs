@@ -25,4 +25,5 @@ mod python_sdk_resources;
 mod python_sdk_runs;
 mod python_sdk_stdio;
 mod rmcp_tasks;
+mod sandbox_workloads;
 mod scripts;

@@ -8,6 +8,17 @@
 //! `execve`, its uid being unmapped), and the abstract UNIX sockets it would share are closed
 //! between runs by Landlock's scopes. When joining is refused, each run unshares its own.
 //!
+//! What must not be shared between runs is made per run, in the run's first child, after it
+//! joined the user namespace ([`PER_RUN`]): an IPC namespace (the host's SysV segments, message
+//! queues and semaphores and its POSIX message queues do not exist for a run, and what a run
+//! makes dies with it), a UTS namespace and a cgroup namespace (rooted at the run's own cgroup).
+//! Each costs the kernel ~0.01-0.03 ms; the pid namespace comes later, in `spawn/`.
+//!
+//! The shared user namespace also caps the inotify instances and watches of all runs together
+//! at a quarter of the uid's host-wide budget (`/proc/sys/user/max_inotify_*`, written from
+//! inside it; the kernel charges every level of nested user namespaces): without it, one run
+//! holding 127 instances made `inotify_init1` fail for every host process of the server's user.
+//!
 //! The shared user namespace maps one id, [`RUN_UID`], to the server's own uid and gid: a run
 //! looks like `nobody` from inside, as with no map at all, but the namespace can own files (the
 //! tmpfs root of a slot's view, `mount.rs`). A run still has the server's kernel uid; what keeps
@@ -15,7 +26,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 #[derive(Debug)]
 pub(super) enum Namespaces {
@@ -25,10 +36,15 @@ pub(super) enum Namespaces {
     Unshared(libc::c_int),
 }
 
+/// The namespaces every run makes anew, whether it joins the shared ones or unshares its own.
+pub(super) const PER_RUN: libc::c_int =
+    libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWCGROUP;
+
 impl Namespaces {
     /// Namespaces for `flags` (`CLONE_NEWUSER`, optionally `| CLONE_NEWNET`), made by a child that
     /// stops itself until their fds are open here, then is killed. `None` when the kernel refuses.
     pub(super) fn shared(flags: libc::c_int) -> Option<Self> {
+        let caps = InotifyCaps::of_host();
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
         // SAFETY: fork in a possibly multi-threaded process: the child makes only raw syscalls,
@@ -42,6 +58,9 @@ impl Namespaces {
                 if unshare(flags).is_err() {
                     libc::_exit(1);
                 }
+                if flags & libc::CLONE_NEWUSER != 0 {
+                    caps.write();
+                }
                 libc::kill(libc::getpid(), libc::SIGSTOP);
                 libc::_exit(0);
             }
@@ -53,6 +72,12 @@ impl Namespaces {
         if stopped && flags & libc::CLONE_NEWUSER != 0 {
             if let Err(e) = map_ids(pid) {
                 tracing::debug!(%e, "sandbox: cannot map the run's uid in its user namespace");
+            }
+            if !caps.written() {
+                tracing::warn!(
+                    "sandbox: runs' inotify instances are not capped: a run may use up the \
+                     server user's host-wide budget"
+                );
             }
         }
         let open = |name: &str| {
@@ -104,10 +129,88 @@ impl Namespaces {
                 if let Some(net) = net {
                     setns(net, libc::CLONE_NEWNET)?;
                 }
-                Ok(())
+                unshare(PER_RUN)
             }
-            Self::Unshared(flags) => unshare(*flags),
+            Self::Unshared(flags) => unshare(*flags | PER_RUN),
         }
+    }
+}
+
+/// The inotify limits written in the shared user namespace, prepared before the fork: a quarter
+/// of the host's per-user budget each, so the host keeps the rest whatever the runs do.
+struct InotifyCaps {
+    /// (sysctl path, value as text); both NUL-terminated for the raw syscalls of the child.
+    limits: [(std::ffi::CString, std::ffi::CString); 2],
+    /// The child's report: one byte per limit written (read end, write end).
+    report: Option<(OwnedFd, OwnedFd)>,
+}
+
+impl InotifyCaps {
+    fn of_host() -> Self {
+        let cap = |host: &str, inside: &str, fallback: u64| {
+            let host = std::fs::read_to_string(host)
+                .ok()
+                .and_then(|text| text.trim().parse::<u64>().ok())
+                .unwrap_or(fallback);
+            let value = (host / 4).max(1).to_string();
+            (
+                std::ffi::CString::new(inside).unwrap_or_default(),
+                std::ffi::CString::new(value).unwrap_or_default(),
+            )
+        };
+        let mut fds = [-1; 2];
+        // SAFETY: `fds` is a valid out-array of two ints; the fds pipe2 returns are fresh and
+        // owned here.
+        let report = unsafe {
+            (libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) == 0)
+                .then(|| (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])))
+        };
+        Self {
+            limits: [
+                cap(
+                    "/proc/sys/fs/inotify/max_user_instances",
+                    "/proc/sys/user/max_inotify_instances",
+                    128,
+                ),
+                cap(
+                    "/proc/sys/fs/inotify/max_user_watches",
+                    "/proc/sys/user/max_inotify_watches",
+                    8192,
+                ),
+            ],
+            report,
+        }
+    }
+
+    /// In the forked child that made the user namespace: raw syscalls only.
+    fn write(&self) {
+        for (path, value) in &self.limits {
+            // SAFETY: open/write/close on NUL-terminated strings made before the fork.
+            unsafe {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    continue;
+                }
+                let len = value.as_bytes().len();
+                let written = libc::write(fd, value.as_ptr().cast(), len) == len as isize;
+                libc::close(fd);
+                if let (true, Some((_, report))) = (written, &self.report) {
+                    libc::write(report.as_raw_fd(), b"1".as_ptr().cast(), 1);
+                }
+            }
+        }
+    }
+
+    /// In the server, once the child stopped: whether it wrote every limit.
+    fn written(&self) -> bool {
+        let Some((read, _)) = &self.report else {
+            return false;
+        };
+        let mut bytes = [0u8; 2];
+        // The child wrote its bytes before it stopped (the pipe does not block).
+        // SAFETY: reads into a valid buffer of its length from a pipe we own.
+        let read = unsafe { libc::read(read.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len()) };
+        read == bytes.len() as isize
     }
 }
 

@@ -31,48 +31,106 @@ const FORWARDED: [libc::c_int; 7] = [
 ];
 
 /// Waits for signals (all blocked since the clone) until `interpreter` exits; writes its wait
-/// status (4 bytes, native endian) to `status_fd`, then exits, which ends the namespace.
+/// status (4 bytes, native endian) to `status_fd`, then exits, which ends the namespace. Exits
+/// at once, without a status, when the server's `lifeline` hangs up: the server died.
 ///
 /// # Safety
 /// Runs in a `CLONE_VM` child; must not return, allocate, lock or touch `errno`.
-pub(super) unsafe fn serve(interpreter: libc::pid_t, status_fd: RawFd) -> ! {
-    // Every fd but the status pipe: the run's output pipes reach EOF when the run ends, and the
-    // spawner's "started" pipe tells the first child it may exit.
+pub(super) unsafe fn serve(interpreter: libc::pid_t, status_fd: RawFd, lifeline: RawFd) -> ! {
+    // Every fd but the status pipe and the lifeline: the run's output pipes reach EOF when the
+    // run ends, the spawner's "started" pipe tells the first child it may exit, and a copy of
+    // the lifeline's write end held here would keep it from ever hanging up.
+    let (low, high) = if status_fd < lifeline {
+        (status_fd, lifeline)
+    } else {
+        (lifeline, status_fd)
+    };
     for fd in 0..3 {
         raw::syscall4(libc::SYS_close as usize, fd, 0, 0, 0);
     }
-    if status_fd > 3 {
-        raw::syscall4(
-            libc::SYS_close_range as usize,
-            3,
-            status_fd as usize - 1,
-            0,
-            0,
-        );
-    }
-    raw::syscall4(
-        libc::SYS_close_range as usize,
-        status_fd as usize + 1,
-        u32::MAX as usize,
-        0,
-        0,
-    );
+    close_between(2, low as usize);
+    close_between(low as usize, high as usize);
+    close_between(high as usize, u32::MAX as usize + 1);
     let mut all: u64 = !0;
     // SIGKILL and SIGSTOP cannot be waited for; the kernel ignores them in the mask.
     all &= !(bit(libc::SIGKILL) | bit(libc::SIGSTOP));
-    let mut info = [0u64; 16]; // siginfo_t: 128 bytes, si_signo first.
+    // Signals arrive as reads of a signalfd, so one `ppoll` waits for them and the lifeline.
+    let signals = raw::syscall4(
+        libc::SYS_signalfd4 as usize,
+        -1isize as usize,
+        &all as *const u64 as usize,
+        8,
+        libc::SFD_CLOEXEC as usize,
+    );
+    // Without a signalfd (never seen), signals are waited for a second at a time between looks
+    // at the lifeline.
+    let second = libc::timespec {
+        tv_sec: 1,
+        tv_nsec: 0,
+    };
+    let now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let mut info = [0u64; 16]; // siginfo_t and signalfd_siginfo: 128 bytes, the signal first.
     loop {
-        let signal = raw::syscall4(
-            libc::SYS_rt_sigtimedwait as usize,
-            &mut all as *mut u64 as usize,
-            info.as_mut_ptr() as usize,
+        let mut fds = [
+            libc::pollfd {
+                fd: lifeline,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: signals as RawFd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let (count, wait) = if signals >= 0 {
+            (2, std::ptr::null())
+        } else {
+            (1, &now as *const libc::timespec)
+        };
+        // No signal mask is passed, so the kernel reads no fifth argument.
+        raw::syscall4(
+            libc::SYS_ppoll as usize,
+            fds.as_mut_ptr() as usize,
+            count,
+            wait as usize,
             0,
-            8,
         );
-        if signal < 0 {
-            continue;
+        if fds[0].revents != 0 {
+            // The server is gone: nobody is left to read a status or to kill the run.
+            raw::syscall4(libc::SYS_exit_group as usize, 0, 0, 0, 0);
         }
-        let signal = signal as libc::c_int;
+        let signal = if signals >= 0 {
+            if fds[1].revents == 0 {
+                continue;
+            }
+            let read = raw::syscall4(
+                libc::SYS_read as usize,
+                signals as usize,
+                info.as_mut_ptr() as usize,
+                std::mem::size_of_val(&info),
+                0,
+            );
+            if read <= 0 {
+                continue;
+            }
+            (info[0] & 0xffff_ffff) as libc::c_int
+        } else {
+            let signal = raw::syscall4(
+                libc::SYS_rt_sigtimedwait as usize,
+                &all as *const u64 as usize,
+                info.as_mut_ptr() as usize,
+                &second as *const libc::timespec as usize,
+                8,
+            );
+            if signal <= 0 {
+                continue;
+            }
+            signal as libc::c_int
+        };
         if signal == libc::SIGCHLD {
             loop {
                 let mut status: libc::c_int = 0;
@@ -107,6 +165,16 @@ pub(super) unsafe fn serve(interpreter: libc::pid_t, status_fd: RawFd) -> ! {
                 0,
             );
         }
+    }
+}
+
+/// Closes every fd strictly between `after` and `before`.
+///
+/// # Safety
+/// As [`serve`]: raw syscalls only.
+unsafe fn close_between(after: usize, before: usize) {
+    if before > after + 1 {
+        raw::syscall4(libc::SYS_close_range as usize, after + 1, before - 1, 0, 0);
     }
 }
 

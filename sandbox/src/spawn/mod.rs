@@ -21,6 +21,13 @@
 //! then stays as its reaper. The server waits only until the interpreter has exec'd, as before.
 //! The spawned [`Child`] is pid 1; its wait reports the interpreter's own exit status.
 //!
+//! Pid 1 shares the server's memory but is a process of its own: a `kill -9` of the server leaves
+//! it (and so the whole run) alive, and `PR_SET_PDEATHSIG` cannot help (its parent is whichever
+//! server thread cloned it, and `getppid()` is 0 in its namespace). So every pid 1 watches the
+//! server's lifeline, a pipe whose write end only the server holds (close-on-exec, never written):
+//! when the server dies, the kernel closes it, pid 1 sees the hang-up and exits, and the kernel
+//! kills the rest of the namespace.
+//!
 //! Should a kernel refuse a step in a child that shares the server's memory (`EINVAL`, as
 //! `unshare(CLONE_NEWUSER)` does for threads), the [`Spawner`] falls back to a plain fork-like
 //! clone for that run and every later one, and says so once in the log.
@@ -33,6 +40,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 mod init;
 
@@ -156,10 +164,25 @@ struct Prepared<'a> {
     report: RawFd,
     mask: libc::sigset_t,
     hooks: Option<Hooks<'a>>,
-    /// Pid namespace only: pid 1's stack top, the interpreter's stack top, the status pipe.
+    /// Pid namespace only: pid 1's stack top, the interpreter's stack top, the status pipe, the
+    /// read end of the server's lifeline.
     init_stack: *mut libc::c_void,
     exec_stack: *mut libc::c_void,
     status: RawFd,
+    lifeline: RawFd,
+}
+
+/// The server's lifeline (read end, write end): made once, held for the server's whole life.
+static LIFELINE: Mutex<Option<(OwnedFd, OwnedFd)>> = Mutex::new(None);
+
+/// The read end of the server's lifeline, made on first use. Both ends are close-on-exec: no
+/// program the server starts holds the write end, so it closes only when the server dies.
+fn lifeline() -> io::Result<RawFd> {
+    let mut held = LIFELINE.lock().unwrap_or_else(PoisonError::into_inner);
+    if held.is_none() {
+        *held = Some(pipe()?);
+    }
+    Ok(held.as_ref().map_or(-1, |(read, _)| read.as_raw_fd()))
 }
 
 /// Spawns runs; remembers when this kernel needs the fork-like fallback.
@@ -242,6 +265,7 @@ impl Spawner {
                     init_stack: std::ptr::null_mut(),
                     exec_stack: std::ptr::null_mut(),
                     status: -1,
+                    lifeline: -1,
                 },
                 mode,
                 pid_namespace,
@@ -321,6 +345,8 @@ fn start(
             prepared.exec_stack = exec_stack.as_mut_ptr().add(exec_stack.len()).cast();
         }
         prepared.status = status.1.as_raw_fd();
+        prepared.lifeline =
+            lifeline().map_err(SpawnError::start("making the server's lifeline"))?;
         extra = Some((status, init_stack, exec_stack));
     }
     let flags = match mode {
@@ -569,7 +595,7 @@ extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
         }
         // Pid 1 keeps only the status pipe. Closing "started" lets the first child exit and the
         // server's thread go on: from here, no libc (it would write that thread's errno).
-        init::serve(interpreter, p.status)
+        init::serve(interpreter, p.status, p.lifeline)
     }
 }
 
