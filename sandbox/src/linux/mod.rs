@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::unix_limits::RlimitTable;
+use super::protected::RunScope;
 use super::{SandboxError, SandboxMode, SandboxPolicy};
 use cgroup::{RunCgroups, SlotCgroups};
 use landlock::FsRules;
@@ -58,18 +59,17 @@ struct ViewTemplate {
     projects: PathBuf,
     pycache: Option<PathBuf>,
     support: Option<PathBuf>,
-    read_only_projects: bool,
 }
 
 impl ViewTemplate {
-    fn plan(&self, scratch: &Path, protected: &[PathBuf]) -> std::io::Result<MountPlan> {
+    fn plan(&self, scratch: &Path, scope: &RunScope) -> std::io::Result<MountPlan> {
         MountPlan::new(&ViewSpec {
             projects: &self.projects,
             scratch,
             pycache: self.pycache.as_deref(),
             support: self.support.as_deref(),
-            read_only_projects: self.read_only_projects,
-            protected,
+            writable: &scope.writable,
+            read_only: &scope.read_only_binds(),
         })
     }
 }
@@ -84,8 +84,8 @@ struct SlotRules {
     ruleset: Option<OwnedFd>,
     cgroups: SlotCgroups,
     scratch: PathBuf,
-    /// The slot's mount namespace and the protected names it was built with.
-    view: Mutex<Option<(Vec<PathBuf>, Arc<OwnedFd>)>>,
+    /// The slot's mount namespace and the scope (project, protected names) it was built for.
+    view: Mutex<Option<(RunScope, Arc<OwnedFd>)>>,
 }
 
 impl LinuxSlot {
@@ -138,7 +138,6 @@ impl LinuxSandbox {
                     projects: projects.clone(),
                     pycache: policy.pycache.clone(),
                     support: policy.support.clone(),
-                    read_only_projects: policy.read_only_projects,
                 };
                 probe_view(&template, user).then_some(template)
             }
@@ -285,15 +284,15 @@ impl LinuxSandbox {
         })))
     }
 
-    /// The steps of a run in `slot` for a script in `script_dir`; (re)builds the slot's view
-    /// when the protected names on the way to the script are not the ones it holds.
+    /// The steps of a run in `slot` of `scope`; (re)builds the slot's view when it was built
+    /// for another scope (another project, or protected names that came or went).
     pub(super) fn child_steps(
         &self,
         slot: &LinuxSlot,
-        script_dir: &Path,
+        scope: &RunScope,
     ) -> Result<ChildSteps, SandboxError> {
         let mount_ns = match &self.view {
-            Some(template) => Some(self.slot_view(template, &slot.0, script_dir)?),
+            Some(template) => Some(self.slot_view(template, &slot.0, scope)?),
             None => None,
         };
         Ok(ChildSteps {
@@ -310,15 +309,14 @@ impl LinuxSandbox {
         &self,
         template: &ViewTemplate,
         slot: &SlotRules,
-        script_dir: &Path,
+        scope: &RunScope,
     ) -> Result<Arc<OwnedFd>, SandboxError> {
-        let protected = mount::protected_paths(&template.projects, script_dir);
         let mut view = slot
             .view
             .lock()
             .map_err(|_| SandboxError::Landlock("a slot's view lock was poisoned".into()))?;
         if let Some((held, ns)) = view.as_ref() {
-            if *held == protected {
+            if held == scope {
                 return Ok(Arc::clone(ns));
             }
         }
@@ -328,11 +326,11 @@ impl LinuxSandbox {
             .and_then(Namespaces::user)
             .ok_or_else(|| SandboxError::Landlock("no shared user namespace".into()))?;
         let ns = template
-            .plan(&slot.scratch, &protected)
+            .plan(&slot.scratch, scope)
             .and_then(|plan| plan.build(user))
             .map(Arc::new)
             .map_err(|e| SandboxError::prepare("the run's file view", e))?;
-        *view = Some((protected, Arc::clone(&ns)));
+        *view = Some((scope.clone(), Arc::clone(&ns)));
         Ok(ns)
     }
 }
@@ -384,7 +382,7 @@ fn hidden_by_view(policy: &SandboxPolicy) -> Vec<(&Path, &'static str)> {
 fn probe_view(template: &ViewTemplate, user: &OwnedFd) -> bool {
     let built = tempfile::tempdir().and_then(|scratch| {
         template
-            .plan(scratch.path(), &[])
+            .plan(scratch.path(), &RunScope::nothing())
             .and_then(|plan| plan.build(user))
     });
     match built {
