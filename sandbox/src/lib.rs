@@ -488,6 +488,12 @@ impl Sandbox {
         }
     }
 
+    /// The projects folder (canonical) whose runs this sandbox confines; `None` with the
+    /// sandbox off or without one.
+    pub fn projects_dir(&self) -> Option<&Path> {
+        self.guard.as_ref().map(|g| g.projects())
+    }
+
     /// The project of a run working in `dir` (canonical, on the host): see [`RunProject::of`].
     pub fn project_of(&self, dir: &Path) -> RunProject {
         match &self.guard {
