@@ -57,6 +57,7 @@ fn main() -> anyhow::Result<()> {
             limits: limits.clone(),
             projects: None,
             read_only_projects: false,
+            write_scope: pyrun_sandbox::WriteScope::Project,
             pycache: None,
             support: None,
             tcp_connect_ports: None,

@@ -99,6 +99,7 @@ impl Fixture {
             limits,
             projects: None,
             read_only_projects: false,
+            write_scope: pyrun_sandbox::WriteScope::Project,
             pycache: None,
             support: None,
             tcp_connect_ports: ports,

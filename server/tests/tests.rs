@@ -34,3 +34,4 @@ mod sessions;
 mod startup;
 mod stdio;
 mod stdio_paths;
+mod write_scope;
