@@ -57,9 +57,7 @@ impl Quarantine {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let batch = self
-            .dir
-            .join(format!("{stamp}-{}-{n}", std::process::id()));
+        let batch = self.dir.join(format!("{stamp}-{}-{n}", std::process::id()));
         let made = private_dir(&self.dir).and_then(|()| private_dir(&batch));
         created
             .iter()

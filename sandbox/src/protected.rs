@@ -157,9 +157,7 @@ impl ProjectGuard {
             (false, WriteScope::All, _) => Writable::Tree(PathBuf::new()),
             (false, WriteScope::Project, RunProject::None) => Writable::Nothing,
             (false, WriteScope::Project, RunProject::Top) => Writable::TopEntries,
-            (false, WriteScope::Project, RunProject::Folder(name)) => {
-                Writable::Tree(name.clone())
-            }
+            (false, WriteScope::Project, RunProject::Folder(name)) => Writable::Tree(name.clone()),
         };
         let (protected, subfolders) = self.walk(&writable);
         RunScope {

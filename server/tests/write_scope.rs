@@ -65,7 +65,11 @@ fn refused(tried: &BTreeMap<String, String>, names: &[&str]) {
 
 fn done(tried: &BTreeMap<String, String>, names: &[&str]) {
     for name in names {
-        assert_eq!(tried.get(*name).map(String::as_str), Some("DONE"), "{name}: {tried:?}");
+        assert_eq!(
+            tried.get(*name).map(String::as_str),
+            Some("DONE"),
+            "{name}: {tried:?}"
+        );
     }
 }
 
@@ -140,17 +144,17 @@ attempt("pyc", lambda: write("pkg/__pycache__/mod.cpython-311.pyc", "forged"))
 attempt("github", lambda: write("pkg/deep/.github/workflows/x.yml", "on: push\n"))
 attempt("ordinary", lambda: write("pkg/notes.txt", "fine\n"))
 "##;
-    let (dir, _) = util::project(&[
-        ("a/make.py", &script(body)),
-        ("a/pkg/mod.py", "X = 1\n"),
-    ]);
+    let (dir, _) = util::project(&[("a/make.py", &script(body)), ("a/pkg/mod.py", "X = 1\n")]);
     let state = tempfile::tempdir().unwrap();
     let state_arg = state.path().to_str().unwrap();
     let mut server = StdioServer::start(dir.path(), &["--state-dir", state_arg]);
     let result = run(&mut server, "a/make.py");
     require_view(&result);
     // Created (nothing refuses a new name inside the project), then moved out once it ended.
-    done(&attempts(&result), &["vscode", "git", "pyc", "github", "ordinary"]);
+    done(
+        &attempts(&result),
+        &["vscode", "git", "pyc", "github", "ordinary"],
+    );
     for gone in [
         "a/.vscode",
         "a/.git",
@@ -173,7 +177,10 @@ attempt("ordinary", lambda: write("pkg/notes.txt", "fine\n"))
         ]
     );
     let text = result["content"][0]["text"].as_str().unwrap_or("");
-    assert!(text.contains("quarantine") && text.contains("a/.vscode"), "{text}");
+    assert!(
+        text.contains("quarantine") && text.contains("a/.vscode"),
+        "{text}"
+    );
     // Kept, not deleted: the user's own concurrent change would be recoverable.
     let kept = files_under(&state.path().join("quarantine"));
     let kept: Vec<String> = kept
@@ -188,7 +195,12 @@ attempt("ordinary", lambda: write("pkg/notes.txt", "fine\n"))
     );
     // Made again by the next run: moved out again, into a folder of its own.
     let again = run(&mut server, "a/make.py");
-    assert_eq!(again["structuredContent"]["quarantined"].as_array().map(Vec::len), Some(4));
+    assert_eq!(
+        again["structuredContent"]["quarantined"]
+            .as_array()
+            .map(Vec::len),
+        Some(4)
+    );
     server.close();
 }
 
@@ -216,7 +228,10 @@ attempt("dotenv", lambda: write("sub/.env", "X=2\n"))
         &["deep_git", "venv_cfg", "pycache", "dotenv"],
     );
     assert_eq!(read(dir.path(), "a/sub/lib/.git/config"), "[core]\n");
-    assert_eq!(read(dir.path(), "a/sub/__pycache__/m.cpython-311.pyc"), "real");
+    assert_eq!(
+        read(dir.path(), "a/sub/__pycache__/m.cpython-311.pyc"),
+        "real"
+    );
     assert!(!dir.path().join("a/tools/env/lib/evil.pth").exists());
     server.close();
 }

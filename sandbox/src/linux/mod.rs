@@ -12,8 +12,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::unix_limits::RlimitTable;
 use super::protected::RunScope;
+use super::unix_limits::RlimitTable;
 use super::{SandboxError, SandboxMode, SandboxPolicy};
 use cgroup::{RunCgroups, SlotCgroups};
 use landlock::FsRules;

@@ -430,12 +430,15 @@ unsafe fn rebind(path: &CString, set: u64, clear: u64, recursive: bool) -> libc:
             -1
         };
     }
-    let empty = b"\0".as_ptr().cast::<libc::c_char>();
+    let empty = c"".as_ptr();
     let tree = libc::syscall(
         libc::SYS_open_tree,
         fd,
         empty,
-        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
+        OPEN_TREE_CLONE
+            | libc::O_CLOEXEC as libc::c_uint
+            | libc::AT_EMPTY_PATH as libc::c_uint
+            | AT_RECURSIVE,
     ) as libc::c_int;
     if tree < 0 {
         libc::close(fd);

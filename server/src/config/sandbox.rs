@@ -98,8 +98,7 @@ impl SandboxArgs {
 
 /// `--write-scope`: one of the sandbox's own scope names.
 fn write_scope_parser() -> impl clap::builder::TypedValueParser<Value = WriteScope> {
-    clap::builder::PossibleValuesParser::new(WriteScope::NAMES)
-        .try_map(|s| s.parse::<WriteScope>())
+    clap::builder::PossibleValuesParser::new(WriteScope::NAMES).try_map(|s| s.parse::<WriteScope>())
 }
 
 /// `--sandbox`: one of the sandbox's own mode names (listed in `--help` and in errors).
