@@ -7,16 +7,21 @@
 //!   read-only in its view already (one bind), protected names included. Under the default
 //!   write scope that is the run's own project (its top-level folder, or the top folder's own
 //!   entries for a script directly in it); `--write-scope all` makes it the whole folder.
-//! - That part is walked through a memo of each folder's listing keyed on the folder's
-//!   identity and times (dev, inode, mtime, ctime): a folder's mtime changes whenever an entry
-//!   is added, removed or renamed in it, so a folder whose stamp is unchanged need not be
-//!   listed again. A walk is then one `stat` per folder (not per file), and the folders under a
-//!   protected name (`.git/objects`, a venv's `site-packages`) are never entered: they are
-//!   read-only whole. A fresh walk of 10,000 files costs tens of milliseconds; a walk through
-//!   the memo a `stat` per folder (figures in `docs/benchmarks.md`).
-//! - A folder whose mtime is younger than [`RACY`] when it is listed is not memoized (as git
-//!   does for its index): a file system with coarse timestamps could give a change made just
-//!   after the listing the same mtime.
+//! - That part is walked through a memo of each folder's listing; the folders under a protected
+//!   name (`.git/objects`, a venv's `site-packages`) are never entered: they are read-only
+//!   whole. A fresh walk of 10,000 files costs tens of milliseconds.
+//! - Linux: each folder listed gets an inotify watch first (entries created, deleted or moved
+//!   in it), and a walk begins by draining the queue: a folder with no event since its listing
+//!   is taken from the memo without a syscall, so a walk costs a read of the queue and a map
+//!   lookup per folder. The events of a run are queued by the syscalls that made them, so the
+//!   walk after the run (its processes dead) sees every one. A lost queue (overflow) empties
+//!   the memo.
+//! - Where there is no watch (other systems, the watch limit reached), a memo is keyed on the
+//!   folder's identity and times (dev, inode, mtime, ctime): a folder's mtime changes whenever
+//!   an entry is added, removed or renamed in it, so a walk is one `stat` per folder. Such a
+//!   folder whose mtime is younger than [`RACY`] when it is listed is not memoized (as git does
+//!   for its index): a file system with coarse timestamps could give a change made just after
+//!   the listing the same mtime.
 //! - Symbolic links are never followed. A link with a protected name is reported when a run
 //!   made it (it could point the user's tools anywhere) but not bound (a bind would follow it).
 
@@ -92,6 +97,8 @@ struct Memo {
     protected: Vec<(OsString, bool)>,
     /// It holds a `pyvenv.cfg`: a venv, protected whole.
     venv: bool,
+    /// Watched since before it was listed: valid until an event names it.
+    watched: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +144,15 @@ pub(crate) struct ProjectGuard {
     projects: PathBuf,
     read_only: bool,
     scope: WriteScope,
-    memo: Mutex<HashMap<PathBuf, Memo>>,
+    memo: Mutex<Memos>,
+}
+
+/// The listings, and the watches that keep them valid.
+#[derive(Debug, Default)]
+struct Memos {
+    listings: HashMap<PathBuf, Memo>,
+    #[cfg(target_os = "linux")]
+    watches: Option<watch::Watches>,
 }
 
 impl ProjectGuard {
@@ -146,7 +161,11 @@ impl ProjectGuard {
             projects,
             read_only,
             scope,
-            memo: Mutex::new(HashMap::new()),
+            memo: Mutex::new(Memos {
+                listings: HashMap::new(),
+                #[cfg(target_os = "linux")]
+                watches: watch::Watches::new(),
+            }),
         }
     }
 
@@ -186,13 +205,18 @@ impl ProjectGuard {
         let Ok(mut memo) = self.memo.lock() else {
             return (Vec::new(), Vec::new());
         };
+        let memo = &mut *memo;
+        #[cfg(target_os = "linux")]
+        if let Some(watches) = &mut memo.watches {
+            watches.drain(&mut memo.listings);
+        }
         let now = SystemTime::now();
         let mut found = Vec::new();
         let mut subfolders = Vec::new();
         match writable {
             Writable::Nothing => {}
             Writable::TopEntries => {
-                if let Some(top) = self.listing(&mut memo, Path::new(""), now) {
+                if let Some(top) = self.listing(memo, Path::new(""), now) {
                     found.extend(top.protected.iter().map(|(name, real)| Found {
                         path: PathBuf::from(name),
                         real: *real,
@@ -203,7 +227,7 @@ impl ProjectGuard {
             Writable::Tree(root) => {
                 let mut pending = vec![root.clone()];
                 while let Some(rel) = pending.pop() {
-                    let Some(listing) = self.listing(&mut memo, &rel, now) else {
+                    let Some(listing) = self.listing(memo, &rel, now) else {
                         continue;
                     };
                     if listing.venv && rel != *root {
@@ -228,25 +252,31 @@ impl ProjectGuard {
 
     /// The listing of folder `rel`, from the memo while its stamp holds; `None` when it is no
     /// real folder (any more).
-    fn listing<'m>(
-        &self,
-        memo: &'m mut HashMap<PathBuf, Memo>,
-        rel: &Path,
-        now: SystemTime,
-    ) -> Option<&'m Memo> {
+    fn listing<'m>(&self, memo: &'m mut Memos, rel: &Path, now: SystemTime) -> Option<&'m Memo> {
         let dir = self.projects.join(rel);
+        if memo.listings.get(&dir).is_some_and(|m| m.watched) {
+            return memo.listings.get(&dir);
+        }
+        let memo_of = &mut memo.listings;
         let meta = std::fs::symlink_metadata(&dir).ok().filter(|m| m.is_dir());
         let Some(meta) = meta else {
-            memo.remove(&dir);
+            memo_of.remove(&dir);
             return None;
         };
         let stamp = Stamp::of(&meta);
-        let fresh = memo.get(&dir).is_some_and(|m| m.stamp == stamp);
+        let fresh = memo_of.get(&dir).is_some_and(|m| m.stamp == stamp);
         if !fresh {
-            let listed = list(&dir, stamp)?;
+            // The watch first: a change made while the folder is listed is then an event.
+            #[cfg(target_os = "linux")]
+            let watched = memo.watches.as_mut().is_some_and(|w| w.watch(&dir));
+            #[cfg(not(target_os = "linux"))]
+            let watched = false;
+            let memo_of = &mut memo.listings;
+            let mut listed = list(&dir, stamp)?;
+            listed.watched = watched;
             // Not settled: a listing keyed on a stamp a later change might share. It is kept
             // for this walk, with a stamp no later `stat` matches.
-            let listed = if stamp.settled(now) {
+            let listed = if watched || stamp.settled(now) {
                 listed
             } else {
                 Memo {
@@ -257,9 +287,9 @@ impl ProjectGuard {
                     ..listed
                 }
             };
-            memo.insert(dir.clone(), listed);
+            memo_of.insert(dir.clone(), listed);
         }
-        memo.get(&dir)
+        memo.listings.get(&dir)
     }
 }
 
@@ -269,6 +299,7 @@ fn list(dir: &Path, stamp: Stamp) -> Option<Memo> {
         subdirs: Vec::new(),
         protected: Vec::new(),
         venv: false,
+        watched: false,
     };
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let name = entry.file_name();
@@ -288,6 +319,107 @@ fn list(dir: &Path, stamp: Stamp) -> Option<Memo> {
         }
     }
     Some(memo)
+}
+
+#[cfg(target_os = "linux")]
+mod watch {
+    //! The inotify watches that keep listings valid (see the module header).
+
+    use std::collections::HashMap;
+    use std::os::fd::OwnedFd;
+    use std::path::{Path, PathBuf};
+
+    use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
+
+    use super::Memo;
+
+    #[derive(Debug)]
+    pub(super) struct Watches {
+        fd: OwnedFd,
+        /// Each watch's folder, as last listed.
+        dirs: HashMap<i32, PathBuf>,
+    }
+
+    impl Watches {
+        pub(super) fn new() -> Option<Self> {
+            let flags = inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK;
+            match inotify::init(flags) {
+                Ok(fd) => Some(Self {
+                    fd,
+                    dirs: HashMap::new(),
+                }),
+                Err(e) => {
+                    tracing::debug!(%e, "no inotify: protected names are looked for by stat");
+                    None
+                }
+            }
+        }
+
+        /// Watches `dir` (a real folder, never through a link); false when it cannot be.
+        pub(super) fn watch(&mut self, dir: &Path) -> bool {
+            let flags = WatchFlags::CREATE
+                | WatchFlags::DELETE
+                | WatchFlags::MOVED_FROM
+                | WatchFlags::MOVED_TO
+                | WatchFlags::DELETE_SELF
+                | WatchFlags::MOVE_SELF
+                | WatchFlags::ONLYDIR
+                | WatchFlags::DONT_FOLLOW
+                | WatchFlags::EXCL_UNLINK;
+            match inotify::add_watch(&self.fd, dir, flags) {
+                Ok(wd) => {
+                    self.dirs.insert(wd, dir.to_path_buf());
+                    true
+                }
+                Err(_) => false,
+            }
+        }
+
+        /// Reads every queued event and forgets the listings they make stale: the folder an
+        /// entry changed in, and a folder that went (with everything memoized below it).
+        pub(super) fn drain(&mut self, listings: &mut HashMap<PathBuf, Memo>) {
+            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
+            let mut reader = inotify::Reader::new(&self.fd, &mut buf);
+            loop {
+                let event = match reader.next() {
+                    Ok(event) => event,
+                    // EAGAIN: the queue is empty.
+                    Err(_) => break,
+                };
+                let flags = event.events();
+                if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                    listings.clear();
+                    continue;
+                }
+                let Some(dir) = self.dirs.get(&event.wd()).cloned() else {
+                    continue;
+                };
+                if flags.contains(ReadFlags::IGNORED) {
+                    self.dirs.remove(&event.wd());
+                }
+                if flags.intersects(ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF) {
+                    forget_tree(listings, &dir);
+                    continue;
+                }
+                listings.remove(&dir);
+                // A folder moved or deleted here: what was memoized below its old path is
+                // no longer there.
+                let gone = ReadFlags::MOVED_FROM | ReadFlags::DELETE | ReadFlags::MOVED_TO;
+                if flags.contains(ReadFlags::ISDIR) && flags.intersects(gone) {
+                    if let Some(name) = event.file_name() {
+                        let name = std::ffi::OsStr::from_bytes(name.to_bytes());
+                        forget_tree(listings, &dir.join(name));
+                    }
+                }
+            }
+        }
+    }
+
+    use std::os::unix::ffi::OsStrExt;
+
+    fn forget_tree(listings: &mut HashMap<PathBuf, Memo>, dir: &Path) {
+        listings.retain(|path, _| !path.starts_with(dir));
+    }
 }
 
 #[cfg(test)]
@@ -368,6 +500,27 @@ mod tests {
                 PathBuf::from("a/.vscode"),
                 PathBuf::from("a/new/deeper/.git"),
                 PathBuf::from("a/src/pkg/__pycache__")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_folder_moved_away_and_made_again_is_listed_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("a/x/sub/deeper")).unwrap();
+        let guard = ProjectGuard::new(root.to_path_buf(), false, WriteScope::Project);
+        let scope = guard.scope(&RunProject::Folder("a".into()));
+        // Walked twice: the second walk comes from the memo.
+        assert_eq!(guard.created(&scope), Vec::<PathBuf>::new());
+        std::fs::rename(root.join("a/x"), root.join("a/y")).unwrap();
+        std::fs::create_dir_all(root.join("a/x/sub/deeper/.git")).unwrap();
+        std::fs::create_dir_all(root.join("a/y/sub/.idea")).unwrap();
+        assert_eq!(
+            guard.created(&scope),
+            [
+                PathBuf::from("a/x/sub/deeper/.git"),
+                PathBuf::from("a/y/sub/.idea")
             ]
         );
     }
