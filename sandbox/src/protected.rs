@@ -380,12 +380,8 @@ mod watch {
         pub(super) fn drain(&mut self, listings: &mut HashMap<PathBuf, Memo>) {
             let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
             let mut reader = inotify::Reader::new(&self.fd, &mut buf);
-            loop {
-                let event = match reader.next() {
-                    Ok(event) => event,
-                    // EAGAIN: the queue is empty.
-                    Err(_) => break,
-                };
+            // Until EAGAIN: the queue is empty.
+            while let Ok(event) = reader.next() {
                 let flags = event.events();
                 if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
                     listings.clear();
