@@ -507,7 +507,12 @@ fn code_planted_in_a_venv_runs_only_inside_the_install_profile() {
     std::fs::create_dir_all(projects.join("other")).unwrap();
     std::fs::write(projects.join("other/secret.txt"), "SECRET").unwrap();
     std::fs::write(projects.join("app/plant.py"), PLANT_VENV).unwrap();
-    let mut server = start(&projects, &index.url(), &["--uv", "off"]);
+    // The planted venv must stay for the install to find it (by default it is quarantined).
+    let mut server = start(
+        &projects,
+        &index.url(),
+        &["--uv", "off", "--allow-protected-writes"],
+    );
     let canary_port = canary.local_addr().unwrap().port().to_string();
     let index_port = index
         .url()
