@@ -203,6 +203,10 @@ pub struct RunState {
     pub artifacts: Vec<ArtifactInfo>,
     /// Files it left that were not kept, with the reason.
     pub skipped_artifacts: Vec<SkippedArtifact>,
+    /// Protected names the run created in the projects folder (once it has ended), moved to
+    /// the server's quarantine.
+    #[serde(default)]
+    pub quarantined: Vec<String>,
     /// The interpreter it runs with.
     pub python: PythonInfo,
 }

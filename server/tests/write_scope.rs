@@ -323,3 +323,34 @@ attempt("vscode", lambda: write(".vscode/settings.json", "{}"))
     );
     server.close();
 }
+
+#[test]
+fn a_background_run_that_creates_a_protected_name_has_it_moved_and_named_in_get_run() {
+    let body = r##"attempt("vscode", lambda: write(".vscode/tasks.json", "{}"))"##;
+    let (dir, _) = util::project(&[("a/bg.py", &script(body))]);
+    let mut server = StdioServer::start(dir.path(), &[]);
+    let started = server.call("start_python", json!({"file_name": "a/bg.py"}));
+    let run_id = started["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no run id: {started}"))
+        .to_owned();
+    let mut state = Value::Null;
+    for _ in 0..20 {
+        // Past the output: the call waits for the end, not for the next line.
+        let args = json!({"run_id": run_id, "wait_seconds": 5,
+                          "stdout_offset": u64::MAX, "stderr_offset": u64::MAX});
+        state = server.call("get_run", args);
+        let status = state["structuredContent"]["status"].as_str().unwrap_or("");
+        if !matches!(status, "queued" | "running") {
+            break;
+        }
+    }
+    assert_eq!(state["structuredContent"]["status"], "exited", "{state}");
+    assert_eq!(
+        state["structuredContent"]["quarantined"],
+        json!(["a/.vscode"]),
+        "{state}"
+    );
+    assert!(!dir.path().join("a/.vscode").exists());
+    server.close();
+}
