@@ -178,7 +178,7 @@ impl ProjectGuard {
             (false, WriteScope::Project, RunProject::Top) => Writable::TopEntries,
             (false, WriteScope::Project, RunProject::Folder(name)) => Writable::Tree(name.clone()),
         };
-        let (protected, subfolders) = self.walk(&writable);
+        let (protected, subfolders) = self.walk(&writable, None);
         RunScope {
             writable,
             protected,
@@ -189,7 +189,7 @@ impl ProjectGuard {
     /// The protected entries in `scope`'s writable part now that were not there when it was
     /// made (by the run, or by someone else meanwhile), relative to the projects folder.
     pub(crate) fn created(&self, scope: &RunScope) -> Vec<PathBuf> {
-        let (now, _) = self.walk(&scope.writable);
+        let (now, _) = self.walk(&scope.writable, Some(&scope.subfolders));
         now.into_iter()
             .filter(|found| !scope.protected.iter().any(|f| f.path == found.path))
             .map(|found| found.path)
@@ -201,7 +201,11 @@ impl ProjectGuard {
         &self.projects
     }
 
-    fn walk(&self, writable: &Writable) -> (Vec<Found>, Vec<PathBuf>) {
+    /// The protected entries of `writable` and, for [`Writable::TopEntries`], the top folder's
+    /// subfolders. With `known` (the subfolders a run's view held read-only), the subfolders
+    /// not among them are walked whole: a run of the top folder made them, and may have put a
+    /// protected name anywhere inside.
+    fn walk(&self, writable: &Writable, known: Option<&[PathBuf]>) -> (Vec<Found>, Vec<PathBuf>) {
         let Ok(mut memo) = self.memo.lock() else {
             return (Vec::new(), Vec::new());
         };
@@ -213,6 +217,8 @@ impl ProjectGuard {
         let now = SystemTime::now();
         let mut found = Vec::new();
         let mut subfolders = Vec::new();
+        // Trees to walk whole: (root, whether the root itself may be a new venv).
+        let mut trees = Vec::new();
         match writable {
             Writable::Nothing => {}
             Writable::TopEntries => {
@@ -223,26 +229,31 @@ impl ProjectGuard {
                     }));
                     subfolders.extend(top.subdirs.iter().map(PathBuf::from));
                 }
-            }
-            Writable::Tree(root) => {
-                let mut pending = vec![root.clone()];
-                while let Some(rel) = pending.pop() {
-                    let Some(listing) = self.listing(memo, &rel, now) else {
-                        continue;
-                    };
-                    if listing.venv && rel != *root {
-                        found.push(Found {
-                            path: rel,
-                            real: true,
-                        });
-                        continue;
-                    }
-                    found.extend(listing.protected.iter().map(|(name, real)| Found {
-                        path: rel.join(name),
-                        real: *real,
-                    }));
-                    pending.extend(listing.subdirs.iter().map(|name| rel.join(name)));
+                if let Some(known) = known {
+                    let new = subfolders.iter().filter(|s| !known.contains(s));
+                    trees.extend(new.map(|s| (s.clone(), true)));
                 }
+            }
+            Writable::Tree(root) => trees.push((root.clone(), false)),
+        }
+        for (root, root_counts) in trees {
+            let mut pending = vec![root.clone()];
+            while let Some(rel) = pending.pop() {
+                let Some(listing) = self.listing(memo, &rel, now) else {
+                    continue;
+                };
+                if listing.venv && (root_counts || rel != root) {
+                    found.push(Found {
+                        path: rel,
+                        real: true,
+                    });
+                    continue;
+                }
+                found.extend(listing.protected.iter().map(|(name, real)| Found {
+                    path: rel.join(name),
+                    real: *real,
+                }));
+                pending.extend(listing.subdirs.iter().map(|name| rel.join(name)));
             }
         }
         found.sort();
@@ -518,6 +529,23 @@ mod tests {
                 PathBuf::from("a/x/sub/deeper/.git"),
                 PathBuf::from("a/y/sub/.idea")
             ]
+        );
+    }
+
+    #[test]
+    fn a_top_level_run_leaves_no_protected_name_in_a_subfolder_it_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("old/.git")).unwrap();
+        let guard = ProjectGuard::new(root.to_path_buf(), false, WriteScope::Project);
+        let scope = guard.scope(&RunProject::Top);
+        assert_eq!(scope.subfolders, [PathBuf::from("old")]);
+        std::fs::create_dir_all(root.join("made/deep/.git/hooks")).unwrap();
+        std::fs::create_dir_all(root.join("env/bin")).unwrap();
+        std::fs::write(root.join("env/pyvenv.cfg"), "home = /usr/bin").unwrap();
+        assert_eq!(
+            guard.created(&scope),
+            [PathBuf::from("env"), PathBuf::from("made/deep/.git")]
         );
     }
 }

@@ -266,14 +266,22 @@ attempt("top_new", lambda: write("top.txt", "mine\n"))
 attempt("a_new", lambda: write("a/x", "evil\n"))
 attempt("a_existing", lambda: write("a/data.txt", "evil\n", "a"))
 attempt("a_rename", lambda: os.rename("a", "a_moved"))
+attempt("made_git", lambda: write("made/.git/config", "[core]\n\tfsmonitor = evil\n"))
 "##;
     let (dir, _) = util::project(&[("top.py", &script(body)), ("a/data.txt", "a\n")]);
     let mut server = StdioServer::start(dir.path(), &[]);
     let result = run(&mut server, "top.py");
     require_view(&result);
     let tried = attempts(&result);
-    done(&tried, &["top_new"]);
+    done(&tried, &["top_new", "made_git"]);
     refused(&tried, &["a_new", "a_existing"]);
+    // A folder it made is its own, but a protected name inside does not stay.
+    assert!(!dir.path().join("made/.git").exists());
+    assert_eq!(
+        result["structuredContent"]["quarantined"],
+        json!(["made/.git"]),
+        "{result}"
+    );
     // A read-only bind cannot be moved away (EBUSY): the folder stays where it is.
     assert_ne!(tried["a_rename"], "DONE", "{tried:?}");
     assert_eq!(read(dir.path(), "top.txt"), "mine\n");
