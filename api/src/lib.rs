@@ -143,6 +143,11 @@ pub struct RunReport {
     pub artifacts: Vec<ArtifactInfo>,
     /// Files it left that were not kept, with the reason.
     pub skipped_artifacts: Vec<SkippedArtifact>,
+    /// Protected names (`.git`, `.vscode`, `__pycache__`, `.env*`...) the run created in the
+    /// projects folder, relative to it: moved to the server's quarantine, not left for the
+    /// user's tools to run.
+    #[serde(default)]
+    pub quarantined: Vec<String>,
     /// Set when the run went on in the background (`--detach-after`): follow it with get_run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
@@ -198,6 +203,10 @@ pub struct RunState {
     pub artifacts: Vec<ArtifactInfo>,
     /// Files it left that were not kept, with the reason.
     pub skipped_artifacts: Vec<SkippedArtifact>,
+    /// Protected names the run created in the projects folder (once it has ended), moved to
+    /// the server's quarantine.
+    #[serde(default)]
+    pub quarantined: Vec<String>,
     /// The interpreter it runs with.
     pub python: PythonInfo,
 }
@@ -265,6 +274,7 @@ mod tests {
             sandbox: vec!["landlock".into()],
             artifacts: vec![],
             skipped_artifacts: vec![],
+            quarantined: vec![],
             run_id: None,
             status: None,
             python: PythonInfo {

@@ -351,6 +351,7 @@ impl BackgroundRuns {
                         duration: running.created.elapsed(),
                         artifacts: None,
                         python: request.python.clone(),
+                        quarantined: Vec::new(),
                     })
                 }
                 Err(e) => RunEnd::Failed(describe(e)),

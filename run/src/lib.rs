@@ -31,6 +31,7 @@ pub mod packages;
 pub mod paths;
 pub mod python_env;
 pub mod python_support;
+pub mod quarantine;
 pub mod requirement;
 pub mod runner;
 pub mod sandbox_probe;

@@ -34,9 +34,10 @@ use super::artifacts::{ArtifactStore, Collected};
 use super::live_output::{LiveOutput, Stream};
 use super::paths::{ProjectDir, ProjectPath};
 use super::python_env::PythonEnv;
+use super::quarantine::{Quarantine, Quarantined};
 use super::sandbox_probe::SandboxProbe;
 use super::slots::{is_empty_private_dir, Slot, SlotError, SlotLease, SlotPool};
-use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode};
+use pyrun_sandbox::{RunScope, Sandbox, SandboxError, SandboxMode};
 
 /// How long pipes are read after the process group is gone. Data the script wrote before dying is
 /// already in the pipe; only a process that escaped the group can keep a pipe open this long.
@@ -192,6 +193,9 @@ pub struct RunOutcome {
     pub artifacts: Option<Collected>,
     /// The environment it ran in, as the request named it.
     pub python: Option<Arc<PythonEnv>>,
+    /// Protected names (`.git`, `.vscode`, `__pycache__`...) that appeared in the part of the
+    /// projects folder the run could write, moved to the quarantine once it was over.
+    pub quarantined: Vec<Quarantined>,
 }
 
 /// Why a run did not start. The text is for the server's log: it may name host paths (a cgroup
@@ -225,6 +229,8 @@ pub struct Runner {
     slots: Arc<SlotPool>,
     sandbox: SandboxProbe,
     shutdown: CancellationToken,
+    /// Where protected names runs create go; `None`: they stay (`--allow-protected-writes`).
+    quarantine: Option<Arc<Quarantine>>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -255,7 +261,15 @@ impl Runner {
             slots: Arc::new(SlotPool::new()?),
             sandbox: sandbox.into(),
             shutdown,
+            quarantine: Some(Arc::new(Quarantine::in_temp())),
         })
+    }
+
+    /// Moves protected names runs create to `quarantine` (the server's, under its state
+    /// folder), or with `None` lets them stay (for scaffolding scripts that mean to make them).
+    pub fn with_quarantine(mut self, quarantine: Option<Quarantine>) -> Self {
+        self.quarantine = quarantine.map(Arc::new);
+        self
     }
 
     /// Runs in flight (not counting those waiting for a permit).
@@ -313,8 +327,10 @@ impl Runner {
             }
             RunSource::Script(_) => None,
         };
+        let launch = Launch::of(&req, slot.dir());
+        let scope = sandbox.run_scope(&sandbox.project_of(launch.place.project_dir));
         let started = Instant::now();
-        let mut child = self.spawn(&Launch::of(&req, slot.dir()), &sandbox, &slot)?;
+        let mut child = self.spawn(&launch, &sandbox, &slot, &scope)?;
         // Windows: a kill-on-close Job Object holds the whole tree (on error, kill_on_drop).
         #[cfg(windows)]
         let _job = match child.raw_handle() {
@@ -376,6 +392,7 @@ impl Runner {
         let _ = err.await;
         deadline.abort();
         let artifacts = collect_artifacts(req.artifacts, output).await;
+        let quarantined = self.sweep(&sandbox, &scope).await;
         // Gone with the run, so the slot can be reused (a run that replaced it leaves it to the
         // slot's clean-up).
         if let Some(file) = inline {
@@ -407,6 +424,7 @@ impl Runner {
             duration,
             artifacts,
             python: req.python,
+            quarantined,
         })
     }
 
@@ -432,7 +450,8 @@ impl Runner {
             stdin_piped: true,
             python,
         };
-        let child = self.spawn(&launch, &sandbox, &slot)?;
+        let scope = sandbox.run_scope(&sandbox.project_of(launch.place.project_dir));
+        let child = self.spawn(&launch, &sandbox, &slot, &scope)?;
         #[cfg(windows)]
         let job = match child.raw_handle() {
             Some(handle) => sandbox.assign_job(handle)?,
@@ -446,7 +465,24 @@ impl Runner {
             #[cfg(windows)]
             _job: job,
             _slot: slot,
+            sweep: Some(Sweep {
+                sandbox,
+                scope,
+                quarantine: self.quarantine.clone(),
+            }),
         })
+    }
+
+    /// Once a run's process tree is dead: what it created with a protected name in the part
+    /// of the projects folder it could write, moved to the quarantine.
+    async fn sweep(&self, sandbox: &Arc<Sandbox>, scope: &RunScope) -> Vec<Quarantined> {
+        Sweep {
+            sandbox: Arc::clone(sandbox),
+            scope: scope.clone(),
+            quarantine: self.quarantine.clone(),
+        }
+        .run()
+        .await
     }
 
     /// The sandbox (once probed) and a free slot of it, its output folder ready.
@@ -477,6 +513,7 @@ impl Runner {
         launch: &Launch<'_>,
         sandbox: &Sandbox,
         slot: &Slot,
+        scope: &RunScope,
     ) -> Result<Spawned, RunError> {
         // In the sandbox's own view, the run sees neutral paths (`/projects/...`, `/tmp`).
         let scratch = if sandbox.has_view() {
@@ -512,7 +549,7 @@ impl Runner {
             stdin_piped: launch.stdin_piped,
         };
         let child = sandbox
-            .spawn(slot.rules(), &spec, place.project_dir)
+            .spawn_scoped(slot.rules(), &spec, scope)
             .map_err(|e| match e {
                 // A layer that failed in the child (`Hook`) stays a sandbox failure.
                 SandboxError::Spawn(pyrun_sandbox::spawn::SpawnError::Start { what, source }) => {
@@ -533,7 +570,10 @@ impl Runner {
         launch: &Launch<'_>,
         sandbox: &Sandbox,
         slot: &Slot,
+        scope: &RunScope,
     ) -> Result<Spawned, RunError> {
+        // No view of the run's own to key on its scope: it is only swept after the run.
+        let _ = scope;
         use std::process::Stdio;
         let pycache = pycache_prefix(sandbox, slot.dir());
         let place = &launch.place;
@@ -901,6 +941,35 @@ pub struct ResidentRun {
     #[cfg(windows)]
     _job: Option<pyrun_sandbox::RunJob>,
     _slot: SlotLease,
+    /// Swept when the run is killed (its owner's end); taken then.
+    sweep: Option<Sweep>,
+}
+
+/// What a run may have left with a protected name, to be moved out once it is dead.
+struct Sweep {
+    sandbox: Arc<Sandbox>,
+    scope: RunScope,
+    quarantine: Option<Arc<Quarantine>>,
+}
+
+impl Sweep {
+    async fn run(self) -> Vec<Quarantined> {
+        let Some(quarantine) = self.quarantine else {
+            return Vec::new();
+        };
+        let Some(projects) = self.sandbox.projects_dir().map(Path::to_path_buf) else {
+            return Vec::new();
+        };
+        // A `stat` per folder of the writable part, through the sandbox's memo: cheap enough
+        // for the response path; moving what was found is not.
+        let created = self.sandbox.created_protected(&self.scope);
+        if created.is_empty() {
+            return Vec::new();
+        }
+        tokio::task::spawn_blocking(move || quarantine.take(&projects, &created))
+            .await
+            .unwrap_or_default()
+    }
 }
 
 impl std::fmt::Debug for ResidentRun {
@@ -940,11 +1009,15 @@ impl ResidentRun {
         }
     }
 
-    /// Kills the whole process tree and reaps the child (bounded).
+    /// Kills the whole process tree and reaps the child (bounded), then moves what it created
+    /// with a protected name to the quarantine (logged: a session has no result to report it in).
     pub async fn kill(mut self) {
         self.tree.kill();
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(REAP_GRACE, self.child.wait()).await;
+        if let Some(sweep) = self.sweep.take() {
+            sweep.run().await;
+        }
     }
 }
 

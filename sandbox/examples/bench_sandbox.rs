@@ -1,6 +1,11 @@
 //! Added latency of the sandbox per run: one Python script started through
 //! [`Sandbox::spawn`], exactly as the server's runner starts runs, with `--sandbox standard` and
 //! `off` interleaved, medians over N runs. Run via scripts/bench-sandbox.sh.
+//!
+//! `--project-files N`: the cost of a run's project instead: runs of a project of N files and of
+//! a tiny one through the server's view (own project writable, protected names found through
+//! the memo before the run and looked for again after it), and of two projects taking turns on
+//! one slot (its view rebuilt each run).
 
 #![cfg_attr(not(target_os = "linux"), allow(unused_imports, dead_code))]
 
@@ -23,9 +28,11 @@ fn main() -> anyhow::Result<()> {
     let mut runs = 100usize;
     let mut python: Option<PathBuf> = None;
     let mut limits = ResourceLimits::default();
+    let mut project_files: Option<usize> = None;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--runs" => runs = args.next().unwrap_or_default().parse()?,
+            "--project-files" => project_files = Some(args.next().unwrap_or_default().parse()?),
             "--python" => python = args.next().map(PathBuf::from),
             // Memory and process limits of 0 make no per-run cgroups: shows what they cost.
             "--no-cgroups" => {
@@ -33,7 +40,8 @@ fn main() -> anyhow::Result<()> {
                 limits.processes = 0;
             }
             other => anyhow::bail!(
-                "unknown argument {other}; usage: [--runs N] [--python PATH] [--no-cgroups]"
+                "unknown argument {other}; usage: [--runs N] [--python PATH] [--no-cgroups] \
+                 [--project-files N]"
             ),
         }
     }
@@ -41,6 +49,9 @@ fn main() -> anyhow::Result<()> {
         Some(p) => p,
         None => pyrun_sandbox::resolve_python(None)?,
     };
+    if let Some(files) = project_files {
+        return bench_project(runs, &python, limits, files);
+    }
     let project = tempfile::tempdir()?;
     let project_dir = project.path().canonicalize()?;
     let script = project_dir.join("hello.py");
@@ -58,6 +69,7 @@ fn main() -> anyhow::Result<()> {
             // As the server: runs see the projects folder at /projects in their own view.
             projects: Some(project_dir.clone()),
             read_only_projects: false,
+            write_scope: pyrun_sandbox::WriteScope::Project,
             pycache: None,
             support: None,
             tcp_connect_ports: None,
@@ -150,6 +162,161 @@ fn run_once(
         String::from_utf8_lossy(&out.stderr)
     );
     Ok((total, started))
+}
+
+#[cfg(target_os = "linux")]
+/// `--project-files`: what a run's project costs, by its size and by changing it.
+fn bench_project(
+    runs: usize,
+    python: &Path,
+    limits: ResourceLimits,
+    files: usize,
+) -> anyhow::Result<()> {
+    use pyrun_sandbox::{RunProject, WriteScope};
+    let root = tempfile::tempdir()?;
+    let projects = root.path().canonicalize()?;
+    // `big/`: `files` files, ten to a folder, two levels deep; a `.git` of 500 files the walk
+    // never enters.
+    let per_dir = 10;
+    for i in 0..files.div_ceil(per_dir) {
+        let dir = projects.join(format!("big/d{}/e{i}", i % 30));
+        std::fs::create_dir_all(&dir)?;
+        for j in 0..per_dir.min(files - i * per_dir) {
+            std::fs::write(dir.join(format!("m{j}.py")), "X = 1\n")?;
+        }
+    }
+    for i in 0..50 {
+        let dir = projects.join(format!("big/.git/objects/{i:02x}"));
+        std::fs::create_dir_all(&dir)?;
+        for j in 0..10 {
+            std::fs::write(dir.join(format!("o{j}")), "x")?;
+        }
+    }
+    for name in ["big", "small", "other"] {
+        std::fs::create_dir_all(projects.join(name))?;
+        std::fs::write(
+            projects.join(name).join("hello.py"),
+            "print('Hello, World!')\n",
+        )?;
+    }
+    // Listings of folders changed in the last 2 s are not memoized: let the tree settle.
+    std::thread::sleep(Duration::from_millis(2100));
+    let mut read_paths = python_read_paths(python)?;
+    read_paths.push(projects.clone());
+    let sandbox = Sandbox::new(SandboxPolicy {
+        mode: SandboxMode::Standard,
+        read_paths,
+        write_paths: vec![projects.clone()],
+        allow_network: false,
+        limits,
+        projects: Some(projects.clone()),
+        read_only_projects: false,
+        write_scope: WriteScope::Project,
+        pycache: None,
+        support: None,
+        tcp_connect_ports: None,
+    })?;
+    anyhow::ensure!(
+        sandbox.has_view(),
+        "no file view on this machine: nothing to measure"
+    );
+    let scratches = [
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+    ];
+    let slots = scratches
+        .iter()
+        .map(|s| sandbox.slot(s.path()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let big = RunProject::Folder("big".into());
+    let cold = Instant::now();
+    sandbox.run_scope(&big);
+    let cold = cold.elapsed();
+    // One run: the scope walked before, the spawn, the wait, the walk after.
+    let run = |slot: &SandboxSlot, name: &str| -> anyhow::Result<[Duration; 3]> {
+        let script = Path::new(pyrun_sandbox::RUN_PROJECTS_DIR)
+            .join(name)
+            .join("hello.py");
+        let start = Instant::now();
+        let scope = sandbox.run_scope(&RunProject::Folder(name.into()));
+        let walked = start.elapsed();
+        let spec = pyrun_sandbox::spawn::Spec {
+            program: python,
+            argv0: None,
+            args: vec![script.as_os_str()],
+            env: vec![
+                (OsStr::new("HOME"), OsStr::new("/tmp")),
+                (OsStr::new("TMPDIR"), OsStr::new("/tmp")),
+            ],
+            cwd: Path::new(pyrun_sandbox::RUN_PROJECTS_DIR),
+            stdin_piped: false,
+        };
+        let out = sandbox
+            .spawn_scoped(slot, &spec, &scope)?
+            .wait_with_output()?;
+        anyhow::ensure!(
+            out.status.success() && out.stdout == b"Hello, World!\n",
+            "run failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let after = Instant::now();
+        anyhow::ensure!(
+            sandbox.created_protected(&scope).is_empty(),
+            "a name appeared"
+        );
+        Ok([start.elapsed(), walked, after.elapsed()])
+    };
+    let (mut small_t, mut big_t, mut turns_t, mut walk_t, mut after_t) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..runs + 5 {
+        let [small, ..] = run(&slots[0], "small")?;
+        let [total, walked, after] = run(&slots[1], "big")?;
+        // Two projects taking turns on one slot: its view is rebuilt every run.
+        let name = if i % 2 == 0 { "small" } else { "other" };
+        let [turn, ..] = run(&slots[2], name)?;
+        if i >= 5 {
+            small_t.push(small);
+            big_t.push(total);
+            turns_t.push(turn);
+            walk_t.push(walked);
+            after_t.push(after);
+        }
+    }
+    let (small, big, turns) = (
+        median(&mut small_t),
+        median(&mut big_t),
+        median(&mut turns_t),
+    );
+    println!("| measure (median of {runs}; project of {files} files) | ms |");
+    println!("|---|---|");
+    println!(
+        "| first walk of the big project (no memo) | {:.2} |",
+        ms(cold)
+    );
+    println!(
+        "| walk before a run, through the memo | {:.3} |",
+        ms(median(&mut walk_t))
+    );
+    println!(
+        "| walk after a run, through the memo | {:.3} |",
+        ms(median(&mut after_t))
+    );
+    println!("| run of a 1-file project | {:.2} |", ms(small));
+    println!("| run of the {files}-file project | {:.2} |", ms(big));
+    println!(
+        "| added by the project's size | {:+.2} |",
+        ms(big) - ms(small)
+    );
+    println!(
+        "| run when the slot's last run was another project | {:.2} |",
+        ms(turns)
+    );
+    println!(
+        "| added by the view's rebuild | {:+.2} |",
+        ms(turns) - ms(small)
+    );
+    Ok(())
 }
 
 fn median(samples: &mut [Duration]) -> Duration {

@@ -48,6 +48,7 @@ use linux::ChildSteps;
 pub mod os;
 #[cfg(all(unix, not(target_os = "linux")))]
 mod other_unix;
+mod protected;
 mod python;
 #[cfg(target_os = "linux")]
 pub mod spawn;
@@ -56,6 +57,7 @@ mod unix_limits;
 #[cfg(windows)]
 mod windows;
 
+pub use protected::RunScope;
 pub use python::{python_facts, python_read_paths, resolve_python, PythonError, PythonFacts};
 #[cfg(windows)]
 pub use windows::RunJob;
@@ -142,12 +144,88 @@ impl Default for ResourceLimits {
 }
 
 /// Names inside the projects folder that runs may read but not change (Linux: a read-only bind
-/// over each): repository metadata the user's git runs (hooks, `core.fsmonitor`), environments
-/// the user's Python runs, settings that tools load; `.env*` files too. Looked for at the top
-/// level and in each folder on the way to the script. Clients are never served them either.
+/// over each, wherever it lies in the part of the folder a run may write): repository metadata
+/// the user's git runs (hooks, `core.fsmonitor`), environments the user's Python runs, settings
+/// and workflows that tools load, bytecode Python trusts. `.env*` files and any folder holding a
+/// `pyvenv.cfg` are protected too (see [`is_protected_name`]). One a run creates does not stay
+/// (see [`Sandbox::created_protected`]). Clients are never served them either.
 pub const PROTECTED_NAMES: &[&str] = &[
-    ".git", ".hg", ".svn", ".venv", "venv", ".envrc", ".vscode", ".idea",
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    ".envrc",
+    ".vscode",
+    ".idea",
+    ".github",
+    ".pre-commit-config.yaml",
+    "__pycache__",
 ];
+
+/// Whether an entry of the projects folder named `name` is protected by its name alone: one of
+/// [`PROTECTED_NAMES`], or `.env` and its variants (`.env.local`...).
+pub fn is_protected_name(name: &[u8]) -> bool {
+    PROTECTED_NAMES.iter().any(|n| n.as_bytes() == name) || name.starts_with(b".env")
+}
+
+/// What of the projects folder a run may write (`--write-scope`, env `PYRUN_WRITE_SCOPE`), where
+/// runs have a file view of their own (Linux with the mount-ns layer); elsewhere, all of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum WriteScope {
+    /// Its own project only (see [`RunProject`]); the rest is read-only.
+    #[default]
+    Project,
+    /// The whole projects folder (protected names stay read-only).
+    All,
+}
+
+impl WriteScope {
+    /// Every scope, as the command line spells them.
+    pub const NAMES: [&'static str; 2] = ["project", "all"];
+}
+
+impl std::str::FromStr for WriteScope {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "project" => Ok(Self::Project),
+            "all" => Ok(Self::All),
+            other => Err(format!(
+                "unknown write scope '{other}' (expected one of: {})",
+                Self::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+/// The project of a run: the part of the projects folder it may write under
+/// [`WriteScope::Project`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RunProject {
+    /// No project (inline code without one, the install's steps): it writes only its scratch.
+    None,
+    /// A script directly in the projects folder: the folder's own files, not its subfolders.
+    Top,
+    /// The top-level folder (one name, relative to the projects folder) that holds its script.
+    Folder(PathBuf),
+}
+
+impl RunProject {
+    /// The project of a run working in `dir` (canonical, on the host) of `projects`: the first
+    /// name of `dir` below `projects`, [`RunProject::Top`] for `projects` itself,
+    /// [`RunProject::None`] outside it.
+    pub fn of(projects: &Path, dir: &Path) -> Self {
+        match dir.strip_prefix(projects) {
+            Ok(rel) => match rel.components().next() {
+                Some(std::path::Component::Normal(name)) => Self::Folder(PathBuf::from(name)),
+                _ => Self::Top,
+            },
+            Err(_) => Self::None,
+        }
+    }
+}
 
 /// Where a run sees the projects folder when the sandbox gives it its own file view (Linux).
 pub const RUN_PROJECTS_DIR: &str = "/projects";
@@ -174,6 +252,8 @@ pub struct SandboxPolicy {
     pub projects: Option<PathBuf>,
     /// Scripts may read the projects folder but not write it (they write only their scratch).
     pub read_only_projects: bool,
+    /// What of the projects folder a run may write, when it may write it at all.
+    pub write_scope: WriteScope,
     /// The server's bytecode cache (canonical): read-only to runs, at [`RUN_PYCACHE_DIR`] in
     /// their view (Linux) or at its host path without one; added to the readable trees here.
     pub pycache: Option<PathBuf>,
@@ -201,6 +281,7 @@ impl SandboxPolicy {
             limits: ResourceLimits::default(),
             projects: None,
             read_only_projects: false,
+            write_scope: WriteScope::Project,
             pycache: None,
             support: None,
             tcp_connect_ports: None,
@@ -285,6 +366,9 @@ pub struct Sandbox {
     pycache: Option<PathBuf>,
     /// The server's support modules (host path), in every mode.
     support: Option<PathBuf>,
+    /// What runs may write of the projects folder, and its protected names; `None` with the
+    /// sandbox off (scripts are trusted) or without a projects folder.
+    guard: Option<protected::ProjectGuard>,
     #[cfg(target_os = "linux")]
     imp: Option<linux::LinuxSandbox>,
     #[cfg(all(unix, not(target_os = "linux")))]
@@ -309,6 +393,7 @@ impl Sandbox {
                 mode,
                 pycache: None,
                 support: policy.support,
+                guard: None,
                 imp: None,
                 #[cfg(target_os = "linux")]
                 spawner: spawn::Spawner::new(),
@@ -319,16 +404,30 @@ impl Sandbox {
         policy.read_paths.extend(pycache.iter().cloned());
         let support = policy.support.clone();
         policy.read_paths.extend(support.iter().cloned());
+        let (projects, read_only, scope) = (
+            policy.projects.clone(),
+            policy.read_only_projects,
+            policy.write_scope,
+        );
         #[cfg(target_os = "linux")]
         let imp = linux::LinuxSandbox::new(policy)?;
         #[cfg(all(unix, not(target_os = "linux")))]
         let imp = other_unix::UnixSandbox::new(policy)?;
         #[cfg(windows)]
         let imp = windows::JobSandbox::new(policy)?;
+        #[cfg(target_os = "linux")]
+        let has_view = imp.has_view();
+        #[cfg(not(target_os = "linux"))]
+        let has_view = false;
+        // Without a view of their own, runs may write the whole projects folder (Landlock and
+        // the Job Object know no project): what they create is looked for everywhere.
+        let scope = if has_view { scope } else { WriteScope::All };
+        let guard = projects.map(|p| protected::ProjectGuard::new(p, read_only, scope));
         Ok(Sandbox {
             mode,
             pycache,
             support,
+            guard,
             imp: Some(imp),
             #[cfg(target_os = "linux")]
             spawner: spawn::Spawner::new(),
@@ -397,6 +496,40 @@ impl Sandbox {
             return imp.has_view();
         }
         false
+    }
+
+    /// What a run of `project` may write, and the protected names there now (a walk through a
+    /// memo of folder listings: a `stat` per folder of that part). Give it to
+    /// [`Sandbox::spawn_scoped`], then to [`Sandbox::created_protected`] once the run is over.
+    pub fn run_scope(&self, project: &RunProject) -> RunScope {
+        match &self.guard {
+            Some(guard) => guard.scope(project),
+            None => RunScope::nothing(),
+        }
+    }
+
+    /// The protected entries that appeared in `scope`'s writable part since it was made,
+    /// relative to the projects folder: what a run created that must not stay (see
+    /// [`PROTECTED_NAMES`]). Empty with the sandbox off.
+    pub fn created_protected(&self, scope: &RunScope) -> Vec<PathBuf> {
+        match &self.guard {
+            Some(guard) => guard.created(scope),
+            None => Vec::new(),
+        }
+    }
+
+    /// The projects folder (canonical) whose runs this sandbox confines; `None` with the
+    /// sandbox off or without one.
+    pub fn projects_dir(&self) -> Option<&Path> {
+        self.guard.as_ref().map(|g| g.projects())
+    }
+
+    /// The project of a run working in `dir` (canonical, on the host): see [`RunProject::of`].
+    pub fn project_of(&self, dir: &Path) -> RunProject {
+        match &self.guard {
+            Some(guard) => RunProject::of(guard.projects(), dir),
+            None => RunProject::None,
+        }
     }
 
     /// Where runs find the server's bytecode cache (their `PYTHONPYCACHEPREFIX`):
@@ -471,17 +604,29 @@ impl Sandbox {
     /// its own process group, with every active layer applied in the child before `exec`; with
     /// the sandbox off, unconfined. This is the one way the server starts a run.
     ///
-    /// `script_dir` (the script's folder, canonical, on the host) decides which protected names
-    /// the slot's view holds read-only; the view is rebuilt when they changed since its last run.
-    /// `spec`'s paths are as the run sees them ([`Sandbox::view_path`]).
+    /// `script_dir` (the script's folder, canonical, on the host) decides the run's project
+    /// ([`Sandbox::project_of`]): what it may write, and which protected names the slot's view
+    /// holds read-only. `spec`'s paths are as the run sees them ([`Sandbox::view_path`]).
     pub fn spawn(
         &self,
         slot: &SandboxSlot,
         spec: &spawn::Spec<'_>,
         script_dir: &Path,
     ) -> Result<spawn::Child, SandboxError> {
+        let scope = self.run_scope(&self.project_of(script_dir));
+        self.spawn_scoped(slot, spec, &scope)
+    }
+
+    /// [`Sandbox::spawn`] for a run of `scope` ([`Sandbox::run_scope`]): the slot's view is
+    /// rebuilt when it was built for another scope.
+    pub fn spawn_scoped(
+        &self,
+        slot: &SandboxSlot,
+        spec: &spawn::Spec<'_>,
+        scope: &RunScope,
+    ) -> Result<spawn::Child, SandboxError> {
         let steps = match (&self.imp, &slot.imp) {
-            (Some(imp), Some(slot)) => Some(imp.child_steps(slot, script_dir)?),
+            (Some(imp), Some(slot)) => Some(imp.child_steps(slot, scope)?),
             (Some(_), None) => {
                 return Err(SandboxError::Landlock(
                     "a slot made with the sandbox off cannot confine a run".into(),

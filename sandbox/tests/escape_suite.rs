@@ -99,6 +99,7 @@ impl Fixture {
             limits,
             projects: None,
             read_only_projects: false,
+            write_scope: pyrun_sandbox::WriteScope::Project,
             pycache: None,
             support: None,
             tcp_connect_ports: ports,
@@ -423,7 +424,11 @@ time.sleep(1)
                 seen.push((kind, ns(&pid.to_string(), kind)));
             }
         });
-        ipc.push(seen.iter().find(|(k, _)| *k == "ipc").map(|(_, v)| v.clone()));
+        ipc.push(
+            seen.iter()
+                .find(|(k, _)| *k == "ipc")
+                .map(|(_, v)| v.clone()),
+        );
         for (kind, theirs) in seen {
             assert!(theirs.starts_with(&format!("{kind}:[")), "{}", out.stderr);
             assert_ne!(theirs, ns("self", kind), "run shares our {kind} ns");

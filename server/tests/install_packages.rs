@@ -524,7 +524,12 @@ fn code_planted_in_a_venv_runs_only_inside_the_install_profile() {
     std::fs::write(&outside, "mine").unwrap();
     std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o600)).unwrap();
     let mtime = std::fs::metadata(&outside).unwrap().modified().unwrap();
-    let mut server = start(&projects, &index.url(), &["--uv", "off"]);
+    // The planted venv must stay for the install to find it (by default it is quarantined).
+    let mut server = start(
+        &projects,
+        &index.url(),
+        &["--uv", "off", "--allow-protected-writes"],
+    );
     let canary_port = canary.local_addr().unwrap().port().to_string();
     let index_port = index
         .url()

@@ -99,7 +99,18 @@ print("forged", home)
             let (base, projects) =
                 folder(&[("forge.py", FORGE), ("sub/victim.py", "print('victim')\n")]);
             let marker = base.path().join("MARKER");
-            let mut server = StdioServer::start(&projects, &["--sandbox", mode]);
+            // The forged venv lies in another folder than the forging script and must stay:
+            // by default the script could not write it, and it would be quarantined.
+            let mut server = StdioServer::start(
+                &projects,
+                &[
+                    "--sandbox",
+                    mode,
+                    "--write-scope",
+                    "all",
+                    "--allow-protected-writes",
+                ],
+            );
             let forged = server.call(
                 "run_python",
                 json!({"file_name": "forge.py", "args": [

@@ -55,6 +55,7 @@ fn runner(mode: SandboxMode, projects: &Path) -> Runner {
         limits: ResourceLimits::default(),
         projects: sandboxed.then(|| projects.to_path_buf()),
         read_only_projects: false,
+        write_scope: pyrun_sandbox::WriteScope::Project,
         pycache: None,
         support: None,
         tcp_connect_ports: None,

@@ -36,3 +36,4 @@ mod sessions;
 mod startup;
 mod stdio;
 mod stdio_paths;
+mod write_scope;

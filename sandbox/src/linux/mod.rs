@@ -14,6 +14,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use super::protected::RunScope;
 use super::unix_limits::RlimitTable;
 use super::{Grant, SandboxError, SandboxMode, SandboxPolicy};
 use cgroup::{RunCgroups, SlotCgroups};
@@ -66,22 +67,21 @@ struct ViewTemplate {
     writable: Vec<PathBuf>,
     pycache: Option<PathBuf>,
     support: Option<PathBuf>,
-    read_only_projects: bool,
 }
 
 impl ViewTemplate {
-    fn plan(&self, slot: &SlotRules, protected: &[PathBuf]) -> std::io::Result<MountPlan> {
+    fn plan(&self, slot: &SlotRules, scope: &RunScope) -> std::io::Result<MountPlan> {
         MountPlan::new(&ViewSpec {
             projects: self.projects.as_deref(),
             scratch: &slot.scratch,
             shown: &self.shown,
             shm: slot.shm.as_ref().map(SlotShm::path),
             grants: &slot.grants,
-            writable: &self.writable,
+            host_writable: &self.writable,
             pycache: self.pycache.as_deref(),
             support: self.support.as_deref(),
-            read_only_projects: self.read_only_projects,
-            protected,
+            writable: &scope.writable,
+            read_only: &scope.read_only_binds(),
         })
     }
 }
@@ -100,8 +100,8 @@ struct SlotRules {
     shm: Option<SlotShm>,
     /// Folders shown at their host paths besides (an install's project and venv).
     grants: Vec<Grant>,
-    /// The slot's mount namespace and the protected names it was built with.
-    view: Mutex<Option<(Vec<PathBuf>, Arc<OwnedFd>)>>,
+    /// The slot's mount namespace and the scope (project, protected names) it was built for.
+    view: Mutex<Option<(RunScope, Arc<OwnedFd>)>>,
 }
 
 impl LinuxSlot {
@@ -171,7 +171,6 @@ impl LinuxSandbox {
                     },
                     pycache: policy.pycache.clone(),
                     support: policy.support.clone(),
-                    read_only_projects: policy.read_only_projects,
                 };
                 probe_view(&template, user).then_some(template)
             }
@@ -325,15 +324,15 @@ impl LinuxSandbox {
         })))
     }
 
-    /// The steps of a run in `slot` for a script in `script_dir`; (re)builds the slot's view
-    /// when the protected names on the way to the script are not the ones it holds.
+    /// The steps of a run in `slot` of `scope`; (re)builds the slot's view when it was built
+    /// for another scope (another project, or protected names that came or went).
     pub(super) fn child_steps(
         &self,
         slot: &LinuxSlot,
-        script_dir: &Path,
+        scope: &RunScope,
     ) -> Result<ChildSteps, SandboxError> {
         let mount_ns = match &self.view {
-            Some(template) => Some(self.slot_view(template, &slot.0, script_dir)?),
+            Some(template) => Some(self.slot_view(template, &slot.0, scope)?),
             None => None,
         };
         Ok(ChildSteps {
@@ -350,18 +349,14 @@ impl LinuxSandbox {
         &self,
         template: &ViewTemplate,
         slot: &SlotRules,
-        script_dir: &Path,
+        scope: &RunScope,
     ) -> Result<Arc<OwnedFd>, SandboxError> {
-        let protected = match &template.projects {
-            Some(projects) => mount::protected_paths(projects, script_dir),
-            None => Vec::new(),
-        };
         let mut view = slot
             .view
             .lock()
             .map_err(|_| SandboxError::Landlock("a slot's view lock was poisoned".into()))?;
         if let Some((held, ns)) = view.as_ref() {
-            if *held == protected {
+            if held == scope {
                 return Ok(Arc::clone(ns));
             }
         }
@@ -371,11 +366,11 @@ impl LinuxSandbox {
             .and_then(Namespaces::user)
             .ok_or_else(|| SandboxError::Landlock("no shared user namespace".into()))?;
         let ns = template
-            .plan(slot, &protected)
+            .plan(slot, scope)
             .and_then(|plan| plan.build(user))
             .map(Arc::new)
             .map_err(|e| SandboxError::prepare("the run's file view", e))?;
-        *view = Some((protected, Arc::clone(&ns)));
+        *view = Some((scope.clone(), Arc::clone(&ns)));
         Ok(ns)
     }
 }
@@ -438,7 +433,9 @@ fn probe_view(template: &ViewTemplate, user: &OwnedFd) -> bool {
             grants: Vec::new(),
             view: Mutex::new(None),
         };
-        template.plan(&slot, &[]).and_then(|plan| plan.build(user))
+        template
+            .plan(&slot, &RunScope::nothing())
+            .and_then(|plan| plan.build(user))
     });
     match built {
         Ok(_) => true,

@@ -16,10 +16,13 @@
 //! 2. `/newroot`: every top-level directory of the host bound (recursively), its symlinks copied,
 //!    the projects folder at `/projects` and the scratch at `/tmp`, the bytecode cache at
 //!    `/pycache` when there is one, the server's support modules at `/pyrun` likewise;
-//! 3. everything read-only and `nosuid`; `/projects` and `/tmp` writable again but `noexec`
-//!    (unless the projects are read-only); protected names inside the projects folder (`.git`,
-//!    `.venv`, `.env`...) bound read-only over themselves (a venv keeps `exec`, so its compiled
-//!    extensions load);
+//! 3. everything read-only and `nosuid`; `/tmp` writable again but `noexec`, and of `/projects`
+//!    only the part the slot's runs may write ([`Writable`], `protected.rs`): their own project
+//!    bound writable (`noexec`) over the read-only rest, or for a script directly in the
+//!    projects folder the folder itself with each subfolder bound read-only over itself; inside
+//!    that part, the protected names (`.git`, `.venv`, `.env`...) bound read-only over
+//!    themselves (a venv keeps `exec`, so its compiled extensions load). These binds are looked
+//!    up without following links ([`Op::Rebind`]);
 //! 4. `pivot_root` into `/newroot`, the old root detached: nothing else of the host is left.
 //!
 //! Landlock rules are attached to inodes, and bind mounts share them: the rules made on host
@@ -32,6 +35,7 @@ use std::path::{Path, PathBuf};
 
 use super::namespaces::wait_status;
 use super::world::World;
+use crate::protected::Writable;
 use crate::{RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR, RUN_SUPPORT_DIR};
 
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
@@ -71,6 +75,17 @@ pub(super) enum Op {
         dev: u64,
         ino: u64,
     },
+    /// A bind of `path` over itself, with these mount attributes: looked up with no symbolic
+    /// link anywhere on the way (a run of another slot may rename folders of its project while
+    /// this view is built: a link there must not carry the bind elsewhere), the attributes set
+    /// on the detached copy before it is attached (a path looked up again could name another
+    /// mount by then). Skipped when the path is gone or is a link now: nothing real to hold.
+    Rebind {
+        path: CString,
+        set: u64,
+        clear: u64,
+        recursive: bool,
+    },
     /// `mount_setattr` on the mount at `path`.
     Attr {
         path: CString,
@@ -80,7 +95,7 @@ pub(super) enum Op {
     },
 }
 
-/// What a slot's view holds: host paths (canonical) and the names to protect.
+/// What a slot's view holds: host paths (canonical) and what runs may write of the projects.
 #[derive(Debug, Clone)]
 pub(crate) struct ViewSpec<'a> {
     /// The projects folder, shown at [`RUN_PROJECTS_DIR`] with the scratch at
@@ -97,13 +112,16 @@ pub(crate) struct ViewSpec<'a> {
     /// Folders shown at their host paths besides (an install's project and venv).
     pub grants: &'a [crate::Grant],
     /// Without `projects`: trees writable (and not executable) at their host paths.
-    pub writable: &'a [PathBuf],
+    pub host_writable: &'a [PathBuf],
     pub pycache: Option<&'a Path>,
     /// The server's support modules, read-only at [`RUN_SUPPORT_DIR`].
     pub support: Option<&'a Path>,
-    pub read_only_projects: bool,
-    /// Paths inside `projects` (relative) that runs may read but not change.
-    pub protected: &'a [PathBuf],
+    /// The part of the projects folder runs of this view may write; the rest is read-only.
+    pub writable: &'a Writable,
+    /// Paths inside `projects` (relative) that runs may read but not change: the protected
+    /// names of the writable part, and the top folder's subfolders when only its own entries
+    /// are writable.
+    pub read_only: &'a [PathBuf],
 }
 
 /// The mounts of one slot's view, as steps prepared in the server (allocation, the host's
@@ -133,7 +151,7 @@ impl MountPlan {
         let placed: Vec<&Path> = [spec.projects, spec.pycache, spec.support]
             .into_iter()
             .flatten()
-            .chain(spec.writable.iter().map(PathBuf::as_path))
+            .chain(spec.host_writable.iter().map(PathBuf::as_path))
             .collect();
         world.show_all(
             spec.shown
@@ -178,7 +196,7 @@ impl MountPlan {
                 writable_at.push((grant.at.clone(), true));
             }
         }
-        for tree in spec.writable {
+        for tree in spec.host_writable {
             if tree.is_dir() {
                 world.bind_at(tree, tree, true)?;
                 writable_at.push((tree.clone(), false));
@@ -216,10 +234,9 @@ impl MountPlan {
         };
         match spec.projects {
             Some(_) => {
-                ops.push(writable(
-                    Path::new(RUN_PROJECTS_DIR),
-                    !spec.read_only_projects,
-                )?);
+                let projects_writable = matches!(spec.writable, Writable::TopEntries)
+                    || matches!(spec.writable, Writable::Tree(rel) if rel.as_os_str().is_empty());
+                ops.push(writable(Path::new(RUN_PROJECTS_DIR), projects_writable)?);
                 ops.push(writable(&scratch_at, true)?);
             }
             // An install's scratch holds the throwaway venv it starts, and its build backends.
@@ -233,17 +250,26 @@ impl MountPlan {
                 recursive: false,
             });
         }
-        for rel in spec.protected {
-            let at = under("/newroot", &Path::new(RUN_PROJECTS_DIR).join(rel))?;
-            ops.push(Op::Bind {
-                from: at.clone(),
-                to: at.clone(),
-            });
-            let venv = rel.file_name().is_some_and(|n| n == ".venv" || n == "venv");
-            ops.push(Op::Attr {
-                path: at,
+        if let (Some(_), Writable::Tree(rel)) = (spec.projects, spec.writable) {
+            if !rel.as_os_str().is_empty() {
+                // The run's own project, writable over the read-only rest.
+                ops.push(Op::Rebind {
+                    path: under("/newroot", &Path::new(RUN_PROJECTS_DIR).join(rel))?,
+                    set: MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NODEV,
+                    clear: MOUNT_ATTR_RDONLY,
+                    recursive: false,
+                });
+            }
+        }
+        for rel in spec.projects.map_or(&[][..], |_| spec.read_only) {
+            // A venv's compiled extensions are mapped executable.
+            let venv = rel.file_name().is_some_and(|n| n == ".venv" || n == "venv")
+                || spec
+                    .projects
+                    .is_some_and(|p| p.join(rel).join("pyvenv.cfg").is_file());
+            ops.push(Op::Rebind {
+                path: under("/newroot", &Path::new(RUN_PROJECTS_DIR).join(rel))?,
                 set: MOUNT_ATTR_RDONLY,
-                // A venv's compiled extensions are mapped executable.
                 clear: if venv { MOUNT_ATTR_NOEXEC } else { 0 },
                 recursive: true,
             });
@@ -385,6 +411,12 @@ impl MountPlan {
                         -1
                     }
                 }
+                Op::Rebind {
+                    path,
+                    set,
+                    clear,
+                    recursive,
+                } => rebind(path, *set, *clear, *recursive),
                 Op::Attr {
                     path,
                     set,
@@ -425,68 +457,88 @@ impl MountPlan {
     }
 }
 
-use crate::PROTECTED_NAMES;
-
-/// The protected paths (relative to `projects`) that exist now for a script in `script_dir`
-/// (canonical, inside `projects`): checked in each folder from the top to the script's, plus
-/// `.env*` files there. Real files and folders only: a symlink is not followed (Landlock and the
-/// read-only bind it would need see its target, not the link).
-pub(crate) fn protected_paths(projects: &Path, script_dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let rel = script_dir.strip_prefix(projects).unwrap_or(Path::new(""));
-    let mut dir = projects.to_path_buf();
-    let mut levels = vec![dir.clone()];
-    for part in rel.components() {
-        dir.push(part);
-        levels.push(dir.clone());
-    }
-    for level in levels {
-        let Ok(entries) = std::fs::read_dir(&level) else {
-            continue;
+/// [`Op::Rebind`], in the building child: raw syscalls only. 0 on success (or when there is
+/// nothing real to bind any more), -1 with `errno` set otherwise.
+unsafe fn rebind(path: &CString, set: u64, clear: u64, recursive: bool) -> libc::c_int {
+    const OPEN_TREE_CLONE: libc::c_uint = 0x1;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+    let mut how: libc::open_how = std::mem::zeroed();
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS;
+    let fd = libc::syscall(
+        libc::SYS_openat2,
+        libc::AT_FDCWD,
+        path.as_ptr(),
+        &how as *const libc::open_how,
+        std::mem::size_of::<libc::open_how>(),
+    ) as libc::c_int;
+    if fd < 0 {
+        let errno = *libc::__errno_location();
+        return if matches!(errno, libc::ENOENT | libc::ELOOP) {
+            0
+        } else {
+            -1
         };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let bytes = name.as_bytes();
-            let listed =
-                PROTECTED_NAMES.iter().any(|n| n.as_bytes() == bytes) || bytes.starts_with(b".env");
-            let real = entry.file_type().is_ok_and(|t| t.is_dir() || t.is_file());
-            if listed && real {
-                if let Ok(rel) = level.join(&name).strip_prefix(projects) {
-                    found.push(rel.to_path_buf());
-                }
-            }
-        }
     }
-    found.sort();
-    found
+    let empty = c"".as_ptr();
+    let tree = libc::syscall(
+        libc::SYS_open_tree,
+        fd,
+        empty,
+        OPEN_TREE_CLONE
+            | libc::O_CLOEXEC as libc::c_uint
+            | libc::AT_EMPTY_PATH as libc::c_uint
+            | AT_RECURSIVE,
+    ) as libc::c_int;
+    if tree < 0 {
+        libc::close(fd);
+        return -1;
+    }
+    let attr = |clear: u64| MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = libc::AT_EMPTY_PATH as libc::c_uint | if recursive { AT_RECURSIVE } else { 0 };
+    let setattr = |attr: &MountAttr| {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree,
+            empty,
+            flags,
+            attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    let mut rc = setattr(&attr(clear));
+    // A read-only host mount stays read-only: clearing the flag is refused, not fatal.
+    if rc != 0 && clear != 0 && *libc::__errno_location() == libc::EPERM {
+        rc = setattr(&attr(0));
+    }
+    if rc == 0 {
+        rc = libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            empty,
+            fd,
+            empty,
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        );
+    }
+    libc::close(tree);
+    libc::close(fd);
+    if rc == 0 {
+        0
+    } else {
+        -1
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn protected_paths_are_found_on_the_way_to_the_script_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        for d in [".git/hooks", "a/.venv/lib", "a/b", "other/.git"] {
-            std::fs::create_dir_all(root.join(d)).unwrap();
-        }
-        std::fs::write(root.join(".env.local"), "X=1").unwrap();
-        std::fs::write(root.join("a/b/.envrc"), "x").unwrap();
-        std::fs::write(root.join("a/b/venvish"), "x").unwrap();
-        std::os::unix::fs::symlink("/etc", root.join("a/.idea")).unwrap();
-        let found = protected_paths(root, &root.join("a/b"));
-        let want: Vec<PathBuf> = [".env.local", ".git", "a/.venv", "a/b/.envrc"]
-            .iter()
-            .map(PathBuf::from)
-            .collect();
-        assert_eq!(found, want);
-        assert_eq!(
-            protected_paths(root, root),
-            [".env.local", ".git"].map(PathBuf::from)
-        );
-    }
 
     #[test]
     fn the_plan_binds_the_host_read_only_and_the_run_folders_at_neutral_paths() {
@@ -501,11 +553,11 @@ mod tests {
             shown: &shown,
             shm: Some(shm.path()),
             grants: &[],
-            writable: &[],
+            host_writable: &[],
             pycache: None,
             support: Some(support.path()),
-            read_only_projects: false,
-            protected: &[PathBuf::from(".git"), PathBuf::from("a/.venv")],
+            writable: &Writable::Tree(PathBuf::new()),
+            read_only: &[PathBuf::from(".git"), PathBuf::from("a/.venv")],
         })
         .unwrap();
         let text = format!("{:?}", plan.ops);
@@ -552,7 +604,7 @@ mod tests {
         );
         // The venv is read-only but keeps exec; .git is read-only.
         let venv = plan.ops.iter().find_map(|op| match op {
-            Op::Attr {
+            Op::Rebind {
                 path, set, clear, ..
             } if path.as_bytes() == b"/newroot/projects/a/.venv" => Some((*set, *clear)),
             _ => None,
@@ -599,11 +651,11 @@ mod tests {
             shown: &[PathBuf::from("/usr")],
             shm: None,
             grants: &grants,
-            writable: &[],
+            host_writable: &[],
             pycache: None,
             support: None,
-            read_only_projects: false,
-            protected: &[],
+            writable: &Writable::Tree(PathBuf::new()),
+            read_only: &[],
         };
         let plan = MountPlan::new(&spec).unwrap();
         let venv_at = format!("/newroot{}", venv.display());

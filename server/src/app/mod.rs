@@ -18,6 +18,7 @@ use pyrun_run::install::{InstallSettings, Installs};
 use pyrun_run::paths::{PathError, ProjectRoot};
 use pyrun_run::python_env::PythonEnvs;
 use pyrun_run::python_support::PythonSupport;
+use pyrun_run::quarantine::{Quarantine, QUARANTINE_DIR};
 use pyrun_run::runner::{Runner, RunnerSettings};
 use pyrun_run::sandbox_probe::SandboxProbe;
 use pyrun_run::session::{SessionSettings, Sessions};
@@ -132,6 +133,7 @@ impl App {
                 limits: settings.limits,
                 projects: Some(projects.clone()),
                 read_only_projects: settings.read_only_projects,
+                write_scope: settings.write_scope,
                 pycache: pycache.as_ref().map(|cache| cache.dir().to_path_buf()),
                 support,
                 tcp_connect_ports: None,
@@ -160,7 +162,8 @@ impl App {
             sandbox,
             shutdown.clone(),
         )
-        .map_err(AppError::Scratch)?;
+        .map_err(AppError::Scratch)?
+        .with_quarantine(quarantine(&config));
         let runner = Arc::new(runner);
         let runs = BackgroundRuns::new(
             runner.clone(),
@@ -211,6 +214,25 @@ impl App {
             python_envs,
         }))
     }
+}
+
+/// Where protected names runs create are moved: the state folder's `quarantine/` (made
+/// owner-only when first needed), else a folder of the temp directory; none with
+/// `--allow-protected-writes`.
+fn quarantine(config: &Config) -> Option<Quarantine> {
+    if config.sandbox.allow_protected_writes {
+        return None;
+    }
+    Some(match &config.state_dir {
+        Some(dir) => Quarantine::new(dir.join(QUARANTINE_DIR)),
+        None => {
+            tracing::warn!(
+                "no state folder: protected names runs create are moved to a folder of the \
+                 temp directory; pass --state-dir DIR to keep them"
+            );
+            Quarantine::in_temp()
+        }
+    })
 }
 
 /// The artifact store: in the state folder's `runs/` (made owner-only), else, or when that

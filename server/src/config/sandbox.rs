@@ -1,7 +1,7 @@
 //! `--sandbox` and the limits of a run: how every run is confined.
 
 use clap::builder::TypedValueParser;
-use pyrun_sandbox::{ResourceLimits, SandboxMode};
+use pyrun_sandbox::{ResourceLimits, SandboxMode, WriteScope};
 
 /// How every run is confined (see README, "Security model").
 #[derive(Debug, clap::Args)]
@@ -21,6 +21,20 @@ pub struct SandboxArgs {
     /// folder ($HOME, $TMPDIR). Implied by --sandbox strict.
     #[arg(long, env = "PYRUN_READ_ONLY_PROJECTS")]
     pub read_only_projects: bool,
+
+    /// What of the projects folder a run may write: `project`, its own project (the top-level
+    /// folder holding its script; for a script directly in the projects folder, that folder's
+    /// own files) and its scratch; `all`, the whole projects folder. Protected names (.git,
+    /// .venv, .env*, .vscode, __pycache__...) stay read-only either way.
+    #[arg(long, env = "PYRUN_WRITE_SCOPE", default_value = "project",
+          value_parser = write_scope_parser())]
+    pub write_scope: WriteScope,
+
+    /// Let runs create protected names (.git, .vscode, .github, .env*, __pycache__, venvs...)
+    /// in the projects folder, for scaffolding scripts that mean to; by default what a run
+    /// creates with such a name is moved to the quarantine under the state folder.
+    #[arg(long, env = "PYRUN_ALLOW_PROTECTED_WRITES")]
+    pub allow_protected_writes: bool,
 
     /// Memory of a run in MiB (address space per process; the whole run where a memory cgroup
     /// exists). 0 = unlimited.
@@ -52,6 +66,9 @@ pub struct SandboxConfig {
     pub allow_network: bool,
     /// Runs may not change the projects folder (`--read-only-projects`, or `strict`).
     pub read_only_projects: bool,
+    pub write_scope: WriteScope,
+    /// Protected names a run creates stay (`--allow-protected-writes`).
+    pub allow_protected_writes: bool,
     pub limits: ResourceLimits,
 }
 
@@ -66,6 +83,8 @@ impl SandboxArgs {
             mode: self.mode,
             allow_network: self.allow_network,
             read_only_projects: self.read_only_projects || self.mode == SandboxMode::Strict,
+            write_scope: self.write_scope,
+            allow_protected_writes: self.allow_protected_writes,
             limits: ResourceLimits {
                 memory_bytes: self.max_memory_mb.saturating_mul(MIB),
                 cpu_secs,
@@ -75,6 +94,11 @@ impl SandboxArgs {
             },
         }
     }
+}
+
+/// `--write-scope`: one of the sandbox's own scope names.
+fn write_scope_parser() -> impl clap::builder::TypedValueParser<Value = WriteScope> {
+    clap::builder::PossibleValuesParser::new(WriteScope::NAMES).try_map(|s| s.parse::<WriteScope>())
 }
 
 /// `--sandbox`: one of the sandbox's own mode names (listed in `--help` and in errors).

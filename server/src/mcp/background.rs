@@ -237,10 +237,19 @@ impl PyRunServer {
         if at_end && status.has_ended() {
             record.mark_end_seen();
         }
-        let (exit_code, error) = match record.end() {
-            Some(RunEnd::Finished(outcome)) => (outcome.exit_code, None),
-            Some(RunEnd::Failed(reason)) => (None, Some(reason.clone())),
-            None => (None, None),
+        let (exit_code, error, quarantined) = match record.end() {
+            Some(RunEnd::Finished(outcome)) => (
+                outcome.exit_code,
+                None,
+                outcome
+                    .quarantined
+                    .iter()
+                    .filter(|q| q.moved)
+                    .map(|q| q.path.clone())
+                    .collect(),
+            ),
+            Some(RunEnd::Failed(reason)) => (None, Some(reason.clone()), Vec::new()),
+            None => (None, None, Vec::new()),
         };
         let mut presented = match record.end() {
             Some(RunEnd::Finished(outcome)) => match &outcome.artifacts {
@@ -266,6 +275,7 @@ impl PyRunServer {
             error,
             artifacts: std::mem::take(&mut presented.artifacts),
             skipped_artifacts: std::mem::take(&mut presented.skipped),
+            quarantined,
             python: self.python_info(record.python.as_deref()),
         };
         let text = render_state(&state, !at_end);
@@ -306,6 +316,13 @@ fn render_state(state: &RunState, more: bool) -> String {
     if let Some(note) = truncation_note(state.stdout_truncated, state.stderr_truncated) {
         text.push('\n');
         text.push_str(&note);
+    }
+    if !state.quarantined.is_empty() {
+        let _ = write!(
+            text,
+            "\n[Protected names the run created were moved to the server's quarantine: {}]",
+            state.quarantined.join(", ")
+        );
     }
     if more {
         let _ = write!(

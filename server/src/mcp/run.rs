@@ -229,6 +229,7 @@ impl PyRunServer {
                 .collect(),
             artifacts: Vec::new(),
             skipped_artifacts: Vec::new(),
+            quarantined: Vec::new(),
             run_id: Some(record.id.clone()),
             status: Some(record.status()),
             python: self.python_info(record.python.as_deref()),

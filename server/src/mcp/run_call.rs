@@ -20,6 +20,7 @@ use pyrun_run::background::{RunEnd, RunRecord};
 use pyrun_run::caller::Caller;
 use pyrun_run::live_output::{LiveOutput, Stream};
 use pyrun_run::paths::ProjectPath;
+use pyrun_run::quarantine::Quarantined;
 use pyrun_run::runner::{ArtifactTarget, RunOutcome, RunRequest, RunSource};
 
 pub use pyrun_api::RunReport;
@@ -46,6 +47,10 @@ pub(super) fn report_value(report: RunReport) -> serde_json::Value {
         ),
         ("artifacts", to_array(&report.artifacts)),
         ("skipped_artifacts", to_array(&report.skipped_artifacts)),
+        (
+            "quarantined",
+            Value::Array(report.quarantined.into_iter().map(Value::String).collect()),
+        ),
     ];
     let optional = [
         ("run_id", report.run_id),
@@ -237,6 +242,12 @@ impl PyRunServer {
             sandbox: sandbox.into_iter().map(str::to_owned).collect(),
             artifacts: std::mem::take(&mut presented.artifacts),
             skipped_artifacts: std::mem::take(&mut presented.skipped),
+            quarantined: outcome
+                .quarantined
+                .iter()
+                .filter(|q| q.moved)
+                .map(|q| q.path.clone())
+                .collect(),
             run_id: None,
             status: None,
             python: self.python_info(outcome.python.as_deref()),
@@ -273,10 +284,38 @@ fn render_text(outcome: &RunOutcome, timeout: Duration) -> String {
     if let Some(note) = truncation_note(outcome.stdout_truncated, outcome.stderr_truncated) {
         push_section(&mut text, &note);
     }
+    if let Some(note) = quarantine_note(&outcome.quarantined) {
+        push_section(&mut text, &note);
+    }
     if text.is_empty() {
         text.push_str("(no output)");
     }
     text
+}
+
+/// The line naming the protected names a run created, moved out or not.
+fn quarantine_note(quarantined: &[Quarantined]) -> Option<String> {
+    let names = |moved: bool| {
+        quarantined
+            .iter()
+            .filter(|q| q.moved == moved)
+            .map(|q| q.path.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (moved, stayed) = (names(true), names(false));
+    let mut notes = Vec::new();
+    if !moved.is_empty() {
+        notes.push(format!(
+            "[Protected names the run created were moved to the server's quarantine: {moved}]"
+        ));
+    }
+    if !stayed.is_empty() {
+        notes.push(format!(
+            "[Protected names the run created could not be moved away: {stayed}]"
+        ));
+    }
+    (!notes.is_empty()).then(|| notes.join("\n"))
 }
 
 #[cfg(test)]
@@ -305,6 +344,7 @@ mod tests {
                 name: "pipe".into(),
                 reason: "not a regular file (FIFO)".into(),
             }],
+            quarantined: vec!["a/.vscode".into()],
             run_id: None,
             status: None,
             python: PythonInfo {
@@ -338,6 +378,7 @@ mod tests {
             duration: Duration::from_millis(5),
             artifacts: None,
             python: None,
+            quarantined: Vec::new(),
         }
     }
 
