@@ -1,5 +1,5 @@
 //! Runs die with their server: a `kill -9` of the server ends every run it started (plain and
-//! background), long before their timeout, and the next server sweeps what the dead one left.
+//! background) and its installs, long before their timeout, and the next server sweeps what the dead one left.
 //! The test finds the runs' processes by a marker of its own in their command lines and touches
 //! no other process.
 #![cfg(target_os = "linux")]
@@ -20,19 +20,22 @@ while True:
     time.sleep(0.05)
 "#;
 
-/// `(pid, state)` of every process whose command line holds `marker`.
-fn holding(marker: &str) -> Vec<i32> {
+/// Every live process whose command line (arguments joined by spaces) contains `needle`, and
+/// the parent of each as the host sees it (a run's pid 1, in the server's memory), but never the
+/// server itself or init.
+fn run_processes(needle: &str, server: i32) -> Vec<i32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        if cmdline
-            .split(|&b| b == 0)
-            .any(|arg| arg == marker.as_bytes())
-        {
+        let line = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let line = String::from_utf8_lossy(&line).replace('\0', " ");
+        if line.contains(needle) && alive(pid) {
             pids.push(pid);
+            if let Some(parent) = parent_of(pid).filter(|&p| p != server && p > 1) {
+                pids.push(parent);
+            }
         }
     }
     pids
@@ -49,20 +52,27 @@ fn parent_of(pid: i32) -> Option<i32> {
         .ok()
 }
 
-/// Whether `pid` is a live process (a zombie is dead: it runs nothing).
 fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let state = stat
-                .rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .next()?
-                .to_owned();
-            Some(state != "Z" && state != "X")
-        })
-        .unwrap_or(false)
+    u32::try_from(pid).is_ok_and(pyrun_mcp_tests::procs::alive)
+}
+
+/// Kills the server with SIGKILL, waits 3 s, and fails naming the processes of `pids` still
+/// alive (killing them first: they are this test's own runs).
+async fn kill_server_then_none_alive(server: &mut HttpServer, pids: &[i32]) {
+    kill(server.pid() as i32);
+    assert!(
+        server.wait_exit(Duration::from_secs(5)),
+        "the server survived SIGKILL"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let survivors: Vec<i32> = pids.iter().copied().filter(|&pid| alive(pid)).collect();
+    for &pid in &survivors {
+        kill(pid);
+    }
+    assert!(
+        survivors.is_empty(),
+        "processes outlived their killed server by 3 s: {survivors:?} of {pids:?}"
+    );
 }
 
 /// SIGKILL to a process this test started (or one of its runs).
@@ -93,7 +103,7 @@ fn call(id: u64, tool: &str, arguments: Value) -> Value {
 }
 
 #[tokio::test]
-async fn a_killed_servers_plain_and_background_runs_die_within_3_seconds_and_the_next_server_sweeps_its_scratch(
+async fn a_killed_servers_runs_background_runs_and_install_die_within_3_seconds_and_the_next_server_sweeps(
 ) {
     let projects = projects();
     std::fs::write(projects.path().join("beat.py"), BEAT).expect("write beat.py");
@@ -103,7 +113,26 @@ async fn a_killed_servers_plain_and_background_runs_die_within_3_seconds_and_the
         .unwrap_or_default();
     let plain = format!("pyrun-death-{stamp}-plain");
     let background = format!("pyrun-death-{stamp}-background");
-    let mut server = HttpServer::start(projects.path(), &["--timeout", "60"]);
+    std::fs::create_dir(projects.path().join("app")).expect("make app/");
+    let index = pyrun_mcp_tests::PackageIndex::start();
+    // Runs without cgroups: a server starting elsewhere meanwhile (another test) kills what it
+    // finds in a dead server's cgroups, which would hide whether the runs die by themselves.
+    let mut server = HttpServer::start(
+        projects.path(),
+        &[
+            "--timeout",
+            "60",
+            "--max-memory-mb",
+            "0",
+            "--max-processes",
+            "0",
+            "--allow-install",
+            "--uv",
+            "off",
+            "--package-index",
+            &index.url(),
+        ],
+    );
     let server_pid = server.pid() as i32;
     let session = McpSession::open(&server, None).await;
 
@@ -126,35 +155,34 @@ async fn a_killed_servers_plain_and_background_runs_die_within_3_seconds_and_the
         let beat = beat_file(projects.path(), marker);
         until(&format!("{marker} to beat"), || beat.exists()).await;
     }
-    // Each run's interpreter and its pid 1 (the interpreter's parent, in the server's memory).
-    let mut pids = Vec::new();
+    // An install, whose every step names the venv it makes (pip's fallback takes seconds).
+    let installing = {
+        let message = call(
+            3,
+            "install_packages",
+            json!({"project": "app", "packages": ["pyrunalpha"]}),
+        );
+        let session = McpSession::open(&server, None).await;
+        tokio::spawn(async move { session.send(&message).await })
+    };
+    let venv = projects
+        .path()
+        .join("app/.venv")
+        .to_string_lossy()
+        .into_owned();
+    until("the install to start", || {
+        !run_processes(&venv, server_pid).is_empty()
+    })
+    .await;
+    let mut pids = run_processes(&venv, server_pid);
     for marker in [&plain, &background] {
-        let interpreters = holding(marker);
-        assert!(!interpreters.is_empty(), "no process of {marker}");
-        for pid in interpreters {
-            pids.push(pid);
-            if let Some(parent) = parent_of(pid).filter(|&p| p != server_pid && p > 1) {
-                pids.push(parent);
-            }
-        }
+        let found = run_processes(marker, server_pid);
+        assert!(!found.is_empty(), "no process of {marker}");
+        pids.extend(found);
     }
-
-    kill(server_pid);
-    assert!(
-        server.wait_exit(Duration::from_secs(5)),
-        "the server survived SIGKILL"
-    );
+    kill_server_then_none_alive(&mut server, &pids).await;
     hanging.abort();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let survivors: Vec<i32> = pids.iter().copied().filter(|&pid| alive(pid)).collect();
-    for &pid in &survivors {
-        // Processes of this test's own runs (found by its marker), killed before failing.
-        kill(pid);
-    }
-    assert!(
-        survivors.is_empty(),
-        "runs outlived their killed server by 3 s: {survivors:?} of {pids:?}"
-    );
+    installing.abort();
     for marker in [&plain, &background] {
         let beat = beat_file(projects.path(), marker);
         let before = std::fs::read_to_string(&beat).unwrap_or_default();
@@ -196,7 +224,7 @@ async fn a_killed_servers_plain_and_background_runs_die_within_3_seconds_and_the
     };
     let next = HttpServer::start(projects.path(), &[]);
     let session = McpSession::open(&next, None).await;
-    let answer = session.call(&run_python(3, "hello_world.py", None)).await;
+    let answer = session.call(&run_python(4, "hello_world.py", None)).await;
     assert!(result_text(&answer).contains("Hello, World!"), "{answer}");
     until("the dead server's scratch and cgroups to be swept", || {
         !left(server_pid)

@@ -38,7 +38,6 @@ const ALLOWED: &[i64] = &[
     libc::SYS_fsync,
     libc::SYS_fdatasync,
     libc::SYS_sync,
-    libc::SYS_sync_file_range,
     libc::SYS_syncfs,
     libc::SYS_ftruncate,
     libc::SYS_truncate,
@@ -61,7 +60,6 @@ const ALLOWED: &[i64] = &[
     libc::SYS_getcwd,
     libc::SYS_chdir,
     libc::SYS_fchdir,
-    libc::SYS_renameat,
     libc::SYS_renameat2,
     libc::SYS_unlinkat,
     libc::SYS_linkat,
@@ -139,7 +137,6 @@ const ALLOWED: &[i64] = &[
     libc::SYS_gettimeofday,
     libc::SYS_times,
     libc::SYS_getrusage,
-    libc::SYS_setrlimit,
     libc::SYS_uname,
     libc::SYS_sysinfo,
     libc::SYS_getrandom,
@@ -220,7 +217,17 @@ const ALLOWED: &[i64] = &[
     libc::SYS_mq_timedreceive,
     libc::SYS_mq_notify,
     libc::SYS_mq_getsetattr,
-    // x86_64's older calls, which other tables lack (their `*at` forms are above).
+    // x86_64's older calls, which other tables lack or `libc` does not name for them (their
+    // newer forms are above).
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_sync_file_range,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_renameat,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_setrlimit,
+    // A thread's shadow stack, when glibc turns on the CPU's shadow stacks.
+    #[cfg(target_arch = "x86_64")]
+    SYS_MAP_SHADOW_STACK,
     #[cfg(target_arch = "x86_64")]
     libc::SYS_stat,
     #[cfg(target_arch = "x86_64")]
@@ -356,6 +363,10 @@ const DENIED: &[i64] = &[
     #[cfg(target_arch = "x86_64")]
     libc::SYS_ioperm,
 ];
+
+/// `map_shadow_stack` (Linux 6.6, x86_64), not in `libc` yet.
+#[cfg(target_arch = "x86_64")]
+const SYS_MAP_SHADOW_STACK: i64 = 453;
 
 /// `setxattrat`/`removexattrat` (Linux 6.13; the same number on every architecture's generic
 /// table and on x86_64), not in `libc` yet.
