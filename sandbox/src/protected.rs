@@ -75,6 +75,7 @@ impl RunScope {
     }
 
     /// The paths (relative) the view binds read-only inside the writable part.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn read_only_binds(&self) -> Vec<PathBuf> {
         let mut binds: Vec<PathBuf> = self
             .protected
