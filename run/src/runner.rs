@@ -960,8 +960,9 @@ impl Sweep {
         let Some(projects) = self.sandbox.projects_dir().map(Path::to_path_buf) else {
             return Vec::new();
         };
-        // A `stat` per folder of the writable part, through the sandbox's memo: cheap enough
-        // for the response path; moving what was found is not.
+        // A walk through the sandbox's watched memo of the writable part (a lookup per folder,
+        // or nothing when no entry came or went): cheap enough for the response path; moving
+        // what was found is not.
         let created = self.sandbox.created_protected(&self.scope);
         if created.is_empty() {
             return Vec::new();

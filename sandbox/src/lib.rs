@@ -16,11 +16,13 @@
 //!    per run where joining is refused): no capabilities outside, and no network interfaces but a
 //!    downed loopback (only the user namespace with `--allow-network`);
 //! 4. `setns` into the slot's mount namespace (`linux/mount.rs`): the host read-only, the projects
-//!    folder at `/projects`, the scratch at `/tmp`, protected names read-only;
+//!    folder at `/projects` with only the run's own project writable (`protected.rs`), the
+//!    scratch at `/tmp`, protected names read-only;
 //! 5. with the `pid-ns` layer, a pid namespace of its own whose pid 1 (`spawn/init.rs`) reaps
 //!    orphans and forwards signals; the interpreter is pid 2;
 //! 6. `PR_SET_NO_NEW_PRIVS`, then Landlock: read-only Python and system files, read-write projects
-//!    folder and scratch, nothing else; no signals or abstract sockets out of the sandbox; no TCP;
+//!    folder (the view narrows it to the run's project: rulesets are per slot, not per run) and
+//!    scratch, nothing else; no signals or abstract sockets out of the sandbox; no TCP;
 //! 7. seccomp, last: no ptrace, mount, bpf, keyctl, io_uring, namespaces, module loading, `socket()`
 //!    (any family without `--allow-network`, `AF_UNIX` always), no `setsid`/`setpgid`, no set-id
 //!    mode bits, owners or xattrs, no `prlimit64` on other processes, no `CLONE_PARENT`.
@@ -499,7 +501,7 @@ impl Sandbox {
     }
 
     /// What a run of `project` may write, and the protected names there now (a walk through a
-    /// memo of folder listings: a `stat` per folder of that part). Give it to
+    /// memo of folder listings kept valid by inotify watches; see `protected.rs`). Give it to
     /// [`Sandbox::spawn_scoped`], then to [`Sandbox::created_protected`] once the run is over.
     pub fn run_scope(&self, project: &RunProject) -> RunScope {
         match &self.guard {

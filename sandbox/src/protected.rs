@@ -75,6 +75,7 @@ impl RunScope {
     }
 
     /// The paths (relative) the view binds read-only inside the writable part.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn read_only_binds(&self) -> Vec<PathBuf> {
         let mut binds: Vec<PathBuf> = self
             .protected
@@ -138,6 +139,11 @@ impl Stamp {
     }
 }
 
+/// A walk's question: the part, and the subfolders a top-level run's view held.
+type WalkKey = (Writable, Option<Vec<PathBuf>>);
+/// A walk's answer: the protected entries, and the top folder's subfolders.
+type Walked = (Vec<Found>, Vec<PathBuf>);
+
 /// The projects folder's write rules and the memo of its listings; one per sandbox.
 #[derive(Debug)]
 pub(crate) struct ProjectGuard {
@@ -151,6 +157,8 @@ pub(crate) struct ProjectGuard {
 #[derive(Debug, Default)]
 struct Memos {
     listings: HashMap<PathBuf, Memo>,
+    /// Whole walks whose every folder was watched, valid until the next event.
+    walks: HashMap<WalkKey, Walked>,
     #[cfg(target_os = "linux")]
     watches: Option<watch::Watches>,
 }
@@ -163,6 +171,7 @@ impl ProjectGuard {
             scope,
             memo: Mutex::new(Memos {
                 listings: HashMap::new(),
+                walks: HashMap::new(),
                 #[cfg(target_os = "linux")]
                 watches: watch::Watches::new(),
             }),
@@ -205,15 +214,24 @@ impl ProjectGuard {
     /// subfolders. With `known` (the subfolders a run's view held read-only), the subfolders
     /// not among them are walked whole: a run of the top folder made them, and may have put a
     /// protected name anywhere inside.
-    fn walk(&self, writable: &Writable, known: Option<&[PathBuf]>) -> (Vec<Found>, Vec<PathBuf>) {
+    fn walk(&self, writable: &Writable, known: Option<&[PathBuf]>) -> Walked {
         let Ok(mut memo) = self.memo.lock() else {
             return (Vec::new(), Vec::new());
         };
         let memo = &mut *memo;
         #[cfg(target_os = "linux")]
         if let Some(watches) = &mut memo.watches {
-            watches.drain(&mut memo.listings);
+            if watches.drain(&mut memo.listings) {
+                memo.walks.clear();
+            }
         }
+        // `known` matters only to the top folder's walk.
+        let known = known.filter(|_| *writable == Writable::TopEntries);
+        let key = (writable.clone(), known.map(<[PathBuf]>::to_vec));
+        if let Some(walked) = memo.walks.get(&key) {
+            return walked.clone();
+        }
+        let mut all_watched = true;
         let now = SystemTime::now();
         let mut found = Vec::new();
         let mut subfolders = Vec::new();
@@ -223,6 +241,7 @@ impl ProjectGuard {
             Writable::Nothing => {}
             Writable::TopEntries => {
                 if let Some(top) = self.listing(memo, Path::new(""), now) {
+                    all_watched &= top.watched;
                     found.extend(top.protected.iter().map(|(name, real)| Found {
                         path: PathBuf::from(name),
                         real: *real,
@@ -242,6 +261,7 @@ impl ProjectGuard {
                 let Some(listing) = self.listing(memo, &rel, now) else {
                     continue;
                 };
+                all_watched &= listing.watched;
                 if listing.venv && (root_counts || rel != root) {
                     found.push(Found {
                         path: rel,
@@ -258,6 +278,9 @@ impl ProjectGuard {
         }
         found.sort();
         subfolders.sort();
+        if all_watched {
+            memo.walks.insert(key, (found.clone(), subfolders.clone()));
+        }
         (found, subfolders)
     }
 
@@ -387,12 +410,15 @@ mod watch {
         }
 
         /// Reads every queued event and forgets the listings they make stale: the folder an
-        /// entry changed in, and a folder that went (with everything memoized below it).
-        pub(super) fn drain(&mut self, listings: &mut HashMap<PathBuf, Memo>) {
+        /// entry changed in, and a folder that went (with everything memoized below it). True
+        /// when there was any event.
+        pub(super) fn drain(&mut self, listings: &mut HashMap<PathBuf, Memo>) -> bool {
+            let mut any = false;
             let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
             let mut reader = inotify::Reader::new(&self.fd, &mut buf);
             // Until EAGAIN: the queue is empty.
             while let Ok(event) = reader.next() {
+                any = true;
                 let flags = event.events();
                 if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
                     listings.clear();
@@ -419,6 +445,7 @@ mod watch {
                     }
                 }
             }
+            any
         }
     }
 

@@ -362,3 +362,33 @@ fn a_background_run_that_creates_a_protected_name_has_it_moved_and_named_in_get_
     assert!(!dir.path().join("a/.vscode").exists());
     server.close();
 }
+
+#[test]
+fn a_session_writes_its_project_only_and_what_it_made_with_a_protected_name_goes_when_it_stops() {
+    let (dir, _) = util::project(&[("a/keep.txt", "a\n"), ("b/keep.txt", "b\n")]);
+    let mut server = StdioServer::start(dir.path(), &["--allow-inline-code"]);
+    let started = server.call("session_start", json!({"project": "a"}));
+    let id = started["structuredContent"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session id: {started}"))
+        .to_owned();
+    let code = script(
+        r##"
+attempt("own", lambda: write("session.txt"))
+attempt("b", lambda: write("/projects/b/session.txt"))
+attempt("git", lambda: write(".git/hooks/pre-commit", "#!/bin/sh\nevil\n"))
+"##,
+    );
+    let reply = server.call("session_exec", json!({"session_id": id, "code": code}));
+    let stdout = reply["structuredContent"]["stdout"].as_str().unwrap_or("");
+    let tried: BTreeMap<String, String> = serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("no attempts in {reply}: {e}"));
+    done(&tried, &["own", "git"]);
+    refused(&tried, &["b"]);
+    assert!(dir.path().join("a/session.txt").exists());
+    assert!(!dir.path().join("b/session.txt").exists());
+    let stopped = server.call("session_stop", json!({"session_id": id}));
+    assert_eq!(stopped["isError"], false, "{stopped}");
+    assert!(!dir.path().join("a/.git").exists(), "a/.git stayed");
+    server.close();
+}

@@ -683,4 +683,43 @@ mod tests {
         std::os::unix::fs::symlink("/etc", &project).unwrap();
         assert!(MountPlan::new(&spec).is_err());
     }
+
+    #[test]
+    fn only_the_runs_own_project_is_bound_writable_over_the_read_only_projects() {
+        let projects = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let plan = MountPlan::new(&ViewSpec {
+            projects: Some(projects.path()),
+            scratch: scratch.path(),
+            shown: &[],
+            shm: None,
+            grants: &[],
+            host_writable: &[],
+            pycache: None,
+            support: None,
+            writable: &Writable::Tree(PathBuf::from("a")),
+            read_only: &[PathBuf::from("a/.git")],
+        })
+        .unwrap();
+        // /projects stays read-only (noexec added, nothing cleared).
+        assert!(plan
+            .ops
+            .iter()
+            .any(|op| matches!(op, Op::Attr { path, clear: 0, .. }
+            if path.as_bytes() == b"/newroot/projects")));
+        let project = plan.ops.iter().position(|op| {
+            matches!(op, Op::Rebind { path, clear, recursive: false, .. }
+                if path.as_bytes() == b"/newroot/projects/a" && clear & MOUNT_ATTR_RDONLY != 0)
+        });
+        let git = plan.ops.iter().position(|op| {
+            matches!(op, Op::Rebind { path, set, .. }
+                if path.as_bytes() == b"/newroot/projects/a/.git" && set & MOUNT_ATTR_RDONLY != 0)
+        });
+        // The project writable first, then its protected names read-only over it.
+        assert!(
+            matches!((project, git), (Some(p), Some(g)) if p < g),
+            "{:?}",
+            plan.ops
+        );
+    }
 }
