@@ -283,13 +283,15 @@ impl ServerHandler for PyRunServer {
         } else {
             resources::read(&self.app, &self.state.reads, uri).await?
         };
-        // Over `/mcp` the share stays taken until the answer is written; elsewhere it comes
-        // back here.
-        if let Some(hold) = ctx
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<ShareHold>())
-        {
+        // Over HTTP the share stays taken until the answer is written (`/sse` puts the hold in
+        // the request, rmcp's `/mcp` in its parts); over stdio it comes back here.
+        let extensions = &ctx.extensions;
+        let hold = extensions.get::<ShareHold>().or_else(|| {
+            extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<ShareHold>())
+        });
+        if let Some(hold) = hold {
             hold.keep(share);
         }
         Ok(result.into())

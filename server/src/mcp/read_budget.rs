@@ -5,10 +5,11 @@
 //! server by hundreds of MiB. A read waits for its share; one that waits longer than
 //! [`MAX_WAIT`] is refused with an error that says the server is busy.
 //!
-//! Over `/mcp` the answer is written after the handler returns, as fast as the client reads it:
+//! Over HTTP the answer is written after the handler returns, as fast as the client reads it:
 //! the transport puts a [`ShareHold`] in the request, the handler parks the share there, and the
-//! transport drops it once the answer's body has been written (or the client went away), so a
-//! client that reads slowly holds its share, not more of the server's memory.
+//! transport drops it once the answer has gone out (`/mcp`: its body written, or the client
+//! gone; `/sse`: the answer taken from the session's queue onto its stream), so a client that
+//! reads slowly holds its share, not more of the server's memory.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -67,11 +68,19 @@ impl ReadBudget {
 pub struct ShareHold(Arc<Mutex<Vec<ReadShare>>>);
 
 impl ShareHold {
-    pub fn keep(&self, share: ReadShare) {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<ReadShare>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(share);
+    }
+
+    pub fn keep(&self, share: ReadShare) {
+        self.lock().push(share);
+    }
+
+    /// True when no read parked a share here.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
     }
 }
 
