@@ -42,8 +42,8 @@ pub fn parse_artifact_uri(uri: &str) -> Option<(&str, String)> {
 
 /// `resources/read` of `pyrun://runs/{run_id}/files/{name}` for `caller`: text for UTF-8 text
 /// types, else a base64 blob, with its share of the read budget (keep it until the answer is
-/// written). An unknown, expired or foreign run, an unknown name and a URI that
-/// is not one all give the same "resource not found".
+/// written). An unknown, expired or foreign run, an unknown name and a URI that is not one all
+/// give the same "resource not found".
 pub async fn read_resource(
     app: &App,
     budget: &ReadBudget,
