@@ -65,7 +65,7 @@ pub async fn read_resource(
         .map_err(|_| not_found())?;
     let (share, read) = match found {
         Ok(file) => {
-            let share = budget.take(file.size).await?;
+            let share = budget.take(&caller.key(), file.size).await?;
             let read = tokio::task::spawn_blocking(move || {
                 let mime = file.mime_type;
                 if !is_text(mime) {

@@ -277,11 +277,11 @@ impl ServerHandler for PyRunServer {
             return fixture.map(Into::into);
         }
         let uri = request.uri.as_str();
+        let caller = self.caller(&ctx);
         let (result, share) = if uri.starts_with(RUNS_PREFIX) {
-            let caller = self.caller(&ctx);
             artifacts::read_resource(&self.app, &self.state.reads, &caller, uri).await?
         } else {
-            resources::read(&self.app, &self.state.reads, uri).await?
+            resources::read(&self.app, &self.state.reads, &caller, uri).await?
         };
         // Over HTTP the share stays taken until the answer is written (`/sse` puts the hold in
         // the request, rmcp's `/mcp` in its parts); over stdio it comes back here.
@@ -308,12 +308,12 @@ impl ServerHandler for PyRunServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         if let Some(fixture) = fixtures::get_prompt(&request) {
             return fixture.map(Into::into);
         }
-        prompts::get(&self.app, &self.state.reads, request)
+        prompts::get(&self.app, &self.state.reads, &self.caller(&ctx), request)
             .await
             .map(Into::into)
     }
