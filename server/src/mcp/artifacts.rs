@@ -42,8 +42,8 @@ pub fn parse_artifact_uri(uri: &str) -> Option<(&str, String)> {
 
 /// `resources/read` of `pyrun://runs/{run_id}/files/{name}` for `caller`: text for UTF-8 text
 /// types, else a base64 blob, with its share of the read budget (keep it until the answer is
-/// written). An unknown, expired or foreign run, an unknown name and a URI that
-/// is not one all give the same "resource not found".
+/// written). An unknown, expired or foreign run, an unknown name and a URI that is not one all
+/// give the same "resource not found".
 pub async fn read_resource(
     app: &App,
     budget: &ReadBudget,
@@ -65,7 +65,7 @@ pub async fn read_resource(
         .map_err(|_| not_found())?;
     let (share, read) = match found {
         Ok(file) => {
-            let share = budget.take(file.size).await?;
+            let share = budget.take(&caller.key(), file.size).await?;
             let read = tokio::task::spawn_blocking(move || {
                 let mime = file.mime_type;
                 if !is_text(mime) {

@@ -277,19 +277,21 @@ impl ServerHandler for PyRunServer {
             return fixture.map(Into::into);
         }
         let uri = request.uri.as_str();
+        let caller = self.caller(&ctx);
         let (result, share) = if uri.starts_with(RUNS_PREFIX) {
-            let caller = self.caller(&ctx);
             artifacts::read_resource(&self.app, &self.state.reads, &caller, uri).await?
         } else {
-            resources::read(&self.app, &self.state.reads, uri).await?
+            resources::read(&self.app, &self.state.reads, &caller, uri).await?
         };
-        // Over `/mcp` the share stays taken until the answer is written; elsewhere it comes
-        // back here.
-        if let Some(hold) = ctx
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<ShareHold>())
-        {
+        // Over HTTP the share stays taken until the answer is written (`/sse` puts the hold in
+        // the request, rmcp's `/mcp` in its parts); over stdio it comes back here.
+        let extensions = &ctx.extensions;
+        let hold = extensions.get::<ShareHold>().or_else(|| {
+            extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<ShareHold>())
+        });
+        if let Some(hold) = hold {
             hold.keep(share);
         }
         Ok(result.into())
@@ -306,12 +308,12 @@ impl ServerHandler for PyRunServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         if let Some(fixture) = fixtures::get_prompt(&request) {
             return fixture.map(Into::into);
         }
-        prompts::get(&self.app, &self.state.reads, request)
+        prompts::get(&self.app, &self.state.reads, &self.caller(&ctx), request)
             .await
             .map(Into::into)
     }

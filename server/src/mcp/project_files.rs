@@ -12,6 +12,7 @@ use super::read_budget::{ReadBudget, ReadShare};
 use super::reply::encode_segments;
 use crate::app::App;
 use crate::client_message::ClientMessage;
+use pyrun_run::caller::Caller;
 use pyrun_run::mime::OCTET_STREAM;
 use pyrun_run::paths::{PathError, ProjectFile, ProjectRoot, ReadError};
 
@@ -31,6 +32,7 @@ pub fn project_uri(relative: &str) -> String {
 pub(crate) async fn read_served(
     app: &Arc<App>,
     budget: &ReadBudget,
+    caller: &Caller,
     resolve: impl FnOnce(&ProjectRoot) -> Result<ProjectFile, Refused> + Send + 'static,
 ) -> Result<Result<(ProjectFile, Vec<u8>, ReadShare), Refused>, ErrorData> {
     let unfinished = |_| ErrorData::internal_error("the read did not finish", None);
@@ -42,7 +44,9 @@ pub(crate) async fn read_served(
         Ok(file) => file,
         Err(refused) => return Ok(Err(refused)),
     };
-    let share = budget.take(file.size().min(MAX_RESOURCE_BYTES)).await?;
+    let share = budget
+        .take(&caller.key(), file.size().min(MAX_RESOURCE_BYTES))
+        .await?;
     let app = app.clone();
     tokio::task::spawn_blocking(move || {
         let bytes = app

@@ -16,6 +16,7 @@ use super::project_files::{self, Refused};
 use super::read_budget::ReadBudget;
 use crate::app::App;
 use crate::client_message::{push_escaped, ClientMessage};
+use pyrun_run::caller::Caller;
 
 /// The prompts' names, in the order `prompts/list` gives them.
 pub const NAMES: [&str; 3] = ["run-and-explain", "debug-script", "write-tests"];
@@ -61,6 +62,7 @@ pub fn list() -> ListPromptsResult {
 pub async fn get(
     app: &Arc<App>,
     budget: &ReadBudget,
+    caller: &Caller,
     request: GetPromptRequestParams,
 ) -> Result<GetPromptResult, ErrorData> {
     let name = request.name.as_str();
@@ -84,7 +86,7 @@ pub async fn get(
     })?;
     let args = string_arg(&arguments, "args")?.unwrap_or_default();
     let given = file.clone();
-    let read = project_files::read_served(app, budget, move |root| {
+    let read = project_files::read_served(app, budget, caller, move |root| {
         let script = root.resolve_script(&given).map_err(Refused::Path)?;
         root.resolve_file(script.relative())
             .map_err(|_| Refused::Path(pyrun_run::paths::PathError::NotServed(given.clone())))

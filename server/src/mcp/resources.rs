@@ -28,6 +28,7 @@ use super::read_budget::{ReadBudget, ReadShare};
 use super::McpState;
 use crate::app::App;
 use crate::client_message::ClientMessage;
+use pyrun_run::caller::Caller;
 use pyrun_run::paths::PathError;
 
 /// The template clients may fill in.
@@ -94,6 +95,7 @@ pub fn templates() -> ListResourceTemplatesResult {
 pub async fn read(
     app: &Arc<App>,
     budget: &ReadBudget,
+    caller: &Caller,
     uri: &str,
 ) -> Result<(ReadResourceResult, ReadShare), ErrorData> {
     let Some(encoded) = uri.strip_prefix(PROJECTS_PREFIX) else {
@@ -110,7 +112,7 @@ pub async fn read(
             )
         })?
         .into_owned();
-    let read = read_served(app, budget, move |root| {
+    let read = read_served(app, budget, caller, move |root| {
         root.resolve_file(&path).map_err(Refused::Path)
     })
     .await?;

@@ -23,7 +23,7 @@ use axum::Extension;
 use axum::Router;
 use futures::channel::mpsc;
 use futures::{SinkExt, Stream, StreamExt};
-use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, GetExtensions, RequestId, ServerJsonRpcMessage};
 use rmcp::service::ServerInitializeError;
 use rmcp::{ServerHandler, ServiceExt};
 use serde::Deserialize;
@@ -31,6 +31,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::audit::{Channel, TransportKind};
 use crate::client_message::ClientMessage;
+use crate::mcp::ShareHold;
 use pyrun_run::caller::Caller;
 
 /// Path of the stream route.
@@ -40,6 +41,9 @@ pub const MESSAGES_PATH: &str = "/messages";
 
 /// Messages a session buffers in each direction before the sender waits.
 const CHANNEL_CAPACITY: usize = 64;
+/// Requests of a session whose read shares are tracked before those that hold none are
+/// forgotten (a cancelled request gets no answer, so its entry would never go).
+const MAX_PENDING_SHARES: usize = 1024;
 
 /// Builds one fresh MCP handler per session.
 pub type HandlerFactory<S> = Arc<dyn Fn() -> S + Send + Sync>;
@@ -63,6 +67,41 @@ pub struct SseSessions {
 struct SessionInbox {
     to_handler: mpsc::Sender<ClientJsonRpcMessage>,
     activity: Arc<Activity>,
+    shares: Arc<PendingShares>,
+}
+
+/// The read shares of a session's requests (see `mcp::read_budget`), by request id, until
+/// their answers are taken from the session's queue onto its stream: a client that reads its
+/// stream slowly leaves its answers queued with their shares, not more of the server's memory.
+#[derive(Default)]
+struct PendingShares(Mutex<HashMap<RequestId, ShareHold>>);
+
+impl PendingShares {
+    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, ShareHold>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn track(&self, id: RequestId, hold: ShareHold) {
+        let mut pending = self.lock();
+        if pending.len() >= MAX_PENDING_SHARES {
+            pending.retain(|_, hold| !hold.is_empty());
+        }
+        pending.insert(id, hold);
+    }
+
+    /// The answer to `message`'s request is on the stream: its shares go back.
+    fn answered(&self, message: &ServerJsonRpcMessage) {
+        let id = match message {
+            ServerJsonRpcMessage::Response(response) => Some(&response.id),
+            ServerJsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        if let Some(id) = id {
+            self.lock().remove(id);
+        }
+    }
 }
 
 impl SseSessions {
@@ -144,6 +183,7 @@ where
     let (to_handler, from_client) = mpsc::channel::<ClientJsonRpcMessage>(CHANNEL_CAPACITY);
     let (to_client, from_handler) = mpsc::channel::<ServerJsonRpcMessage>(CHANNEL_CAPACITY);
     let activity = Arc::new(Activity::new());
+    let shares = Arc::new(PendingShares::default());
     let session_ct = state.shutdown.child_token();
 
     state.sessions.lock().insert(
@@ -151,6 +191,7 @@ where
         SessionInbox {
             to_handler,
             activity: activity.clone(),
+            shares: shares.clone(),
         },
     );
     tracing::info!(session = %id, "sse session opened");
@@ -167,7 +208,9 @@ where
         .data(format!("{MESSAGES_PATH}?sessionId={id}"));
     let messages = from_handler.map(move |message| {
         activity.touch();
-        Ok::<_, Infallible>(message_event(&message))
+        let event = message_event(&message);
+        shares.answered(&message);
+        Ok::<_, Infallible>(event)
     });
     let events = futures::stream::once(async { Ok(endpoint) })
         .chain(messages)
@@ -296,6 +339,9 @@ async fn post_message<S>(
             transport: TransportKind::Sse,
             session_id: Some(Arc::from(id)),
         });
+        let hold = ShareHold::default();
+        extensions.insert(hold.clone());
+        inbox.shares.track(r.id.clone(), hold);
     }
     inbox.activity.touch();
     let mut to_handler = inbox.to_handler;
