@@ -15,7 +15,8 @@ use serde_json::{json, Value};
 /// `main(outside, home, port)` tries each attack and prints `RESULT name outcome`; never opens
 /// anything outside what the test made.
 const PAYLOAD: &str = r#"
-import errno, os, socket
+import ctypes, errno, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
 
 def attempt(name, attack):
     try:
@@ -24,13 +25,53 @@ def attempt(name, attack):
     except OSError as e:
         print("RESULT", name, errno.errorcode.get(e.errno, e.errno), flush=True)
 
-def main(outside, home, port):
+def shm_attach(key):
+    if libc.shmget(int(key), 0, 0) < 0:
+        raise OSError(ctypes.get_errno(), "shmget")
+
+def inotify_hog():
+    held = []
+    while len(held) < 10000:
+        fd = libc.inotify_init1(0)
+        if fd < 0:
+            break
+        held.append(fd)
+    for fd in held:
+        os.close(fd)
+    print("INOTIFY", len(held), flush=True)
+    if len(held) >= 64:
+        return
+    raise OSError(errno.EMFILE, "capped")
+
+def main(outside, home, port, key):
     attempt("chmod", lambda: os.chmod(outside, 0o666))
     attempt("utime", lambda: os.utime(outside, (0, 0)))
     attempt("stat-outside", lambda: os.stat(outside))
     attempt("stat-home", lambda: os.listdir(home))
     attempt("connect", lambda: socket.create_connection(("127.0.0.1", int(port)), timeout=3).close())
+    attempt("shm-attach", lambda: shm_attach(key))
+    attempt("inotify-hog", inotify_hog)
 "#;
+
+/// Makes a SysV shared-memory segment under `key` (the test's own), or removes it.
+const SEGMENT: &str = r#"
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+key, remove = int(sys.argv[1]), sys.argv[2] == "remove"
+shmid = libc.shmget(key, 0 if remove else 4096, 0 if remove else 0o1600)
+if remove and shmid >= 0:
+    libc.shmctl(shmid, 0, None)
+elif not remove and shmid < 0:
+    sys.exit("shmget failed")
+"#;
+
+fn segment(key: &str, action: &str) {
+    let status = std::process::Command::new(pyrun_mcp_tests::python())
+        .args(["-c", SEGMENT, key, action])
+        .status()
+        .unwrap();
+    assert!(status.success(), "{action} the test's segment");
+}
 
 fn results(text: &str) -> Vec<(String, String)> {
     text.lines()
@@ -45,7 +86,15 @@ fn assert_refused(kind: &str, out: &str) {
     let names: Vec<&str> = results.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
-        ["chmod", "utime", "stat-outside", "stat-home", "connect"],
+        [
+            "chmod",
+            "utime",
+            "stat-outside",
+            "stat-home",
+            "connect",
+            "shm-attach",
+            "inotify-hog"
+        ],
         "{kind}: the payload did not run whole: {out}"
     );
     for (name, outcome) in &results {
@@ -66,14 +115,18 @@ fn every_kind_of_process_refuses_the_same_hostile_payload() {
     let canary = TcpListener::bind("127.0.0.1:0").unwrap();
     canary.set_nonblocking(true).unwrap();
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    // A key no one else uses: this test's pid in a range of its own.
+    let key = (0x5059_1000_u32 | (std::process::id() & 0xfff)).to_string();
+    segment(&key, "make");
     let args = [
         outside.display().to_string(),
         home,
         canary.local_addr().unwrap().port().to_string(),
+        key.clone(),
     ];
     let call = format!(
-        "import payload; payload.main({:?}, {:?}, {:?})",
-        args[0], args[1], args[2]
+        "import payload; payload.main({:?}, {:?}, {:?}, {:?})",
+        args[0], args[1], args[2], args[3]
     );
     std::fs::write(projects.join("app/attack.py"), format!("{call}\n")).unwrap();
     let mut server = StdioServer::start(&projects, &["--allow-inline-code"]);
@@ -128,4 +181,5 @@ fn every_kind_of_process_refuses_the_same_hostile_payload() {
     assert_eq!(after.modified().unwrap(), mtime);
     assert!(canary.accept().is_err(), "the canary port was reached");
     server.close();
+    segment(&key, "remove");
 }
