@@ -57,22 +57,8 @@ fn all_refused(attempts: &BTreeMap<String, String>, names: &[&str], errnos: &[&s
     }
 }
 
-/// The Python side: `attempt(name, fn)` records how each call ended; `report()` prints them.
-const ATTEMPT: &str = r##"
-import errno, json, os, sys
-_results = {}
-def attempt(name, f):
-    try:
-        f()
-        _results[name] = "DONE"
-    except OSError as e:
-        _results[name] = errno.errorcode.get(e.errno, str(e.errno))
-def report():
-    print(json.dumps(_results))
-"##;
-
 fn script(body: &str) -> String {
-    format!("{ATTEMPT}\n{body}\nreport()\n")
+    format!("{}\n{body}\nreport()\n", util::ATTEMPT)
 }
 
 /// When the tests run as root: a uid no account uses, for a second, unprivileged server (and its

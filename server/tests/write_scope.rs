@@ -11,25 +11,8 @@ use crate::util;
 use pyrun_mcp_tests::stdio::StdioServer;
 use serde_json::{json, Value};
 
-/// The Python side: `attempt(name, fn)` records how each call ended ("DONE" or the errno's
-/// name); `report()` prints them as one JSON object on the last line.
-const ATTEMPT: &str = r##"
-import errno, json, os
-_results = {}
-def attempt(name, f):
-    try:
-        f()
-        _results[name] = "DONE"
-    except OSError as e:
-        _results[name] = errno.errorcode.get(e.errno, str(e.errno))
-def write(path, text="x\n", mode="w"):
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, mode) as f:
-        f.write(text)
-"##;
-
 fn script(body: &str) -> String {
-    format!("{ATTEMPT}\n{body}\nprint(json.dumps(_results))\n")
+    format!("{}\n{body}\nreport()\n", util::ATTEMPT)
 }
 
 fn run(server: &mut StdioServer, file: &str) -> Value {

@@ -592,13 +592,7 @@ impl Store {
         }
         let left = wait(&counters);
         if left == 0 {
-            for key in keys {
-                tx.execute(
-                    "INSERT INTO failures (key, count, last) VALUES (?1, 1, ?2)
-                     ON CONFLICT (key) DO UPDATE SET count = count + 1, last = ?2",
-                    params![key, now],
-                )?;
-            }
+            count_failures(&tx, keys, now)?;
         }
         tx.commit()?;
         Ok(left)
@@ -607,13 +601,7 @@ impl Store {
     pub fn record_failure(&self, keys: &[&str], now: i64) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        for key in keys {
-            tx.execute(
-                "INSERT INTO failures (key, count, last) VALUES (?1, 1, ?2)
-                 ON CONFLICT (key) DO UPDATE SET count = count + 1, last = ?2",
-                params![key, now],
-            )?;
-        }
+        count_failures(&tx, keys, now)?;
         tx.commit()?;
         Ok(())
     }
@@ -685,6 +673,22 @@ fn create_owner_only_file(path: &Path) -> std::io::Result<()> {
         }
         #[cfg(not(unix))]
         options.open(&file)?;
+    }
+    Ok(())
+}
+
+/// One more failed attempt for each of `keys`, at `now`.
+fn count_failures(
+    tx: &rusqlite::Transaction<'_>,
+    keys: &[&str],
+    now: i64,
+) -> Result<(), StoreError> {
+    for key in keys {
+        tx.execute(
+            "INSERT INTO failures (key, count, last) VALUES (?1, 1, ?2)
+             ON CONFLICT (key) DO UPDATE SET count = count + 1, last = ?2",
+            params![key, now],
+        )?;
     }
     Ok(())
 }

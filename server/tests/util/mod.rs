@@ -99,3 +99,23 @@ pub fn peak_rss_mib(pid: u32) -> u64 {
     let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
     kib / 1024
 }
+
+/// The Python side of attack scripts: `attempt(name, fn)` records how each call ended ("DONE" or
+/// the errno's name), `write(path)` writes a file (making its folders), `report()` prints the
+/// results as one JSON object on the last line. Prepend it to a script's body.
+pub const ATTEMPT: &str = r##"
+import errno, json, os, sys
+_results = {}
+def attempt(name, f):
+    try:
+        f()
+        _results[name] = "DONE"
+    except OSError as e:
+        _results[name] = errno.errorcode.get(e.errno, str(e.errno))
+def write(path, text="x\n", mode="w"):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, mode) as f:
+        f.write(text)
+def report():
+    print(json.dumps(_results))
+"##;
