@@ -283,13 +283,14 @@ impl ServerHandler for PyRunServer {
         } else {
             resources::read(&self.app, &self.state.reads, uri).await?
         };
-        // Over `/mcp` the share stays taken until the answer is written; elsewhere it comes
-        // back here.
-        if let Some(hold) = ctx
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<ShareHold>())
-        {
+        // Over `/mcp` and SSE the share stays taken until the answer is written; over stdio it
+        // comes back here.
+        let hold = ctx.extensions.get::<ShareHold>().or_else(|| {
+            ctx.extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<ShareHold>())
+        });
+        if let Some(hold) = hold {
             hold.keep(share);
         }
         Ok(result.into())

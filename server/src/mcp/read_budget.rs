@@ -5,7 +5,8 @@
 //! server by hundreds of MiB. A read waits for its share; one that waits longer than
 //! [`MAX_WAIT`] is refused with an error that says the server is busy.
 //!
-//! Over `/mcp` the answer is written after the handler returns, as fast as the client reads it:
+//! Over `/mcp` (and `/sse`, where the transport keeps a hold per read until its answer leaves for
+//! the stream) the answer is written after the handler returns, as fast as the client reads it:
 //! the transport puts a [`ShareHold`] in the request, the handler parks the share there, and the
 //! transport drops it once the answer's body has been written (or the client went away), so a
 //! client that reads slowly holds its share, not more of the server's memory.

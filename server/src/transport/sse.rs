@@ -23,7 +23,9 @@ use axum::Extension;
 use axum::Router;
 use futures::channel::mpsc;
 use futures::{SinkExt, Stream, StreamExt};
-use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, GetExtensions, RequestId, ServerJsonRpcMessage,
+};
 use rmcp::service::ServerInitializeError;
 use rmcp::{ServerHandler, ServiceExt};
 use serde::Deserialize;
@@ -31,6 +33,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::audit::{Channel, TransportKind};
 use crate::client_message::ClientMessage;
+use crate::mcp::ShareHold;
 use pyrun_run::caller::Caller;
 
 /// Path of the stream route.
@@ -63,6 +66,40 @@ pub struct SseSessions {
 struct SessionInbox {
     to_handler: mpsc::Sender<ClientJsonRpcMessage>,
     activity: Arc<Activity>,
+    reads: ReadHolds,
+}
+
+/// The read budget's shares of a session's `resources/read` requests, by request id, until
+/// their answers leave for the stream: a client that does not read its stream holds its shares,
+/// not answers queued in the server without bound (as `/mcp` does with its own hold).
+#[derive(Clone, Default)]
+struct ReadHolds(Arc<Mutex<HashMap<RequestId, ShareHold>>>);
+
+impl ReadHolds {
+    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, ShareHold>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A hold for the read `id`, given to its handler in the request's extensions.
+    fn hold(&self, id: &RequestId) -> ShareHold {
+        let hold = ShareHold::default();
+        self.lock().insert(id.clone(), hold.clone());
+        hold
+    }
+
+    /// The answer to `message`'s request is on its way: its shares go back.
+    fn answered(&self, message: &ServerJsonRpcMessage) {
+        let id = match message {
+            ServerJsonRpcMessage::Response(r) => Some(&r.id),
+            ServerJsonRpcMessage::Error(e) => e.id.as_ref(),
+            _ => None,
+        };
+        if let Some(id) = id {
+            self.lock().remove(id);
+        }
+    }
 }
 
 impl SseSessions {
@@ -144,6 +181,7 @@ where
     let (to_handler, from_client) = mpsc::channel::<ClientJsonRpcMessage>(CHANNEL_CAPACITY);
     let (to_client, from_handler) = mpsc::channel::<ServerJsonRpcMessage>(CHANNEL_CAPACITY);
     let activity = Arc::new(Activity::new());
+    let reads = ReadHolds::default();
     let session_ct = state.shutdown.child_token();
 
     state.sessions.lock().insert(
@@ -151,6 +189,7 @@ where
         SessionInbox {
             to_handler,
             activity: activity.clone(),
+            reads: reads.clone(),
         },
     );
     tracing::info!(session = %id, "sse session opened");
@@ -167,7 +206,9 @@ where
         .data(format!("{MESSAGES_PATH}?sessionId={id}"));
     let messages = from_handler.map(move |message| {
         activity.touch();
-        Ok::<_, Infallible>(message_event(&message))
+        let event = message_event(&message);
+        reads.answered(&message);
+        Ok::<_, Infallible>(event)
     });
     let events = futures::stream::once(async { Ok(endpoint) })
         .chain(messages)
@@ -296,6 +337,10 @@ async fn post_message<S>(
             transport: TransportKind::Sse,
             session_id: Some(Arc::from(id)),
         });
+        if matches!(r.request, ClientRequest::ReadResourceRequest(_)) {
+            let hold = inbox.reads.hold(&r.id);
+            r.request.extensions_mut().insert(hold);
+        }
     }
     inbox.activity.touch();
     let mut to_handler = inbox.to_handler;
