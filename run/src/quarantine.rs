@@ -65,7 +65,7 @@ impl Quarantine {
                 let moved = made
                     .as_ref()
                     .map_err(|e| io::Error::new(e.kind(), e.to_string()))
-                    .and_then(|()| move_out(&projects.join(rel), &batch.join(rel)));
+                    .and_then(|()| move_out(projects, rel, &batch.join(rel)));
                 if let Err(e) = &moved {
                     tracing::warn!(
                         path = %rel.display(),
@@ -118,21 +118,64 @@ fn private_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Moves `from` (a file, folder or link, never followed) to `to`, making `to`'s parents.
-fn move_out(from: &Path, to: &Path) -> io::Result<()> {
+/// Moves `rel` of `projects` (a file, folder or link, never followed) to `to`, making `to`'s
+/// parents. No link on the way to it is followed either: a run still going (another run of the
+/// same project) could swap a folder on the way for a link between the walk that found the entry
+/// and this move, and have the server move some other project's `.git`, or a host folder's.
+#[cfg(target_os = "linux")]
+fn move_out(projects: &Path, rel: &Path, to: &Path) -> io::Result<()> {
+    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
+    let name = rel
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no entry name"))?;
+    let parent_rel = match rel.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let root = rustix::fs::open(projects, dir_flags, Mode::empty())?;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    let parent = openat2(
+        &root,
+        parent_rel,
+        dir_flags | OFlags::NOFOLLOW,
+        Mode::empty(),
+        resolve,
+    )?;
+    let to_parent = to.parent().unwrap_or(to);
+    std::fs::create_dir_all(to_parent)?;
+    let into = rustix::fs::open(to_parent, dir_flags, Mode::empty())?;
+    match rustix::fs::renameat(&parent, name, &into, name) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::XDEV) => {
+            // Through the folder held open: the path names it, whatever happens to its name.
+            use std::os::fd::AsRawFd as _;
+            let from = PathBuf::from(format!("/proc/self/fd/{}", parent.as_raw_fd())).join(name);
+            copy_tree(&from, to)?;
+            remove_entry(&from)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// See the Linux version; here a link on the way is followed.
+#[cfg(not(target_os = "linux"))]
+fn move_out(projects: &Path, rel: &Path, to: &Path) -> io::Result<()> {
+    let from = projects.join(rel);
     if let Some(parent) = to.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    match std::fs::rename(from, to) {
+    match std::fs::rename(&from, to) {
         Ok(()) => Ok(()),
         Err(e) if is_cross_device(&e) => {
-            copy_tree(from, to)?;
-            remove_entry(from)
+            copy_tree(&from, to)?;
+            remove_entry(&from)
         }
         Err(e) => Err(e),
     }
 }
 
+#[cfg_attr(target_os = "linux", allow(dead_code))]
 fn is_cross_device(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::CrossesDevices
 }
@@ -197,5 +240,35 @@ mod tests {
             std::fs::read_to_string(batch.join("a/.vscode/tasks.json")).unwrap(),
             "{}"
         );
+    }
+
+    #[test]
+    fn a_folder_swapped_for_a_link_after_the_walk_moves_nothing_outside_the_project() {
+        let projects = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = projects.path();
+        // What the walk found: a/p/.git. What a run still going made of it before the move:
+        // a/p, a link to another project's folder holding a real .git.
+        std::fs::create_dir_all(root.join("b/sub/.git")).unwrap();
+        std::fs::write(root.join("b/sub/.git/config"), "[core]\n").unwrap();
+        std::fs::create_dir_all(root.join("a")).unwrap();
+        std::os::unix::fs::symlink("../b/sub", root.join("a/p")).unwrap();
+        let quarantine = Quarantine::new(state.path().join(QUARANTINE_DIR));
+        let taken = quarantine.take(root, &[PathBuf::from("a/p/.git")]);
+        assert_eq!(
+            taken,
+            [Quarantined {
+                path: "a/p/.git".into(),
+                moved: false
+            }]
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("b/sub/.git/config")).unwrap(),
+            "[core]\n"
+        );
+        // The project's own top-level entries still move.
+        std::fs::create_dir_all(root.join(".vscode")).unwrap();
+        let taken = quarantine.take(root, &[PathBuf::from(".vscode")]);
+        assert!(taken[0].moved, "{taken:?}");
     }
 }

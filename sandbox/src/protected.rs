@@ -33,6 +33,10 @@ use std::time::{Duration, SystemTime};
 
 use crate::{is_protected_name, RunProject, WriteScope};
 
+/// The entries that make git take a folder for a repository (its `is_git_directory`).
+const GIT_DIR_PARTS: [&str; 3] = [GIT_HEAD, "objects", "refs"];
+const GIT_HEAD: &str = "HEAD";
+
 /// How old a folder's mtime must be for its listing to be trusted later.
 const RACY: Duration = Duration::from_secs(2);
 
@@ -98,6 +102,10 @@ struct Memo {
     protected: Vec<(OsString, bool)>,
     /// It holds a `pyvenv.cfg`: a venv, protected whole.
     venv: bool,
+    /// It holds `HEAD`, `objects` and `refs`: git takes it for a repository of its own (a bare
+    /// one, or any with `core.bare = false` in its `config`), whatever its name, and runs its
+    /// `core.fsmonitor`, hooks and pager for a user whose shell merely enters it.
+    git_dir: bool,
     /// Watched since before it was listed: valid until an event names it.
     watched: bool,
 }
@@ -242,6 +250,12 @@ impl ProjectGuard {
             Writable::TopEntries => {
                 if let Some(top) = self.listing(memo, Path::new(""), now) {
                     all_watched &= top.watched;
+                    if top.git_dir {
+                        found.push(Found {
+                            path: PathBuf::from(GIT_HEAD),
+                            real: true,
+                        });
+                    }
                     found.extend(top.protected.iter().map(|(name, real)| Found {
                         path: PathBuf::from(name),
                         real: *real,
@@ -262,12 +276,21 @@ impl ProjectGuard {
                     continue;
                 };
                 all_watched &= listing.watched;
-                if listing.venv && (root_counts || rel != root) {
+                let whole = listing.venv || listing.git_dir;
+                if whole && (root_counts || rel != root) {
                     found.push(Found {
                         path: rel,
                         real: true,
                     });
                     continue;
+                }
+                if listing.git_dir {
+                    // The root itself cannot move: without its `HEAD`, git no longer takes it
+                    // for a repository.
+                    found.push(Found {
+                        path: rel.join(GIT_HEAD),
+                        real: true,
+                    });
                 }
                 found.extend(listing.protected.iter().map(|(name, real)| Found {
                     path: rel.join(name),
@@ -333,8 +356,10 @@ fn list(dir: &Path, stamp: Stamp) -> Option<Memo> {
         subdirs: Vec::new(),
         protected: Vec::new(),
         venv: false,
+        git_dir: false,
         watched: false,
     };
+    let mut git_parts = [false; 3];
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let name = entry.file_name();
         // The entry's own type, never its link's target.
@@ -345,6 +370,10 @@ fn list(dir: &Path, stamp: Stamp) -> Option<Memo> {
         if bytes == b"pyvenv.cfg" && kind.is_file() {
             memo.venv = true;
         }
+        // Any kind: git follows links for each of them.
+        if let Some(at) = GIT_DIR_PARTS.iter().position(|p| p.as_bytes() == bytes) {
+            git_parts[at] = true;
+        }
         if is_protected_name(bytes) {
             let real = kind.is_dir() || kind.is_file();
             memo.protected.push((name, real));
@@ -352,6 +381,7 @@ fn list(dir: &Path, stamp: Stamp) -> Option<Memo> {
             memo.subdirs.push(name);
         }
     }
+    memo.git_dir = git_parts.iter().all(|p| *p);
     Some(memo)
 }
 
@@ -574,5 +604,32 @@ mod tests {
             guard.created(&scope),
             [PathBuf::from("env"), PathBuf::from("made/deep/.git")]
         );
+    }
+
+    #[test]
+    fn a_folder_git_takes_for_a_repository_is_protected_whatever_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let repo = |at: &str| {
+            for d in ["objects", "refs/heads"] {
+                std::fs::create_dir_all(root.join(at).join(d)).unwrap();
+            }
+            std::fs::write(root.join(at).join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        };
+        std::fs::create_dir_all(root.join("a/half/objects")).unwrap();
+        std::fs::write(root.join("a/half/HEAD"), "x").unwrap();
+        let guard = ProjectGuard::new(root.to_path_buf(), false, WriteScope::Project);
+        let scope = guard.scope(&RunProject::Folder("a".into()));
+        assert!(scope.protected.is_empty(), "{:?}", scope.protected);
+        repo("a/docs");
+        repo("a");
+        // A folder inside goes whole; the project itself loses its `HEAD`.
+        assert_eq!(
+            guard.created(&scope),
+            [PathBuf::from("a/HEAD"), PathBuf::from("a/docs")]
+        );
+        let top = guard.scope(&RunProject::Top);
+        repo("");
+        assert_eq!(guard.created(&top), [PathBuf::from("HEAD")]);
     }
 }

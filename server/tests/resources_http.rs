@@ -186,3 +186,36 @@ async fn forty_concurrent_reads_of_an_eight_mib_file_keep_the_server_under_400_m
         "the server's peak RSS went {before} -> {peak} MiB"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_sse_client_that_does_not_read_its_stream_cannot_queue_eighty_large_reads_in_the_server()
+{
+    let projects = projects().file("big.txt", vec![b'x'; 8 * 1024 * 1024 - 4096]);
+    let server = HttpServer::start(projects.path(), &["--auth-token", TOKEN]);
+    let session = SseSession::open(&server, Some(TOKEN)).await;
+    let before = crate::util::peak_rss_mib(server.pid());
+    // Each answer waits for the stream nobody reads: without a hold per read, every one was
+    // built and queued (120 of them: 1 GiB, for as long as the client stalled).
+    for i in 0..80 {
+        let read = json!({"uri": "pyrun://projects/big.txt"});
+        let posted = session
+            .post(&request(100 + i, "resources/read", read))
+            .await;
+        assert_eq!(posted, StatusCode::ACCEPTED);
+    }
+    // A debug build encodes 8 MiB slowly: time enough for the old code to build most of them.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let peak = crate::util::peak_rss_mib(server.pid());
+    eprintln!("80 unread SSE reads: peak RSS {before} -> {peak} MiB");
+    assert!(
+        peak < 400,
+        "the server's peak RSS went {before} -> {peak} MiB"
+    );
+    // Read at last, the stream gives the answers.
+    let mut session = session;
+    let (answer, _) = session.events.response_to(100).await;
+    assert!(
+        answer["result"]["contents"][0]["text"].is_string(),
+        "{answer}"
+    );
+}

@@ -375,3 +375,43 @@ attempt("git", lambda: write(".git/hooks/pre-commit", "#!/bin/sh\nevil\n"))
     assert!(!dir.path().join("a/.git").exists(), "a/.git stayed");
     server.close();
 }
+
+#[test]
+fn a_folder_a_run_makes_into_a_git_repository_under_another_name_does_not_stay() {
+    // git takes any folder holding HEAD, objects and refs for a repository: with this config,
+    // a user's `git status` (or a prompt that runs it) inside `docs` runs the fsmonitor.
+    let body = r##"
+config = "[core]\n\tbare = false\n\tworktree = .\n\tfsmonitor = \"evil\"\n"
+def repo(at):
+    os.makedirs(at + "/objects", exist_ok=True)
+    os.makedirs(at + "/refs/heads", exist_ok=True)
+    write(at + "/HEAD", "ref: refs/heads/main\n")
+    write(at + "/config", config)
+attempt("docs", lambda: repo("docs"))
+attempt("itself", lambda: repo("."))
+attempt("old", lambda: write("old/config", config))
+"##;
+    let (dir, _) = util::project(&[
+        ("a/make.py", &script(body)),
+        ("a/old/HEAD", "ref: refs/heads/main\n"),
+        ("a/old/objects/.keep", ""),
+        ("a/old/refs/.keep", ""),
+        ("a/old/config", "[core]\n"),
+    ]);
+    let state = tempfile::tempdir().unwrap();
+    let state_arg = state.path().to_str().unwrap();
+    let mut server = StdioServer::start(dir.path(), &["--state-dir", state_arg]);
+    let result = run(&mut server, "a/make.py");
+    require_view(&result);
+    let tried = attempts(&result);
+    done(&tried, &["docs", "itself"]);
+    // One that was there before is read-only whole, like a venv.
+    refused(&tried, &["old"]);
+    assert_eq!(read(dir.path(), "a/old/config"), "[core]\n");
+    assert!(!dir.path().join("a/docs").exists(), "a/docs stayed");
+    assert!(!dir.path().join("a/HEAD").exists(), "a/HEAD stayed");
+    let reported: Vec<String> =
+        serde_json::from_value(result["structuredContent"]["quarantined"].clone()).unwrap();
+    assert_eq!(reported, ["a/HEAD", "a/docs"]);
+    server.close();
+}

@@ -76,6 +76,11 @@ fn empty_dir(dir: &Path, depth: usize) {
                 empty_dir(&path, depth + 1);
                 let _ = std::fs::remove_dir(&path);
             }
+            // Deeper than the walk goes: what a run nested there would otherwise stay on disk,
+            // and pile up run after run, until the server ends.
+            Ok(t) if t.is_dir() => {
+                let _ = std::fs::remove_dir_all(&path);
+            }
             _ => {
                 let _ = std::fs::remove_file(&path);
             }
@@ -108,5 +113,18 @@ mod tests {
         let dir = shm.path().to_path_buf();
         drop(shm);
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_tree_nested_deeper_than_the_walk_goes_too() {
+        let root = tempfile::tempdir().unwrap();
+        let scratch = root.path().join("slot-0");
+        std::fs::create_dir(&scratch).unwrap();
+        let shm = SlotShm::new(&scratch).unwrap();
+        let deep = (0..MAX_DEPTH + 16).fold(shm.path().to_path_buf(), |p, _| p.join("d"));
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join("kept"), "x").unwrap();
+        shm.empty();
+        assert!(shm.is_empty());
     }
 }
