@@ -1132,3 +1132,82 @@ print("STAT", os.stat(".").st_mode != 0, os.access(".", os.R_OK), flush=True)
         out.stderr
     );
 }
+
+/// The kernel uid of `pid` (real, effective, saved), from its `/proc` status.
+fn kernel_uids(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .map(|ids| ids.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_root_servers_run_has_a_kernel_uid_of_its_own_and_its_files_belong_to_the_folders_owner() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let fx = Fixture::new();
+    if !fx.has_layer(
+        "run-uid",
+        "a_root_servers_run_has_a_kernel_uid_of_its_own_and_its_files_belong_to_the_folders_owner",
+    ) {
+        return;
+    }
+    // A file of another user in the run's own project: the idmap shows only the folder's
+    // owner as the run, so this one is "others" to it.
+    let other = fx.project.join("other.txt");
+    std::fs::write(&other, SECRET).unwrap();
+    std::os::unix::fs::chown(&other, Some(12345), Some(12345)).unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mine = fx.project.join("mine.txt");
+    std::fs::write(&mine, "the folder owner's").unwrap();
+    std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let script = r#"
+import os, time
+print("uid", os.getuid(), flush=True)
+with open("made.txt", "w") as f:
+    f.write("made")
+print("mine", open("mine.txt").read(), flush=True)
+try:
+    print("other", open("other.txt").read(), flush=True)
+except OSError as e:
+    print("other refused", e.errno, flush=True)
+time.sleep(1)
+"#;
+    let mut seen = Vec::new();
+    let out = fx.run_watching(script, &[], Duration::from_secs(20), |pid| {
+        // Pid 1, then the interpreter (its child) once it shows.
+        seen.push(kernel_uids(pid));
+        let children = format!("/proc/{pid}/task/{pid}/children");
+        let child = (0..100).find_map(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            std::fs::read_to_string(&children)
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse::<i32>()
+                .ok()
+        });
+        seen.push(child.map(kernel_uids).unwrap_or_default());
+    });
+    assert_eq!(out.value("uid").as_deref(), Some("65534"), "{}", out.stderr);
+    assert_eq!(seen.len(), 2);
+    for ids in &seen {
+        let uids: Vec<&str> = ids.split_whitespace().collect();
+        assert_eq!(uids.len(), 3, "no uids read: {seen:?}");
+        assert!(
+            uids.iter().all(|u| *u != "0" && *u == uids[0]),
+            "a run's process has kernel uid 0 or mixed ids: {seen:?}"
+        );
+    }
+    let made = std::fs::metadata(fx.project.join("made.txt")).expect("the run made its file");
+    let owner = std::fs::metadata(&fx.project).unwrap();
+    assert_eq!((made.uid(), made.gid()), (owner.uid(), owner.gid()));
+    assert_eq!(out.value("mine").as_deref(), Some("the folder owner's"));
+    assert_eq!(
+        out.value("other").as_deref(),
+        Some("refused 13"),
+        "{}",
+        out.stdout
+    );
+}
