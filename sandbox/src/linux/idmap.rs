@@ -25,6 +25,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use super::mount::cstring;
@@ -34,6 +35,9 @@ use super::namespaces::{die_with_parent, wait_status};
 /// the ranges distributions hand out (`/etc/login.defs`, systemd's dynamic users, `subuid`
 /// ranges start at 100000 and grow by 65536 per user).
 pub(super) const RUN_KUID: u32 = 0x7e57_0000 + 0x2a;
+
+/// Set when a projects folder of this process could not be idmapped.
+static PROJECTS_CANNOT_IDMAP: AtomicBool = AtomicBool::new(false);
 
 const OPEN_TREE_CLONE: libc::c_uint = 0x1;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
@@ -57,15 +61,25 @@ pub(super) struct Idmaps {
 impl Idmaps {
     /// `Some` when this server may give runs their own uid: it runs as root and the folder
     /// `projects` (where runs write) can be idmapped. Says why not otherwise.
+    ///
+    /// An install's sandbox has no projects folder (its folders are granted per install): it
+    /// probes the temp folder, and follows the process's projects folder when one was probed
+    /// and failed (an install's venv lies in it).
     pub(super) fn probe(projects: Option<&Path>) -> Option<Self> {
         if !rustix::process::geteuid().is_root() {
             return None;
         }
+        if projects.is_none() && PROJECTS_CANNOT_IDMAP.load(Ordering::Relaxed) {
+            return None;
+        }
         let idmaps = Self::default();
-        let folder = projects.unwrap_or(Path::new("/tmp"));
-        match idmaps.clone_tree(folder) {
+        let temp = std::env::temp_dir();
+        match idmaps.clone_tree(projects.unwrap_or(&temp)) {
             Ok(_) => Some(idmaps),
             Err(e) => {
+                if projects.is_some() {
+                    PROJECTS_CANNOT_IDMAP.store(true, Ordering::Relaxed);
+                }
                 tracing::warn!(
                     error = %e,
                     "sandbox: runs keep the server's kernel uid 0: the projects folder's \
