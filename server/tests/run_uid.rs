@@ -202,3 +202,77 @@ fn a_root_servers_runs_and_sessions_have_a_kernel_uid_of_their_own_and_make_the_
     assert_made_by_owner(&project, "session");
     server.call("session_stop", json!({"session_id": id}));
 }
+
+#[test]
+fn a_root_servers_install_runs_under_the_runs_uid_and_its_venv_belongs_to_the_folders_owner() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let project = dir.path().join("app");
+    std::fs::create_dir(&project).expect("app/");
+    if let Some(why) = cannot_prove(dir.path()) {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    let index = pyrun_mcp_tests::PackageIndex::start();
+    let url = index.url();
+    // pip (not uv): its steps take long enough to be seen from outside.
+    let mut server = StdioServer::start(
+        dir.path(),
+        &["--allow-install", "--uv", "off", "--package-index", &url],
+    );
+    let venv = project.join(".venv");
+    let needle = venv.to_string_lossy().into_owned();
+    let id = server.start_request(
+        "tools/call",
+        json!({"name": "install_packages",
+               "arguments": {"project": "app", "packages": ["pyrunalpha"]}}),
+    );
+    // Every installer process seen while the install lasts, with its kernel uids.
+    let mut seen: Vec<(String, Vec<String>)> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline && !venv.join("lib").exists() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    while Instant::now() < deadline && seen.len() < 4 {
+        for pid in run_processes(&needle, server.pid()) {
+            let ids = kernel_uids(&pid);
+            if !ids.is_empty() && !seen.iter().any(|(p, _)| *p == pid) {
+                seen.push((pid, ids));
+            }
+        }
+        if site_has_alpha(&venv) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let reply = server.response(id);
+    let report = &reply["result"]["structuredContent"];
+    assert_eq!(report["ok"], true, "{reply}");
+    let layers = report["sandbox"].to_string();
+    assert!(layers.contains("run-uid"), "no run-uid layer: {reply}");
+    assert!(!seen.is_empty(), "no installer process seen");
+    for (pid, ids) in &seen {
+        assert!(
+            ids.iter().all(|id| id != "0" && *id == ids[0]),
+            "installer process {pid} holds kernel uid 0 or mixed ids: {seen:?}"
+        );
+    }
+    assert!(site_has_alpha(&venv), "{reply}");
+    let owner = std::fs::metadata(&project).expect("the project");
+    for made in [venv.clone(), venv.join("pyvenv.cfg")] {
+        let meta = std::fs::metadata(&made).expect("the venv");
+        assert_eq!(
+            (meta.uid(), meta.gid()),
+            (owner.uid(), owner.gid()),
+            "{} does not belong to the folder's owner",
+            made.display()
+        );
+    }
+}
+
+fn site_has_alpha(venv: &Path) -> bool {
+    std::fs::read_dir(venv.join("lib"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|python| python.path().join("site-packages/pyrunalpha").exists())
+}
