@@ -417,12 +417,16 @@ time.sleep(1)
     // Twice: the second run enters the user and network namespaces the first left (made once),
     // but gets IPC, UTS and cgroup namespaces of its own.
     let mut ipc = Vec::new();
+    // Held open, the first run's IPC namespace outlives it: a freed namespace's number may be
+    // given to the next one.
+    let mut held = Vec::new();
     for _ in 0..2 {
         let mut seen = Vec::new();
         let out = fx.run_watching(script, &[], Duration::from_secs(20), |pid| {
             for kind in ["net", "user", "ipc", "uts", "cgroup"] {
                 seen.push((kind, ns(&pid.to_string(), kind)));
             }
+            held.extend(std::fs::File::open(format!("/proc/{pid}/ns/ipc")));
         });
         ipc.push(
             seen.iter()

@@ -72,6 +72,13 @@ impl Idmaps {
         if projects.is_none() && PROJECTS_CANNOT_IDMAP.load(Ordering::Relaxed) {
             return None;
         }
+        if let Some(file) = named_in_account_files() {
+            tracing::warn!(
+                "sandbox: runs keep the server's kernel uid 0: {file} names the id runs would \
+                 take ({RUN_KUID}); it must belong to nothing else"
+            );
+            return None;
+        }
         let idmaps = Self::default();
         let temp = std::env::temp_dir();
         match idmaps.clone_tree(projects.unwrap_or(&temp)) {
@@ -147,6 +154,17 @@ impl Idmaps {
         by_owner.insert((uid, gid), fd);
         Ok(copy)
     }
+}
+
+/// The account file (`/etc/passwd`, `/etc/group`) that gives [`RUN_KUID`] to a user or group.
+fn named_in_account_files() -> Option<&'static str> {
+    let id = RUN_KUID.to_string();
+    ["/etc/passwd", "/etc/group"].into_iter().find(|file| {
+        std::fs::read_to_string(file).is_ok_and(|text| {
+            text.lines()
+                .any(|line| line.split(':').nth(2) == Some(id.as_str()))
+        })
+    })
 }
 
 /// A user namespace with the maps `uid → RUN_KUID` and `gid → RUN_KUID`, held by a child that

@@ -245,7 +245,13 @@ impl LinuxSandbox {
         let idmaps = match (idmaps, &view) {
             (Some(idmaps), Some(_)) => Some(Arc::new(idmaps)),
             (Some(_), None) => {
-                tracing::warn!("sandbox: runs keep the server's kernel uid 0: they have no view");
+                // Possible here but not given: `strict` refuses (where the filesystem cannot
+                // idmap, only the probe's warning is said).
+                missing.push((
+                    "run-uid",
+                    "runs of this root server keep kernel uid 0 (they have no view to own \
+                     their folders through)",
+                ));
                 if namespaces.as_deref().and_then(Namespaces::user).is_some() {
                     namespaces = Some(Arc::new(
                         Namespaces::shared(flags, None)
