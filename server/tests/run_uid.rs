@@ -13,7 +13,7 @@ use pyrun_mcp_tests::stdio::StdioServer;
 use serde_json::{json, Value};
 
 /// Filesystems whose folders cannot be idmapped: there, the server keeps today's behaviour.
-const NO_IDMAP: [i64; 3] = [
+const NO_IDMAP: [u64; 3] = [
     0x794c_7630, /* overlayfs */
     0x6969,      /* nfs */
     0x0102_1997, /* 9p */
@@ -26,7 +26,7 @@ fn cannot_prove(projects: &Path) -> Option<&'static str> {
     }
     let fs = rustix::fs::statfs(projects).ok()?;
     NO_IDMAP
-        .contains(&(fs.f_type as i64))
+        .contains(&(fs.f_type as u64))
         .then_some("the projects folder's filesystem cannot be idmapped")
 }
 

@@ -59,13 +59,15 @@ pub(super) struct Idmaps {
 }
 
 impl Idmaps {
-    /// `Some` when this server may give runs their own uid: it runs as root and the folder
-    /// `projects` (where runs write) can be idmapped. Says why not otherwise.
+    /// `Some` when this server may give runs their own uid: it runs as root, and `projects`
+    /// (where runs write), each of `owned` (the other folders its views place: cache, support
+    /// modules, writable trees) and the temp folder (where slot scratches are made) can be
+    /// idmapped. Says why not otherwise.
     ///
     /// An install's sandbox has no projects folder (its folders are granted per install): it
-    /// probes the temp folder, and follows the process's projects folder when one was probed
-    /// and failed (an install's venv lies in it).
-    pub(super) fn probe(projects: Option<&Path>) -> Option<Self> {
+    /// follows the process's projects folder when one was probed and failed (an install's
+    /// venv lies in it).
+    pub(super) fn probe(projects: Option<&Path>, owned: &[&Path]) -> Option<Self> {
         if !rustix::process::geteuid().is_root() {
             return None;
         }
@@ -80,21 +82,29 @@ impl Idmaps {
             return None;
         }
         let idmaps = Self::default();
+        if let Some(Err(e)) = projects.map(|folder| idmaps.clone_tree(folder)) {
+            PROJECTS_CANNOT_IDMAP.store(true, Ordering::Relaxed);
+            tracing::warn!(
+                error = %e,
+                "sandbox: runs keep the server's kernel uid 0: the projects folder's \
+                 filesystem cannot be idmapped (overlayfs, NFS and 9p cannot)"
+            );
+            return None;
+        }
         let temp = std::env::temp_dir();
-        match idmaps.clone_tree(projects.unwrap_or(&temp)) {
-            Ok(_) => Some(idmaps),
-            Err(e) => {
-                if projects.is_some() {
-                    PROJECTS_CANNOT_IDMAP.store(true, Ordering::Relaxed);
-                }
+        for folder in owned.iter().copied().chain([temp.as_path()]) {
+            if let Err(e) = idmaps.clone_tree(folder) {
                 tracing::warn!(
                     error = %e,
-                    "sandbox: runs keep the server's kernel uid 0: the projects folder's \
-                     filesystem cannot be idmapped (overlayfs, NFS and 9p cannot)"
+                    folder = %folder.display(),
+                    "sandbox: runs keep the server's kernel uid 0: a folder they must own \
+                     (the temp folder holds their scratch) cannot be idmapped (overlayfs, NFS \
+                     and 9p cannot)"
                 );
-                None
+                return None;
             }
         }
+        Some(idmaps)
     }
 
     /// A detached copy of the tree at `path` (recursive) that shows the owner of `path` as

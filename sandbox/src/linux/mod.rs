@@ -142,11 +142,13 @@ impl LinuxSandbox {
             );
             None
         } else {
-            let folder = policy
-                .projects
-                .as_deref()
-                .or(policy.write_paths.first().map(PathBuf::as_path));
-            Idmaps::probe(folder)
+            let owned: Vec<&Path> = [policy.pycache.as_deref(), policy.support.as_deref()]
+                .into_iter()
+                .flatten()
+                .chain(policy.write_paths.iter().map(PathBuf::as_path))
+                .filter(|folder| folder.is_dir())
+                .collect();
+            Idmaps::probe(policy.projects.as_deref(), &owned)
         };
         // Made once and joined by every run (cheap), instead of made per run (~0.6 ms for a network
         // namespace); per-run unshare when the kernel refuses to let a child join them.
