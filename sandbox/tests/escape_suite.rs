@@ -80,7 +80,23 @@ impl Fixture {
         python: &Path,
         ports: Option<Vec<u16>>,
     ) -> Self {
-        let root = tempfile::tempdir().unwrap();
+        Self::in_dir(
+            tempfile::tempdir().unwrap(),
+            limits,
+            allow_network,
+            python,
+            ports,
+        )
+    }
+
+    /// The fixture's folders made in `root`.
+    fn in_dir(
+        root: tempfile::TempDir,
+        limits: ResourceLimits,
+        allow_network: bool,
+        python: &Path,
+        ports: Option<Vec<u16>>,
+    ) -> Self {
         let project = root.path().join("projects");
         let scratch = root.path().join("scratch");
         let outside = root.path().join("outside");
@@ -1220,4 +1236,71 @@ time.sleep(1)
         "{}",
         out.stdout
     );
+}
+
+/// An overlayfs mount the test made in a temp folder of its own, detached on drop.
+struct Overlay {
+    merged: PathBuf,
+    _base: tempfile::TempDir,
+}
+
+impl Overlay {
+    fn mount() -> Option<Self> {
+        let base = tempfile::tempdir().ok()?;
+        for dir in ["lower", "upper", "work", "merged"] {
+            std::fs::create_dir(base.path().join(dir)).ok()?;
+        }
+        let at = |dir: &str| base.path().join(dir).display().to_string();
+        let options = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            at("lower"),
+            at("upper"),
+            at("work")
+        );
+        let merged = base.path().join("merged");
+        let mounted = Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o", &options])
+            .arg(&merged)
+            .status()
+            .is_ok_and(|status| status.success());
+        if !mounted {
+            return None;
+        }
+        Some(Self {
+            merged,
+            _base: base,
+        })
+    }
+}
+
+impl Drop for Overlay {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.merged).status();
+    }
+}
+
+#[test]
+fn on_overlayfs_a_root_servers_runs_keep_todays_uid_and_still_work() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIP: not root");
+        return;
+    }
+    let Some(overlay) = Overlay::mount() else {
+        eprintln!("SKIP: cannot mount overlayfs");
+        return;
+    };
+    let root = tempfile::tempdir_in(&overlay.merged).unwrap();
+    let fx = Fixture::in_dir(root, ResourceLimits::default(), false, python(), None);
+    assert!(
+        !fx.sandbox.layers().contains(&"run-uid"),
+        "overlayfs cannot idmap: {:?}",
+        fx.sandbox.layers()
+    );
+    let out = fx.run(
+        "open('made.txt', 'w').write('x')\nprint('ran', open('made.txt').read())\n",
+        &[],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.value("ran").as_deref(), Some("x"), "{}", out.stderr);
+    drop(fx);
 }
