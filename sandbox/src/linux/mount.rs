@@ -2,8 +2,9 @@
 //! of its runs with `setns` (microseconds).
 //!
 //! Why: Landlock decides what a run may open, but not who may `chmod`, `chown`, `utime` or set
-//! xattrs on what it can name; and a run keeps the server's kernel uid (root's, when the server
-//! runs as root), so it owns every file the server owns. In this namespace every mount is
+//! xattrs on what it can name; and a run may keep the server's kernel uid (root's, when the
+//! server runs as root and cannot give runs a uid of their own, `idmap.rs`), so it owns every
+//! file the server owns. In this namespace every mount is
 //! read-only except the projects folder and the slot's scratch, so those calls fail with `EROFS`
 //! everywhere else, whatever the uid. It also shows neutral paths: the projects folder at
 //! [`RUN_PROJECTS_DIR`] and the scratch at [`RUN_SCRATCH_DIR`], so `os.getcwd()`, `__file__`,
@@ -24,6 +25,10 @@
 //!    themselves (a venv keeps `exec`, so its compiled extensions load). These binds are looked
 //!    up without following links ([`Op::Rebind`]);
 //! 4. `pivot_root` into `/newroot`, the old root detached: nothing else of the host is left.
+//!
+//! The folders placed for runs to own ([`Op::Place`]: projects, scratch, `/dev/shm`, cache,
+//! support modules, an install's folders) are, under `run-uid`, the server's idmapped clones
+//! moved into place instead of binds; binds of their subtrees (step 3) keep the idmap.
 //!
 //! Landlock rules are attached to inodes, and bind mounts share them: the rules made on host
 //! paths hold for the same files under their neutral names.
