@@ -18,7 +18,7 @@
 //! A clone is used up by its move: one per placed folder per view build.
 //!
 //! Filesystems that cannot idmap (overlayfs answers `EINVAL`, NFS, 9p) keep today's behaviour:
-//! [`Idmaps::probe`] tries the projects folder once at start and the server says so.
+//! [`Idmaps::probe`] tries each folder a view places once at start and the server says so.
 
 use std::collections::HashMap;
 use std::io;
@@ -28,29 +28,20 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use super::mount::cstring;
+use super::mount::{cstring, MountAttr, AT_RECURSIVE};
 use super::namespaces::{die_with_parent, wait_status};
 
-/// The kernel uid and gid of every run of a root server in this mode: high, fixed, and outside
-/// the ranges distributions hand out (`/etc/login.defs`, systemd's dynamic users, `subuid`
-/// ranges start at 100000 and grow by 65536 per user).
+/// The kernel uid and gid of every run of a root server in this mode: fixed, and far above the
+/// ranges distributions hand out (`/etc/login.defs` ends at 60000, systemd's dynamic users at
+/// 65519; `subuid` ranges start at 100000 and would need some 32,000 users to reach it). The
+/// server keeps uid 0 for runs when `/etc/passwd` or `/etc/group` names it.
 pub(super) const RUN_KUID: u32 = 0x7e57_0000 + 0x2a;
 
 /// Set when a projects folder of this process could not be idmapped.
 static PROJECTS_CANNOT_IDMAP: AtomicBool = AtomicBool::new(false);
 
 const OPEN_TREE_CLONE: libc::c_uint = 0x1;
-const AT_RECURSIVE: libc::c_uint = 0x8000;
 const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
-
-/// `struct mount_attr` of `mount_setattr(2)`.
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
 
 /// The idmap user namespaces made so far, one per on-disk owner (uid, gid).
 #[derive(Debug, Default)]
