@@ -637,9 +637,11 @@ impl Sandbox {
             (None, _) => None,
         };
         let enter = || steps.as_ref().map_or(Ok(()), ChildSteps::enter);
+        let run_user = || steps.as_ref().map_or(Ok(()), ChildSteps::become_run_user);
         let confine = || steps.as_ref().map_or(Ok(()), ChildSteps::confine);
         let hooks = steps.as_ref().map(|steps| spawn::Hooks {
             enter: &enter,
+            run_user: &run_user,
             confine: &confine,
             pid_namespace: steps.pid_namespace(),
         });

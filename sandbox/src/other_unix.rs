@@ -21,7 +21,7 @@ impl UnixSandbox {
         }
         tracing::warn!("sandbox on this OS: rlimits and process group only; missing {missing}");
         Ok(Self {
-            rlimits: RlimitTable::new(&policy.limits),
+            rlimits: RlimitTable::new(&policy.limits, true),
         })
     }
 

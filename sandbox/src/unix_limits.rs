@@ -9,7 +9,9 @@ use super::ResourceLimits;
 pub(super) struct RlimitTable(Vec<(Resource, Rlimit)>);
 
 impl RlimitTable {
-    pub(super) fn new(limits: &ResourceLimits) -> Self {
+    /// `nproc`: whether RLIMIT_NPROC applies. Not for runs with a uid of their own: the
+    /// kernel counts it per uid across every run (a pids cgroup bounds each run instead).
+    pub(super) fn new(limits: &ResourceLimits, nproc: bool) -> Self {
         let both = |n: u64| Rlimit {
             current: Some(n),
             maximum: Some(n),
@@ -35,7 +37,7 @@ impl RlimitTable {
         if limits.open_files > 0 {
             table.push((Resource::Nofile, both(limits.open_files)));
         }
-        if limits.processes > 0 {
+        if limits.processes > 0 && nproc {
             // Counted per user (per user namespace on Linux >= 5.14); not enforced for root.
             table.push((Resource::Nproc, both(limits.processes)));
         }

@@ -80,7 +80,23 @@ impl Fixture {
         python: &Path,
         ports: Option<Vec<u16>>,
     ) -> Self {
-        let root = tempfile::tempdir().unwrap();
+        Self::in_dir(
+            tempfile::tempdir().unwrap(),
+            limits,
+            allow_network,
+            python,
+            ports,
+        )
+    }
+
+    /// The fixture's folders made in `root`.
+    fn in_dir(
+        root: tempfile::TempDir,
+        limits: ResourceLimits,
+        allow_network: bool,
+        python: &Path,
+        ports: Option<Vec<u16>>,
+    ) -> Self {
         let project = root.path().join("projects");
         let scratch = root.path().join("scratch");
         let outside = root.path().join("outside");
@@ -417,6 +433,8 @@ time.sleep(1)
     // Twice: the second run enters the user and network namespaces the first left (made once),
     // but gets IPC, UTS and cgroup namespaces of its own.
     let mut ipc = Vec::new();
+    // Held open, the first run's IPC namespace outlives it: a freed namespace's number may be
+    // given to the next one.
     let mut held = Vec::new();
     for _ in 0..2 {
         let mut seen = Vec::new();
@@ -424,8 +442,6 @@ time.sleep(1)
             for kind in ["net", "user", "ipc", "uts", "cgroup"] {
                 seen.push((kind, ns(&pid.to_string(), kind)));
             }
-            // Held open, the first run's IPC namespace outlives it: the kernel cannot give its
-            // number to the second run's (numbers of freed namespaces are reused).
             held.extend(std::fs::File::open(format!("/proc/{pid}/ns/ipc")));
         });
         ipc.push(
@@ -1135,4 +1151,156 @@ print("STAT", os.stat(".").st_mode != 0, os.access(".", os.R_OK), flush=True)
         "{}",
         out.stderr
     );
+}
+
+/// The kernel uid of `pid` (real, effective, saved), from its `/proc` status.
+fn kernel_uids(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .map(|ids| ids.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_root_servers_run_has_a_kernel_uid_of_its_own_and_its_files_belong_to_the_folders_owner() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let fx = Fixture::new();
+    // overlayfs, NFS and 9p cannot idmap: there a root server's runs keep uid 0.
+    let no_idmap: [u64; 3] = [0x794c_7630, 0x6969, 0x0102_1997];
+    let fs = rustix::fs::statfs(&fx.project).map(|fs| fs.f_type as u64);
+    if !rustix::process::geteuid().is_root() || fs.is_ok_and(|t| no_idmap.contains(&t)) {
+        eprintln!("SKIP: not root, or the temp folder cannot be idmapped");
+        return;
+    }
+    assert!(
+        fx.sandbox.layers().contains(&"run-uid"),
+        "a root server on an idmappable filesystem without run-uid: {:?}",
+        fx.sandbox.layers()
+    );
+    // A file of another user in the run's own project: the idmap shows only the folder's
+    // owner as the run, so this one is "others" to it.
+    let other = fx.project.join("other.txt");
+    std::fs::write(&other, SECRET).unwrap();
+    std::os::unix::fs::chown(&other, Some(12345), Some(12345)).unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mine = fx.project.join("mine.txt");
+    std::fs::write(&mine, "the folder owner's").unwrap();
+    std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let script = r#"
+import os, time
+print("uid", os.getuid(), flush=True)
+with open("made.txt", "w") as f:
+    f.write("made")
+print("mine", open("mine.txt").read(), flush=True)
+try:
+    print("other", open("other.txt").read(), flush=True)
+except OSError as e:
+    print("other refused", e.errno, flush=True)
+time.sleep(1)
+"#;
+    let mut seen = Vec::new();
+    let out = fx.run_watching(script, &[], Duration::from_secs(20), |pid| {
+        // Pid 1, then the interpreter (its child) once it shows.
+        seen.push(kernel_uids(pid));
+        let children = format!("/proc/{pid}/task/{pid}/children");
+        let child = (0..100).find_map(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            std::fs::read_to_string(&children)
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse::<i32>()
+                .ok()
+        });
+        seen.push(child.map(kernel_uids).unwrap_or_default());
+    });
+    assert_eq!(out.value("uid").as_deref(), Some("65534"), "{}", out.stderr);
+    assert_eq!(seen.len(), 2);
+    for ids in &seen {
+        let uids: Vec<&str> = ids.split_whitespace().collect();
+        assert_eq!(uids.len(), 3, "no uids read: {seen:?}");
+        assert!(
+            uids.iter().all(|u| *u != "0" && *u == uids[0]),
+            "a run's process has kernel uid 0 or mixed ids: {seen:?}"
+        );
+    }
+    let made = std::fs::metadata(fx.project.join("made.txt")).expect("the run made its file");
+    let owner = std::fs::metadata(&fx.project).unwrap();
+    assert_eq!((made.uid(), made.gid()), (owner.uid(), owner.gid()));
+    assert_eq!(out.value("mine").as_deref(), Some("the folder owner's"));
+    assert_eq!(
+        out.value("other").as_deref(),
+        Some("refused 13"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// An overlayfs mount the test made in a temp folder of its own, detached on drop.
+struct Overlay {
+    merged: PathBuf,
+    _base: tempfile::TempDir,
+}
+
+impl Overlay {
+    fn mount() -> Option<Self> {
+        let base = tempfile::tempdir().ok()?;
+        for dir in ["lower", "upper", "work", "merged"] {
+            std::fs::create_dir(base.path().join(dir)).ok()?;
+        }
+        let at = |dir: &str| base.path().join(dir).display().to_string();
+        let options = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            at("lower"),
+            at("upper"),
+            at("work")
+        );
+        let merged = base.path().join("merged");
+        let mounted = Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o", &options])
+            .arg(&merged)
+            .status()
+            .is_ok_and(|status| status.success());
+        if !mounted {
+            return None;
+        }
+        Some(Self {
+            merged,
+            _base: base,
+        })
+    }
+}
+
+impl Drop for Overlay {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.merged).status();
+    }
+}
+
+#[test]
+fn on_overlayfs_a_root_servers_runs_keep_todays_uid_and_still_work() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIP: not root");
+        return;
+    }
+    let Some(overlay) = Overlay::mount() else {
+        eprintln!("SKIP: cannot mount overlayfs");
+        return;
+    };
+    let root = tempfile::tempdir_in(&overlay.merged).unwrap();
+    let fx = Fixture::in_dir(root, ResourceLimits::default(), false, python(), None);
+    assert!(
+        !fx.sandbox.layers().contains(&"run-uid"),
+        "overlayfs cannot idmap: {:?}",
+        fx.sandbox.layers()
+    );
+    let out = fx.run(
+        "open('made.txt', 'w').write('x')\nprint('ran', open('made.txt').read())\n",
+        &[],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.value("ran").as_deref(), Some("x"), "{}", out.stderr);
+    drop(fx);
 }

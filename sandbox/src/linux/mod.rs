@@ -3,6 +3,7 @@
 
 mod bpf;
 mod cgroup;
+mod idmap;
 mod landlock;
 mod mount;
 mod namespaces;
@@ -18,6 +19,7 @@ use super::protected::RunScope;
 use super::unix_limits::RlimitTable;
 use super::{Grant, SandboxError, SandboxMode, SandboxPolicy};
 use cgroup::{RunCgroups, SlotCgroups};
+use idmap::Idmaps;
 use landlock::FsRules;
 use mount::{MountPlan, ViewSpec};
 use namespaces::Namespaces;
@@ -54,6 +56,8 @@ pub(super) struct LinuxSandbox {
     cgroups: RunCgroups,
     view: Option<ViewTemplate>,
     pid_namespace: bool,
+    /// Runs take a kernel uid of their own (`idmap.rs`): the `run-uid` layer.
+    idmaps: Option<Arc<Idmaps>>,
 }
 
 /// What every slot's file view holds (`mount.rs`), known to work on this machine.
@@ -125,20 +129,40 @@ impl LinuxSandbox {
         } else {
             libc::CLONE_NEWUSER | libc::CLONE_NEWNET
         };
+        let cgroups = RunCgroups::probe(&policy.limits);
+        let root = rustix::process::geteuid().is_root();
+        // A run's own uid is counted by RLIMIT_NPROC across every run: only a pids cgroup may
+        // bound a run's processes then.
+        let pids_cgroup = policy.limits.processes == 0
+            || cgroups.controllers().any(|c| c == cgroup::Controller::Pids);
+        let idmaps = if root && !pids_cgroup {
+            tracing::warn!(
+                "sandbox: runs keep the server's kernel uid 0: no pids cgroup to bound their \
+                 processes under a uid of their own"
+            );
+            None
+        } else {
+            let owned: Vec<&Path> = [policy.pycache.as_deref(), policy.support.as_deref()]
+                .into_iter()
+                .flatten()
+                .chain(policy.write_paths.iter().map(PathBuf::as_path))
+                .filter(|folder| folder.is_dir())
+                .collect();
+            Idmaps::probe(policy.projects.as_deref(), &owned)
+        };
         // Made once and joined by every run (cheap), instead of made per run (~0.6 ms for a network
         // namespace); per-run unshare when the kernel refuses to let a child join them.
-        let mut namespaces = Namespaces::shared(flags).map(Arc::new);
+        let mut namespaces =
+            Namespaces::shared(flags, idmaps.as_ref().map(|_| idmap::RUN_KUID)).map(Arc::new);
         let mut probe = probe(namespaces.as_deref(), flags, &filters);
         if !probe.namespaces && namespaces.is_some() {
             tracing::debug!("sandbox: joining shared namespaces failed; unsharing per run");
             namespaces = None;
             probe = probe_unshared(flags, &filters);
         }
-        let namespaces = probe
+        let mut namespaces = probe
             .namespaces
             .then(|| namespaces.unwrap_or_else(|| Arc::new(Namespaces::unshared(flags))));
-        let cgroups = RunCgroups::probe(&policy.limits);
-        let root = rustix::process::geteuid().is_root();
         let hidden = if policy.projects.is_some() {
             hidden_by_view(&policy)
         } else {
@@ -172,7 +196,7 @@ impl LinuxSandbox {
                     pycache: policy.pycache.clone(),
                     support: policy.support.clone(),
                 };
-                probe_view(&template, user).then_some(template)
+                probe_view(&template, user, idmaps.as_ref()).then_some(template)
             }
             _ => None,
         };
@@ -218,6 +242,31 @@ impl LinuxSandbox {
             "files outside the projects folder can have their mode, owner and times changed, \
              every host path can be looked up, and runs see host paths",
         );
+        // The uid is the shared namespace's map, and a run under it owns only what its view
+        // attaches idmapped: without a view, runs join namespaces mapped as before.
+        let idmaps = match (idmaps, &view) {
+            (Some(idmaps), Some(_)) => Some(Arc::new(idmaps)),
+            (Some(_), None) => {
+                // Possible here but not given: `strict` refuses (where the filesystem cannot
+                // idmap, only the probe's warning is said).
+                missing.push((
+                    "run-uid",
+                    "runs of this root server keep kernel uid 0 (they have no view to own \
+                     their folders through)",
+                ));
+                if namespaces.as_deref().and_then(Namespaces::user).is_some() {
+                    namespaces = Some(Arc::new(
+                        Namespaces::shared(flags, None)
+                            .unwrap_or_else(|| Namespaces::unshared(flags)),
+                    ));
+                }
+                None
+            }
+            (None, _) => None,
+        };
+        if idmaps.is_some() {
+            layers.push("run-uid");
+        }
         layers.push("rlimits");
         layers.push("process-group");
         let cgroup_controllers: Vec<_> = cgroups.controllers().collect();
@@ -264,13 +313,14 @@ impl LinuxSandbox {
 
         Ok(Self {
             layers,
-            rlimits: RlimitTable::new(&policy.limits),
+            rlimits: RlimitTable::new(&policy.limits, idmaps.is_none()),
             fs: (probe.landlock_abi > 0).then_some(fs),
             namespaces,
             seccomp: probe.seccomp.then(|| Arc::new(filters)),
             cgroups,
             view,
             pid_namespace,
+            idmaps,
         })
     }
 
@@ -342,6 +392,7 @@ impl LinuxSandbox {
             mount_ns,
             seccomp: self.seccomp.clone(),
             pid_namespace: self.pid_namespace,
+            run_user: self.idmaps.is_some(),
         })
     }
 
@@ -367,7 +418,7 @@ impl LinuxSandbox {
             .ok_or_else(|| SandboxError::Landlock("no shared user namespace".into()))?;
         let ns = template
             .plan(slot, scope)
-            .and_then(|plan| plan.build(user))
+            .and_then(|plan| plan.build(user, self.idmaps.as_deref()))
             .map(Arc::new)
             .map_err(|e| SandboxError::prepare("the run's file view", e))?;
         *view = Some((scope.clone(), Arc::clone(&ns)));
@@ -423,7 +474,7 @@ fn hidden_by_view(policy: &SandboxPolicy) -> Vec<(&Path, &'static str)> {
 }
 
 /// Builds a view once at start-up in a temporary scratch: true when this machine can.
-fn probe_view(template: &ViewTemplate, user: &OwnedFd) -> bool {
+fn probe_view(template: &ViewTemplate, user: &OwnedFd, idmaps: Option<&Idmaps>) -> bool {
     let built = tempfile::tempdir().and_then(|scratch| {
         let slot = SlotRules {
             ruleset: None,
@@ -435,7 +486,7 @@ fn probe_view(template: &ViewTemplate, user: &OwnedFd) -> bool {
         };
         template
             .plan(&slot, &RunScope::nothing())
-            .and_then(|plan| plan.build(user))
+            .and_then(|plan| plan.build(user, idmaps))
     });
     match built {
         Ok(_) => true,
@@ -455,6 +506,8 @@ pub struct ChildSteps {
     mount_ns: Option<Arc<OwnedFd>>,
     seccomp: Option<Arc<SeccompFilters>>,
     pid_namespace: bool,
+    /// Give up the namespace's root for the run's own uid ([`ChildSteps::become_run_user`]).
+    run_user: bool,
 }
 
 impl ChildSteps {
@@ -478,6 +531,16 @@ impl ChildSteps {
             if unsafe { libc::setns(mount_ns.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
                 return Err(std::io::Error::last_os_error());
             }
+        }
+        Ok(())
+    }
+
+    /// Runs after [`ChildSteps::enter`] and after the spawner made the pid namespace (the last
+    /// step that needs a capability), before pid 1 or the interpreter starts: the run takes
+    /// its own kernel uid (`idmap.rs`) when the server gives it one. Same rules as `enter`.
+    pub fn become_run_user(&self) -> std::io::Result<()> {
+        if self.run_user {
+            namespaces::become_run_user()?;
         }
         Ok(())
     }

@@ -2,8 +2,9 @@
 //! of its runs with `setns` (microseconds).
 //!
 //! Why: Landlock decides what a run may open, but not who may `chmod`, `chown`, `utime` or set
-//! xattrs on what it can name; and a run keeps the server's kernel uid (root's, when the server
-//! runs as root), so it owns every file the server owns. In this namespace every mount is
+//! xattrs on what it can name; and a run may keep the server's kernel uid (root's, when the
+//! server runs as root and cannot give runs a uid of their own, `idmap.rs`), so it owns every
+//! file the server owns. In this namespace every mount is
 //! read-only except the projects folder and the slot's scratch, so those calls fail with `EROFS`
 //! everywhere else, whatever the uid. It also shows neutral paths: the projects folder at
 //! [`RUN_PROJECTS_DIR`] and the scratch at [`RUN_SCRATCH_DIR`], so `os.getcwd()`, `__file__`,
@@ -25,6 +26,10 @@
 //!    up without following links ([`Op::Rebind`]);
 //! 4. `pivot_root` into `/newroot`, the old root detached: nothing else of the host is left.
 //!
+//! The folders placed for runs to own ([`Op::Place`]: projects, scratch, `/dev/shm`, cache,
+//! support modules, an install's folders) are, under `run-uid`, the server's idmapped clones
+//! moved into place instead of binds; binds of their subtrees (step 3) keep the idmap.
+//!
 //! Landlock rules are attached to inodes, and bind mounts share them: the rules made on host
 //! paths hold for the same files under their neutral names.
 
@@ -33,6 +38,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use super::idmap::Idmaps;
 use super::namespaces::wait_status;
 use super::world::World;
 use crate::protected::Writable;
@@ -42,15 +48,16 @@ const MOUNT_ATTR_RDONLY: u64 = 0x1;
 const MOUNT_ATTR_NOSUID: u64 = 0x2;
 const MOUNT_ATTR_NODEV: u64 = 0x4;
 const MOUNT_ATTR_NOEXEC: u64 = 0x8;
-const AT_RECURSIVE: libc::c_uint = 0x8000;
+pub(super) const AT_RECURSIVE: libc::c_uint = 0x8000;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 
 /// `struct mount_attr` of `mount_setattr(2)`.
 #[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
+pub(super) struct MountAttr {
+    pub(super) attr_set: u64,
+    pub(super) attr_clr: u64,
+    pub(super) propagation: u64,
+    pub(super) userns_fd: u64,
 }
 
 /// One step of the plan; every path is absolute in the building child's view.
@@ -63,6 +70,13 @@ pub(super) enum Op {
     Bind {
         from: CString,
         to: CString,
+    },
+    /// A folder runs must own: the server's idmapped clone of `from` (by its index in the
+    /// plan's placed folders) moved to `to` when it made one, a recursive bind otherwise.
+    Place {
+        from: CString,
+        to: CString,
+        clone: usize,
     },
     Symlink {
         target: CString,
@@ -130,6 +144,8 @@ pub(crate) struct ViewSpec<'a> {
 pub(super) struct MountPlan {
     site: CString,
     ops: Vec<Op>,
+    /// The host folders of the [`Op::Place`] steps, by index.
+    placed: Vec<PathBuf>,
 }
 
 pub(super) fn cstring(path: &Path) -> io::Result<CString> {
@@ -161,7 +177,7 @@ impl MountPlan {
         )?;
         let mut writable_at: Vec<(PathBuf, bool)> = Vec::new();
         if let Some(shm) = spec.shm {
-            world.bind_at(shm, Path::new("/dev/shm"), true)?;
+            world.place_at(shm, Path::new("/dev/shm"))?;
             writable_at.push((PathBuf::from("/dev/shm"), false));
         }
         let scratch_at = match spec.projects {
@@ -186,7 +202,7 @@ impl MountPlan {
                     grant.at.display()
                 )));
             }
-            world.bind_at(&grant.at, &grant.at, true)?;
+            world.place_at(&grant.at, &grant.at)?;
             world.ops.push(Op::Expect {
                 path: under("/newroot", &grant.at)?,
                 dev: meta.dev(),
@@ -198,13 +214,13 @@ impl MountPlan {
         }
         for tree in spec.host_writable {
             if tree.is_dir() {
-                world.bind_at(tree, tree, true)?;
+                world.place_at(tree, tree)?;
                 writable_at.push((tree.clone(), false));
             }
         }
         let mut ops = std::mem::take(&mut world.ops);
         let mut place = |host: &Path, view: &Path| -> io::Result<()> {
-            world.bind_at(host, view, true)?;
+            world.place_at(host, view)?;
             ops.append(&mut world.ops);
             Ok(())
         };
@@ -277,14 +293,30 @@ impl MountPlan {
         Ok(Self {
             site: cstring(spec.scratch)?,
             ops,
+            placed: world.placed,
         })
     }
 
     /// Builds the view in a child that has joined `user_ns`, and returns the new mount
-    /// namespace's fd. Blocking (about a millisecond: one fork and a few dozen mounts).
-    pub(super) fn build(&self, user_ns: &std::os::fd::OwnedFd) -> io::Result<std::os::fd::OwnedFd> {
+    /// namespace's fd. Blocking (about a millisecond: one fork and a few dozen mounts). With
+    /// `idmaps`, the placed folders are attached as idmapped clones made here (only the host's
+    /// root may make them): their owners are the run's uid in the view.
+    pub(super) fn build(
+        &self,
+        user_ns: &std::os::fd::OwnedFd,
+        idmaps: Option<&Idmaps>,
+    ) -> io::Result<std::os::fd::OwnedFd> {
         use std::os::fd::AsRawFd;
         let user = user_ns.as_raw_fd();
+        let clones = match idmaps {
+            Some(idmaps) => self
+                .placed
+                .iter()
+                .map(|folder| idmaps.clone_tree(folder))
+                .collect::<io::Result<Vec<_>>>()?,
+            None => Vec::new(),
+        };
+        let clone_fds: Vec<libc::c_int> = clones.iter().map(AsRawFd::as_raw_fd).collect();
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
         // SAFETY: fork in a possibly multi-threaded process: the child below only makes raw
@@ -294,7 +326,7 @@ impl MountPlan {
             super::namespaces::die_with_parent(parent);
             // SAFETY: raw syscalls on prepared strings; never returns.
             unsafe {
-                let code = match self.execute(user) {
+                let code = match self.execute(user, &clone_fds) {
                     Ok(()) => {
                         libc::kill(libc::getpid(), libc::SIGSTOP);
                         0
@@ -333,7 +365,11 @@ impl MountPlan {
 
     /// Runs in the forked child. On failure, the exit code names the step (1-based, after the
     /// fixed steps 1–8). Raw syscalls only.
-    unsafe fn execute(&self, user_ns: libc::c_int) -> Result<(), libc::c_int> {
+    unsafe fn execute(
+        &self,
+        user_ns: libc::c_int,
+        clones: &[libc::c_int],
+    ) -> Result<(), libc::c_int> {
         let ok = |rc: libc::c_int, step: libc::c_int| if rc == 0 { Ok(()) } else { Err(step) };
         let c = |s: &'static [u8]| s.as_ptr().cast::<libc::c_char>();
         ok(libc::setns(user_ns, libc::CLONE_NEWUSER), 1)?;
@@ -399,6 +435,23 @@ impl MountPlan {
                     libc::MS_BIND | libc::MS_REC,
                     std::ptr::null(),
                 ),
+                Op::Place { from, to, clone } => match clones.get(*clone) {
+                    Some(&tree) => libc::syscall(
+                        libc::SYS_move_mount,
+                        tree,
+                        c"".as_ptr(),
+                        libc::AT_FDCWD,
+                        to.as_ptr(),
+                        MOVE_MOUNT_F_EMPTY_PATH,
+                    ) as libc::c_int,
+                    None => libc::mount(
+                        from.as_ptr(),
+                        to.as_ptr(),
+                        none,
+                        libc::MS_BIND | libc::MS_REC,
+                        std::ptr::null(),
+                    ),
+                },
                 Op::Symlink { target, path } => libc::symlink(target.as_ptr(), path.as_ptr()),
                 Op::Expect { path, dev, ino } => {
                     let mut st: libc::stat = std::mem::zeroed();
@@ -461,7 +514,6 @@ impl MountPlan {
 /// nothing real to bind any more), -1 with `errno` set otherwise.
 unsafe fn rebind(path: &CString, set: u64, clear: u64, recursive: bool) -> libc::c_int {
     const OPEN_TREE_CLONE: libc::c_uint = 0x1;
-    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
     const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
     let mut how: libc::open_how = std::mem::zeroed();
     how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
@@ -575,7 +627,10 @@ mod tests {
         assert!(text.contains("\"/newroot/proc/cpuinfo\""), "{text}");
         // The slot's own /dev/shm, writable but noexec.
         let shm_from = format!("/oldroot{}", shm.path().display());
-        assert!(plan.ops.iter().any(|op| matches!(op, Op::Bind { from, to }
+        assert!(plan
+            .ops
+            .iter()
+            .any(|op| matches!(op, Op::Place { from, to, .. }
             if from.to_bytes() == shm_from.as_bytes() && to.as_bytes() == b"/newroot/dev/shm")));
         assert!(plan
             .ops
@@ -599,7 +654,9 @@ mod tests {
         assert!(usr < all_read_only);
         let projects_to = format!("/oldroot{}", projects.path().display());
         assert!(
-            plan.ops.iter().any(|op| matches!(op, Op::Bind { from, to }
+            plan.ops
+                .iter()
+                .any(|op| matches!(op, Op::Place { from, to, .. }
             if from.to_bytes() == projects_to.as_bytes() && to.as_bytes() == b"/newroot/projects"))
         );
         // The venv is read-only but keeps exec; .git is read-only.
@@ -613,7 +670,10 @@ mod tests {
         // The support modules at /pyrun, read-only with the rest (only /projects and /tmp are
         // made writable again).
         let support_to = format!("/oldroot{}", support.path().display());
-        assert!(plan.ops.iter().any(|op| matches!(op, Op::Bind { from, to }
+        assert!(plan
+            .ops
+            .iter()
+            .any(|op| matches!(op, Op::Place { from, to, .. }
             if from.to_bytes() == support_to.as_bytes() && to.as_bytes() == b"/newroot/pyrun")));
         assert!(!plan
             .ops
@@ -662,7 +722,7 @@ mod tests {
         // The venv is bound by its path (into the project's bind), proven to be the held folder,
         // and made writable; the scratch is at its own path, not at /tmp.
         let bind = plan.ops.iter().position(|op| {
-            matches!(op, Op::Bind { to, .. }
+            matches!(op, Op::Place { to, .. }
             if to.as_bytes() == venv_at.as_bytes())
         });
         let expect = plan.ops.iter().position(|op| {
@@ -676,7 +736,7 @@ mod tests {
             .any(|op| matches!(op, Op::Attr { path, clear, .. }
             if path.as_bytes() == venv_at.as_bytes() && clear & MOUNT_ATTR_RDONLY != 0)));
         let scratch_at = format!("/newroot{}", scratch.path().display());
-        assert!(plan.ops.iter().any(|op| matches!(op, Op::Bind { to, .. }
+        assert!(plan.ops.iter().any(|op| matches!(op, Op::Place { to, .. }
             if to.as_bytes() == scratch_at.as_bytes())));
         // A project swapped for a link is refused before anything is built.
         std::fs::rename(&project, root.path().join("p/moved")).unwrap();

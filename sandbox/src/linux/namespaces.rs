@@ -21,8 +21,10 @@
 //!
 //! The shared user namespace maps one id, [`RUN_UID`], to the server's own uid and gid: a run
 //! looks like `nobody` from inside, as with no map at all, but the namespace can own files (the
-//! tmpfs root of a slot's view, `mount.rs`). A run still has the server's kernel uid; what keeps
-//! it from the server's files is Landlock and the read-only view, not the id.
+//! tmpfs root of a slot's view, `mount.rs`). A run then still has the server's kernel uid; what
+//! keeps it from the server's files is Landlock and the read-only view, not the id. A root
+//! server that can idmap its folders maps [`RUN_UID`] to a kernel uid of the runs' own instead
+//! (`idmap.rs`), and each run takes that id ([`become_run_user`]) once it needs no capability.
 
 use std::fs::File;
 use std::io;
@@ -43,7 +45,11 @@ pub(super) const PER_RUN: libc::c_int =
 impl Namespaces {
     /// Namespaces for `flags` (`CLONE_NEWUSER`, optionally `| CLONE_NEWNET`), made by a child that
     /// stops itself until their fds are open here, then is killed. `None` when the kernel refuses.
-    pub(super) fn shared(flags: libc::c_int) -> Option<Self> {
+    ///
+    /// With `run_kuid` (a root server giving runs their own uid, `idmap.rs`), [`RUN_UID`] maps
+    /// to that kernel uid and gid instead of the server's, and root to root, so that the
+    /// server's steps in the namespace keep working until the run gives its ids up.
+    pub(super) fn shared(flags: libc::c_int, run_kuid: Option<u32>) -> Option<Self> {
         let caps = InotifyCaps::of_host();
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
@@ -70,7 +76,7 @@ impl Namespaces {
         }
         let stopped = wait_status(pid, libc::WUNTRACED).is_some_and(|s| libc::WIFSTOPPED(s));
         if stopped && flags & libc::CLONE_NEWUSER != 0 {
-            if let Err(e) = map_ids(pid) {
+            if let Err(e) = map_ids(pid, run_kuid) {
                 tracing::debug!(%e, "sandbox: cannot map the run's uid in its user namespace");
             }
             if !caps.written() {
@@ -219,8 +225,17 @@ pub(super) const RUN_UID: u32 = 65534;
 
 /// Maps [`RUN_UID`] to our own uid and gid in the user namespace of `pid` (stopped, our child).
 /// An unprivileged process may map its own ids once `setgroups` is denied.
-fn map_ids(pid: libc::pid_t) -> io::Result<()> {
+///
+/// With `run_kuid`: root writes the map, so `setgroups` stays allowed (a run drops the
+/// server's supplementary groups with it), and root inside is root outside: a process whose
+/// ids are unmapped could not make files in the view's tmpfs, and `setresuid` drops the
+/// capabilities of a process only when it leaves the namespace's root.
+fn map_ids(pid: libc::pid_t, run_kuid: Option<u32>) -> io::Result<()> {
     let write = |name: &str, text: String| std::fs::write(format!("/proc/{pid}/{name}"), text);
+    if let Some(kuid) = run_kuid {
+        write("uid_map", format!("0 0 1\n{RUN_UID} {kuid} 1\n"))?;
+        return write("gid_map", format!("0 0 1\n{RUN_UID} {kuid} 1\n"));
+    }
     write(
         "uid_map",
         format!("{RUN_UID} {} 1", rustix::process::geteuid().as_raw()),
@@ -230,6 +245,23 @@ fn map_ids(pid: libc::pid_t) -> io::Result<()> {
         "gid_map",
         format!("{RUN_UID} {} 1", rustix::process::getegid().as_raw()),
     )
+}
+
+/// Gives up the namespace's root for [`RUN_UID`] (and no supplementary group): every
+/// capability goes with it. Async-signal-safe: raw syscalls only.
+pub(super) fn become_run_user() -> io::Result<()> {
+    let id = RUN_UID as libc::uid_t;
+    // SAFETY: setgroups with an empty list, setresgid and setresuid take no memory we own.
+    let ok = unsafe {
+        libc::setgroups(0, std::ptr::null()) == 0
+            && libc::setresgid(id, id, id) == 0
+            && libc::setresuid(id, id, id) == 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 fn setns(fd: &OwnedFd, kind: libc::c_int) -> io::Result<()> {

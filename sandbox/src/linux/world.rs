@@ -35,6 +35,9 @@ pub(super) struct World {
     links: BTreeSet<PathBuf>,
     /// Host trees and files bound at their own paths.
     bound: Vec<PathBuf>,
+    /// The host folders of [`Op::Place`], by index: the server may attach an idmapped clone
+    /// of each instead of a plain bind.
+    pub(super) placed: Vec<PathBuf>,
 }
 
 impl World {
@@ -98,6 +101,20 @@ impl World {
             to: under("/newroot", at)?,
         });
         self.bound.push(at.to_path_buf());
+        Ok(())
+    }
+
+    /// [`World::bind_at`] for a folder runs must own (`idmap.rs`): an [`Op::Place`].
+    pub(super) fn place_at(&mut self, source: &Path, at: &Path) -> io::Result<()> {
+        self.bind_at(source, at, true)?;
+        if let Some(Op::Bind { from, to }) = self.ops.pop() {
+            self.ops.push(Op::Place {
+                from,
+                to,
+                clone: self.placed.len(),
+            });
+            self.placed.push(source.to_path_buf());
+        }
         Ok(())
     }
 

@@ -68,6 +68,9 @@ pub type Hook<'a> = &'a (dyn Fn() -> io::Result<()> + Sync);
 #[derive(Clone, Copy)]
 pub struct Hooks<'a> {
     pub enter: Hook<'a>,
+    /// After `enter` and the pid namespace, before pid 1 or the program starts: the run gives
+    /// up the namespace's root (and every capability) for its own uid.
+    pub run_user: Hook<'a>,
     pub confine: Hook<'a>,
     pub pid_namespace: bool,
 }
@@ -533,6 +536,11 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             if libc::unshare(libc::CLONE_NEWPID) != 0 {
                 return fail(STEP_PID_NAMESPACE, errno());
             }
+            if let Some(hooks) = p.hooks {
+                if let Err(e) = (hooks.run_user)() {
+                    return fail(STEP_HOOK, hook_error(e));
+                }
+            }
             // "Interpreter started": made here, not by the server, so that only this child, pid 1
             // and the interpreter (until its exec, close-on-exec) hold its write end. A pipe the
             // server held would never reach EOF while the server's thread waits for this child.
@@ -561,7 +569,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             libc::_exit(0);
         }
         if let Some(hooks) = p.hooks {
-            if let Err(e) = (hooks.confine)() {
+            if let Err(e) = (hooks.run_user)().and_then(|()| (hooks.confine)()) {
                 return fail(STEP_HOOK, hook_error(e));
             }
         }
@@ -879,6 +887,7 @@ mod tests {
     fn entering(hook: Hook<'_>) -> Option<Hooks<'_>> {
         Some(Hooks {
             enter: hook,
+            run_user: &no_step,
             confine: &no_step,
             pid_namespace: false,
         })
@@ -962,6 +971,7 @@ mod tests {
     fn in_pid_namespace() -> Option<Hooks<'static>> {
         Some(Hooks {
             enter: &may_make_a_pid_namespace,
+            run_user: &no_step,
             confine: &no_step,
             pid_namespace: PID_NAMESPACE_SUPPORTED,
         })
