@@ -191,6 +191,7 @@ for path in sys.argv[1:]:
     except OSError as e:
         print(errno.errorcode.get(e.errno, e.errno), path)
 print("PREFIX", os.path.realpath(sys.base_prefix))
+print("HOSTNAME", os.uname().nodename)
 print("PATH", os.environ.get("PATH", ""))
 for folder in os.environ.get("PATH", "").split(":"):
     print("PATH-ENTRY", folder, os.path.isdir(folder))
@@ -267,6 +268,8 @@ fn a_run_lives_in_a_minimal_world_where_host_paths_do_not_exist() {
     for path in present {
         assert!(out.contains(&format!("FOUND {path}\n")), "{path}: {result}");
     }
+    // Its own UTS namespace, with a name that is not the machine's.
+    assert!(out.contains("HOSTNAME pyrun\n"), "{result}");
     // PATH names only folders of that world: none is missing, none is the home folder's.
     let entries: Vec<&str> = out
         .lines()

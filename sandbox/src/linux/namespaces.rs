@@ -135,10 +135,25 @@ impl Namespaces {
                 if let Some(net) = net {
                     setns(net, libc::CLONE_NEWNET)?;
                 }
-                unshare(PER_RUN)
+                unshare(PER_RUN)?;
             }
-            Self::Unshared(flags) => unshare(*flags | PER_RUN),
+            Self::Unshared(flags) => unshare(*flags | PER_RUN)?,
         }
+        name_host()
+    }
+}
+
+/// The host name a run sees, in its own UTS namespace: not the machine's.
+const RUN_HOSTNAME: &[u8] = b"pyrun";
+
+/// Names the run's UTS namespace [`RUN_HOSTNAME`]. Async-signal-safe: one syscall.
+fn name_host() -> io::Result<()> {
+    // SAFETY: sethostname reads `len` bytes of a static buffer.
+    let rc = unsafe { libc::sethostname(RUN_HOSTNAME.as_ptr().cast(), RUN_HOSTNAME.len()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
