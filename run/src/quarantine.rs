@@ -242,6 +242,7 @@ mod tests {
         );
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_folder_swapped_for_a_link_after_the_walk_moves_nothing_outside_the_project() {
         let projects = tempfile::tempdir().unwrap();
