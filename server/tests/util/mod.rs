@@ -103,6 +103,7 @@ pub fn peak_rss_mib(pid: u32) -> u64 {
 /// The Python side of attack scripts: `attempt(name, fn)` records how each call ended ("DONE" or
 /// the errno's name), `write(path)` writes a file (making its folders), `report()` prints the
 /// results as one JSON object on the last line. Prepend it to a script's body.
+#[cfg(target_os = "linux")]
 pub const ATTEMPT: &str = r##"
 import errno, json, os, sys
 _results = {}
