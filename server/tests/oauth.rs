@@ -783,6 +783,7 @@ async fn a_burst_of_wrong_secrets_on_one_form_is_counted_before_it_is_verified()
     let client_id = server.client().await;
     let consent = std::sync::Arc::new(server.open_consent(&client_id).await);
     let before = crate::util::peak_rss_mib(server.server.pid());
+    let started = std::time::Instant::now();
     let posts: Vec<_> = (0..40)
         .map(|i| {
             let (server, consent) = (server.clone(), consent.clone());
@@ -792,7 +793,7 @@ async fn a_burst_of_wrong_secrets_on_one_form_is_counted_before_it_is_verified()
             })
         })
         .collect();
-    let mut verified = 0;
+    let mut verified = 0u64;
     for post in posts {
         match post.await.unwrap() {
             StatusCode::UNAUTHORIZED => verified += 1,
@@ -800,11 +801,15 @@ async fn a_burst_of_wrong_secrets_on_one_form_is_counted_before_it_is_verified()
             other => panic!("a wrong secret got {other}"),
         }
     }
+    let took = started.elapsed().as_secs();
     let peak = crate::util::peak_rss_mib(server.server.pid());
-    eprintln!("burst: {verified} verified, peak RSS {before} -> {peak} MiB");
+    eprintln!("burst: {verified} verified in {took} s, peak RSS {before} -> {peak} MiB");
+    // Three free attempts, then one more each time the throttle's delay (1 s and growing) has
+    // passed: 4 for a burst that lands within a second; on a loaded machine the 40 requests may
+    // take a few seconds to arrive, and the rules then let one more through per second at most.
     assert!(
-        verified <= 4,
-        "{verified} of 40 wrong secrets were verified"
+        verified <= 4 + took.min(6),
+        "{verified} of 40 wrong secrets were verified in {took} s"
     );
     assert!(
         peak < 150,

@@ -28,7 +28,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use super::mount::{cstring, MountAttr, AT_RECURSIVE};
+use super::mount_op::{cstring, MountAttr, AT_RECURSIVE};
 use super::namespaces::{die_with_parent, wait_status};
 
 /// The kernel uid and gid of every run of a root server in this mode: fixed, and far above the

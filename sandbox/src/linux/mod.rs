@@ -6,6 +6,7 @@ mod cgroup;
 mod idmap;
 mod landlock;
 mod mount;
+mod mount_op;
 mod namespaces;
 mod seccomp;
 mod shm;

@@ -35,79 +35,18 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::idmap::Idmaps;
+use super::mount_op::{cstring, under, Op};
+use super::mount_op::{
+    MountAttr, AT_RECURSIVE, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID,
+    MOUNT_ATTR_RDONLY, MOVE_MOUNT_F_EMPTY_PATH,
+};
 use super::namespaces::wait_status;
 use super::world::World;
 use crate::protected::Writable;
 use crate::{RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR, RUN_SUPPORT_DIR};
-
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-const MOUNT_ATTR_NOSUID: u64 = 0x2;
-const MOUNT_ATTR_NODEV: u64 = 0x4;
-const MOUNT_ATTR_NOEXEC: u64 = 0x8;
-pub(super) const AT_RECURSIVE: libc::c_uint = 0x8000;
-const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
-
-/// `struct mount_attr` of `mount_setattr(2)`.
-#[repr(C)]
-pub(super) struct MountAttr {
-    pub(super) attr_set: u64,
-    pub(super) attr_clr: u64,
-    pub(super) propagation: u64,
-    pub(super) userns_fd: u64,
-}
-
-/// One step of the plan; every path is absolute in the building child's view.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Op {
-    Mkdir(CString),
-    /// An empty file to bind a single file onto.
-    File(CString),
-    /// A recursive bind of `from` on `to`.
-    Bind {
-        from: CString,
-        to: CString,
-    },
-    /// A folder runs must own: the server's idmapped clone of `from` (by its index in the
-    /// plan's placed folders) moved to `to` when it made one, a recursive bind otherwise.
-    Place {
-        from: CString,
-        to: CString,
-        clone: usize,
-    },
-    Symlink {
-        target: CString,
-        path: CString,
-    },
-    /// Fails unless `path` is the file with this device and inode: a folder the server checked
-    /// and holds open, bound by its path, is still that folder (not a link swapped in since).
-    Expect {
-        path: CString,
-        dev: u64,
-        ino: u64,
-    },
-    /// A bind of `path` over itself, with these mount attributes: looked up with no symbolic
-    /// link anywhere on the way (a run of another slot may rename folders of its project while
-    /// this view is built: a link there must not carry the bind elsewhere), the attributes set
-    /// on the detached copy before it is attached (a path looked up again could name another
-    /// mount by then). Skipped when the path is gone or is a link now: nothing real to hold.
-    Rebind {
-        path: CString,
-        set: u64,
-        clear: u64,
-        recursive: bool,
-    },
-    /// `mount_setattr` on the mount at `path`.
-    Attr {
-        path: CString,
-        set: u64,
-        clear: u64,
-        recursive: bool,
-    },
-}
 
 /// What a slot's view holds: host paths (canonical) and what runs may write of the projects.
 #[derive(Debug, Clone)]
@@ -146,17 +85,6 @@ pub(super) struct MountPlan {
     ops: Vec<Op>,
     /// The host folders of the [`Op::Place`] steps, by index.
     placed: Vec<PathBuf>,
-}
-
-pub(super) fn cstring(path: &Path) -> io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in a path"))
-}
-
-pub(super) fn under(prefix: &str, path: &Path) -> io::Result<CString> {
-    let mut joined = PathBuf::from(prefix);
-    joined.push(path.strip_prefix("/").unwrap_or(path));
-    cstring(&joined)
 }
 
 impl MountPlan {

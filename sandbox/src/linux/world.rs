@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use super::mount::{cstring, under, Op};
+use super::mount_op::{cstring, under, Op};
 
 /// How many links a shown path may pass through before it is given up (a loop).
 const MAX_LINKS: usize = 16;

@@ -14,6 +14,7 @@ pub mod authorize;
 pub mod cimd;
 pub mod consent_page;
 pub mod metadata;
+mod peer_key;
 pub mod redirect_uri;
 pub mod register;
 pub mod routes;
@@ -30,6 +31,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use authorize::PendingRequests;
+pub use peer_key::PeerKey;
 use pyrun_run::caller::{Caller, OAuthClient};
 use register::RegistrationLimit;
 use store::Store;

@@ -17,8 +17,8 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::store::{ClientKind, ClientRecord};
+use super::PeerKey;
 use super::{now, redirect_uri, secrets, OAuth, ProtocolError};
-use crate::transport::http::PeerKey;
 
 /// Largest registration request, in bytes.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;

@@ -6,7 +6,9 @@
 //! answering them). IPv6 addresses count by their /64, which one host usually owns whole.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
+
+pub use crate::oauth::PeerKey;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// The places of every address.
@@ -75,27 +77,6 @@ impl Drop for Place {
                 open.remove(&self.key);
             }
         }
-    }
-}
-
-/// The address a connection comes from, as limits count it: an IPv4 address (also when mapped
-/// into IPv6), or an IPv6 address's /64. Every request carries its connection's (the OAuth
-/// registration limit counts by it too).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PeerKey(pub IpAddr);
-
-impl PeerKey {
-    pub fn of(ip: IpAddr) -> Self {
-        Self(match ip {
-            IpAddr::V4(v4) => IpAddr::V4(v4),
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => IpAddr::V4(v4),
-                None => {
-                    let s = v6.segments();
-                    IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-                }
-            },
-        })
     }
 }
 
