@@ -224,6 +224,7 @@ pub struct Runner {
     max_output: usize,
     permits: Arc<Semaphore>,
     background_permits: Arc<Semaphore>,
+    background_places: usize,
     running: AtomicUsize,
     // Before `sandbox`: slots drop their rules (cgroups) before the sandbox removes their parent.
     slots: Arc<SlotPool>,
@@ -257,6 +258,7 @@ impl Runner {
             max_output: settings.max_output_bytes,
             permits: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             background_permits: Arc::new(Semaphore::new(settings.max_background_concurrent.max(1))),
+            background_places: settings.max_background_concurrent.max(1),
             running: AtomicUsize::new(0),
             slots: Arc::new(SlotPool::new()?),
             sandbox: sandbox.into(),
@@ -275,6 +277,11 @@ impl Runner {
     /// Runs in flight (not counting those waiting for a permit).
     pub fn running(&self) -> usize {
         self.running.load(Ordering::Relaxed)
+    }
+
+    /// Places in the background pool (`--max-background-concurrent`).
+    pub fn background_places(&self) -> usize {
+        self.background_places
     }
 
     /// The most output kept per stream, in bytes.

@@ -905,6 +905,54 @@ async fn one_oauth_client_never_evicts_anothers_ended_runs_nor_takes_every_place
 }
 
 #[tokio::test]
+async fn one_oauth_clients_queued_background_runs_never_hold_up_anothers() {
+    // Two places in the background pool; the flooder asks for four runs that never end.
+    let server = start(&["--max-background-concurrent", "2"]);
+    let (_, first) = server.tokens().await;
+    let (_, second) = server.tokens().await;
+    let victim = McpSession::open(&server.server, Some(s(&first["access_token"]))).await;
+    let flooder = McpSession::open(&server.server, Some(s(&second["access_token"]))).await;
+    for id in 1..=4 {
+        let started = tool(
+            &flooder,
+            id,
+            "start_python",
+            json!({"file_name": "sleeper.py"}),
+        )
+        .await;
+        assert_eq!(started["result"]["isError"], json!(false), "{started}");
+    }
+    let started = tool(
+        &victim,
+        10,
+        "start_python",
+        json!({"file_name": "hello_world.py"}),
+    )
+    .await;
+    let run_id = started["result"]["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_owned();
+    let mut state = Value::Null;
+    for id in 11..17 {
+        state = tool(
+            &victim,
+            id,
+            "get_run",
+            json!({"run_id": run_id, "wait_seconds": 5}),
+        )
+        .await;
+        if state["result"]["structuredContent"]["status"] == "exited" {
+            break;
+        }
+    }
+    assert_eq!(
+        state["result"]["structuredContent"]["status"], "exited",
+        "the run waited behind another caller's queue of runs: {state}"
+    );
+}
+
+#[tokio::test]
 async fn registrations_are_limited_per_address_as_well_as_overall() {
     let server = start(&[]);
     let body = json!({"client_name": "Burst", "redirect_uris": [REDIRECT]});

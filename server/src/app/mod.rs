@@ -172,6 +172,7 @@ impl App {
                 max_runs: config.background.max_runs,
                 max_per_caller: config.background.max_per_caller,
                 retention: config.background.retention,
+                several_callers: config.oauth.is_some(),
             },
             artifacts.clone(),
             |e| ClientMessage::from(e).into_string(),
