@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::artifacts::{new_run_id, ArtifactStore};
@@ -37,10 +36,6 @@ pub struct BackgroundSettings {
     pub max_per_caller: usize,
     /// How long an ended run is kept.
     pub retention: Duration,
-    /// More than one caller may start runs (OAuth clients): each caller's runs then leave a
-    /// place of the background pool to the others ([`BackgroundRuns::turns_of`]). With one
-    /// caller (stdio, a bearer token, no authentication) its runs may take every place.
-    pub several_callers: bool,
 }
 
 // What a run is called on the wire, shared with the client.
@@ -214,8 +209,6 @@ pub struct BackgroundRuns {
     describe: fn(RunError) -> String,
     /// Called with the id of each run dropped from the registry (its files go too).
     on_forget: Mutex<Vec<ForgetHook>>,
-    /// Each caller's turns in the background pool, by owner: see [`Self::turns_of`].
-    turns: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
 impl std::fmt::Debug for BackgroundRuns {
@@ -241,23 +234,7 @@ impl BackgroundRuns {
             runs: Mutex::default(),
             describe,
             on_forget: Mutex::default(),
-            turns: Mutex::default(),
         }
-    }
-
-    /// The turns `owner`'s runs take before they queue for the background pool: all its places
-    /// but one (at least one). The pool's own queue is first come, first served, so a caller
-    /// that queued many long runs would hold every other caller's runs behind all of them; this
-    /// way a caller's extra runs wait in its own queue, and with two places or more one is
-    /// always left for the others.
-    fn turns_of(&self, owner: &str) -> Arc<Semaphore> {
-        let places = self.runner.background_places().saturating_sub(1).max(1);
-        self.turns
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(owner.to_owned())
-            .or_insert_with(|| Arc::new(Semaphore::new(places)))
-            .clone()
     }
 
     pub fn settings(&self) -> &BackgroundSettings {
@@ -341,8 +318,6 @@ impl BackgroundRuns {
         let runner = self.runner.clone();
         let describe = self.describe;
         let running = record.clone();
-        let turns = (self.settings.several_callers && matches!(request.pool, Pool::Background))
-            .then(|| self.turns_of(owner));
         let artifacts = ArtifactTarget {
             store: self.artifacts.clone(),
             run_id: record.id.clone(),
@@ -353,6 +328,7 @@ impl BackgroundRuns {
             let req = RunRequest {
                 live: Some(running.live.clone()),
                 pool: request.pool,
+                caller: Some(&running.owner),
                 artifacts: Some(artifacts),
                 python: request.python.clone(),
                 ..RunRequest::new(
@@ -362,17 +338,7 @@ impl BackgroundRuns {
                     request.timeout,
                 )
             };
-            let run = async {
-                let _turn = match turns {
-                    Some(turns) => Some(tokio::select! {
-                        turn = turns.acquire_owned() => turn.map_err(|_| RunError::CancelledWhileQueued)?,
-                        _ = running.cancel.cancelled() => return Err(RunError::CancelledWhileQueued),
-                    }),
-                    None => None,
-                };
-                runner.run(req, &running.cancel).await
-            };
-            let end = match run.await {
+            let end = match runner.run(req, &running.cancel).await {
                 Ok(outcome) => RunEnd::Finished(outcome),
                 Err(RunError::CancelledWhileQueued) if running.cancel.is_cancelled() => {
                     RunEnd::Finished(RunOutcome {

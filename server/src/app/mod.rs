@@ -164,7 +164,12 @@ impl App {
         )
         .map_err(AppError::Scratch)?
         .with_quarantine(quarantine(&config));
-        let runner = Arc::new(runner);
+        // Only OAuth brings several callers; alone, a caller's runs may take every place.
+        let runner = Arc::new(if config.oauth.is_some() {
+            runner.with_caller_turns()
+        } else {
+            runner
+        });
         let runs = BackgroundRuns::new(
             runner.clone(),
             BackgroundSettings {
@@ -172,7 +177,6 @@ impl App {
                 max_runs: config.background.max_runs,
                 max_per_caller: config.background.max_per_caller,
                 retention: config.background.retention,
-                several_callers: config.oauth.is_some(),
             },
             artifacts.clone(),
             |e| ClientMessage::from(e).into_string(),
