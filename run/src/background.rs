@@ -328,6 +328,7 @@ impl BackgroundRuns {
             let req = RunRequest {
                 live: Some(running.live.clone()),
                 pool: request.pool,
+                caller: Some(&running.owner),
                 artifacts: Some(artifacts),
                 python: request.python.clone(),
                 ..RunRequest::new(

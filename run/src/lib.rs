@@ -37,4 +37,5 @@ pub mod runner;
 pub mod sandbox_probe;
 pub mod session;
 pub mod slots;
+mod turns;
 pub mod uv_lock;

@@ -37,6 +37,7 @@ use super::python_env::PythonEnv;
 use super::quarantine::{Quarantine, Quarantined};
 use super::sandbox_probe::SandboxProbe;
 use super::slots::{is_empty_private_dir, Slot, SlotError, SlotLease, SlotPool};
+use super::turns::CallerTurns;
 use pyrun_sandbox::{RunScope, Sandbox, SandboxError, SandboxMode};
 
 /// How long pipes are read after the process group is gone. Data the script wrote before dying is
@@ -125,6 +126,9 @@ pub struct RunRequest<'a> {
     /// `stderr` are empty (the truncation flags are set all the same).
     pub live: Option<Arc<LiveOutput>>,
     pub pool: Pool,
+    /// Who asked for it (a `Caller::key`): its runs wait for their turns in the pool when
+    /// several callers share the server ([`Runner::with_caller_turns`]).
+    pub caller: Option<&'a str>,
     /// Where the files the run leaves in `PYRUN_OUTPUT_DIR` go; `None`: they are dropped.
     pub artifacts: Option<ArtifactTarget>,
     /// The environment it runs in (`PythonEnvs::for_dir`); `None`: the runner's interpreter,
@@ -147,6 +151,7 @@ impl<'a> RunRequest<'a> {
             timeout,
             live: None,
             pool: Pool::Foreground,
+            caller: None,
             artifacts: None,
             python: None,
         }
@@ -224,6 +229,10 @@ pub struct Runner {
     max_output: usize,
     permits: Arc<Semaphore>,
     background_permits: Arc<Semaphore>,
+    /// Each caller's turns in the foreground and background pools, when several callers share
+    /// the server.
+    turns: Option<[CallerTurns; 2]>,
+    places: [usize; 2],
     running: AtomicUsize,
     // Before `sandbox`: slots drop their rules (cgroups) before the sandbox removes their parent.
     slots: Arc<SlotPool>,
@@ -257,6 +266,11 @@ impl Runner {
             max_output: settings.max_output_bytes,
             permits: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             background_permits: Arc::new(Semaphore::new(settings.max_background_concurrent.max(1))),
+            turns: None,
+            places: [
+                settings.max_concurrent.max(1),
+                settings.max_background_concurrent.max(1),
+            ],
             running: AtomicUsize::new(0),
             slots: Arc::new(SlotPool::new()?),
             sandbox: sandbox.into(),
@@ -269,6 +283,13 @@ impl Runner {
     /// folder), or with `None` lets them stay (for scaffolding scripts that mean to make them).
     pub fn with_quarantine(mut self, quarantine: Option<Quarantine>) -> Self {
         self.quarantine = quarantine.map(Arc::new);
+        self
+    }
+
+    /// Several callers share the server (OAuth clients): each caller's runs take at most all
+    /// places of a pool but one (`turns.rs`).
+    pub fn with_caller_turns(mut self) -> Self {
+        self.turns = Some(self.places.map(CallerTurns::new));
         self
     }
 
@@ -299,9 +320,18 @@ impl Runner {
         req: RunRequest<'_>,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, RunError> {
-        let pool = match req.pool {
-            Pool::Foreground => &self.permits,
-            Pool::Background => &self.background_permits,
+        let (pool, index) = match req.pool {
+            Pool::Foreground => (&self.permits, 0),
+            Pool::Background => (&self.background_permits, 1),
+        };
+        let turns = self.turns.as_ref().map(|turns| &turns[index]);
+        let _turn = match turns.zip(req.caller) {
+            Some((turns, caller)) => tokio::select! {
+                turn = turns.take(caller) => Some(turn.ok_or(RunError::CancelledWhileQueued)?),
+                _ = cancel.cancelled() => return Err(RunError::CancelledWhileQueued),
+                _ = self.shutdown.cancelled() => return Err(RunError::CancelledWhileQueued),
+            },
+            None => None,
         };
         let _permit = tokio::select! {
             permit = pool.clone().acquire_owned() => permit.map_err(|_| RunError::CancelledWhileQueued)?,

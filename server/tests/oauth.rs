@@ -910,6 +910,96 @@ async fn one_oauth_client_never_evicts_anothers_ended_runs_nor_takes_every_place
 }
 
 #[tokio::test]
+async fn one_oauth_clients_queued_background_runs_never_hold_up_anothers() {
+    // Two places in the background pool; the flooder asks for four runs that never end.
+    let server = start(&["--max-background-concurrent", "2"]);
+    let (_, first) = server.tokens().await;
+    let (_, second) = server.tokens().await;
+    let victim = McpSession::open(&server.server, Some(s(&first["access_token"]))).await;
+    let flooder = McpSession::open(&server.server, Some(s(&second["access_token"]))).await;
+    for id in 1..=4 {
+        let started = tool(
+            &flooder,
+            id,
+            "start_python",
+            json!({"file_name": "sleeper.py"}),
+        )
+        .await;
+        assert_eq!(started["result"]["isError"], json!(false), "{started}");
+    }
+    let started = tool(
+        &victim,
+        10,
+        "start_python",
+        json!({"file_name": "hello_world.py"}),
+    )
+    .await;
+    let run_id = started["result"]["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_owned();
+    // It ends within 20 s (get_run answers early once there is output: poll until then).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut state = Value::Null;
+    for id in 11.. {
+        state = tool(
+            &victim,
+            id,
+            "get_run",
+            json!({"run_id": run_id, "wait_seconds": 2}),
+        )
+        .await;
+        let status = &state["result"]["structuredContent"]["status"];
+        if status == "exited" || std::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        state["result"]["structuredContent"]["status"], "exited",
+        "the run waited behind another caller's queue of runs: {state}"
+    );
+}
+
+#[tokio::test]
+async fn one_oauth_clients_flood_of_run_python_calls_never_holds_up_anothers() {
+    // Two places for runs; the flooder's six calls run until their 60 s timeout.
+    let server = start(&["--max-concurrent", "2", "--timeout", "60"]);
+    let (_, first) = server.tokens().await;
+    let (_, second) = server.tokens().await;
+    let victim = McpSession::open(&server.server, Some(s(&first["access_token"]))).await;
+    let flooder = McpSession::open(&server.server, Some(s(&second["access_token"]))).await;
+    let flooder = std::sync::Arc::new(flooder);
+    let flood: Vec<_> = (1..=6)
+        .map(|id| {
+            let flooder = flooder.clone();
+            tokio::spawn(async move {
+                let args = json!({"file_name": "sleeper.py"});
+                tool(&flooder, id, "run_python", args).await
+            })
+        })
+        .collect();
+    // Every call of the flooder is in the server before the victim's.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let answer = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        tool(
+            &victim,
+            10,
+            "run_python",
+            json!({"file_name": "hello_world.py"}),
+        ),
+    )
+    .await
+    .expect("the run waited behind another caller's calls");
+    let stdout = &answer["result"]["structuredContent"]["stdout"];
+    assert_eq!(stdout, "Hello, World!\n", "{answer}");
+    for call in flood {
+        call.abort();
+    }
+}
+
+#[tokio::test]
 async fn registrations_are_limited_per_address_as_well_as_overall() {
     let server = start(&[]);
     let body = json!({"client_name": "Burst", "redirect_uris": [REDIRECT]});

@@ -164,7 +164,12 @@ impl App {
         )
         .map_err(AppError::Scratch)?
         .with_quarantine(quarantine(&config));
-        let runner = Arc::new(runner);
+        // Only OAuth brings several callers; alone, a caller's runs may take every place.
+        let runner = Arc::new(if config.oauth.is_some() {
+            runner.with_caller_turns()
+        } else {
+            runner
+        });
         let runs = BackgroundRuns::new(
             runner.clone(),
             BackgroundSettings {

@@ -14,7 +14,8 @@ pub struct BackgroundArgs {
     pub background_timeout: u64,
 
     /// Background runs at once, in a pool of their own (run_python never waits for them);
-    /// further ones are queued [default: CPUs].
+    /// further ones are queued; with --oauth, one caller's runs leave a place to the others
+    /// [default: CPUs].
     #[arg(long, env = "PYRUN_MAX_BACKGROUND_CONCURRENT", value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub max_background_concurrent: Option<u64>,
 

@@ -25,7 +25,8 @@ pub struct RunArgs {
     #[arg(long, env = "PYRUN_MAX_OUTPUT_BYTES", default_value_t = 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
     pub max_output_bytes: u64,
 
-    /// Runs at once; further calls wait their turn [default: 2 x CPUs].
+    /// Runs at once; further calls wait their turn; with --oauth, one caller's runs leave a
+    /// place to the others [default: 2 x CPUs].
     #[arg(long, env = "PYRUN_MAX_CONCURRENT", value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_concurrent: Option<u64>,
 

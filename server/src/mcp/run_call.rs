@@ -99,9 +99,11 @@ impl PyRunServer {
                 retention: self.app.runs.settings().retention,
             });
         let run_id = artifacts.as_ref().map(|t| t.run_id.clone());
+        let key = caller.key();
         let request = RunRequest {
             live: live.clone(),
             artifacts,
+            caller: Some(&key),
             ..request
         };
         let run = self.app.runner.run(request, &ctx.ct);
