@@ -52,9 +52,15 @@ pub fn python_env() -> PathBuf {
 /// sandbox's workload test runs scripts with.
 pub fn workload_env() -> PathBuf {
     static ENV: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    ENV.get_or_init(|| install_venv("workload", "workload-requirements.txt"))
-        .clone()
-        .unwrap_or_else(|e| panic!("{e}"))
+    ENV.get_or_init(|| {
+        install_venv(
+            "workload",
+            "workload-requirements.txt",
+            &view_safe_deps_dir(),
+        )
+    })
+    .clone()
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Node 22 with the Inspector and the conformance suite (installed on first use).
@@ -69,19 +75,39 @@ fn deps_dir() -> PathBuf {
     target_dir().join("test-deps")
 }
 
+/// Where an interpreter that runs must see in their own file view is installed: `test-deps/`,
+/// unless that lies in the temp folder, where a run's view puts its scratch (`/tmp`): the server
+/// then gives runs no view at all (it says so at start), and no private `/dev/shm` for
+/// multiprocessing. Then a folder of the user's cache, one per build folder.
+fn view_safe_deps_dir() -> PathBuf {
+    let deps = deps_dir();
+    let in_temp = deps.starts_with("/tmp") || deps.starts_with(std::env::temp_dir());
+    match std::env::var_os("HOME") {
+        Some(home) if in_temp && cfg!(target_os = "linux") => {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            deps.hash(&mut hasher);
+            PathBuf::from(home)
+                .join(".cache/pyrun-mcp-tests")
+                .join(format!("{:016x}", hasher.finish()))
+        }
+        _ => deps,
+    }
+}
+
 fn clients_dir() -> PathBuf {
     workspace_root().join("tests").join("clients")
 }
 
 fn install_python() -> Result<PathBuf, String> {
-    install_venv("venv", "requirements.txt")
+    install_venv("venv", "requirements.txt", &deps_dir())
 }
 
-/// A venv `test-deps/NAME` with the pinned packages of `tests/clients/REQUIREMENTS`.
-fn install_venv(name: &str, requirements: &str) -> Result<PathBuf, String> {
+/// A venv `BASE/NAME` with the pinned packages of `tests/clients/REQUIREMENTS`.
+fn install_venv(name: &str, requirements: &str, base: &Path) -> Result<PathBuf, String> {
     let spec_path = clients_dir().join(requirements);
     let spec = read(&spec_path)?;
-    let venv = deps_dir().join(name);
+    let venv = base.join(name);
     let python = if cfg!(windows) {
         venv.join("Scripts").join("python.exe")
     } else {
