@@ -358,7 +358,7 @@ impl Runner {
             RunSource::Script(_) => None,
         };
         let launch = Launch::of(&req, slot.dir());
-        let scope = sandbox.run_scope(&sandbox.project_of(launch.place.project_dir));
+        let scope = launch.scope(&sandbox);
         let started = Instant::now();
         let mut child = self.spawn(&launch, &sandbox, &slot, &scope)?;
         // Windows: a kill-on-close Job Object holds the whole tree (on error, kill_on_drop).
@@ -480,7 +480,7 @@ impl Runner {
             stdin_piped: true,
             python,
         };
-        let scope = sandbox.run_scope(&sandbox.project_of(launch.place.project_dir));
+        let scope = launch.scope(&sandbox);
         let child = self.spawn(&launch, &sandbox, &slot, &scope)?;
         #[cfg(windows)]
         let job = match child.raw_handle() {
@@ -778,6 +778,11 @@ struct Launch<'a> {
 }
 
 impl<'a> Launch<'a> {
+    /// What the run may write of the projects folder (its project), and the protected names there.
+    fn scope(&self, sandbox: &Sandbox) -> RunScope {
+        sandbox.run_scope(&sandbox.project_of(self.place.project_dir))
+    }
+
     fn of(req: &'a RunRequest<'a>, scratch: &'a Path) -> Self {
         Self {
             place: Placement::of(req.source, scratch),
@@ -987,16 +992,14 @@ impl Sweep {
         let Some(quarantine) = self.quarantine else {
             return Vec::new();
         };
-        let Some(projects) = self.sandbox.projects_dir().map(Path::to_path_buf) else {
-            return Vec::new();
-        };
         // A walk through the sandbox's watched memo of the writable part (a lookup per folder,
         // or nothing when no entry came or went): cheap enough for the response path; moving
         // what was found is not.
         let created = self.sandbox.created_protected(&self.scope);
-        if created.is_empty() {
-            return Vec::new();
-        }
+        let projects = match self.sandbox.projects_dir() {
+            Some(projects) if !created.is_empty() => projects.to_path_buf(),
+            _ => return Vec::new(),
+        };
         tokio::task::spawn_blocking(move || quarantine.take(&projects, &created))
             .await
             .unwrap_or_default()

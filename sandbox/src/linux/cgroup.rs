@@ -68,11 +68,6 @@ pub(super) struct SlotCgroups {
 }
 
 impl SlotCgroups {
-    /// A slot in no cgroup (a probe's).
-    pub(super) fn none() -> Self {
-        Self { joined: Vec::new() }
-    }
-
     /// Moves the calling process into the slot's cgroups. Async-signal-safe: one write per cgroup.
     pub(super) fn join(&self) -> std::io::Result<()> {
         for (_, file) in &self.joined {

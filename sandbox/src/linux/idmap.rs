@@ -28,7 +28,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use super::mount_op::{cstring, MountAttr, AT_RECURSIVE};
+use super::mount_op::{cstring, MountAttr, AT_RECURSIVE, MOUNT_ATTR_IDMAP, OPEN_TREE_CLONE};
 use super::namespaces::{die_with_parent, wait_status};
 
 /// The kernel uid and gid of every run of a root server in this mode: fixed, and far above the
@@ -39,9 +39,6 @@ pub(super) const RUN_KUID: u32 = 0x7e57_0000 + 0x2a;
 
 /// Set when a projects folder of this process could not be idmapped.
 static PROJECTS_CANNOT_IDMAP: AtomicBool = AtomicBool::new(false);
-
-const OPEN_TREE_CLONE: libc::c_uint = 0x1;
-const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
 /// The idmap user namespaces made so far, one per on-disk owner (uid, gid).
 #[derive(Debug, Default)]

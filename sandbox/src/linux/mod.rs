@@ -75,13 +75,21 @@ struct ViewTemplate {
 }
 
 impl ViewTemplate {
-    fn plan(&self, slot: &SlotRules, scope: &RunScope) -> std::io::Result<MountPlan> {
+    /// The plan of a view for a slot whose runs write in `scratch`, see `shm` at `/dev/shm` and
+    /// are granted `grants`, for runs of `scope`.
+    fn plan(
+        &self,
+        scratch: &Path,
+        shm: Option<&Path>,
+        grants: &[Grant],
+        scope: &RunScope,
+    ) -> std::io::Result<MountPlan> {
         MountPlan::new(&ViewSpec {
             projects: self.projects.as_deref(),
-            scratch: &slot.scratch,
+            scratch,
             shown: &self.shown,
-            shm: slot.shm.as_ref().map(SlotShm::path),
-            grants: &slot.grants,
+            shm,
+            grants,
             host_writable: &self.writable,
             pycache: self.pycache.as_deref(),
             support: self.support.as_deref(),
@@ -418,7 +426,12 @@ impl LinuxSandbox {
             .and_then(Namespaces::user)
             .ok_or_else(|| SandboxError::Landlock("no shared user namespace".into()))?;
         let ns = template
-            .plan(slot, scope)
+            .plan(
+                &slot.scratch,
+                slot.shm.as_ref().map(SlotShm::path),
+                &slot.grants,
+                scope,
+            )
             .and_then(|plan| plan.build(user, self.idmaps.as_deref()))
             .map(Arc::new)
             .map_err(|e| SandboxError::prepare("the run's file view", e))?;
@@ -477,16 +490,9 @@ fn hidden_by_view(policy: &SandboxPolicy) -> Vec<(&Path, &'static str)> {
 /// Builds a view once at start-up in a temporary scratch: true when this machine can.
 fn probe_view(template: &ViewTemplate, user: &OwnedFd, idmaps: Option<&Idmaps>) -> bool {
     let built = tempfile::tempdir().and_then(|scratch| {
-        let slot = SlotRules {
-            ruleset: None,
-            cgroups: SlotCgroups::none(),
-            scratch: scratch.path().to_path_buf(),
-            shm: Some(SlotShm::new(scratch.path())?),
-            grants: Vec::new(),
-            view: Mutex::new(None),
-        };
+        let shm = SlotShm::new(scratch.path())?;
         template
-            .plan(&slot, &RunScope::nothing())
+            .plan(scratch.path(), Some(shm.path()), &[], &RunScope::nothing())
             .and_then(|plan| plan.build(user, idmaps))
     });
     match built {

@@ -41,7 +41,7 @@ use super::idmap::Idmaps;
 use super::mount_op::{cstring, under, Op};
 use super::mount_op::{
     MountAttr, AT_RECURSIVE, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID,
-    MOUNT_ATTR_RDONLY, MOVE_MOUNT_F_EMPTY_PATH,
+    MOUNT_ATTR_RDONLY, MOVE_MOUNT_F_EMPTY_PATH, MOVE_MOUNT_T_EMPTY_PATH, OPEN_TREE_CLONE,
 };
 use super::namespaces::wait_status;
 use super::world::World;
@@ -441,8 +441,6 @@ impl MountPlan {
 /// [`Op::Rebind`], in the building child: raw syscalls only. 0 on success (or when there is
 /// nothing real to bind any more), -1 with `errno` set otherwise.
 unsafe fn rebind(path: &CString, set: u64, clear: u64, recursive: bool) -> libc::c_int {
-    const OPEN_TREE_CLONE: libc::c_uint = 0x1;
-    const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
     let mut how: libc::open_how = std::mem::zeroed();
     how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
     how.resolve = libc::RESOLVE_NO_SYMLINKS;

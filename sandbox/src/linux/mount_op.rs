@@ -13,6 +13,9 @@ pub(super) const MOUNT_ATTR_NODEV: u64 = 0x4;
 pub(super) const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 pub(super) const AT_RECURSIVE: libc::c_uint = 0x8000;
 pub(super) const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+pub(super) const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+pub(super) const OPEN_TREE_CLONE: libc::c_uint = 0x1;
+pub(super) const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
 /// `struct mount_attr` of `mount_setattr(2)`.
 #[repr(C)]

@@ -550,6 +550,7 @@ impl Store {
     // ----- failed owner secrets -----
 
     /// `(count, time of the last failure)` under `key`.
+    #[cfg(test)]
     pub fn failures(&self, key: &str) -> Result<(u32, i64), StoreError> {
         let found: Option<(i64, i64)> = self
             .conn()
@@ -598,6 +599,8 @@ impl Store {
         Ok(left)
     }
 
+    /// A failed attempt under each of `keys`, counted without a check (`count_attempt` checks).
+    #[cfg(test)]
     pub fn record_failure(&self, keys: &[&str], now: i64) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;

@@ -14,8 +14,6 @@ mod session_close;
 mod session_limit;
 mod unauthenticated;
 
-pub use unauthenticated::PeerKey;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;

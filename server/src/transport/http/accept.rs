@@ -34,7 +34,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
-use super::unauthenticated::{PeerKey, UnauthenticatedByAddress};
+use super::unauthenticated::UnauthenticatedByAddress;
+use crate::oauth::PeerKey;
 
 /// How long refusals past the cap are counted before they are logged again.
 const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(10);

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
-pub use crate::oauth::PeerKey;
+use crate::oauth::PeerKey;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// The places of every address.
