@@ -33,6 +33,15 @@ pub struct Quarantined {
     pub moved: bool,
 }
 
+/// The paths of the entries of `taken` that were moved away: what a result reports.
+pub fn moved_paths(taken: &[Quarantined]) -> Vec<String> {
+    taken
+        .iter()
+        .filter(|q| q.moved)
+        .map(|q| q.path.clone())
+        .collect()
+}
+
 impl Quarantine {
     /// The quarantine in `dir` (an absolute path outside the projects folder).
     pub fn new(dir: PathBuf) -> Self {

@@ -241,12 +241,7 @@ impl PyRunServer {
             Some(RunEnd::Finished(outcome)) => (
                 outcome.exit_code,
                 None,
-                outcome
-                    .quarantined
-                    .iter()
-                    .filter(|q| q.moved)
-                    .map(|q| q.path.clone())
-                    .collect(),
+                pyrun_run::quarantine::moved_paths(&outcome.quarantined),
             ),
             Some(RunEnd::Failed(reason)) => (None, Some(reason.clone()), Vec::new()),
             None => (None, None, Vec::new()),

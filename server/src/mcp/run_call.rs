@@ -20,7 +20,7 @@ use pyrun_run::background::{RunEnd, RunRecord};
 use pyrun_run::caller::Caller;
 use pyrun_run::live_output::{LiveOutput, Stream};
 use pyrun_run::paths::ProjectPath;
-use pyrun_run::quarantine::Quarantined;
+use pyrun_run::quarantine::{moved_paths, Quarantined};
 use pyrun_run::runner::{ArtifactTarget, RunOutcome, RunRequest, RunSource};
 
 pub use pyrun_api::RunReport;
@@ -244,12 +244,7 @@ impl PyRunServer {
             sandbox: sandbox.into_iter().map(str::to_owned).collect(),
             artifacts: std::mem::take(&mut presented.artifacts),
             skipped_artifacts: std::mem::take(&mut presented.skipped),
-            quarantined: outcome
-                .quarantined
-                .iter()
-                .filter(|q| q.moved)
-                .map(|q| q.path.clone())
-                .collect(),
+            quarantined: moved_paths(&outcome.quarantined),
             run_id: None,
             status: None,
             python: self.python_info(outcome.python.as_deref()),
