@@ -26,6 +26,7 @@ mod install_packages;
 mod oauth;
 mod output_memory;
 mod python_env;
+mod readme;
 mod resources;
 mod resources_http;
 mod run_uid;

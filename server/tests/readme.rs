@@ -1,0 +1,179 @@
+//! The README's claims a newcomer acts on first, checked against the real thing: its table of
+//! tools (under `## Tools`) is exactly what the real binary's `tools/list` offers, by default and
+//! with each flag the table names; every `--flag` it mentions is a flag of the server or of the
+//! client (or one of the few other programs' flags it quotes).
+
+use std::collections::BTreeSet;
+
+use clap::CommandFactory;
+use pyrun_mcp_tests::paths::workspace_root;
+use pyrun_mcp_tests::ServerLaunch;
+use serde_json::json;
+
+/// Flags the README quotes from other programs: cargo (`install`, `run`, `test`), `sha256sum`
+/// and `claude mcp add`. A flag of ours must never be listed here.
+const OTHER_PROGRAMS_FLAGS: &[&str] = &[
+    "--bin",
+    "--features",
+    "--ignore-missing",
+    "--locked",
+    "--offline",
+    "--path",
+    "--release",
+    "--scope",
+    "--workspace",
+];
+
+fn readme() -> String {
+    let path = workspace_root().join("README.md");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// One row of the README's tool table: the tool, and the flag that offers it (none: always).
+#[derive(Debug)]
+struct ToolRow {
+    name: String,
+    flag: Option<String>,
+}
+
+/// The rows of the table under the `## Tools` heading (up to the next `## ` heading).
+fn tool_table(readme: &str) -> Vec<ToolRow> {
+    let section = readme
+        .split("\n## ")
+        .find(|s| s.starts_with("Tools\n"))
+        .expect("the README has a `## Tools` section");
+    let rows: Vec<ToolRow> = section
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+            assert_eq!(cells.len(), 3, "a tool row has three cells: {line}");
+            let name = cells[0].trim_matches('`').to_owned();
+            let flag = match cells[2] {
+                "always" => None,
+                offered => Some(offered.trim_matches('`').to_owned()),
+            };
+            if let Some(flag) = &flag {
+                assert!(
+                    flag.starts_with("--") && !flag.contains(' '),
+                    "`offered` is `always` or one flag in backticks: {line}"
+                );
+            }
+            ToolRow { name, flag }
+        })
+        .collect();
+    assert!(!rows.is_empty(), "no rows in the README's tool table");
+    rows
+}
+
+/// The tool names the real server lists over stdio when started with `flags`.
+fn listed_tools(flags: &[&str]) -> BTreeSet<String> {
+    let mut server = ServerLaunch::samples().args(flags).stdio();
+    let reply = server.request("tools/list", json!({}));
+    let result = &reply["result"];
+    assert!(result["nextCursor"].is_null(), "one page of tools: {reply}");
+    let names = result["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {reply}"))
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    server.close();
+    names
+}
+
+#[test]
+fn the_readme_tool_table_is_what_tools_list_offers_by_default_and_with_each_flag() {
+    let rows = tool_table(&readme());
+    let named: BTreeSet<&str> = rows.iter().map(|row| row.name.as_str()).collect();
+    assert_eq!(named.len(), rows.len(), "a tool named twice: {rows:?}");
+    let always: BTreeSet<String> = rows
+        .iter()
+        .filter(|row| row.flag.is_none())
+        .map(|row| row.name.clone())
+        .collect();
+    assert_eq!(
+        listed_tools(&[]),
+        always,
+        "the README's tools marked `always` against tools/list without flags"
+    );
+    let flags: BTreeSet<&str> = rows.iter().filter_map(|row| row.flag.as_deref()).collect();
+    for flag in flags {
+        let expected: BTreeSet<String> = rows
+            .iter()
+            .filter(|row| row.flag.as_deref().is_none_or(|f| f == flag))
+            .map(|row| row.name.clone())
+            .collect();
+        assert_eq!(
+            listed_tools(&[flag]),
+            expected,
+            "the README's tools offered always or by {flag} against tools/list with {flag}"
+        );
+    }
+}
+
+/// Every long flag of `command` and of its subcommands, as `--name`.
+fn long_flags(command: &clap::Command, into: &mut BTreeSet<String>) {
+    for arg in command.get_arguments() {
+        into.extend(
+            arg.get_long_and_visible_aliases()
+                .into_iter()
+                .flatten()
+                .map(|l| format!("--{l}")),
+        );
+    }
+    for sub in command.get_subcommands() {
+        long_flags(sub, into);
+    }
+}
+
+/// The `--flag` words of `text` (a word that starts with two dashes and a letter).
+fn flags_in(text: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(offset) = text[at..].find("--") {
+        let start = at + offset;
+        let word_start =
+            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'-');
+        let mut end = start + 2;
+        while end < bytes.len()
+            && (bytes[end].is_ascii_lowercase()
+                || bytes[end].is_ascii_digit()
+                || bytes[end] == b'-')
+        {
+            end += 1;
+        }
+        if word_start && end > start + 2 && bytes[start + 2].is_ascii_lowercase() {
+            found.insert(text[start..end].trim_end_matches('-').to_owned());
+        }
+        at = end.max(start + 2);
+    }
+    found
+}
+
+#[test]
+fn every_flag_the_readme_names_is_a_flag_of_the_server_or_the_client() {
+    let mut ours = BTreeSet::new();
+    long_flags(&pyrun_mcp_server::config::Cli::command(), &mut ours);
+    long_flags(&pyrun_mcp_client::cli::Cli::command(), &mut ours);
+    for flag in OTHER_PROGRAMS_FLAGS {
+        assert!(
+            !ours.contains(*flag),
+            "{flag} is ours: take it off OTHER_PROGRAMS_FLAGS"
+        );
+    }
+    let named = flags_in(&readme());
+    assert!(
+        named.contains("--projects-dir"),
+        "the flag scan found {named:?}"
+    );
+    let unknown: Vec<&String> = named
+        .iter()
+        .filter(|flag| !ours.contains(*flag) && !OTHER_PROGRAMS_FLAGS.contains(&flag.as_str()))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "the README names flags neither pyrun-mcp-server nor pyrun-mcp-client has: {unknown:?}"
+    );
+}
