@@ -1,7 +1,8 @@
 //! The README's claims a newcomer acts on first, checked against the real thing: its table of
 //! tools (under `## Tools`) is exactly what the real binary's `tools/list` offers, by default and
 //! with each flag the table names; every `--flag` it mentions is a flag of the server or of the
-//! client (or one of the few other programs' flags it quotes).
+//! client (or one of the few other programs' flags it quotes); every link of the README and the
+//! `docs/` pages it sends readers to leads to a file and a heading that exist.
 
 use std::collections::BTreeSet;
 
@@ -176,4 +177,97 @@ fn every_flag_the_readme_names_is_a_flag_of_the_server_or_the_client() {
         unknown.is_empty(),
         "the README names flags neither pyrun-mcp-server nor pyrun-mcp-client has: {unknown:?}"
     );
+}
+
+/// GitHub's anchor for a heading: lower case, spaces to dashes, other punctuation dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `text` without its fenced code blocks and HTML comments (neither renders a link).
+fn prose(text: &str) -> String {
+    let mut kept = String::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            in_code = !in_code;
+        } else if !in_code {
+            kept.push_str(line);
+            kept.push('\n');
+        }
+    }
+    let mut out = String::new();
+    let mut rest = kept.as_str();
+    while let Some(start) = rest.find("<!--") {
+        out.push_str(&rest[..start]);
+        rest = rest[start..]
+            .find("-->")
+            .map_or("", |end| &rest[start + end + 3..]);
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The anchors of a markdown file's headings.
+fn anchors(text: &str) -> BTreeSet<String> {
+    prose(text)
+        .lines()
+        .filter_map(|line| line.strip_prefix('#'))
+        .map(|line| anchor(line.trim_start_matches('#')))
+        .collect()
+}
+
+#[test]
+fn every_link_of_the_readme_and_the_docs_pages_leads_to_a_file_and_heading_that_exist() {
+    let root = workspace_root();
+    let mut pages = vec![root.join("README.md"), root.join("SECURITY.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap().flatten() {
+        if entry.path().extension().is_some_and(|e| e == "md") {
+            pages.push(entry.path());
+        }
+    }
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        let prose = prose(&text);
+        for link in prose.split("](").skip(1) {
+            let Some(target) = link.split(')').next() else {
+                continue;
+            };
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
+            let file = if path.is_empty() {
+                page.clone()
+            } else {
+                page.parent().unwrap().join(path)
+            };
+            let Ok(content) = std::fs::read(&file) else {
+                broken.push(format!("{}: {target} (no such file)", page.display()));
+                continue;
+            };
+            if !fragment.is_empty()
+                && !anchors(&String::from_utf8_lossy(&content)).contains(fragment)
+            {
+                broken.push(format!("{}: {target} (no such heading)", page.display()));
+            }
+        }
+    }
+    assert!(
+        checked > 20,
+        "only {checked} links found: the scan is broken"
+    );
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
