@@ -271,3 +271,63 @@ fn every_link_of_the_readme_and_the_docs_pages_leads_to_a_file_and_heading_that_
     );
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
+
+/// The README's first screens: everything a newcomer needs before the reference starts. A
+/// quarter of the 981 lines the README had when what is protected came at line 350 and
+/// connecting Claude at line 377.
+const FIRST_SCREENS_LINES: usize = 250;
+
+/// The 1-based line of the first line of `readme` that starts with `prefix`.
+fn line_of(readme: &str, prefix: &str) -> usize {
+    readme
+        .lines()
+        .position(|line| line.starts_with(prefix))
+        .map(|at| at + 1)
+        .unwrap_or_else(|| panic!("the README has no line starting with {prefix:?}"))
+}
+
+#[test]
+fn the_readme_says_what_is_protected_per_platform_and_how_to_connect_claude_on_its_first_screens() {
+    let readme = readme();
+    let protected = line_of(&readme, "## What is protected");
+    assert!(
+        protected <= 100,
+        "`What is protected` starts at line {protected}"
+    );
+    let table_head = readme[readme.find("## What is protected").unwrap()..]
+        .lines()
+        .find(|line| line.starts_with('|'))
+        .unwrap_or_default()
+        .to_owned();
+    for platform in ["Linux", "macOS", "Windows"] {
+        assert!(
+            table_head.contains(platform),
+            "the protection table's head: {table_head}"
+        );
+    }
+    for heading in [
+        "## Install",
+        "### Claude Desktop",
+        "### Claude Code",
+        "### claude.ai",
+        "## Tools",
+    ] {
+        let at = line_of(&readme, heading);
+        assert!(at <= FIRST_SCREENS_LINES, "{heading} starts at line {at}");
+    }
+    let reference = line_of(&readme, "## Reference");
+    assert!(
+        reference <= FIRST_SCREENS_LINES,
+        "the reference starts at line {reference}"
+    );
+    let developing = line_of(&readme, "## Developing");
+    let suite = readme
+        .lines()
+        .position(|line| line.contains("bash scripts/test.sh"))
+        .map(|at| at + 1)
+        .expect("the README names the test-suite command");
+    assert!(
+        suite > developing,
+        "the test suite (line {suite}) comes under Developing"
+    );
+}
