@@ -11,6 +11,7 @@
 //! - `resources`: the projects folder as resources, and the watcher behind `list_changed`
 //! - `prompts`: `run-and-explain`, `debug-script`, `write-tests`
 //! - `artifacts`: the files runs leave, as `pyrun://runs/…` resources
+//! - `app`: the MCP App `ui://pyrun/run.html` that shows a run, named in the run tools' `_meta`
 //!
 //! Rooms never import each other. What they share, each module with one job: `reply` (refusals,
 //! structured results, timeouts, page sizes, listings), `call` (audit notes, progress, the
@@ -21,6 +22,7 @@
 //! their owners). What every session of one server shares (the
 //! task store, the projects folder's watcher) is `McpState`, made once by the transport.
 
+mod app;
 mod artifact_blocks;
 mod artifacts;
 mod background;
