@@ -77,7 +77,9 @@ fn the_run_viewer_is_listed_only_for_a_client_that_renders_apps() {
     assert_eq!(csp["connectDomains"], json!([]), "{viewer}");
     assert_eq!(csp["resourceDomains"], json!([]), "{viewer}");
     // The project files are still there, once.
-    let hello = resources.iter().filter(|r| r["uri"] == "pyrun://projects/hello.py");
+    let hello = resources
+        .iter()
+        .filter(|r| r["uri"] == "pyrun://projects/hello.py");
     assert_eq!(hello.count(), 1, "{apps}");
     server.close();
 }

@@ -54,6 +54,8 @@ print("wrote temperatures.png and temperatures.csv")
 
 const FAILS: &str = "print('reading the input')\nprint(1 / 0)\n";
 
+const LONG: &str = "for i in range(50000):\n    print(f'line {i:05d} ' + 'x' * 40)\n";
+
 const TICKS: &str =
     "import time\nfor i in range(600):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.2)\n";
 
@@ -140,7 +142,7 @@ struct Shown {
 }
 
 impl Shown {
-    async fn open(projects: &TempProjects, tool: &str, args: Value) -> Shown {
+    async fn open(projects: &TempProjects, tool: &str, args: Value, extra: &[&str]) -> Shown {
         let python = workload_env();
         let server = ServerLaunch::new(
             pyrun_mcp_tests::bin_path("pyrun-mcp-server"),
@@ -152,6 +154,7 @@ impl Shown {
             OsStr::new("--timeout"),
             OsStr::new("300"),
         ])
+        .args(extra)
         .http();
         let (base, host) = host_origin(server.mcp_url()).await;
         let browser = Browser::start().await;
@@ -242,7 +245,13 @@ fn encode(text: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_run_shows_its_coloured_output_its_plot_and_its_csv_as_a_sortable_table() {
     let projects = TempProjects::named("projects").file("report.py", REPORT);
-    let shown = Shown::open(&projects, "run_python", json!({"file_name": "report.py"})).await;
+    let shown = Shown::open(
+        &projects,
+        "run_python",
+        json!({"file_name": "report.py"}),
+        &[],
+    )
+    .await;
     let status = shown.text_when("#status", |t| t != "running").await;
     assert_eq!(status, "succeeded");
     shown.text_when("h1", |t| t == "report.py").await;
@@ -309,7 +318,13 @@ async fn a_finished_run_shows_its_coloured_output_its_plot_and_its_csv_as_a_sort
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_run_shows_its_exit_code_and_its_traceback_and_runs_again() {
     let projects = TempProjects::named("projects").file("fails.py", FAILS);
-    let shown = Shown::open(&projects, "run_python", json!({"file_name": "fails.py"})).await;
+    let shown = Shown::open(
+        &projects,
+        "run_python",
+        json!({"file_name": "fails.py"}),
+        &[],
+    )
+    .await;
     let status = shown.text_when("#status", |t| t != "running").await;
     assert_eq!(status, "failed");
     let facts = shown
@@ -333,7 +348,13 @@ async fn a_failed_run_shows_its_exit_code_and_its_traceback_and_runs_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_run_is_followed_live_and_cancel_stops_it() {
     let projects = TempProjects::named("projects").file("ticks.py", TICKS);
-    let shown = Shown::open(&projects, "start_python", json!({"file_name": "ticks.py"})).await;
+    let shown = Shown::open(
+        &projects,
+        "start_python",
+        json!({"file_name": "ticks.py"}),
+        &[],
+    )
+    .await;
     shown.text_when("#status", |t| t == "running").await;
     // Live: ticks arrive while the run goes on, through get_run via the host.
     shown
@@ -349,5 +370,33 @@ async fn a_background_run_is_followed_live_and_cancel_stops_it() {
     let stopped = shown.text_when(".term.stdout", |_| true).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(shown.text_when(".term.stdout", |_| true).await, stopped);
+    shown.browser.quit().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_output_is_drawn_a_screen_at_a_time_and_its_cut_is_stated() {
+    let projects = TempProjects::named("projects").file("long.py", LONG);
+    let limit = ["--max-output-bytes", "1000000"];
+    let shown = Shown::open(
+        &projects,
+        "run_python",
+        json!({"file_name": "long.py"}),
+        &limit,
+    )
+    .await;
+    shown.text_when("#status", |t| t == "succeeded").await;
+    shown
+        .text_when(".note", |t| t.contains("stdout was cut"))
+        .await;
+    let first = shown
+        .text_when(".term.stdout", |t| t.contains("line 00000"))
+        .await;
+    // About 20 000 lines arrived (1 MB); the pane holds only the rows around its view.
+    let rows = shown.all(".term.stdout .row").await.len();
+    assert!((20..=120).contains(&rows), "{rows} rows in the document");
+    assert!(
+        !first.contains("line 00200"),
+        "rows far below the view were drawn"
+    );
     shown.browser.quit().await;
 }

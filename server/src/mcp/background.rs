@@ -13,7 +13,7 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::app::run_viewer_tool_meta;
+use super::apps::run_viewer_tool_meta;
 use super::artifact_blocks::{self, Presented};
 use super::call::{call_notes, RunPythonArgs, ScriptCall};
 use super::handler::PyRunServer;

@@ -25,7 +25,7 @@ use super::read_budget::{ReadBudget, ShareHold};
 use super::reply::NOTIFY_TIMEOUT;
 use super::resources::watch::ProjectWatch;
 use super::task_store::Tasks;
-use super::{app, artifacts, fixtures, prompts, resources};
+use super::{apps, artifacts, fixtures, prompts, resources};
 use crate::app::App;
 use crate::audit::{CallNotes, Channel, FinishedCall, TransportKind};
 use pyrun_run::caller::Caller;
@@ -258,8 +258,8 @@ impl ServerHandler for PyRunServer {
     ) -> Result<ListResourcesResult, ErrorData> {
         let first_page = request.as_ref().is_none_or(|r| r.cursor.is_none());
         let mut own = resources::list(&self.state, request).await?;
-        if first_page && app::shows_apps(ctx.client_capabilities().as_ref()) {
-            own.resources.insert(0, app::listed());
+        if first_page && apps::shows_apps(ctx.client_capabilities().as_ref()) {
+            own.resources.insert(0, apps::listed());
         }
         Ok(fixtures::with_resources(own, first_page))
     }
@@ -281,8 +281,8 @@ impl ServerHandler for PyRunServer {
             return fixture.map(Into::into);
         }
         let uri = request.uri.as_str();
-        if uri.starts_with(app::UI_SCHEME) {
-            return app::read(uri).map(Into::into).ok_or_else(|| {
+        if uri.starts_with(apps::UI_SCHEME) {
+            return apps::read(uri).map(Into::into).ok_or_else(|| {
                 ErrorData::resource_not_found("no app at this URI", Some(json!({ "uri": uri })))
             });
         }

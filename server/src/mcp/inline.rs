@@ -15,7 +15,7 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::app::run_viewer_tool_meta;
+use super::apps::run_viewer_tool_meta;
 use super::call::{call_notes, TimeLimit};
 use super::handler::PyRunServer;
 use super::reply::{check_code, effective_timeout, refusal};

@@ -13,7 +13,7 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::app::run_viewer_tool_meta;
+use super::apps::run_viewer_tool_meta;
 use super::call::{call_notes, with_progress, RunPythonArgs, ScriptCall};
 use super::handler::PyRunServer;
 use super::reply::{fmt_secs, millis, refusal, structured, PAGE_BYTES};

@@ -1,4 +1,4 @@
-//! The apps room: the MCP App that shows a run (`ui://pyrun/run.html`, SEP-1865), one
+//! The MCP Apps of the server (shared by the run tools and the handler): the MCP App that shows a run (`ui://pyrun/run.html`, SEP-1865), one
 //! self-contained HTML file embedded in the binary — the `_meta` the run tools carry to name it,
 //! its `resources/list` entry and its `resources/read`.
 //!
