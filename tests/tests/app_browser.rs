@@ -52,7 +52,10 @@ fig.savefig(os.path.join(out, "temperatures.png"))
 print("wrote temperatures.png and temperatures.csv")
 "##;
 
-const FAILS: &str = "print('reading the input')\nprint(1 / 0)\n";
+/// Counts its runs in a file beside it, then fails.
+const FAILS: &str =
+    "import os\nn = int(open('count').read()) + 1 if os.path.exists('count') else 1\n\
+open('count', 'w').write(str(n))\nprint(f'reading the input, run {n}')\nprint(1 / 0)\n";
 
 const LONG: &str = "for i in range(50000):\n    print(f'line {i:05d} ' + 'x' * 40)\n";
 
@@ -143,6 +146,16 @@ struct Shown {
 
 impl Shown {
     async fn open(projects: &TempProjects, tool: &str, args: Value, extra: &[&str]) -> Shown {
+        Self::open_themed(projects, tool, args, extra, "light").await
+    }
+
+    async fn open_themed(
+        projects: &TempProjects,
+        tool: &str,
+        args: Value,
+        extra: &[&str],
+        theme: &str,
+    ) -> Shown {
         let python = workload_env();
         let server = ServerLaunch::new(
             pyrun_mcp_tests::bin_path("pyrun-mcp-server"),
@@ -158,9 +171,9 @@ impl Shown {
         .http();
         let (base, host) = host_origin(server.mcp_url()).await;
         let browser = Browser::start().await;
-        browser.resize(980, 1100).await;
+        browser.resize(980, 1200).await;
         let query = format!(
-            "{base}/?tool={tool}&args={}&theme=light",
+            "{base}/?tool={tool}&args={}&theme={theme}",
             encode(&args.to_string())
         );
         browser.goto(&query).await;
@@ -316,15 +329,11 @@ async fn a_finished_run_shows_its_coloured_output_its_plot_and_its_csv_as_a_sort
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_run_shows_its_exit_code_and_its_traceback_and_runs_again() {
+async fn a_failed_run_shows_its_exit_code_and_its_traceback_in_the_hosts_dark_theme_and_runs_again()
+{
     let projects = TempProjects::named("projects").file("fails.py", FAILS);
-    let shown = Shown::open(
-        &projects,
-        "run_python",
-        json!({"file_name": "fails.py"}),
-        &[],
-    )
-    .await;
+    let args = json!({"file_name": "fails.py"});
+    let shown = Shown::open_themed(&projects, "run_python", args, &[], "dark").await;
     let status = shown.text_when("#status", |t| t != "running").await;
     assert_eq!(status, "failed");
     let facts = shown
@@ -332,16 +341,28 @@ async fn a_failed_run_shows_its_exit_code_and_its_traceback_and_runs_again() {
         .await;
     assert!(facts.contains('1'), "{facts}");
     shown
-        .text_when(".term.stdout", |t| t.contains("reading the input"))
+        .text_when(".term.stdout", |t| t.contains("reading the input, run 1"))
         .await;
     shown
         .text_when(".term.stderr", |t| t.contains("ZeroDivisionError"))
         .await;
-    // Run again: the same call through the host, shown again.
+    let root = shown.browser.expect("html").await;
+    assert_eq!(
+        shown.browser.property(&root, "dataset").await["theme"],
+        "dark"
+    );
+    // Run again: the same call through the host, its new run shown.
     let again = shown.browser.expect("#run-again").await;
     shown.browser.click(&again).await;
-    shown.text_when("#run-again", |t| t == "Run again").await;
+    shown
+        .text_when(".term.stdout", |t| t.contains("reading the input, run 2"))
+        .await;
     assert_eq!(shown.text_when("#status", |_| true).await, "failed");
+    shown.browser.leave_frames().await;
+    shown
+        .browser
+        .screenshot(&screenshot_path("app-run-viewer-dark.png"))
+        .await;
     shown.browser.quit().await;
 }
 
@@ -398,5 +419,27 @@ async fn long_output_is_drawn_a_screen_at_a_time_and_its_cut_is_stated() {
         !first.contains("line 00200"),
         "rows far below the view were drawn"
     );
+    shown.browser.quit().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_python_handed_over_to_the_background_is_followed_and_cancelled_too() {
+    let projects = TempProjects::named("projects").file("ticks.py", TICKS);
+    let detach = ["--detach-after", "1"];
+    let shown = Shown::open(
+        &projects,
+        "run_python",
+        json!({"file_name": "ticks.py"}),
+        &detach,
+    )
+    .await;
+    shown.text_when("#status", |t| t == "running").await;
+    // The first page came with the hand-over; later ticks only through get_run.
+    shown
+        .text_when(".term.stdout", |t| t.contains("tick 12"))
+        .await;
+    let cancel = shown.browser.expect("#cancel").await;
+    shown.browser.click(&cancel).await;
+    shown.text_when("#status", |t| t == "cancelled").await;
     shown.browser.quit().await;
 }
