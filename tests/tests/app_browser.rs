@@ -146,15 +146,16 @@ struct Shown {
 
 impl Shown {
     async fn open(projects: &TempProjects, tool: &str, args: Value, extra: &[&str]) -> Shown {
-        Self::open_themed(projects, tool, args, extra, "light").await
+        Self::open_with(projects, tool, args, extra, "theme=light").await
     }
 
-    async fn open_themed(
+    /// Like [`Shown::open`], with more of the host's query (`theme=dark`, `reads=0`).
+    async fn open_with(
         projects: &TempProjects,
         tool: &str,
         args: Value,
         extra: &[&str],
-        theme: &str,
+        query: &str,
     ) -> Shown {
         let python = workload_env();
         let server = ServerLaunch::new(
@@ -172,11 +173,11 @@ impl Shown {
         let (base, host) = host_origin(server.mcp_url()).await;
         let browser = Browser::start().await;
         browser.resize(980, 1200).await;
-        let query = format!(
-            "{base}/?tool={tool}&args={}&theme={theme}",
+        let page = format!(
+            "{base}/?tool={tool}&args={}&{query}",
             encode(&args.to_string())
         );
-        browser.goto(&query).await;
+        browser.goto(&page).await;
         let shown = Shown {
             browser,
             _host: host,
@@ -329,11 +330,38 @@ async fn a_finished_run_shows_its_coloured_output_its_plot_and_its_csv_as_a_sort
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_without_resource_reads_gets_the_inline_picture_and_the_files_named() {
+    let projects = TempProjects::named("projects").file("report.py", REPORT);
+    let args = json!({"file_name": "report.py"});
+    let shown = Shown::open_with(&projects, "run_python", args, &[], "reads=0").await;
+    assert_eq!(
+        shown.text_when("#status", |t| t != "running").await,
+        "succeeded"
+    );
+    let img = shown.browser.expect("figure img").await;
+    let deadline = Instant::now() + SHOW_WAIT;
+    while shown.browser.property(&img, "naturalWidth").await.as_u64() == Some(0) {
+        assert!(Instant::now() < deadline, "the inline picture never showed");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let src = shown.browser.property(&img, "src").await;
+    assert!(
+        src.as_str().is_some_and(|s| s.starts_with("data:image/")),
+        "{src}"
+    );
+    shown
+        .text_when(".artifact p.empty", |t| t.contains("no resource reads"))
+        .await;
+    assert!(shown.browser.find("table").await.is_none());
+    shown.browser.quit().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_run_shows_its_exit_code_and_its_traceback_in_the_hosts_dark_theme_and_runs_again()
 {
     let projects = TempProjects::named("projects").file("fails.py", FAILS);
     let args = json!({"file_name": "fails.py"});
-    let shown = Shown::open_themed(&projects, "run_python", args, &[], "dark").await;
+    let shown = Shown::open_with(&projects, "run_python", args, &[], "theme=dark").await;
     let status = shown.text_when("#status", |t| t != "running").await;
     assert_eq!(status, "failed");
     let facts = shown

@@ -3,7 +3,8 @@
 // does for a tool with `_meta.ui.resourceUri`: read the `ui://` resource, render it in a sandboxed
 // iframe under the CSP its `_meta.ui.csp` asks for, call the tool, hand the app the tool's input
 // and result, and forward the app's own tool calls and resource reads to the server.
-// Driven by the query string: `?tool=NAME&args=JSON&theme=light|dark`. `#host-status` says where
+// Driven by the query string: `?tool=NAME&args=JSON&theme=light|dark&reads=0` (`reads=0`: a host
+// that offers the app no resource reads). `#host-status` says where
 // it is ("app ready", "result sent", or "error: …").
 import { AppBridge, PostMessageTransport } from "@modelcontextprotocol/ext-apps/app-bridge";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
@@ -32,6 +33,7 @@ async function main() {
   const tool = query.get("tool");
   const args = JSON.parse(query.get("args") || "{}");
   const theme = query.get("theme") || "light";
+  const reads = query.get("reads") !== "0";
   document.getElementById("call").textContent = tool + " " + JSON.stringify(args);
 
   const client = new Client(
@@ -64,7 +66,7 @@ async function main() {
   const bridge = new AppBridge(
     client,
     { name: "pyrun-app-test-host", version: "1.0.0" },
-    { serverTools: {}, serverResources: {}, logging: {} },
+    reads ? { serverTools: {}, serverResources: {}, logging: {} } : { serverTools: {}, logging: {} },
     { hostContext: { theme, displayMode: "inline", platform: "web", locale: "en-US",
       toolInfo: { tool: def } } },
   );
