@@ -104,6 +104,8 @@ fn install_app_host() -> Result<PathBuf, String> {
                 .map_err(|e| format!("write {}: {e}", dir.join(name).display()))?;
         }
         let npm = if cfg!(windows) { "npm.cmd" } else { "npm" };
+        // ext-apps names React and the server SDK as peers (for its React hooks and server
+        // helpers): the host side needs neither, so peers are not installed on their own.
         step(
             Command::new(npm)
                 .args([
