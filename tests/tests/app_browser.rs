@@ -25,6 +25,10 @@ use pyrun_mcp_tests::browser::{screenshot_path, Element};
 use pyrun_mcp_tests::{app_host, workload_env, Browser, HttpServer, ServerLaunch, TempProjects};
 use serde_json::{json, Value};
 
+/// WebDriver's key codes for Enter and End.
+const ENTER: &str = "\u{E007}";
+const END: &str = "\u{E010}";
+
 /// How long the app may take to show what a test waits for (a matplotlib import included).
 const SHOW_WAIT: Duration = Duration::from_secs(90);
 
@@ -314,7 +318,8 @@ async fn a_finished_run_shows_its_coloured_output_its_plot_and_its_csv_as_a_sort
     let by_mean = shown.browser.expect("table th:nth-of-type(2) button").await;
     shown.browser.click(&by_mean).await;
     assert_eq!(first_city().await, "Oslo");
-    shown.browser.click(&by_mean).await;
+    // The keyboard does what the pointer does: Enter on the focused header sorts again.
+    shown.browser.type_into(&by_mean, ENTER).await;
     assert_eq!(first_city().await, "Cairo");
     shown
         .text_when("p.empty", |t| t.contains("5 rows × 2 columns"))
@@ -410,7 +415,12 @@ async fn a_background_run_is_followed_live_and_cancel_stops_it() {
         .text_when(".term.stdout", |t| t.contains("tick 3"))
         .await;
     shown.text_when("h1", |t| t == "ticks.py").await;
+    // The button found early is still the one on the page after many live updates (a redraw
+    // that replaced it would take it from under the pointer and the keyboard focus).
     let cancel = shown.browser.expect("#cancel").await;
+    shown
+        .text_when(".term.stdout", |t| t.contains("tick 12"))
+        .await;
     shown.browser.click(&cancel).await;
     shown.text_when("#status", |t| t == "cancelled").await;
     let cancel = shown.browser.expect("#cancel").await;
@@ -447,6 +457,13 @@ async fn long_output_is_drawn_a_screen_at_a_time_and_its_cut_is_stated() {
         !first.contains("line 00200"),
         "rows far below the view were drawn"
     );
+    // End on the focused pane scrolls to the last rows, which are drawn then.
+    let pane = shown.browser.expect(".term.stdout").await;
+    shown.browser.type_into(&pane, END).await;
+    let last = shown
+        .text_when(".term.stdout", |t| first_number(t) > 5000)
+        .await;
+    assert!(!last.contains("line 00000"), "{last}");
     shown.browser.quit().await;
 }
 
@@ -470,4 +487,12 @@ async fn a_run_python_handed_over_to_the_background_is_followed_and_cancelled_to
     shown.browser.click(&cancel).await;
     shown.text_when("#status", |t| t == "cancelled").await;
     shown.browser.quit().await;
+}
+
+/// The number after the first `line ` of `text` (0 when none).
+fn first_number(text: &str) -> u32 {
+    text.split_once("line ")
+        .and_then(|(_, rest)| rest.get(..5))
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or(0)
 }
