@@ -2,9 +2,10 @@
 # The one test command (README and .ci/run call exactly `bash scripts/test.sh`): formatting, lints,
 # the layering checks, a compile check for Windows and macOS, the publish dry run, then one build
 # and one `cargo test --workspace` with the tunnel and the real-client tests on (official SDKs,
-# Inspector, conformance suite, nginx, chromium, the scripts), and a closing summary with each
-# step's time and the test count.
-# Real-client tests install what they need (Python venv, Node tools) under target/test-deps/.
+# Inspector, conformance suite, nginx, chromium, the MCP Apps test host, the scripts), and a
+# closing summary with each step's time and the test count.
+# Real-client tests install what they need (Python venv, Node tools, the MCP Apps test host bundled
+# with esbuild; npm and node on PATH) under target/test-deps/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -9,6 +9,7 @@
 
 mod util;
 
+mod app_viewer;
 mod artifacts;
 mod audit_log;
 mod background_runs;

@@ -253,6 +253,33 @@ impl Browser {
         value.as_str().unwrap_or_default().to_owned()
     }
 
+    /// A DOM property of `element` (e.g. an image's `naturalWidth`), as JSON.
+    pub async fn property(&self, element: &Element, name: &str) -> Value {
+        let path = format!("/element/{}/property/{name}", element.0);
+        self.command(reqwest::Method::GET, &path, None).await
+    }
+
+    /// Makes the iframe `element` the context later commands look in (an MCP App's frame).
+    pub async fn enter_frame(&self, element: &Element) {
+        let id = json!({ "id": { ELEMENT_KEY: element.0 } });
+        self.command(reqwest::Method::POST, "/frame", Some(id))
+            .await;
+    }
+
+    /// Back to the top-level page after [`Browser::enter_frame`].
+    pub async fn leave_frames(&self) {
+        let id = json!({ "id": null });
+        self.command(reqwest::Method::POST, "/frame", Some(id))
+            .await;
+    }
+
+    /// Resizes the window (screenshots show the whole of a tall page).
+    pub async fn resize(&self, width: u32, height: u32) {
+        let rect = json!({ "width": width, "height": height });
+        self.command(reqwest::Method::POST, "/window/rect", Some(rect))
+            .await;
+    }
+
     /// Saves a PNG screenshot of the window to `path` (creating its folder).
     pub async fn screenshot(&self, path: &Path) {
         let value = self

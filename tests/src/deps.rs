@@ -1,6 +1,8 @@
 //! Installing the clients we did not write, once per `target/`: a Python venv with the official `mcp`
 //! SDK and `fastmcp` (pinned in `tests/clients/requirements.txt`), and a Node 22 with the MCP
-//! Inspector and the conformance suite (pinned in `tests/clients/package.json`).
+//! Inspector and the conformance suite (pinned in `tests/clients/package.json`); and the MCP Apps
+//! test host (`tests/clients/app-host/`: the ext-apps SDK's host side, pinned, bundled for the
+//! browser with esbuild).
 //!
 //! Each install runs behind an exclusive lock on a file under `target/test-deps/`, so parallel test
 //! binaries wait for one installer instead of racing. A marker holding the pinned spec makes later
@@ -69,6 +71,66 @@ pub fn node_env() -> NodeEnv {
     ENV.get_or_init(install_node)
         .clone()
         .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The folder holding the MCP Apps test host: `index.html` and `host.js`, the latter bundled from
+/// `tests/clients/app-host/host.js` with the pinned `@modelcontextprotocol/ext-apps` (its
+/// `app-bridge`), `@modelcontextprotocol/client` and esbuild (installed and bundled on first use,
+/// again when the pins or the host's source change).
+pub fn app_host() -> PathBuf {
+    static HOST: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    HOST.get_or_init(install_app_host)
+        .clone()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn install_app_host() -> Result<PathBuf, String> {
+    let source = clients_dir().join("app-host");
+    let (package, host, page) = (
+        read(&source.join("package.json"))?,
+        read(&source.join("host.js"))?,
+        read(&source.join("index.html"))?,
+    );
+    let dir = deps_dir().join("app-host");
+    // The page and the host's source are part of what is installed: a change to either rebuilds.
+    let spec = format!("{package}\n{host}\n{page}");
+    installed_once("app-host", &dir, &spec, || {
+        for (name, text) in [
+            ("package.json", &package),
+            ("host.src.js", &host),
+            ("index.html", &page),
+        ] {
+            std::fs::write(dir.join(name), text)
+                .map_err(|e| format!("write {}: {e}", dir.join(name).display()))?;
+        }
+        let npm = if cfg!(windows) { "npm.cmd" } else { "npm" };
+        // ext-apps names React and the server SDK as peers (for its React hooks and server
+        // helpers): the host side needs neither, so peers are not installed on their own.
+        step(
+            Command::new(npm)
+                .args([
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--no-package-lock",
+                    "--legacy-peer-deps",
+                ])
+                .current_dir(&dir),
+        )?;
+        // esbuild's JavaScript API finds its platform's binary (the optional `@esbuild/*`
+        // package) wherever npm put it.
+        step(
+            Command::new("node")
+                .args([
+                    "-e",
+                    "require('esbuild').buildSync({entryPoints: ['host.src.js'], bundle: true, \
+                     format: 'iife', platform: 'browser', target: 'chrome110', \
+                     outfile: 'host.js', logLevel: 'warning'})",
+                ])
+                .current_dir(&dir),
+        )
+    })?;
+    Ok(dir)
 }
 
 fn deps_dir() -> PathBuf {
@@ -191,7 +253,7 @@ fn installed_once(
     if dir.exists() {
         std::fs::remove_dir_all(dir).map_err(|e| format!("remove {}: {e}", dir.display()))?;
     }
-    // `venv` creates its own folder; npm needs it to exist.
+    // `venv` creates its own folder; npm and the app host need it to exist.
     if name != "venv" {
         std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     }

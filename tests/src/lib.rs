@@ -37,7 +37,7 @@ pub use clients::{
     python_client, OUR_TOOLS,
 };
 #[cfg(feature = "real-clients")]
-pub use deps::{node_env, python_env, workload_env, NodeEnv};
+pub use deps::{app_host, node_env, python_env, workload_env, NodeEnv};
 pub use env::{scrub_env, ENV_VARS};
 pub use http::{SseEvent, SseReader};
 pub use net::free_port;

@@ -9,6 +9,7 @@
 
 mod util;
 
+mod app_browser;
 mod behind_proxy;
 mod bundle;
 mod client_fastmcp;

@@ -13,6 +13,7 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::apps::run_viewer_tool_meta;
 use super::artifact_blocks::{self, Presented};
 use super::call::{call_notes, RunPythonArgs, ScriptCall};
 use super::handler::PyRunServer;
@@ -62,7 +63,8 @@ impl PyRunServer {
     #[tool(
         title = "Start a Python file in the background",
         annotations(title = "Start a Python file in the background", open_world_hint = false),
-        output_schema = schema_for_output::<StartedRun>()
+        output_schema = schema_for_output::<StartedRun>(),
+        meta = run_viewer_tool_meta()
     )]
     async fn start_python(
         &self,

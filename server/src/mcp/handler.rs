@@ -18,13 +18,14 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
+use serde_json::json;
 
 use super::artifact_blocks::RUNS_PREFIX;
 use super::read_budget::{ReadBudget, ShareHold};
 use super::reply::NOTIFY_TIMEOUT;
 use super::resources::watch::ProjectWatch;
 use super::task_store::Tasks;
-use super::{artifacts, fixtures, prompts, resources};
+use super::{apps, artifacts, fixtures, prompts, resources};
 use crate::app::App;
 use crate::audit::{CallNotes, Channel, FinishedCall, TransportKind};
 use pyrun_run::caller::Caller;
@@ -253,10 +254,13 @@ impl ServerHandler for PyRunServer {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let first_page = request.as_ref().is_none_or(|r| r.cursor.is_none());
-        let own = resources::list(&self.state, request).await?;
+        let mut own = resources::list(&self.state, request).await?;
+        if first_page && apps::shows_apps(ctx.client_capabilities().as_ref()) {
+            own.resources.insert(0, apps::listed());
+        }
         Ok(fixtures::with_resources(own, first_page))
     }
 
@@ -277,6 +281,11 @@ impl ServerHandler for PyRunServer {
             return fixture.map(Into::into);
         }
         let uri = request.uri.as_str();
+        if uri.starts_with(apps::UI_SCHEME) {
+            return apps::read(uri).map(Into::into).ok_or_else(|| {
+                ErrorData::resource_not_found("no app at this URI", Some(json!({ "uri": uri })))
+            });
+        }
         let caller = self.caller(&ctx);
         let (result, share) = if uri.starts_with(RUNS_PREFIX) {
             artifacts::read_resource(&self.app, &self.state.reads, &caller, uri).await?

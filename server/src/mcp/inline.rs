@@ -15,6 +15,7 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::apps::run_viewer_tool_meta;
 use super::call::{call_notes, TimeLimit};
 use super::handler::PyRunServer;
 use super::reply::{check_code, effective_timeout, refusal};
@@ -50,7 +51,8 @@ impl PyRunServer {
     #[tool(
         title = "Run Python code",
         annotations(title = "Run Python code", open_world_hint = false),
-        output_schema = schema_for_output::<RunReport>()
+        output_schema = schema_for_output::<RunReport>(),
+        meta = run_viewer_tool_meta()
     )]
     async fn run_python_code(
         &self,

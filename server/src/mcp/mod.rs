@@ -15,12 +15,15 @@
 //! Rooms never import each other. What they share, each module with one job: `reply` (refusals,
 //! structured results, timeouts, page sizes, listings), `call` (audit notes, progress, the
 //! prologue of a file run, the Python environment of a folder), `run_call` (a run the call waits
-//! for and its report), `artifact_blocks` (what a result shows of the files a run left),
+//! for and its report), `artifact_blocks` (what a result shows of the files a run left), `apps`
+//! (the MCP App `ui://pyrun/run.html` that shows a run: the run tools' `_meta` naming it, its
+//! listing and its read),
 //! `project_files` (a project file as a resource: its URI, its read, its contents),
 //! `read_budget` (the bytes resource reads hold at once) and `task_store` (the MCP tasks and
 //! their owners). What every session of one server shares (the
 //! task store, the projects folder's watcher) is `McpState`, made once by the transport.
 
+mod apps;
 mod artifact_blocks;
 mod artifacts;
 mod background;

@@ -13,6 +13,7 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::apps::run_viewer_tool_meta;
 use super::call::{call_notes, with_progress, RunPythonArgs, ScriptCall};
 use super::handler::PyRunServer;
 use super::reply::{fmt_secs, millis, refusal, structured, PAGE_BYTES};
@@ -46,7 +47,8 @@ impl PyRunServer {
     #[tool(
         title = "Run a Python file",
         annotations(title = "Run a Python file", open_world_hint = false),
-        output_schema = schema_for_output::<RunReport>()
+        output_schema = schema_for_output::<RunReport>(),
+        meta = run_viewer_tool_meta()
     )]
     async fn run_python(
         &self,
