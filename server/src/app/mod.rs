@@ -9,8 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
 use crate::client_message::ClientMessage;
-use crate::config::Config;
+use crate::config::{Config, RunPodConfig, RunPodPoll};
 use crate::oauth::{self, OAuth};
+use pyrun_remote::runpod::{PollMethod, RunPod, RunPodApi};
 use pyrun_run::artifacts::{ArtifactLimits, ArtifactStore};
 use pyrun_run::background::{BackgroundRuns, BackgroundSettings};
 use pyrun_run::bytecode_cache::BytecodeCache;
@@ -49,6 +50,8 @@ pub struct App {
     pub installs: Option<Arc<Installs>>,
     /// The interpreters and checked virtual environments runs use.
     pub python_envs: Arc<PythonEnvs>,
+    /// `--runpod-endpoint`: the RunPod backend runs may be sent to.
+    pub runpod: Option<Arc<RunPod>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +66,8 @@ pub enum AppError {
     OAuth(#[from] oauth::OAuthError),
     #[error("cannot make the state folder {dir}: {error}")]
     StateDir { dir: String, error: std::io::Error },
+    #[error("the RunPod backend cannot be set up: {0}")]
+    RunPod(String),
     #[error("--oauth has no public URL to use as its issuer\nhint: pass --public-url https://…")]
     NoPublicUrl,
 }
@@ -205,7 +210,12 @@ impl App {
         } else {
             None
         };
+        let runpod = match &config.runpod {
+            Some(settings) => Some(Arc::new(open_runpod(settings)?)),
+            None => None,
+        };
         Ok(Arc::new(Self {
+            runpod,
             config,
             root,
             runner,
@@ -219,6 +229,17 @@ impl App {
             python_envs,
         }))
     }
+}
+
+/// The RunPod endpoint's client (nothing is sent until a run asks for it).
+fn open_runpod(settings: &RunPodConfig) -> Result<RunPod, AppError> {
+    let poll = match settings.poll {
+        RunPodPoll::Get => PollMethod::Get,
+        RunPodPoll::Post => PollMethod::Post,
+    };
+    let api = RunPodApi::new(&settings.base_url, &settings.api_key, poll)
+        .map_err(|e| AppError::RunPod(e.to_string()))?;
+    Ok(RunPod::new(api))
 }
 
 /// Where protected names runs create are moved: the state folder's `quarantine/` (made

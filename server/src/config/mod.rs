@@ -25,6 +25,7 @@ mod install;
 mod oauth;
 mod oauth_test;
 mod python_env;
+mod runpod;
 mod runs;
 mod sandbox;
 mod sessions;
@@ -42,6 +43,7 @@ pub use install::{InstallArgs, InstallConfig};
 pub use oauth::{OAuthArgs, OAuthConfig};
 pub use oauth_test::OAuthTestArgs;
 pub use python_env::PythonEnvArgs;
+pub use runpod::{RunPodArgs, RunPodConfig, RunPodPoll};
 pub use runs::RunArgs;
 pub use sandbox::{SandboxArgs, SandboxConfig};
 pub use sessions::{SessionArgs, SessionConfig};
@@ -112,6 +114,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub sessions: SessionArgs,
+
+    #[command(flatten)]
+    pub runpod: RunPodArgs,
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
@@ -189,10 +194,14 @@ pub struct Config {
     pub allow_python: Vec<PathBuf>,
     /// Python sessions (offered with inline code): how many, and how long an unused one lives.
     pub sessions: SessionConfig,
+    /// `--runpod-endpoint`: the RunPod backend; `None`: runs are local only.
+    pub runpod: Option<RunPodConfig>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    #[error("{0}\nhint: see docs/runpod.md")]
+    RunPod(String),
     #[error("projects folder '{0}' does not exist or is not a directory\nhint: pass --projects-dir DIR or set PYTHON_PROJECTS_DIR")]
     ProjectsDir(String),
     #[error("{0}\nhint: install Python 3, or pass --python PATH / set PYTHON_BIN")]
@@ -342,6 +351,7 @@ impl Cli {
             install,
             allow_python,
             sessions: self.sessions.resolve(),
+            runpod: self.runpod.resolve()?,
         })
     }
 
@@ -526,6 +536,7 @@ mod tests {
             include_str!("install.rs"),
             include_str!("python_env.rs"),
             include_str!("sessions.rs"),
+            include_str!("runpod.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),
         ]

@@ -19,7 +19,8 @@
 //! (the MCP App `ui://pyrun/run.html` that shows a run: the run tools' `_meta` naming it, its
 //! listing and its read),
 //! `project_files` (a project file as a resource: its URI, its read, its contents),
-//! `read_budget` (the bytes resource reads hold at once) and `task_store` (the MCP tasks and
+//! `read_budget` (the bytes resource reads hold at once), `remote` (a run sent to a remote
+//! backend: the `backend` argument, the run prepared and registered) and `task_store` (the MCP tasks and
 //! their owners). What every session of one server shares (the
 //! task store, the projects folder's watcher) is `McpState`, made once by the transport.
 
@@ -34,6 +35,7 @@ mod packages;
 mod project_files;
 mod prompts;
 mod read_budget;
+mod remote;
 mod reply;
 pub(crate) mod resources;
 mod run;
