@@ -26,5 +26,6 @@ mod python_sdk_resources;
 mod python_sdk_runs;
 mod python_sdk_stdio;
 mod rmcp_tasks;
+mod runpod_backend;
 mod sandbox_workloads;
 mod scripts;

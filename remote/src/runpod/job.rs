@@ -83,6 +83,12 @@ impl Job {
             () = cancel.cancelled() => return RunEnd::Finished(ended(started, &live, End::default(), None, Ending::Cancelled)),
         };
         let id = match submitted {
+            // The SDK's local server runs a job as soon as it is asked for; RunPod's cloud
+            // queues it first.
+            Ok(answer) if answer.status == "IN_PROGRESS" => {
+                live.mark_started();
+                answer.id
+            }
             Ok(answer) => answer.id,
             Err(e) => return RunEnd::Failed(format!("RunPod did not take the job: {e}")),
         };

@@ -11,6 +11,7 @@
 //! - `resources`: the projects folder as resources, and the watcher behind `list_changed`
 //! - `prompts`: `run-and-explain`, `debug-script`, `write-tests`
 //! - `artifacts`: the files runs leave, as `pyrun://runs/…` resources
+//! - `backends`: `backend_status` (only with a remote backend, `--runpod-endpoint`)
 //!
 //! Rooms never import each other. What they share, each module with one job: `reply` (refusals,
 //! structured results, timeouts, page sizes, listings), `call` (audit notes, progress, the
@@ -28,6 +29,7 @@ mod apps;
 mod artifact_blocks;
 mod artifacts;
 mod background;
+mod backends;
 mod call;
 mod handler;
 mod inline;
