@@ -32,6 +32,7 @@ mod resources;
 mod resources_http;
 mod run_uid;
 mod runner;
+mod runpod_backend;
 mod sandbox_e2e;
 mod scratch;
 mod server_death;

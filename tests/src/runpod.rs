@@ -85,7 +85,12 @@ pub fn sdk_worker(env: &[(&str, &str)]) -> LoopbackServer {
     let port = free_port();
     let mut cmd = Command::new(runpod_env());
     cmd.arg(handler_path())
-        .args(["--rp_serve_api", "--rp_api_host", "127.0.0.1", "--rp_api_port"])
+        .args([
+            "--rp_serve_api",
+            "--rp_api_host",
+            "127.0.0.1",
+            "--rp_api_port",
+        ])
         .arg(port.to_string())
         .current_dir(workspace_root().join("runpod"));
     for (name, value) in env {

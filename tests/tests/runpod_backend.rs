@@ -100,7 +100,10 @@ fn assert_key_nowhere(server: &HttpServer, report: &Value, audit: &Path) {
         ("the results", report.to_string()),
         ("the audit log", audit_text),
     ] {
-        assert!(!text.contains(KEY), "the API key appears in {what}:\n{text}");
+        assert!(
+            !text.contains(KEY),
+            "the API key appears in {what}:\n{text}"
+        );
     }
 }
 
@@ -134,17 +137,37 @@ fn a_project_file_runs_on_the_sdk_worker_with_output_exit_code_artifact_and_a_fo
     assert!(text.contains("stdin fed"), "{text}");
     assert!(text.contains("data from the snapshot"), "{text}");
     assert!(text.contains("dotenv travelled False"), "{text}");
-    assert!(ran["structured"]["stderr"].as_str().unwrap().contains("to stderr"), "{ran}");
-    assert_eq!(ran["structured"]["artifacts"][0]["name"], "result.txt", "{ran}");
+    assert!(
+        ran["structured"]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("to stderr"),
+        "{ran}"
+    );
+    assert_eq!(
+        ran["structured"]["artifacts"][0]["name"], "result.txt",
+        "{ran}"
+    );
+    // None of this machine's sandbox layers is claimed for a run on the worker.
+    assert_eq!(ran["structured"]["sandbox"], json!([]), "{ran}");
     // The run's environment is the handler's allowlist: none of the worker's RunPod names.
     let env_line = text.lines().find(|l| l.starts_with("env ")).unwrap();
     assert!(!env_line.contains("RUNPOD"), "{env_line}");
 
     // A background run followed by offsets with get_run to its end, then listed with its backend.
     let followed = &steps[1];
-    assert_eq!(followed["last"]["structured"]["status"], "exited", "{followed}");
+    assert_eq!(
+        followed["last"]["structured"]["status"], "exited",
+        "{followed}"
+    );
     assert_eq!(followed["last"]["structured"]["exit_code"], 3, "{followed}");
-    assert!(followed["stdout"].as_str().unwrap().contains("data from the snapshot"), "{followed}");
+    assert!(
+        followed["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("data from the snapshot"),
+        "{followed}"
+    );
     let listed = &steps[2]["structured"]["runs"];
     let entry = listed
         .as_array()
@@ -153,7 +176,11 @@ fn a_project_file_runs_on_the_sdk_worker_with_output_exit_code_artifact_and_a_fo
         .find(|r| r["run_id"] == followed["run_id"])
         .unwrap_or_else(|| panic!("the run is listed: {listed}"));
     assert_eq!(entry["backend"], "runpod", "{entry}");
-    assert!(steps[2]["text"].as_str().unwrap().contains("on runpod"), "{}", steps[2]);
+    assert!(
+        steps[2]["text"].as_str().unwrap().contains("on runpod"),
+        "{}",
+        steps[2]
+    );
 
     // The time limit travels: the worker kills the script (and its child) at 2 s.
     let slow = &steps[3];
@@ -163,9 +190,23 @@ fn a_project_file_runs_on_the_sdk_worker_with_output_exit_code_artifact_and_a_fo
 
     // An unknown backend is a clear tool error; no backend is a local run, as before.
     assert_eq!(steps[4]["is_error"], true, "{}", steps[4]);
-    assert!(steps[4]["text"].as_str().unwrap().contains("'elsewhere' is not one of this server's: local runpod"), "{}", steps[4]);
+    assert!(
+        steps[4]["text"]
+            .as_str()
+            .unwrap()
+            .contains("'elsewhere' is not one of this server's: local runpod"),
+        "{}",
+        steps[4]
+    );
     assert_eq!(steps[5]["structured"]["exit_code"], 3, "{}", steps[5]);
-    assert!(steps[5]["text"].as_str().unwrap().contains("dotenv travelled True"), "{}", steps[5]);
+    assert!(
+        steps[5]["text"]
+            .as_str()
+            .unwrap()
+            .contains("dotenv travelled True"),
+        "{}",
+        steps[5]
+    );
 
     // The tools take `backend`, naming the configured backends.
     let schema = &report["tools"]["run_python"]["properties"]["backend"];
@@ -216,7 +257,10 @@ fn a_project_over_runpods_request_limit_is_refused_naming_the_limit_and_the_larg
     for step in report["steps"].as_array().unwrap() {
         let text = step["text"].as_str().unwrap();
         assert_eq!(step["is_error"], true, "{step}");
-        assert!(text.contains("over RunPod's limit of 10000000 bytes"), "{text}");
+        assert!(
+            text.contains("over RunPod's limit of 10000000 bytes"),
+            "{text}"
+        );
         assert!(text.contains("'weights-a.bin' (4194304 bytes)"), "{text}");
         assert!(!text.contains(projects.path().to_str().unwrap()), "{text}");
     }
@@ -236,7 +280,10 @@ fn a_worker_that_crashes_ends_the_run_failed_with_runpods_words() {
     let crashed = &report["steps"][0];
     assert_eq!(crashed["is_error"], true, "{crashed}");
     assert!(
-        crashed["text"].as_str().unwrap().contains("RunPod lost the job"),
+        crashed["text"]
+            .as_str()
+            .unwrap()
+            .contains("RunPod lost the job"),
         "{crashed}"
     );
     assert!(crashed["seconds"].as_f64().unwrap() < 60.0, "{crashed}");
@@ -263,12 +310,22 @@ fn a_cloud_job_streams_live_is_cancelled_and_the_endpoint_health_is_read_with_th
     );
     let cancelled = &report["steps"][0];
     // Live output: get_run saw the job running and printing before it ended.
-    assert!(cancelled["stdout"].as_str().unwrap().contains("tick 1"), "{cancelled}");
     assert!(
-        cancelled["statuses"].as_array().unwrap().iter().any(|s| s == "running"),
+        cancelled["stdout"].as_str().unwrap().contains("tick 1"),
         "{cancelled}"
     );
-    assert_eq!(cancelled["cancelled"]["structured"]["status"], "cancelled", "{cancelled}");
+    assert!(
+        cancelled["statuses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "running"),
+        "{cancelled}"
+    );
+    assert_eq!(
+        cancelled["cancelled"]["structured"]["status"], "cancelled",
+        "{cancelled}"
+    );
     let health = &report["steps"][1]["structured"];
     assert_eq!(health["key_works"], true, "{health}");
     assert_eq!(health["workers"]["idle"], 1, "{health}");
@@ -303,7 +360,14 @@ fn our_client_cli_runs_a_file_on_runpod_and_saves_its_artifact() {
     let server = server(projects.path(), &worker.url(), "post", &audit);
     let saved = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(bin_path("pyrun-mcp-client"))
-        .args(["--server", &server.mcp_url(), "--token", TOKEN, "call", "run_python"])
+        .args([
+            "--server",
+            &server.mcp_url(),
+            "--token",
+            TOKEN,
+            "call",
+            "run_python",
+        ])
         .args(["--arg", "file_name=gpu/main.py", "--arg", "backend=runpod"])
         .arg("--save-artifacts")
         .arg(saved.path())
@@ -311,7 +375,11 @@ fn our_client_cli_runs_a_file_on_runpod_and_saves_its_artifact() {
         .output()
         .expect("the client runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("data from the snapshot"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains("data from the snapshot"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         std::fs::read_to_string(saved.path().join("result.txt")).unwrap(),
         "made on the worker"

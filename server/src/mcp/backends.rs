@@ -51,14 +51,23 @@ impl PyRunServer {
         Parameters(_): Parameters<BackendStatusArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         let Some(runpod) = &self.app.runpod else {
-            return Err(ErrorData::invalid_params("no remote backend is configured", None));
+            return Err(ErrorData::invalid_params(
+                "no remote backend is configured",
+                None,
+            ));
         };
         let health = runpod.api().health().await;
         let (reachable, key_works, answer, error) = match health {
             Ok(answer) => (true, true, answer, None),
-            Err(ApiError::Refused { status: 401 | 403, words }) => {
-                (true, false, Value::Null, Some(format!("the key was refused: {words}")))
-            }
+            Err(ApiError::Refused {
+                status: 401 | 403,
+                words,
+            }) => (
+                true,
+                false,
+                Value::Null,
+                Some(format!("the key was refused: {words}")),
+            ),
             Err(e @ ApiError::Refused { .. }) => (true, true, Value::Null, Some(e.to_string())),
             Err(e) => (false, false, Value::Null, Some(e.to_string())),
         };

@@ -28,8 +28,8 @@
 mod apps;
 mod artifact_blocks;
 mod artifacts;
-mod background;
 mod backends;
+mod background;
 mod call;
 mod handler;
 mod inline;
