@@ -96,7 +96,7 @@ pub fn pack(
     gz.flush()?;
     let archive = gz.finish()?;
     let mut files: Vec<(String, u64)> = walk.files.into_iter().map(|(n, _, s)| (n, s)).collect();
-    files.sort_by(|a, b| b.1.cmp(&a.1));
+    files.sort_by_key(|f| std::cmp::Reverse(f.1));
     Ok(Snapshot {
         archive,
         script: script_inside,

@@ -109,12 +109,10 @@ impl Job {
                 Ok(answer) => answer,
                 Err(e) => return RunEnd::Failed(format!("RunPod lost the job: {e}")),
             };
-            if answer.status == "IN_PROGRESS"
-                || answer.stream.as_ref().is_some_and(|s| !s.is_empty())
-            {
-                if !live.has_started() {
-                    live.mark_started();
-                }
+            let news = answer.status == "IN_PROGRESS"
+                || answer.stream.as_ref().is_some_and(|s| !s.is_empty());
+            if news && !live.has_started() {
+                live.mark_started();
             }
             let got = answer.stream.as_ref().map_or(0, Vec::len);
             if let Some(end) = take_chunks(&live, answer.stream.take().unwrap_or_default()) {

@@ -104,7 +104,7 @@ impl PyRunServer {
             router
         };
         if app.runpod.is_some() {
-            router = router + Self::backends_router();
+            router += Self::backends_router();
             super::remote::with_backend_argument(&mut router, &[LOCAL_BACKEND, RUNPOD]);
         }
         router
