@@ -7,6 +7,7 @@ STEPS is a list; each step is one of
   {"call": TOOL, "args": {...}}          a tool call, reported as it came back
   {"follow": {...start_python args}}     start_python, then get_run by offsets until it ends
   {"cancel": {...start_python args}}     start_python, get_run until it printed, cancel_run
+  {"detach": {...run_python args}}       run_python (handed over by --detach-after), cancel_run
 Prints a JSON report for the Rust test (the timings of each step included); asserts nothing.
 """
 
@@ -72,6 +73,14 @@ async def main(opts):
                 t0 = time.monotonic()
                 if "call" in step:
                     done = call_report(await client.call_tool(step["call"], step.get("args", {})))
+                elif "detach" in step:
+                    handed = call_report(await client.call_tool("run_python", step["detach"]))
+                    run_id = (handed["structured"] or {}).get("run_id")
+                    cancelled = (
+                        call_report(await client.call_tool("cancel_run", {"run_id": run_id}))
+                        if run_id else None
+                    )
+                    done = {"handed": handed, "cancelled": cancelled}
                 elif "follow" in step:
                     done = await follow(client, step["follow"])
                 else:

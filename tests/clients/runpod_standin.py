@@ -5,7 +5,9 @@ output while the job runs, /cancel/{id} and /health. Answers follow RunPod's doc
 
 Usage: runpod_standin.py PORT   (requests are logged as JSON lines to $PYRUN_STANDIN_LOG)
 
-A job prints "tick N" every 0.2 s on its stream until cancelled; nothing actually runs.
+A job prints "tick N" every 0.2 s on its stream until cancelled; nothing actually runs. The first
+`/run` is answered 503 (a transient failure the client must retry), and a job whose script is
+named `lost.py` fails as RunPod reports a job its worker lost.
 """
 
 import json
@@ -18,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 LOG = os.environ.get("PYRUN_STANDIN_LOG")
 JOBS = {}
 LOCK = threading.Lock()
+SUBMITS = []
 
 
 def record(handler, body):
@@ -62,9 +65,13 @@ class Handler(BaseHTTPRequestHandler):
                 "workers": {"idle": 1, "running": running, "throttled": 0},
             })
         if action == "run" and self.command == "POST":
+            SUBMITS.append(1)
+            if len(SUBMITS) == 1:
+                return self.answer(503, {"error": "no capacity right now"})
             job_id = f"standin-{len(JOBS) + 1}"
+            lost = str((body or {}).get("input", {}).get("script", "")).endswith("lost.py")
             with LOCK:
-                JOBS[job_id] = {"status": "IN_QUEUE", "started": time.monotonic(), "sent": 0}
+                JOBS[job_id] = {"status": "IN_QUEUE", "started": time.monotonic(), "sent": 0, "lost": lost}
             return self.answer(200, {"id": job_id, "status": "IN_QUEUE"})
         job = JOBS.get(rest[0]) if rest else None
         if job is None:
@@ -75,6 +82,8 @@ class Handler(BaseHTTPRequestHandler):
         if action in ("stream", "status") and self.command == "GET":
             if job["status"] == "IN_QUEUE":
                 job["status"] = "IN_PROGRESS"
+            if job["lost"]:
+                return self.answer(200, {"id": rest[0], "status": "FAILED", "error": "worker exited unexpectedly (job lost)"})
             if action == "status":
                 return self.answer(200, {"id": rest[0], "status": job["status"]})
             ticks = int((time.monotonic() - job["started"]) / 0.2)

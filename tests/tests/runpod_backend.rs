@@ -58,13 +58,25 @@ fn projects() -> TempProjects {
         .file("gpu/main.py", MAIN)
         .file("gpu/slow.py", SLOW)
         .file("gpu/crash.py", CRASH)
+        .file("gpu/lost.py", "print('never runs')")
         .file("gpu/data/info.txt", "from the snapshot")
         .file("gpu/.env", format!("SECRET={KEY}"))
 }
 
 /// The server with the RunPod backend at `api_url`, polling by `poll`.
 fn server(projects: &Path, api_url: &str, poll: &str, audit: &Path) -> HttpServer {
+    server_with(projects, api_url, poll, audit, &[])
+}
+
+fn server_with(
+    projects: &Path,
+    api_url: &str,
+    poll: &str,
+    audit: &Path,
+    extra: &[&str],
+) -> HttpServer {
     ServerLaunch::new(bin_path("pyrun-mcp-server"), projects)
+        .args(extra)
         .args(["--auth-token", TOKEN, "--runpod-endpoint", "ep-test"])
         .args(["--runpod-api-url", api_url, "--runpod-poll", poll])
         .args([std::ffi::OsStr::new("--audit-log"), audit.as_os_str()])
@@ -292,7 +304,8 @@ fn a_worker_that_crashes_ends_the_run_failed_with_runpods_words() {
 }
 
 #[test]
-fn a_cloud_job_streams_live_is_cancelled_and_the_endpoint_health_is_read_with_the_key() {
+fn against_runpods_cloud_api_a_job_streams_live_is_retried_cancelled_handed_over_fails_in_runpods_words_and_health_is_read(
+) {
     // RunPod's cloud API as documented, on loopback: the only difference from the SDK worker's
     // settings is the base URL (with the endpoint id) and polling by GET (the default).
     let standin = cloud_standin(KEY);
@@ -300,12 +313,20 @@ fn a_cloud_job_streams_live_is_cancelled_and_the_endpoint_health_is_read_with_th
     let audit_dir = tempfile::tempdir().unwrap();
     let audit = audit_dir.path().join("audit.jsonl");
     let api_url = format!("{}/v2/{{endpoint}}", standin.url());
-    let server = server(projects.path(), &api_url, "get", &audit);
+    let server = server_with(
+        projects.path(),
+        &api_url,
+        "get",
+        &audit,
+        &["--detach-after", "1"],
+    );
     let report = steps(
         &server,
         json!([
             {"cancel": {"file_name": "gpu/slow.py", "backend": "runpod"}},
             {"call": "backend_status"},
+            {"detach": {"file_name": "gpu/slow.py", "backend": "runpod"}},
+            {"call": "run_python", "args": {"file_name": "gpu/lost.py", "backend": "runpod"}},
         ]),
     );
     let cancelled = &report["steps"][0];
@@ -331,7 +352,52 @@ fn a_cloud_job_streams_live_is_cancelled_and_the_endpoint_health_is_read_with_th
     assert_eq!(health["workers"]["idle"], 1, "{health}");
     assert!(health["jobs"]["inQueue"].is_number(), "{health}");
 
+    // --detach-after hands a remote run over like a local one; cancel_run stops its job.
+    let detached = &report["steps"][2];
+    assert_eq!(
+        detached["handed"]["structured"]["status"], "running",
+        "{detached}"
+    );
+    assert!(
+        detached["handed"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("goes on in the background"),
+        "{detached}"
+    );
+    assert_eq!(
+        detached["cancelled"]["structured"]["status"], "cancelled",
+        "{detached}"
+    );
+    // A job RunPod reports failed ends the run failed, in RunPod's words.
+    let lost = &report["steps"][3];
+    assert_eq!(lost["is_error"], true, "{lost}");
+    assert!(
+        lost["text"]
+            .as_str()
+            .unwrap()
+            .contains("the RunPod job failed: worker exited unexpectedly (job lost)"),
+        "{lost}"
+    );
+
     let requests = standin.requests();
+    // The stand-in refused the first submit (503): the client retried it.
+    let submits = requests
+        .iter()
+        .filter(|r| r["method"] == "POST" && r["path"] == "/v2/ep-test/run")
+        .count();
+    assert_eq!(submits, 4, "three runs, one submit retried: {requests:?}");
+    assert_eq!(
+        requests
+            .iter()
+            .filter(|r| r["path"]
+                .as_str()
+                .unwrap()
+                .starts_with("/v2/ep-test/cancel/"))
+            .count(),
+        2,
+        "{requests:?}"
+    );
     let seen = |method: &str, prefix: &str| {
         requests
             .iter()
