@@ -38,6 +38,13 @@ pub fn main() -> ExitCode {
         print_error(&anyhow::anyhow!(refusal));
         return ExitCode::from(2);
     }
+    let cli = match cli {
+        Ok(cli) => cli,
+        Err(bad) => {
+            print_error(&anyhow::anyhow!(bad));
+            return ExitCode::from(2);
+        }
+    };
     if let Err(error) = inherited {
         tracing::warn!(%error, "could not mark inherited file descriptors close-on-exec");
     }

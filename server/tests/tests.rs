@@ -34,6 +34,7 @@ mod sandbox_e2e;
 mod scratch;
 mod server_death;
 mod sessions;
+mod settings_checks;
 mod startup;
 mod stdio;
 mod stdio_paths;

@@ -4,6 +4,7 @@
 //! Precedence: flag > environment > `.env` > default. A `.env` that lies inside the projects folder
 //! is never read: scripts can write there.
 
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,11 +20,13 @@ mod artifacts;
 mod audit;
 mod background;
 mod dotenv;
+mod home;
 mod http;
 mod inline;
 mod install;
 mod oauth;
 mod oauth_test;
+mod origin;
 mod python_env;
 mod runs;
 mod sandbox;
@@ -36,11 +39,13 @@ pub use audit::AuditArgs;
 pub use background::{BackgroundArgs, BackgroundConfig};
 pub use dotenv::Dotenv;
 use dotenv::DOTENV;
+use home::expand_home;
 pub use http::{HttpArgs, HttpConfig};
 pub use inline::{InlineArgs, InlineConfig};
 pub use install::{InstallArgs, InstallConfig};
 pub use oauth::{OAuthArgs, OAuthConfig};
 pub use oauth_test::OAuthTestArgs;
+pub use origin::BadVariable;
 pub use python_env::PythonEnvArgs;
 pub use runs::RunArgs;
 pub use sandbox::{SandboxArgs, SandboxConfig};
@@ -256,22 +261,45 @@ pub enum ConfigError {
 impl Cli {
     /// Loads `.env` from the current directory (the real environment wins) unless it lies inside
     /// the projects folder, then parses the flags. Call before any thread starts (it sets
-    /// variables); log the returned [`Dotenv`] once logging is set up.
-    pub fn load() -> (Self, Dotenv) {
+    /// variables); log the returned [`Dotenv`] once logging is set up. A bad flag, `--help` and
+    /// `--version` exit here as clap does; a variable's bad value is returned, naming the variable
+    /// and where it was set.
+    pub fn load() -> (Result<Self, BadVariable>, Dotenv) {
         unset_empty_settings();
+        let typed: Vec<OsString> = std::env::args_os().collect();
         let dotenv = Dotenv::read(Path::new(DOTENV), |from_file| {
             // Which folder would be served with the file applied: flag > environment > file >
-            // default. Flags are parsed here without the file (clap exits on --help or a bad flag,
-            // as the parse below would).
-            let matches = Self::command().get_matches();
+            // default. Flags are parsed here without the file; a bad variable is said below.
+            let matches = match Self::command().try_get_matches_from(&typed) {
+                Ok(matches) => matches,
+                Err(error) => {
+                    // Said after the file is applied, with its line if it set the variable.
+                    if let Err(error) = origin::explain(error, &Self::command(), &typed, |_| None) {
+                        error.exit()
+                    }
+                    return None;
+                }
+            };
             let given = matches.get_one::<PathBuf>("projects_dir").cloned();
             match (matches.value_source("projects_dir"), from_file) {
-                (Some(ValueSource::DefaultValue) | None, Some(dir)) => Some(PathBuf::from(dir)),
+                (Some(ValueSource::DefaultValue) | None, Some(dir)) => Some(expand_home(dir)),
                 _ => given,
             }
         });
-        dotenv.apply();
-        (Self::parse(), dotenv)
+        let applied = dotenv.apply();
+        let parsed = Self::try_parse_from(&typed).or_else(|error| {
+            let from_dotenv = |variable: &str| {
+                applied
+                    .iter()
+                    .any(|key| key == variable)
+                    .then(|| dotenv.line_of_key(variable))
+            };
+            match origin::explain(error, &Self::command(), &typed, from_dotenv) {
+                Ok(bad) => Err(bad),
+                Err(error) => error.exit(),
+            }
+        });
+        (parsed, dotenv)
     }
 
     /// Second stage: checks the folder and the interpreter and resolves defaults.

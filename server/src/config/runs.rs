@@ -8,7 +8,7 @@ use super::{ConfigError, MAX_TIMEOUT_SECS};
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// The folder whose .py files may run; nothing outside it can.
-    #[arg(long, env = "PYTHON_PROJECTS_DIR", default_value = "./python_projects")]
+    #[arg(long, env = "PYTHON_PROJECTS_DIR", default_value = "./python_projects", value_parser = super::home::path, global = true)]
     pub projects_dir: PathBuf,
 
     /// Longest a run may take, in seconds (1 to 86400); a tool call may ask for less, never more.
@@ -18,7 +18,7 @@ pub struct RunArgs {
     /// Python interpreter [default: `python3` on PATH (`python` on Windows), else in the usual
     /// places (/opt/homebrew/bin, /usr/local/bin, /usr/bin; Windows: `py`), resolved once at
     /// start-up].
-    #[arg(long, env = "PYTHON_BIN")]
+    #[arg(long, env = "PYTHON_BIN", value_parser = super::home::path, global = true)]
     pub python: Option<PathBuf>,
 
     /// Output kept per stream (stdout, stderr), in bytes; the rest is counted and dropped.
