@@ -19,11 +19,13 @@ use pyrun_sandbox::resolve_python;
 mod artifacts;
 mod audit;
 mod background;
+mod broad;
 mod dotenv;
 mod home;
 mod http;
 mod inline;
 mod install;
+mod interpreter;
 mod oauth;
 mod oauth_test;
 mod origin;
@@ -201,7 +203,11 @@ pub enum ConfigError {
     #[error("projects folder '{0}' does not exist or is not a directory\nhint: pass --projects-dir DIR or set PYTHON_PROJECTS_DIR")]
     ProjectsDir(String),
     #[error("{0}\nhint: install Python 3, or pass --python PATH / set PYTHON_BIN")]
-    NoPython(#[from] pyrun_sandbox::PythonError),
+    NoPython(pyrun_sandbox::PythonError),
+    #[error("the interpreter '{python}' cannot run scripts: {answer}\nhint: pyrun-mcp needs Python 3.8 or later; pass --python PATH or set PYTHON_BIN to one (e.g. /usr/bin/python3)")]
+    NotPython3 { python: String, answer: String },
+    #[error("refusing to serve {folder} ({what}) as the projects folder: every file in it would be readable, and writable, by the scripts run\nhint: pass --projects-dir DIR (PYTHON_PROJECTS_DIR) naming the folder that holds your scripts; if you mean it, add --allow-broad-projects-dir (PYRUN_ALLOW_BROAD_PROJECTS_DIR=1)")]
+    BroadProjectsDir { folder: String, what: &'static str },
     #[error("--allow-python '{0}' cannot be used: {1}\nhint: give the path of a Python interpreter (PYRUN_ALLOW_PYTHON takes a list separated like PATH)")]
     AllowPython(String, String),
     #[error("--pass-env '{0}' is not a valid variable name")]
@@ -256,6 +262,14 @@ pub enum ConfigError {
     BadUv(#[from] install::BadUv),
     #[error("the audit log '{}' lies inside the projects folder, where scripts can write\nhint: pass an --audit-log (PYRUN_AUDIT_LOG) outside it, or off", .0.display())]
     AuditLogInsideProjects(PathBuf),
+}
+
+// Not `#[from]`, which would make the error its own source: `{:#}` would say it twice, once
+// after the hint.
+impl From<pyrun_sandbox::PythonError> for ConfigError {
+    fn from(error: pyrun_sandbox::PythonError) -> Self {
+        Self::NoPython(error)
+    }
 }
 
 impl Cli {
@@ -335,6 +349,7 @@ impl Cli {
             }
         }
         let python = resolve_python(run.python.as_deref())?;
+        interpreter::check_version(&python)?;
         let allow_python = self.python_env.resolve()?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         let background = self.background.resolve(cpus);
