@@ -157,6 +157,10 @@ pub struct RunReport {
     pub status: Option<RunStatus>,
     /// The interpreter it ran with.
     pub python: PythonInfo,
+    /// Why the run failed or was cut when a setting of the server caused it (the network off, a
+    /// resource limit, the time limit, a capped `timeout_seconds`), naming the setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// A started run.
@@ -281,6 +285,7 @@ mod tests {
                 version: "3.11.2".into(),
                 venv: None,
             },
+            hint: None,
         };
         let wire = serde_json::to_value(&report).unwrap();
         assert!(wire.get("status").is_none() && wire.get("run_id").is_none());
