@@ -59,6 +59,13 @@ include!("env_vars.rs");
 
 /// Upper bound for `--timeout`: a day. Anything longer is almost surely a typo.
 const MAX_TIMEOUT_SECS: u64 = 86_400;
+/// `--version`: the version and whether the in-process tunnel is built in (scripts/start-tunnel
+/// reads it to give advice that works with this binary).
+const LONG_VERSION: &str = if cfg!(feature = "tunnel") {
+    concat!(env!("CARGO_PKG_VERSION"), " (tunnel: built in)")
+} else {
+    concat!(env!("CARGO_PKG_VERSION"), " (tunnel: not built in)")
+};
 /// The variable (and `.env` key) that names the projects folder.
 const PROJECTS_DIR_VAR: &str = "PYTHON_PROJECTS_DIR";
 
@@ -72,7 +79,7 @@ pub enum Transport {
 
 /// Run the Python files of one projects folder for MCP clients, safely.
 #[derive(Debug, Parser)]
-#[command(name = "pyrun-mcp-server", version, about, long_about = None)]
+#[command(name = "pyrun-mcp-server", version, long_version = LONG_VERSION, about, long_about = None)]
 pub struct Cli {
     /// How clients connect.
     #[arg(long, env = "MCP_TRANSPORT", value_enum, default_value_t = Transport::Http)]
