@@ -88,6 +88,47 @@ fn a_bad_value_in_the_environment_names_its_variable_and_the_environment() {
     );
 }
 
+/// The second stage (checks clap cannot make) names the variable too.
+#[test]
+fn a_value_refused_after_parsing_names_its_variable_and_where_it_was_set() {
+    let dir = workdir();
+    std::fs::write(dir.path().join(".env"), "# a\nPYRUN_PASS_ENV=A=B\n").unwrap();
+    let out = server(dir.path(), &["--projects-dir", "projects"], &[]);
+    let said = refused(&out);
+    assert!(
+        said.contains("PYRUN_PASS_ENV (set in .env line 2) 'A=B' is not a valid variable name"),
+        "{said}"
+    );
+    assert!(!said.contains("--pass-env 'A=B'"), "{said}");
+    std::fs::remove_file(dir.path().join(".env")).unwrap();
+    let out = server(
+        dir.path(),
+        &["--projects-dir", "projects"],
+        &[("MCP_ALLOWED_HOSTS", "https://x.example")],
+    );
+    let said = refused(&out);
+    assert!(
+        said.contains("MCP_ALLOWED_HOSTS (set in the environment) 'https://x.example'"),
+        "{said}"
+    );
+    // Typed, the flag is named.
+    let out = server(
+        dir.path(),
+        &[
+            "--projects-dir",
+            "projects",
+            "--allowed-host",
+            "https://x.example",
+        ],
+        &[],
+    );
+    assert!(
+        refused(&out).contains("--allowed-host 'https://x.example'"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn a_bad_value_typed_as_a_flag_still_names_the_flag() {
     let dir = workdir();
@@ -117,6 +158,8 @@ fn bind_localhost_listens_on_the_loopback_address() {
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
 }
 
+// The stand-ins (a shell script, HOME) are Unix ones.
+#[cfg(unix)]
 #[test]
 fn config_takes_the_servers_projects_dir_and_expands_the_home_folder() {
     let dir = workdir();
@@ -191,13 +234,14 @@ impl Drop for Started {
     }
 }
 
+// The stand-ins (a shell script, HOME) are Unix ones.
+#[cfg(unix)]
 #[test]
 fn an_interpreter_that_is_not_python_3_8_or_later_stops_the_start_naming_it_and_its_answer() {
     let dir = workdir();
     // A stand-in that answers as python2 does: the version on stderr.
     let python2 = dir.path().join("python2");
     std::fs::write(&python2, "#!/bin/sh\necho 'Python 2.7.18' >&2\n").unwrap();
-    #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&python2, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -215,19 +259,16 @@ fn an_interpreter_that_is_not_python_3_8_or_later_stops_the_start_naming_it_and_
     );
     assert!(said.contains("Python 3.8 or later"), "{said}");
     // A program that is not Python at all, through the variable.
-    #[cfg(unix)]
-    {
-        let out = server(
-            dir.path(),
-            &["--projects-dir", "projects"],
-            &[("PYTHON_BIN", "/bin/ls")],
-        );
-        let said = refused(&out);
-        assert!(
-            said.contains("'/bin/ls'") && said.contains("not a Python interpreter"),
-            "{said}"
-        );
-    }
+    let out = server(
+        dir.path(),
+        &["--projects-dir", "projects"],
+        &[("PYTHON_BIN", "/bin/ls")],
+    );
+    let said = refused(&out);
+    assert!(
+        said.contains("'/bin/ls'") && said.contains("not a Python interpreter"),
+        "{said}"
+    );
     // A missing file: named once (the hint does not repeat the error).
     let out = server(
         dir.path(),
@@ -238,6 +279,8 @@ fn an_interpreter_that_is_not_python_3_8_or_later_stops_the_start_naming_it_and_
     assert_eq!(said.matches("/no/such/python3").count(), 1, "{said}");
 }
 
+// The stand-ins (a shell script, HOME) are Unix ones.
+#[cfg(unix)]
 #[test]
 fn a_broad_projects_folder_needs_an_explicit_confirmation() {
     let dir = workdir();

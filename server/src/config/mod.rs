@@ -47,7 +47,7 @@ pub use inline::{InlineArgs, InlineConfig};
 pub use install::{InstallArgs, InstallConfig};
 pub use oauth::{OAuthArgs, OAuthConfig};
 pub use oauth_test::OAuthTestArgs;
-pub use origin::BadVariable;
+pub use origin::{BadVariable, Origins};
 pub use python_env::PythonEnvArgs;
 pub use runs::RunArgs;
 pub use sandbox::{SandboxArgs, SandboxConfig};
@@ -129,6 +129,11 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
+
+    /// Where each setting came from, for the messages of [`Cli::resolve`] (`None`: not read by
+    /// [`Cli::load`], as in unit tests).
+    #[arg(skip)]
+    pub origins: Option<Origins>,
 }
 
 /// What to do instead of serving.
@@ -207,6 +212,9 @@ pub struct Config {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// Another error's message, naming the variable its value came from instead of the flag.
+    #[error("{0}")]
+    FromVariable(String),
     #[error("projects folder '{0}' does not exist or is not a directory\nhint: pass --projects-dir DIR or set PYTHON_PROJECTS_DIR")]
     ProjectsDir(String),
     #[error("{0}\nhint: install Python 3, or pass --python PATH / set PYTHON_BIN")]
@@ -307,24 +315,42 @@ impl Cli {
                 _ => given,
             }
         });
-        let applied = dotenv.apply();
+        let from_dotenv: Vec<(String, Option<usize>)> = dotenv
+            .apply()
+            .iter()
+            .map(|key| (key.clone(), dotenv.line_of_key(key)))
+            .collect();
         let parsed = Self::try_parse_from(&typed).or_else(|error| {
-            let from_dotenv = |variable: &str| {
-                applied
+            let line_in_dotenv = |variable: &str| {
+                from_dotenv
                     .iter()
-                    .any(|key| key == variable)
-                    .then(|| dotenv.line_of_key(variable))
+                    .find(|(key, _)| key == variable)
+                    .map(|(_, line)| *line)
             };
-            match origin::explain(error, &Self::command(), &typed, from_dotenv) {
+            match origin::explain(error, &Self::command(), &typed, line_in_dotenv) {
                 Ok(bad) => Err(bad),
                 Err(error) => error.exit(),
             }
         });
+        let parsed = parsed.map(|mut cli| {
+            cli.origins = Some(Origins::new(typed, from_dotenv));
+            cli
+        });
         (parsed, dotenv)
     }
 
-    /// Second stage: checks the folder and the interpreter and resolves defaults.
+    /// Second stage: checks the folder and the interpreter and resolves defaults. A refused
+    /// value that came from a variable is said with the variable and where it was set.
     pub fn resolve(self) -> Result<Config, ConfigError> {
+        let origins = self.origins.clone();
+        self.resolve_checked().map_err(|error| {
+            origins
+                .and_then(|o| o.reword(&error.to_string(), &Self::command()))
+                .map_or(error, ConfigError::FromVariable)
+        })
+    }
+
+    fn resolve_checked(self) -> Result<Config, ConfigError> {
         let run = self.run;
         run.validate()?;
         let tunnel_domain = self

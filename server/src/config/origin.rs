@@ -1,7 +1,8 @@
 //! A setting's value that fails validation, said in the words the user set it with: a value read
 //! from a variable names the variable and where it was set (`.env` line N, or the environment),
 //! never a flag the user did not type; a typed flag keeps clap's own message. A secret's value
-//! (`hide_env_values`) is never repeated.
+//! (`hide_env_values`) is never repeated. Both stages: clap's refusals ([`explain`]) and the
+//! checks of `Cli::resolve` whose messages open with the flag ([`Origins::reword`]).
 
 use std::ffi::OsString;
 
@@ -80,6 +81,56 @@ pub(super) fn explain(
     })
 }
 
+/// Where the settings came from, kept by `Cli::load` for the errors of the second stage.
+#[derive(Clone, Default)]
+pub struct Origins {
+    typed: Vec<OsString>,
+    /// The variables `.env` set, with the line that set each (when found).
+    from_dotenv: Vec<(String, Option<usize>)>,
+}
+
+// The command line may hold a token: never printed.
+impl std::fmt::Debug for Origins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Origins")
+            .field("typed", &self.typed.len())
+            .field("from_dotenv", &self.from_dotenv)
+            .finish()
+    }
+}
+
+impl Origins {
+    pub(super) fn new(typed: Vec<OsString>, from_dotenv: Vec<(String, Option<usize>)>) -> Self {
+        Self { typed, from_dotenv }
+    }
+
+    /// `--pass-env 'A=B' is not a valid variable name` → `PYRUN_PASS_ENV (set in .env line 4)
+    /// 'A=B' is not…` when the value came from the variable; any other message as it is.
+    pub(super) fn reword(&self, message: &str, command: &clap::Command) -> Option<String> {
+        let rest = message.strip_prefix("--")?;
+        let flag: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_long() == Some(flag.as_str()))?;
+        let variable = arg.get_env()?.to_string_lossy().into_owned();
+        if was_typed(&self.typed, &flag) || std::env::var_os(&variable).is_none() {
+            return None;
+        }
+        let source = match self.from_dotenv.iter().find(|(key, _)| *key == variable) {
+            Some((_, Some(line))) => format!(".env line {line}"),
+            Some((_, None)) => ".env".to_owned(),
+            None => "the environment".to_owned(),
+        };
+        Some(format!(
+            "{variable} (set in {source}){}",
+            &rest[flag.len()..]
+        ))
+    }
+}
+
 /// Whether the command line holds `--flag` or `--flag=…` (before a `--` that ends the flags).
 fn was_typed(typed: &[OsString], flag: &str) -> bool {
     let long = format!("--{flag}");
@@ -120,6 +171,19 @@ mod tests {
 
     fn typed(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_second_stage_message_names_the_variable_only_when_no_flag_was_typed() {
+        let variable = "PYRUN_TEST_ORIGIN_PORT";
+        let from_dotenv = vec![(variable.to_owned(), Some(2))];
+        let message = "--port 'x' is not a port";
+        let typed_flag = Origins::new(typed(&["t", "--port=x"]), from_dotenv.clone());
+        assert_eq!(typed_flag.reword(message, &command()), None);
+        // Unset in the environment: the value was the flag's default, not the variable's.
+        let origins = Origins::new(typed(&["t"]), from_dotenv);
+        assert_eq!(origins.reword(message, &command()), None);
+        assert_eq!(origins.reword("no flag here", &command()), None);
     }
 
     #[test]
