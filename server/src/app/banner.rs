@@ -75,14 +75,7 @@ pub fn stdio(app: &App) {
 pub fn protection_when_probed(app: Arc<App>) {
     tokio::spawn(async move {
         let probed = app.runner.sandbox().probed().await;
-        let layers = probed
-            .as_ref()
-            .map(|sandbox| sandbox.layers())
-            .map_err(|e| e.to_string());
-        say_protection(&protection::summary(
-            &app.config,
-            Some(layers.as_ref().map(Vec::as_slice).map_err(Clone::clone)),
-        ));
+        say_protection(&protection::summary_of(&app.config, Some(&probed)));
     });
 }
 

@@ -3,9 +3,24 @@
 //! a model explain a refusal ([`instructions`]). Built from the settings and the probed sandbox's
 //! layers; nothing here decides anything.
 
+use pyrun_run::sandbox_probe::Probed;
 use pyrun_sandbox::SandboxMode;
 
 use crate::config::Config;
+
+/// [`summary`] of the sandbox as probed (`None`: still probing).
+pub fn summary_of(config: &Config, probed: Option<&Probed>) -> String {
+    let layers = probed.map(|probed| match probed {
+        Ok(sandbox) => Ok(sandbox.layers()),
+        Err(e) => Err(e.to_string()),
+    });
+    summary(
+        config,
+        layers
+            .as_ref()
+            .map(|l| l.as_ref().map(Vec::as_slice).map_err(Clone::clone)),
+    )
+}
 
 /// The platform's protection in one line. `layers`: the probed sandbox's layers, `Err` when the
 /// probe failed (every run will fail), `None` while it is still probing.
@@ -55,10 +70,26 @@ pub fn summary(config: &Config, layers: Option<Result<&[&str], String>>) -> Stri
     } else {
         "network: NOT blocked (no network namespace on this machine)"
     };
-    let layers = layers.map_or_else(
-        || "its layers are being probed".to_owned(),
-        |layers| format!("layers: {}", layers.join(", ")),
-    );
+    let layers = match layers {
+        None => "its layers are being probed".to_owned(),
+        Some(layers) => {
+            let ns = if sandbox.allow_network {
+                "user-ns"
+            } else {
+                "user-netns"
+            };
+            let missing: Vec<&str> = ["landlock", "seccomp", ns, "pid-ns", "mount-ns"]
+                .into_iter()
+                .filter(|layer| !layers.contains(layer))
+                .collect();
+            let missing = if missing.is_empty() {
+                String::new()
+            } else {
+                format!(" (missing on this machine: {})", missing.join(", "))
+            };
+            format!("layers: {}{missing}", layers.join(", "))
+        }
+    };
     format!(
         "Linux sandbox ({}): {files}; {network}; {layers}",
         mode_name(sandbox.mode)
@@ -138,5 +169,51 @@ fn mode_name(mode: SandboxMode) -> &'static str {
         SandboxMode::Strict => "strict",
         SandboxMode::Standard => "standard",
         SandboxMode::Off => "off",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Cli;
+    use clap::Parser;
+
+    fn resolved(flags: &[&str]) -> (Config, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().to_str().unwrap().to_owned();
+        let args = ["pyrun-mcp-server", "--projects-dir", &folder]
+            .into_iter()
+            .chain(flags.iter().copied());
+        (Cli::try_parse_from(args).unwrap().resolve().unwrap(), dir)
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_missing_layer_is_named_and_what_it_leaves_open_is_said() {
+        let (config, _dir) = resolved(&[]);
+        let said = summary(&config, Some(Ok(&["seccomp", "rlimits"])));
+        assert!(said.contains("files: NOT protected"), "{said}");
+        assert!(said.contains("network: NOT blocked"), "{said}");
+        assert!(
+            said.contains("missing on this machine: landlock, user-netns, pid-ns, mount-ns"),
+            "{said}"
+        );
+        let failed = summary(&config, Some(Err("no landlock".to_owned())));
+        assert!(failed.contains("every run will fail"), "{failed}");
+    }
+
+    #[test]
+    fn the_sandbox_off_is_said_plainly_and_so_is_what_is_off_in_the_instructions() {
+        let (config, _dir) = resolved(&["--sandbox", "off"]);
+        assert!(summary(&config, None).starts_with("NONE"));
+        let said = instructions(&config, "x");
+        // With the sandbox off the network is not blocked: not said to be off.
+        assert!(!said.contains("network access:"), "{said}");
+        assert!(said.contains("--allow-inline-code"), "{said}");
+        let (config, _dir) = resolved(&["--read-only-projects", "--max-memory-mb", "0"]);
+        let said = instructions(&config, "x");
+        assert!(said.contains("--allow-network"), "{said}");
+        assert!(said.contains("writing to the projects folder"), "{said}");
+        assert!(said.contains("memory no limit"), "{said}");
     }
 }

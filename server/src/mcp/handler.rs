@@ -70,14 +70,7 @@ impl PyRunServer {
     fn instructions(&self) -> String {
         let config = &self.app.config;
         let probed = self.app.runner.sandbox().now();
-        let layers = probed.as_ref().map(|probed| match probed {
-            Ok(sandbox) => Ok(sandbox.layers()),
-            Err(e) => Err(e.to_string()),
-        });
-        let layers = layers
-            .as_ref()
-            .map(|l| l.as_ref().map(Vec::as_slice).map_err(Clone::clone));
-        protection::instructions(config, &protection::summary(config, layers))
+        protection::instructions(config, &protection::summary_of(config, probed.as_ref()))
     }
 
     /// A handler for HTTP sessions: each request's caller comes from the auth layer.
