@@ -27,7 +27,7 @@ const NETWORK_FAILURES: &[&str] = &[
     "NameResolutionError",
 ];
 
-/// The hint for a run that ended, if a setting explains how: the first cause that fits.
+/// The hint for a run that ended, if a setting explains how: every cause that fits, a line each.
 pub fn for_outcome(outcome: &RunOutcome, timeout: Duration, config: &Config) -> Option<String> {
     let limits = &config.sandbox.limits;
     let failed = outcome.exit_code != Some(0);
@@ -50,7 +50,10 @@ pub fn for_outcome(outcome: &RunOutcome, timeout: Duration, config: &Config) -> 
             )
         });
     }
-    let network_off = !config.sandbox.allow_network && config.sandbox.mode != SandboxMode::Off;
+    // Only Linux's sandbox takes the network away; elsewhere a failure is the network's own.
+    let network_off = cfg!(target_os = "linux")
+        && !config.sandbox.allow_network
+        && config.sandbox.mode != SandboxMode::Off;
     if failed && network_off && NETWORK_FAILURES.iter().any(|n| said(n)) {
         hints.push(
             "the network is off in this server by choice, so name lookups and connections \
