@@ -172,6 +172,9 @@ pub struct StartedRun {
     /// `running`, or `queued` while it waits for a turn.
     #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub status: RunStatus,
+    /// Set when `timeout_seconds` was above the server's limit: what it was capped to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// Where a background run is, with a page of its output.

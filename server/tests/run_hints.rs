@@ -174,3 +174,26 @@ fn a_run_killed_by_a_signal_names_the_signal() {
         "{result}"
     );
 }
+
+#[test]
+fn a_background_run_whose_timeout_was_capped_says_so_when_it_starts() {
+    let (dir, _) = util::project(&[("main.py", "print('hi')\n")]);
+    let mut server = StdioServer::start(dir.path(), &["--background-timeout", "5"]);
+    let started = server.call(
+        "start_python",
+        json!({"file_name": "main.py", "timeout_seconds": 100}),
+    );
+    assert_eq!(started["isError"], json!(false), "{started}");
+    let expected =
+        "timeout_seconds 100 was capped to the server's limit of 5 s (--background-timeout";
+    assert!(
+        started["structuredContent"]["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains(expected)),
+        "{started}"
+    );
+    assert!(
+        text(&started).contains(&format!("hint: {expected}")),
+        "{started}"
+    );
+}

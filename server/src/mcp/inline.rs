@@ -89,7 +89,11 @@ impl PyRunServer {
             ..RunRequest::new(source, &args.args, args.stdin.as_deref(), timeout)
         };
         let mut result = self.run_in_call(request, &caller, &ctx, &notes).await;
-        if let Some(note) = run_hint::capped(args.limit.timeout_seconds, self.app.config.timeout) {
+        if let Some(note) = run_hint::capped(
+            args.limit.timeout_seconds,
+            self.app.config.timeout,
+            run_hint::RUN_TIMEOUT,
+        ) {
             run_hint::add(&mut result, &note);
         }
         Ok(result)

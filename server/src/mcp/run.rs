@@ -136,7 +136,11 @@ impl PyRunServer {
 impl PyRunServer {
     /// A `timeout_seconds` above the server's limit was cut to it: the result says so.
     fn with_cap_note(&self, mut result: CallToolResult, args: &RunPythonArgs) -> CallToolResult {
-        if let Some(note) = run_hint::capped(args.limit.timeout_seconds, self.app.config.timeout) {
+        if let Some(note) = run_hint::capped(
+            args.limit.timeout_seconds,
+            self.app.config.timeout,
+            run_hint::RUN_TIMEOUT,
+        ) {
             run_hint::add(&mut result, &note);
         }
         result
