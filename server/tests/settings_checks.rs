@@ -433,3 +433,39 @@ fn the_instructions_tell_the_model_what_is_off_its_setting_and_the_protection() 
     assert!(!said.contains("inline code (run_python_code)"), "{said}");
     assert!(said.contains("--allow-install"), "{said}");
 }
+
+/// An interpreter that passes the start-up check but cannot answer the sandbox's probe (one that
+/// quotes its arguments back, as `ls` does) is named once in the log, without the probe's code.
+#[cfg(unix)]
+#[test]
+fn a_failed_probe_is_logged_once_without_the_probe_script() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = workdir();
+    let python = dir.path().join("python3");
+    std::fs::write(
+        &python,
+        "#!/bin/sh\ncase \"$1\" in --version) echo 'Python 3.11.0';; \
+         -I) echo \"python3: cannot access '$3'\" >&2; exit 2;; esac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let launch = ServerLaunch::new(BINARY, &dir.path().join("projects"))
+        .args(["--python", python.to_str().unwrap()])
+        .command("http", Some("127.0.0.1:0"));
+    let server = Started::new(launch).unwrap_or_else(|log| panic!("{log}"));
+    let log = server.log_with("pyrun-mcp protection:");
+    let error = log
+        .lines()
+        .find(|l| l.contains("the sandbox cannot be set up"))
+        .unwrap_or_else(|| panic!("no probe error:\n{log}"));
+    assert_eq!(
+        error.matches("cannot ask the interpreter").count(),
+        1,
+        "{error}"
+    );
+    assert!(!log.contains("import os, platform"), "{log}");
+    assert!(
+        log.contains("pyrun-mcp protection: the sandbox could not be set up"),
+        "{log}"
+    );
+}
