@@ -157,6 +157,10 @@ pub struct RunReport {
     pub status: Option<RunStatus>,
     /// The interpreter it ran with.
     pub python: PythonInfo,
+    /// Why the run failed or was cut when a setting of the server caused it (the network off, a
+    /// resource limit, the time limit, a capped `timeout_seconds`), naming the setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// A started run.
@@ -168,6 +172,9 @@ pub struct StartedRun {
     /// `running`, or `queued` while it waits for a turn.
     #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub status: RunStatus,
+    /// Set when `timeout_seconds` was above the server's limit: what it was capped to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// Where a background run is, with a page of its output.
@@ -281,6 +288,7 @@ mod tests {
                 version: "3.11.2".into(),
                 venv: None,
             },
+            hint: None,
         };
         let wire = serde_json::to_value(&report).unwrap();
         assert!(wire.get("status").is_none() && wire.get("run_id").is_none());

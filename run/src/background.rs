@@ -345,6 +345,7 @@ impl BackgroundRuns {
                         stdout: String::new(),
                         stderr: String::new(),
                         exit_code: None,
+                        signal: None,
                         timed_out: false,
                         cancelled: true,
                         stdout_truncated: false,

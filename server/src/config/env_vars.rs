@@ -16,6 +16,7 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_MAX_OUTPUT_BYTES",
     "PYRUN_MAX_CONCURRENT",
     "PYRUN_PASS_ENV",
+    "PYRUN_ALLOW_BROAD_PROJECTS_DIR",
     // Background runs (`BackgroundArgs`).
     "PYRUN_BACKGROUND_TIMEOUT",
     "PYRUN_MAX_BACKGROUND_CONCURRENT",

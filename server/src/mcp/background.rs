@@ -20,6 +20,7 @@ use super::handler::PyRunServer;
 use super::reply::{
     fmt_secs, listing, millis, refusal, rfc3339, runs_full, structured, truncation_note, PAGE_BYTES,
 };
+use super::run_hint;
 use crate::client_message::ClientMessage;
 use pyrun_run::artifacts::is_run_id;
 use pyrun_run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord};
@@ -106,9 +107,18 @@ impl PyRunServer {
              \"wait_seconds\": 30}}; stop it with cancel_run.",
             record.file_name, record.id, record.id
         );
+        let hint = run_hint::capped(
+            args.limit.timeout_seconds,
+            runs.settings().timeout,
+            run_hint::BACKGROUND_TIMEOUT,
+        );
+        if let Some(hint) = &hint {
+            let _ = write!(text, "\nhint: {hint}");
+        }
         let started = StartedRun {
             run_id: record.id.clone(),
             status,
+            hint,
         };
         Ok(structured(text, &started))
     }

@@ -15,9 +15,10 @@
 //! Rooms never import each other. What they share, each module with one job: `reply` (refusals,
 //! structured results, timeouts, page sizes, listings), `call` (audit notes, progress, the
 //! prologue of a file run, the Python environment of a folder), `run_call` (a run the call waits
-//! for and its report), `artifact_blocks` (what a result shows of the files a run left), `apps`
-//! (the MCP App `ui://pyrun/run.html` that shows a run: the run tools' `_meta` naming it, its
-//! listing and its read),
+//! for and its report), `run_hint` (the `hint:` naming the setting behind a failed or cut run),
+//! `artifact_blocks` (what a result shows of the files a run left), `apps` (the MCP App
+//! `ui://pyrun/run.html` that shows a run: the run tools' `_meta` naming it, its listing and its
+//! read),
 //! `project_files` (a project file as a resource: its URI, its read, its contents),
 //! `read_budget` (the bytes resource reads hold at once) and `task_store` (the MCP tasks and
 //! their owners). What every session of one server shares (the
@@ -38,6 +39,7 @@ mod reply;
 pub(crate) mod resources;
 mod run;
 mod run_call;
+mod run_hint;
 mod sessions;
 mod task_store;
 pub(crate) mod tasks;

@@ -18,6 +18,7 @@ use super::call::{call_notes, with_progress, RunPythonArgs, ScriptCall};
 use super::handler::PyRunServer;
 use super::reply::{fmt_secs, millis, refusal, structured, PAGE_BYTES};
 use super::run_call::{report_value, RunReport};
+use super::run_hint;
 use crate::app::App;
 use crate::audit::CallNotes;
 use crate::client_message::push_escaped;
@@ -84,16 +85,18 @@ impl PyRunServer {
                     .runs
                     .start(&caller.key(), RunKind::Background, request, false)
             {
-                return Ok(self
+                let result = self
                     .run_detachable(record, &script, after, timeout, &ctx, &notes)
-                    .await);
+                    .await;
+                return Ok(self.with_cap_note(result, &args));
             }
         }
         let request = RunRequest {
             python,
             ..RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout)
         };
-        Ok(self.run_in_call(request, &caller, &ctx, &notes).await)
+        let result = self.run_in_call(request, &caller, &ctx, &notes).await;
+        Ok(self.with_cap_note(result, &args))
     }
 
     /// List the Python files that run_python accepts, relative to the projects folder.
@@ -133,6 +136,18 @@ impl PyRunServer {
 }
 
 impl PyRunServer {
+    /// A `timeout_seconds` above the server's limit was cut to it: the result says so.
+    fn with_cap_note(&self, mut result: CallToolResult, args: &RunPythonArgs) -> CallToolResult {
+        if let Some(note) = run_hint::capped(
+            args.limit.timeout_seconds,
+            self.app.config.timeout,
+            run_hint::RUN_TIMEOUT,
+        ) {
+            run_hint::add(&mut result, &note);
+        }
+        result
+    }
+
     /// `--detach-after`: waits for a run started in the background registry (unlisted) for
     /// `after`; one that ends in time is reported as usual, one still going is handed over (listed,
     /// its id returned). Until then the call owns the run: a cancelled or dropped call kills it.
@@ -235,6 +250,7 @@ impl PyRunServer {
             run_id: Some(record.id.clone()),
             status: Some(record.status()),
             python: self.python_info(record.python.as_deref()),
+            hint: None,
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report_value(report));

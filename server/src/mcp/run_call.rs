@@ -14,6 +14,7 @@ use super::artifact_blocks::{self, Presented};
 use super::call::with_progress;
 use super::handler::PyRunServer;
 use super::reply::{fmt_secs, millis, push_section, refusal, to_array, truncation_note};
+use super::run_hint;
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
 use pyrun_run::background::{RunEnd, RunRecord};
@@ -58,6 +59,7 @@ pub(super) fn report_value(report: RunReport) -> serde_json::Value {
             "status",
             report.status.map(|status| status.as_str().to_owned()),
         ),
+        ("hint", report.hint),
     ]
     .into_iter()
     .filter_map(|(k, v)| v.map(|v| (k, Value::String(v))));
@@ -166,7 +168,12 @@ impl PyRunServer {
             }
             _ => Presented::default(),
         };
-        self.report(outcome, timeout, sandbox, presented)
+        let hint = run_hint::for_outcome(&outcome, timeout, &self.app.config);
+        let mut result = self.report(outcome, timeout, sandbox, presented);
+        if let Some(hint) = hint {
+            run_hint::add(&mut result, &hint);
+        }
+        result
     }
 
     /// The `run_python` result of a run of the registry that has ended (its output copied: a
@@ -248,6 +255,7 @@ impl PyRunServer {
             run_id: None,
             status: None,
             python: self.python_info(outcome.python.as_deref()),
+            hint: None,
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report_value(report));
@@ -276,7 +284,14 @@ fn render_text(outcome: &RunOutcome, timeout: Duration) -> String {
         push_section(&mut text, "[Cancelled]");
     }
     if outcome.exit_code.is_none() && !outcome.timed_out && !outcome.cancelled {
-        push_section(&mut text, "[Process was killed by a signal]");
+        let line = match outcome.signal {
+            Some(signal) => format!(
+                "[Process was killed by signal {}]",
+                run_hint::signal_name(signal)
+            ),
+            None => "[Process was killed by a signal]".to_owned(),
+        };
+        push_section(&mut text, &line);
     }
     if let Some(note) = truncation_note(outcome.stdout_truncated, outcome.stderr_truncated) {
         push_section(&mut text, &note);
@@ -348,6 +363,7 @@ mod tests {
                 version: "3.11.2".into(),
                 venv: Some("a/.venv".into()),
             },
+            hint: Some("network off: --allow-network".into()),
         };
         let serialized = serde_json::to_value(&report).unwrap();
         assert_eq!(report_value(report.clone()), serialized);
@@ -368,6 +384,7 @@ mod tests {
             stdout: String::new(),
             stderr: String::new(),
             exit_code: Some(0),
+            signal: None,
             timed_out: false,
             cancelled: false,
             stdout_truncated: false,
