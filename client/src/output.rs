@@ -53,6 +53,11 @@ impl Output {
         write_stderr(&text);
     }
 
+    /// A plain line on stderr (`--verbose` notes).
+    pub fn note(&self, text: &str) {
+        write_stderr(&format!("{text}\n"));
+    }
+
     pub fn hint(&self, text: &str) {
         write_stderr(&format!("{} {text}\n", self.paint("hint:", "1;36")));
     }
@@ -64,12 +69,17 @@ impl Output {
         let width = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
         let mut text = String::new();
         for tool in tools {
-            let summary = tool
-                .description
-                .as_deref()
-                .and_then(|d| d.lines().next())
-                .unwrap_or("");
-            text.push_str(&format!("{:width$}  {summary}\n", tool.name));
+            let description = tool.description.as_deref().unwrap_or("");
+            if verbose {
+                // Whole, each line under the name: the schema below says the rest.
+                text.push_str(&format!("{}\n", tool.name));
+                for line in description.lines() {
+                    text.push_str(&format!("    {line}\n"));
+                }
+            } else {
+                let summary = description.lines().next().unwrap_or("");
+                text.push_str(&format!("{:width$}  {summary}\n", tool.name));
+            }
             if verbose {
                 let schema = serde_json::to_string_pretty(&*tool.input_schema).unwrap_or_default();
                 for line in schema.lines() {
@@ -130,8 +140,16 @@ impl Output {
         }
         match &report.outcome {
             RunOutcome::Finished { stdout, stderr, .. } => {
-                write_stdout(stdout);
-                write_stderr(stderr);
+                match report.printed.rest(stdout, stderr) {
+                    Some((stdout, stderr)) => {
+                        write_stdout(stdout);
+                        write_stderr(stderr);
+                    }
+                    None => self.hint(
+                        "the result's output differs from what was printed live above; \
+                         --json shows the result",
+                    ),
+                }
             }
             RunOutcome::Unstructured => self.call_result(&report.result),
             // `handed_over` told, and `logs` shows the rest.
@@ -406,6 +424,16 @@ impl Output {
             report.max().as_secs_f64() * 1000.0
         ));
         write_stdout(&text);
+    }
+
+    /// The interactive file picker's list, numbered from 1, on stderr (it is a question).
+    pub fn numbered(&self, items: &[String]) {
+        let text: String = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| format!("  {:>3}) {item}\n", i + 1))
+            .collect();
+        write_stderr(&text);
     }
 
     /// The interactive menu's greeting.

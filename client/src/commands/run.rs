@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use crate::cli::RunArgs;
 use crate::error::{exit_code, ClientError};
+use crate::live::Printed;
 use crate::session::Session;
 
 pub const TOOL: &str = "run_python";
@@ -22,6 +23,8 @@ pub struct RunReport {
     pub truncated: Vec<&'static str>,
     /// The files the run left in its output folder, and the ones the server did not keep.
     pub artifacts: Artifacts,
+    /// What was printed while the run went (live output); the rest of the result follows it.
+    pub printed: Printed,
 }
 
 /// The structured `artifacts` and `skipped_artifacts` of a result, for the notes after a run.
@@ -89,6 +92,7 @@ impl RunReport {
                 outcome: RunOutcome::Unstructured,
                 truncated: vec![],
                 artifacts,
+                printed: Printed::default(),
             };
         };
         let truncated = [
@@ -113,6 +117,7 @@ impl RunReport {
             outcome,
             truncated,
             artifacts,
+            printed: Printed::default(),
         }
     }
 
@@ -136,9 +141,21 @@ impl RunReport {
     }
 }
 
-pub async fn execute(session: &Session, args: &RunArgs) -> Result<RunReport, ClientError> {
-    let result = session.call_tool(TOOL, arguments(args)?).await?;
-    let report = RunReport::from_result(result);
+/// `live`: print the script's output as it comes (a pyrun-mcp server sends it when asked);
+/// whatever stops the call, what arrived stays printed.
+pub async fn execute(
+    session: &Session,
+    args: &RunArgs,
+    live: bool,
+) -> Result<RunReport, ClientError> {
+    let arguments = arguments(args)?;
+    let (result, printed) = if live {
+        session.call_tool_live(TOOL, arguments).await
+    } else {
+        (session.call_tool(TOOL, arguments).await, Printed::default())
+    };
+    let mut report = RunReport::from_result(result?);
+    report.printed = printed;
     // A refused call (missing file, path outside the folder) is the tool's error, not the script's.
     if report.outcome == RunOutcome::Unstructured && report.result.is_error == Some(true) {
         return Err(ClientError::tool_failed(TOOL, &report.result));
@@ -150,11 +167,14 @@ pub async fn execute(session: &Session, args: &RunArgs) -> Result<RunReport, Cli
 pub fn arguments(args: &RunArgs) -> Result<JsonObject, ClientError> {
     let mut arguments = JsonObject::new();
     arguments.insert("file_name".into(), json!(args.file));
-    if !args.args.is_empty() {
-        arguments.insert("args".into(), json!(args.args));
+    let script_args: Vec<&String> = args.script_args.iter().chain(&args.args).collect();
+    if !script_args.is_empty() {
+        arguments.insert("args".into(), json!(script_args));
     }
     if let Some(path) = &args.stdin_file {
         arguments.insert("stdin".into(), Value::String(read_stdin_file(path)?));
+    } else if let Some(text) = &args.stdin_text {
+        arguments.insert("stdin".into(), Value::String(text.clone()));
     }
     if let Some(seconds) = args.script_timeout {
         arguments.insert("timeout_seconds".into(), json!(seconds));
