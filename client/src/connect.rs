@@ -282,8 +282,8 @@ async fn connect_stdio(
             };
             let reason = match last {
                 Some(line) => format!(
-                    "the server command exited before the MCP handshake; its last line on \
-                     stderr: {line}"
+                    "the server command exited before the MCP handshake; it said: {}",
+                    line.trim()
                 ),
                 None => format!(
                     "the server command ended the MCP handshake ({}) and wrote nothing on stderr",
@@ -299,8 +299,8 @@ async fn connect_stdio(
     }
 }
 
-/// The stdio server's stderr, passed on to ours line by line as it comes, with its last
-/// non-empty line kept for the error if the server dies before the handshake.
+/// The stdio server's stderr, passed on to ours line by line as it comes, with the line that
+/// best says why it died kept for the error: its last line naming an error, else its last line.
 struct StderrRelay {
     task: tokio::task::JoinHandle<Option<String>>,
 }
@@ -309,14 +309,17 @@ fn relay_stderr(stderr: tokio::process::ChildStderr) -> StderrRelay {
     use tokio::io::AsyncBufReadExt;
     let task = tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).lines();
-        let mut last = None;
+        let (mut last, mut last_error) = (None, None);
         while let Ok(Some(line)) = lines.next_line().await {
             crate::term::write_stderr(&format!("{line}\n"));
+            if line.to_lowercase().contains("error") {
+                last_error = Some(line.clone());
+            }
             if !line.trim().is_empty() {
                 last = Some(line);
             }
         }
-        last
+        last_error.or(last)
     });
     StderrRelay { task }
 }

@@ -14,7 +14,7 @@ use crate::commands::artifacts::SaveReport;
 use crate::commands::files::FileList;
 use crate::commands::ping::PingReport;
 use crate::commands::resources::ReadContent;
-use crate::commands::run::{Artifacts, RunOutcome, RunReport};
+use crate::commands::run::{killed_note, Artifacts, RunOutcome, RunReport};
 use crate::commands::runs::{RunList, RunLog, RunState, StartedRun};
 use crate::error::ClientError;
 use crate::term::{write_stderr, write_stdout, write_stdout_bytes};
@@ -160,8 +160,10 @@ impl Output {
                 timed_out: true, ..
             } => self.hint("the script hit its time limit and was stopped (exit 124)"),
             RunOutcome::Finished {
-                exit_code: None, ..
-            } => self.hint("the script was killed before it exited"),
+                exit_code: None,
+                signal,
+                ..
+            } => self.hint(&killed_note(signal.as_ref())),
             _ => {}
         }
         self.truncation_notes(&report.truncated);
@@ -257,7 +259,7 @@ impl Output {
             }
             RunStatus::Cancelled => self.hint("the run was cancelled"),
             RunStatus::Exited if last.exit_code.is_none() => {
-                self.hint("the script was killed before it exited")
+                self.hint(&killed_note(last.signal.as_ref()))
             }
             RunStatus::Exited | RunStatus::Failed => {}
         }

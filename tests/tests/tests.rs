@@ -12,6 +12,7 @@ mod util;
 mod behind_proxy;
 mod bundle;
 mod client_fastmcp;
+mod client_first_day;
 mod client_pyrun;
 mod conformance;
 mod consent_browser;

@@ -52,6 +52,8 @@ pub enum RunOutcome {
         stderr: String,
         exit_code: Option<i32>,
         timed_out: bool,
+        /// The signal that killed it, as the server gave it (a number or a name).
+        signal: Option<Value>,
     },
     /// The server moved the run to the background (`--detach-after`) while it still went on;
     /// it is followed with `get_run` in the same session.
@@ -74,6 +76,8 @@ struct Structured {
     stdout_truncated: bool,
     #[serde(default)]
     stderr_truncated: bool,
+    #[serde(default)]
+    signal: Option<Value>,
     /// Only in a result handed over to the background (with `status` running or queued).
     run_id: Option<String>,
     status: Option<RunStatus>,
@@ -110,6 +114,7 @@ impl RunReport {
                 stderr: s.stderr,
                 exit_code: s.exit_code,
                 timed_out: s.timed_out,
+                signal: s.signal.filter(|v| !v.is_null()),
             },
         };
         Self {
@@ -182,6 +187,48 @@ pub fn arguments(args: &RunArgs) -> Result<JsonObject, ClientError> {
     Ok(arguments)
 }
 
+/// The note for a script killed before it exited, naming the signal when the server sent it
+/// (`9` or `"SIGKILL"`); the number alone when the name is not one we know.
+pub fn killed_note(signal: Option<&Value>) -> String {
+    let named = match signal {
+        Some(Value::Number(n)) => n.as_i64().map(|n| match signal_name(n) {
+            Some(name) => format!("{name} (signal {n})"),
+            None => format!("signal {n}"),
+        }),
+        Some(Value::String(name)) if !name.is_empty() => Some(name.clone()),
+        _ => None,
+    };
+    match named {
+        Some(signal) => format!("the script was killed by {signal} before it exited"),
+        None => "the script was killed before it exited".into(),
+    }
+}
+
+/// The Linux names of the signals that end a script.
+fn signal_name(number: i64) -> Option<&'static str> {
+    Some(match number {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        10 => "SIGUSR1",
+        11 => "SIGSEGV",
+        12 => "SIGUSR2",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        31 => "SIGSYS",
+        _ => return None,
+    })
+}
+
 fn read_stdin_file(path: &std::path::Path) -> Result<String, ClientError> {
     let io_error = |source| ClientError::Io {
         context: format!("cannot read {}", path.display()),
@@ -234,6 +281,29 @@ mod tests {
             report(json!({"exit_code": -9, "timed_out": false})).exit_code(),
             1
         );
+    }
+
+    #[test]
+    fn a_killed_script_names_its_signal_or_its_number() {
+        let note = |v: Value| killed_note(Some(&v));
+        assert_eq!(
+            note(json!(9)),
+            "the script was killed by SIGKILL (signal 9) before it exited"
+        );
+        assert_eq!(
+            note(json!(64)),
+            "the script was killed by signal 64 before it exited"
+        );
+        assert_eq!(
+            note(json!("SIGXCPU")),
+            "the script was killed by SIGXCPU before it exited"
+        );
+        assert_eq!(killed_note(None), "the script was killed before it exited");
+        let r = report(json!({"exit_code": null, "timed_out": false, "signal": 11}));
+        assert!(matches!(
+            r.outcome,
+            RunOutcome::Finished { signal: Some(ref s), .. } if s == &json!(11)
+        ));
     }
 
     #[test]
