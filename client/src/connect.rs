@@ -422,7 +422,27 @@ mod tests {
             Target::Sse { .. }
         ));
         assert!(matches!(
-            detect("http://127.0.0.1:8000/"),
+            detect("http://127.0.0.1:8000/api"),
+            Target::StreamableHttp { .. }
+        ));
+    }
+
+    #[test]
+    fn a_base_url_tries_mcp_then_sse() {
+        for base in ["http://127.0.0.1:8765", "http://127.0.0.1:8765/"] {
+            let Target::Base { url } = detect(base) else {
+                panic!("{base} is not read as a base URL");
+            };
+            let [first, second] = Target::endpoints(&url);
+            assert_eq!(
+                first.describe(),
+                "http://127.0.0.1:8765/mcp (Streamable HTTP)"
+            );
+            assert_eq!(second.describe(), "http://127.0.0.1:8765/sse (legacy SSE)");
+        }
+        // A query string is not a base: the URL is taken as given.
+        assert!(matches!(
+            detect("https://x.example/?key=1"),
             Target::StreamableHttp { .. }
         ));
     }

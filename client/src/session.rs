@@ -481,6 +481,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_rearmed_interrupt_stops_only_the_waits_of_its_moment() {
+        let once = Interrupt::new(false);
+        let before = once.token();
+        once.press();
+        assert!(before.is_cancelled() && once.token().is_cancelled());
+
+        let menu = Interrupt::new(true);
+        let running = menu.token();
+        menu.press();
+        assert!(running.is_cancelled());
+        assert!(!menu.token().is_cancelled(), "the next wait starts afresh");
+    }
+
+    #[test]
     fn pages_follow_cursors_and_stop_at_the_last_page() {
         let mut pages = Pages::default();
         assert_eq!(pages.next(), Some(None));
