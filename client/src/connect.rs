@@ -300,7 +300,7 @@ async fn connect_stdio(
 }
 
 /// The stdio server's stderr, passed on to ours line by line as it comes, with the line that
-/// best says why it died kept for the error: its last line naming an error, else its last line.
+/// best says why it died kept for the error: its last `error…` line, else its last line.
 struct StderrRelay {
     task: tokio::task::JoinHandle<Option<String>>,
 }
@@ -312,7 +312,7 @@ fn relay_stderr(stderr: tokio::process::ChildStderr) -> StderrRelay {
         let (mut last, mut last_error) = (None, None);
         while let Ok(Some(line)) = lines.next_line().await {
             crate::term::write_stderr(&format!("{line}\n"));
-            if line.to_lowercase().contains("error") {
+            if line.trim_start().to_lowercase().starts_with("error") {
                 last_error = Some(line.clone());
             }
             if !line.trim().is_empty() {

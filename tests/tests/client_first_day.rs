@@ -536,3 +536,23 @@ fn interactive_picks_a_file_passes_stdin_and_survives_ctrl_c_in_a_terminal() {
     term.wait_for("greet.py", 1);
     term.keys(&["q", "Enter"]);
 }
+
+#[test]
+fn a_missing_interpreter_is_said_once_and_its_hint_does_not_repeat_it() {
+    let server = StdioCommand::new(&["--python", "/nonexistent/python3"]);
+    let assert = client()
+        .args(["--server", &stdio_target(&server), "tools"])
+        .assert()
+        .code(10);
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("it said: error: no Python interpreter found"),
+        "{stderr}"
+    );
+    for hint in stderr.lines().filter(|l| l.starts_with("hint:")) {
+        assert!(
+            !hint.contains("no Python interpreter found"),
+            "the hint repeats the error:\n{stderr}"
+        );
+    }
+}

@@ -191,12 +191,20 @@ pub struct Config {
     pub sessions: SessionConfig,
 }
 
+impl From<pyrun_sandbox::PythonError> for ConfigError {
+    fn from(e: pyrun_sandbox::PythonError) -> Self {
+        Self::NoPython(e)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("projects folder '{0}' does not exist or is not a directory\nhint: pass --projects-dir DIR or set PYTHON_PROJECTS_DIR")]
     ProjectsDir(String),
+    /// Not a `#[source]`: the message already holds the cause, which `{:#}` would repeat after
+    /// the hint.
     #[error("{0}\nhint: install Python 3, or pass --python PATH / set PYTHON_BIN")]
-    NoPython(#[from] pyrun_sandbox::PythonError),
+    NoPython(pyrun_sandbox::PythonError),
     #[error("--allow-python '{0}' cannot be used: {1}\nhint: give the path of a Python interpreter (PYRUN_ALLOW_PYTHON takes a list separated like PATH)")]
     AllowPython(String, String),
     #[error("--pass-env '{0}' is not a valid variable name")]
