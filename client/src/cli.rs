@@ -94,7 +94,8 @@ pub enum Command {
     /// List your background runs on the server, newest first (list_runs; needs an HTTP target).
     Runs,
     /// Print a background run's output: what is there so far, or all of it as it arrives with
-    /// --follow, then exit with the run's exit code like `run` (needs an HTTP target).
+    /// --follow, then exit with the run's exit code like `run`, or 75 while it still runs
+    /// (needs an HTTP target).
     Logs(LogsArgs),
     /// Stop a background run and its whole process tree (cancel_run; needs an HTTP target).
     Cancel {
