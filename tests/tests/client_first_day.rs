@@ -253,10 +253,15 @@ fn a_vanished_server_ends_logs_follow_over_streamable_http() {
     let (code, run_id, stderr) = started.finish();
     assert_eq!(code, Some(0), "{stderr}");
     let pid = server.pid();
+    // Killed while a long poll (`get_run` waiting up to 30 s for news) is the call in flight,
+    // not between two calls, where a refused connection would end it anyway.
     a_vanished_server_ends_the_call(
         &server.mcp_url(),
         &["logs", run_id.trim(), "--follow"],
-        |_| kill(pid),
+        |_| {
+            std::thread::sleep(Duration::from_secs(3));
+            kill(pid)
+        },
     );
 }
 
