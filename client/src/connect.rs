@@ -210,7 +210,7 @@ pub async fn connect(
             Ok(session) => Ok((session, sse)),
             Err(ClientError::NotMcp { what, .. }) => Err(ClientError::NotMcp {
                 url: url.to_string(),
-                what: format!("neither /mcp nor /sse is an MCP endpoint there ({what} at /sse)"),
+                what: format!("{what} at /sse, and not as MCP at /mcp either"),
             }),
             Err(other) => Err(other),
         },

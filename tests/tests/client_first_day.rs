@@ -302,6 +302,20 @@ fn the_base_url_the_server_prints_reaches_mcp_and_verbose_says_so() {
 }
 
 #[test]
+fn a_base_url_with_no_mcp_endpoint_says_both_paths_were_tried() {
+    let base = html_page_server();
+    let assert = client()
+        .args(["--server", &base, "tools"])
+        .assert()
+        .code(14);
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("at /sse, and not as MCP at /mcp either"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn run_takes_script_arguments_without_a_double_dash() {
     let server = StdioCommand::new(&[]);
     write_script(
