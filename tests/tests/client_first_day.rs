@@ -187,11 +187,11 @@ fn ctrl_c_keeps_the_output_that_arrived_before_the_error_line() {
 #[test]
 fn the_clients_timeout_keeps_the_output_that_arrived() {
     let server = http_server(PRINTS_THEN_SLEEPS, "sleeps.py");
-    let client = Running::start(&server.mcp_url(), &["--timeout", "6", "run", "sleeps.py"]);
+    let client = Running::start(&server.mcp_url(), &["--timeout", "15", "run", "sleeps.py"]);
     let (code, stdout, stderr) = client.finish();
     assert_eq!(code, Some(124), "{stderr}");
     assert_eq!(stdout, "first\n", "{stderr}");
-    assert!(stderr.contains("timed out after 6 s"), "{stderr}");
+    assert!(stderr.contains("timed out after 15 s"), "{stderr}");
 }
 
 /// Kills the server by pid once the script's first line came through; the client must end on
