@@ -7,6 +7,8 @@
 //! client that reads these pulls in nothing of the sandbox or the server. The doc comments are
 //! the schemas' descriptions a model reads.
 
+pub mod live_output;
+
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "schema")]

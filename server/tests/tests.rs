@@ -24,6 +24,7 @@ mod http_security;
 mod http_tools;
 mod inline_code;
 mod install_packages;
+mod live_output;
 mod oauth;
 mod output_memory;
 mod python_env;

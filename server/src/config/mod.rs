@@ -217,6 +217,8 @@ pub enum ConfigError {
     FromVariable(String),
     #[error("projects folder '{0}' does not exist or is not a directory\nhint: pass --projects-dir DIR or set PYTHON_PROJECTS_DIR")]
     ProjectsDir(String),
+    /// Not a `#[source]`: the message already holds the cause, which `{:#}` would repeat after
+    /// the hint.
     #[error("{0}\nhint: install Python 3, or pass --python PATH / set PYTHON_BIN")]
     NoPython(pyrun_sandbox::PythonError),
     #[error("the interpreter '{python}' cannot run scripts: {answer}\nhint: pyrun-mcp needs Python 3.8 or later; pass --python PATH or set PYTHON_BIN to one (e.g. /usr/bin/python3)")]

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::model::{NotificationMetaObject, ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 use schemars::JsonSchema;
@@ -64,12 +64,28 @@ pub fn call_notes(ctx: &RequestContext<RoleServer>) -> CallNotes {
         .unwrap_or_default()
 }
 
+/// One progress report: the message people see, and the `_meta` a caller asked for (a run's
+/// new output).
+pub struct Progress {
+    pub message: ClientMessage,
+    pub meta: Option<NotificationMetaObject>,
+}
+
+impl From<ClientMessage> for Progress {
+    fn from(message: ClientMessage) -> Self {
+        Self {
+            message,
+            meta: None,
+        }
+    }
+}
+
 /// Awaits `work` while telling the caller, every [`PROGRESS_EVERY`], how long it has run and
 /// what `message` says of it then.
-pub async fn with_progress<F: Future>(
+pub async fn with_progress<F: Future, P: Into<Progress>>(
     ctx: &RequestContext<RoleServer>,
     token: ProgressToken,
-    message: impl Fn(Duration) -> ClientMessage,
+    message: impl Fn(Duration) -> P,
     work: F,
 ) -> F::Output {
     tokio::pin!(work);
@@ -81,8 +97,10 @@ pub async fn with_progress<F: Future>(
             result = &mut work => return result,
             _ = ticks.tick() => {
                 let elapsed = started.elapsed();
-                let param = ProgressNotificationParam::new(token.clone(), elapsed.as_secs_f64().floor())
-                    .with_message(message(elapsed).into_string());
+                let Progress { message, meta } = message(elapsed).into();
+                let mut param = ProgressNotificationParam::new(token.clone(), elapsed.as_secs_f64().floor())
+                    .with_message(message.into_string());
+                param.meta = meta;
                 let send = ctx.peer.notify_progress(param);
                 let _ = tokio::time::timeout(NOTIFY_TIMEOUT, send).await;
             }

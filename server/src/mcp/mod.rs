@@ -31,6 +31,7 @@ mod background;
 mod call;
 mod handler;
 mod inline;
+mod live_chunks;
 mod packages;
 mod project_files;
 mod prompts;

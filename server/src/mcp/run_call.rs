@@ -11,8 +11,9 @@ use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 
 use super::artifact_blocks::{self, Presented};
-use super::call::with_progress;
+use super::call::{with_progress, Progress};
 use super::handler::PyRunServer;
+use super::live_chunks::ChunkCursor;
 use super::reply::{fmt_secs, millis, push_section, refusal, to_array, truncation_note};
 use super::run_hint;
 use crate::audit::CallNotes;
@@ -111,7 +112,13 @@ impl PyRunServer {
         let run = self.app.runner.run(request, &ctx.ct);
         let outcome = match (ctx.meta.get_progress_token(), &live) {
             (Some(token), Some(live)) => {
-                let message = |elapsed| self.run_message(source, live, elapsed);
+                let chunks = ChunkCursor::asked(ctx);
+                let message = |elapsed| Progress {
+                    message: self.run_message(source, live, elapsed),
+                    meta: chunks
+                        .as_ref()
+                        .and_then(|c| c.next(live, |text| self.without_host_folder(text))),
+                };
                 with_progress(ctx, token, message, run).await
             }
             _ => run.await,
