@@ -16,6 +16,8 @@
 //! structured results, timeouts, page sizes, listings), `call` (audit notes, progress, the
 //! prologue of a file run, the Python environment of a folder), `run_call` (a run the call waits
 //! for and its report), `artifact_blocks` (what a result shows of the files a run left),
+//! `output_cut` (a long output as its head and tail), `image_fit` (pictures scaled for a
+//! model), `table_preview` (the first rows of a CSV/TSV or JSON artifact),
 //! `project_files` (a project file as a resource: its URI, its read, its contents),
 //! `read_budget` (the bytes resource reads hold at once) and `task_store` (the MCP tasks and
 //! their owners). What every session of one server shares (the
@@ -28,6 +30,7 @@ mod call;
 mod handler;
 mod inline;
 mod packages;
+mod output_cut;
 mod project_files;
 mod prompts;
 mod read_budget;
