@@ -96,6 +96,10 @@ pub struct ArtifactInfo {
     pub mime_type: String,
     /// `pyrun://runs/{run_id}/files/{name}`: read it with `resources/read`.
     pub uri: String,
+    /// For a CSV/TSV (its counts, header and first rows) or a small JSON file (pretty-printed):
+    /// the same preview as the result's text, bounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
 }
 
 /// A file the run left that was not kept, and why.

@@ -28,6 +28,7 @@ mod artifacts;
 mod background;
 mod call;
 mod handler;
+mod image_fit;
 mod inline;
 mod packages;
 mod output_cut;
@@ -39,6 +40,7 @@ pub(crate) mod resources;
 mod run;
 mod run_call;
 mod sessions;
+mod table_preview;
 mod task_store;
 pub(crate) mod tasks;
 

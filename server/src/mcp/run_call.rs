@@ -418,6 +418,7 @@ mod tests {
                 size: 3,
                 mime_type: "image/png".into(),
                 uri: "pyrun://runs/run_0/files/plot.png".into(),
+                preview: None,
             }],
             skipped_artifacts: vec![SkippedArtifact {
                 name: "pipe".into(),
