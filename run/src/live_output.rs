@@ -213,8 +213,7 @@ impl LiveOutput {
         let from_capture = (max - from_window).min(captured.bytes.len());
         // Bytes dropped between the capture's end and the window: the capture's end is not
         // contiguous with the window then, so the tail comes from the window alone.
-        let gap = captured.written
-            > (captured.bytes.len() + captured.past_cap.len()) as u64;
+        let gap = captured.written > (captured.bytes.len() + captured.past_cap.len()) as u64;
         let mut tail = Vec::with_capacity(max.min(from_window + from_capture));
         if !gap {
             tail.extend_from_slice(&captured.bytes[captured.bytes.len() - from_capture..]);

@@ -28,6 +28,7 @@ mod output_memory;
 mod python_env;
 mod resources;
 mod resources_http;
+mod results;
 mod run_uid;
 mod runner;
 mod sandbox_e2e;

@@ -88,8 +88,15 @@ pub async fn inline_images(
                     .read(&owner, &run_id, &image_.name)
                     .map_err(|e| tracing::warn!(%e, "an artifact could not be opened"))
                     .ok()?;
-                read_all(file.file, file.size).ok()
-                    .map(|bytes| fit_picture(&bytes, image_.mime_type, fit.max_edge, budget_left, fit.budget))
+                read_all(file.file, file.size).ok().map(|bytes| {
+                    fit_picture(
+                        &bytes,
+                        image_.mime_type,
+                        fit.max_edge,
+                        budget_left,
+                        fit.budget,
+                    )
+                })
             })
             .await
             .unwrap_or_else(|e| {
@@ -173,7 +180,11 @@ pub fn fit_picture(
             return Ok(Inline {
                 data: b64(&png),
                 mime_type: "image/png",
-                resized: Some(format!("{}x{} PNG, {from}", scaled.width(), scaled.height())),
+                resized: Some(format!(
+                    "{}x{} PNG, {from}",
+                    scaled.width(),
+                    scaled.height()
+                )),
             });
         }
     }
@@ -182,7 +193,11 @@ pub fn fit_picture(
         return Ok(Inline {
             data: b64(&jpeg),
             mime_type: "image/jpeg",
-            resized: Some(format!("{}x{} JPEG, {from}", scaled.width(), scaled.height())),
+            resized: Some(format!(
+                "{}x{} JPEG, {from}",
+                scaled.width(),
+                scaled.height()
+            )),
         });
     }
     Err(over_budget(budget))
@@ -279,9 +294,13 @@ mod tests {
     fn a_png_that_would_not_fit_goes_as_jpeg_and_one_that_never_fits_is_a_link() {
         let large = noisy_png(2000, 2000);
         let png_len = base64_len(
-            encode_png(&image::load_from_memory(&large).unwrap().thumbnail(1000, 1000))
-                .unwrap()
-                .len(),
+            encode_png(
+                &image::load_from_memory(&large)
+                    .unwrap()
+                    .thumbnail(1000, 1000),
+            )
+            .unwrap()
+            .len(),
         );
         let shown = fit_picture(&large, "image/png", 1000, png_len - 1, 1_500_000).unwrap();
         assert_eq!(shown.mime_type, "image/jpeg");

@@ -121,7 +121,9 @@ fn cut_line(which: Stream, cut: &OutputCut, tail_bytes: u64) -> String {
                 cut.head_bytes
             );
         }
-        _ => line.push_str(" The whole output could not be kept for reading (the server's run list is full).]"),
+        _ => line.push_str(
+            " The whole output could not be kept for reading (the server's run list is full).]",
+        ),
     }
     line
 }
@@ -179,8 +181,13 @@ mod tests {
         assert_eq!(cut.omitted_bytes, cut.omitted_lines * 11);
         assert!(shown.text.len() < 1024 + 400, "{}", shown.text.len());
         assert!(shown.text.contains(&format!("pyrun://runs/{run}/stdout")));
-        assert!(shown.text.contains(&format!("\"stdout_offset\": {}", cut.head_bytes)));
-        assert_eq!(parse_output_uri(cut.uri.as_deref().unwrap()), Some((run.as_str(), Stream::Stdout)));
+        assert!(shown
+            .text
+            .contains(&format!("\"stdout_offset\": {}", cut.head_bytes)));
+        assert_eq!(
+            parse_output_uri(cut.uri.as_deref().unwrap()),
+            Some((run.as_str(), Stream::Stdout))
+        );
     }
 
     #[test]

@@ -56,9 +56,12 @@ pub(super) fn report_value(report: RunReport) -> serde_json::Value {
             Value::Array(report.quarantined.into_iter().map(Value::String).collect()),
         ),
     ];
-    let cuts = [("stdout_cut", report.stdout_cut), ("stderr_cut", report.stderr_cut)]
-        .into_iter()
-        .filter_map(|(k, cut)| Some((k, serde_json::to_value(cut?).ok()?)));
+    let cuts = [
+        ("stdout_cut", report.stdout_cut),
+        ("stderr_cut", report.stderr_cut),
+    ]
+    .into_iter()
+    .filter_map(|(k, cut)| Some((k, serde_json::to_value(cut?).ok()?)));
     let optional = [
         ("run_id", report.run_id),
         (
@@ -132,8 +135,16 @@ impl PyRunServer {
                     live: &live,
                     kept_as: kept.as_deref(),
                 };
-                self.finished(outcome, output, run_id.as_deref(), caller, source, timeout, notes)
-                    .await
+                self.finished(
+                    outcome,
+                    output,
+                    run_id.as_deref(),
+                    caller,
+                    source,
+                    timeout,
+                    notes,
+                )
+                .await
             }
             Err(e) => {
                 let span = tracing::warn_span!("run", %caller, script = source.shown());

@@ -81,7 +81,10 @@ fn table(file: impl Read, delimiter: u8) -> Option<String> {
 fn push_row(text: &mut String, record: &csv::ByteRecord, shown: usize, columns: usize) {
     text.push('|');
     for i in 0..shown {
-        let cell = record.get(i).map(String::from_utf8_lossy).unwrap_or_default();
+        let cell = record
+            .get(i)
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
         text.push(' ');
         let mut chars = cell.chars();
         for c in chars.by_ref().take(CELL_CHARS) {
@@ -117,7 +120,10 @@ fn bounded(text: String, max: usize) -> String {
     };
     let end = text[..cut].rfind('\n').map_or(cut, |i| i + 1);
     let rest = text.len() - end;
-    format!("{}… ({rest} more bytes: read the file from its link)\n", &text[..end])
+    format!(
+        "{}… ({rest} more bytes: read the file from its link)\n",
+        &text[..end]
+    )
 }
 
 #[cfg(test)]
@@ -135,20 +141,31 @@ mod tests {
             text.starts_with("25 rows x 2 columns (the header and first 10):\n| name | score |\n|---|---|\n| p0 | 0 |\n"),
             "{text}"
         );
-        assert!(text.contains("| p9 | 90 |") && !text.contains("p10"), "{text}");
+        assert!(
+            text.contains("| p9 | 90 |") && !text.contains("p10"),
+            "{text}"
+        );
     }
 
     #[test]
     fn cells_columns_and_size_are_bounded() {
         let wide: Vec<String> = (0..30).map(|i| format!("c{i}")).collect();
         let tsv = format!("{}\n{}|x\n", wide.join("\t"), "y".repeat(100));
-        let text = preview(tsv.as_bytes(), tsv.len() as u64, "text/tab-separated-values").unwrap();
+        let text = preview(
+            tsv.as_bytes(),
+            tsv.len() as u64,
+            "text/tab-separated-values",
+        )
+        .unwrap();
         assert!(text.contains("… 10 more |"), "{text}");
         assert!(text.contains(&format!("| {}… |", "y".repeat(40))), "{text}");
         let long = format!("[{}]", vec!["1234567890"; 2000].join(","));
         let text = preview(long.as_bytes(), long.len() as u64, "application/json").unwrap();
         assert!(text.chars().count() < PREVIEW_CHARS + 100);
-        assert!(text.contains("more bytes: read the file from its link"), "{text}");
+        assert!(
+            text.contains("more bytes: read the file from its link"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -156,7 +173,10 @@ mod tests {
         let text = preview(&b"{\"a\":[1,2]}"[..], 11, "application/json").unwrap();
         assert_eq!(text, "{\n  \"a\": [\n    1,\n    2\n  ]\n}\n");
         assert_eq!(preview(&b"{nope"[..], 5, "application/json"), None);
-        assert_eq!(preview(&b"{}"[..], SMALL_JSON_BYTES + 1, "application/json"), None);
+        assert_eq!(
+            preview(&b"{}"[..], SMALL_JSON_BYTES + 1, "application/json"),
+            None
+        );
         assert_eq!(preview(&b""[..], 0, "text/csv"), None);
         assert_eq!(preview(&b"a,b"[..], 3, "text/plain"), None);
     }
