@@ -109,15 +109,30 @@ fn pictures_tables_and_a_50_mb_print_come_back_sized_for_a_model_in_both_modes()
             "{tables}"
         );
         assert!(tables.contains("| 9 | item 9 | 13.5 |"), "{tables}");
-        assert!(tables.contains("preview of summary.json: {\n  \"rows\": 1000\n}"), "{tables}");
+        assert!(
+            tables.contains("preview of summary.json: {\n  \"rows\": 1000\n}"),
+            "{tables}"
+        );
 
         // The 50 MB print: head and tail with counts, small text and structured content, the
         // whole capture behind the link and get_run.
         let loud = &report["loud"];
         assert!(loud["text_bytes"].as_u64().unwrap() < 60_000, "{loud}");
-        assert!(loud["structured_bytes"].as_u64().unwrap() < 60_000, "{loud}");
-        assert!(loud["text_head"].as_str().unwrap().starts_with("line 00000000 x"), "{loud}");
-        assert!(loud["text_tail"].as_str().unwrap().ends_with("THE END\n"), "{loud}");
+        assert!(
+            loud["structured_bytes"].as_u64().unwrap() < 60_000,
+            "{loud}"
+        );
+        assert!(
+            loud["text_head"]
+                .as_str()
+                .unwrap()
+                .starts_with("line 00000000 x"),
+            "{loud}"
+        );
+        assert!(
+            loud["text_tail"].as_str().unwrap().ends_with("THE END\n"),
+            "{loud}"
+        );
         let cut = &loud["stdout_cut"];
         assert_eq!(cut["total_bytes"], 50 * 10_000 * 103 + 8, "{loud}");
         assert_eq!(cut["captured_bytes"], 524_288, "{loud}");
