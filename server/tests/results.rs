@@ -254,3 +254,53 @@ fn the_result_output_setting_sizes_what_a_result_shows() {
     assert!(stdout.len() < 2048 + 400, "{}", stdout.len());
     server.close();
 }
+
+#[test]
+fn a_cut_output_stays_readable_after_run_python_code_and_after_a_run_that_could_have_been_handed_over(
+) {
+    let code = "for i in range(1000):\n    print(f'{i:09d}')\n";
+    let (dir, _) = util::project(&[("ten_kb.py", code)]);
+    let mut server = StdioServer::start(
+        dir.path(),
+        &[
+            "--max-result-output-bytes",
+            "2048",
+            "--allow-inline-code",
+            "--detach-after",
+            "30",
+        ],
+    );
+    let inline = server.call("run_python_code", json!({"code": code}));
+    let detachable = server.call("run_python", json!({"file_name": "ten_kb.py"}));
+    for result in [inline, detachable] {
+        let cut = &result["structuredContent"]["stdout_cut"];
+        let run_id = cut["run_id"].as_str().unwrap_or_else(|| panic!("{result}"));
+        let head = cut["head_bytes"].as_u64().unwrap();
+        let page = server.call(
+            "get_run",
+            json!({"run_id": run_id, "stdout_offset": head}),
+        );
+        let rest = page["structuredContent"]["stdout"].as_str().unwrap();
+        assert_eq!(rest.len() as u64, 10_000 - head, "{page}");
+        assert!(rest.ends_with("000000999\n"));
+        let read = server.request("resources/read", json!({"uri": cut["uri"]}));
+        assert_eq!(
+            read["result"]["contents"][0]["text"].as_str().unwrap().len(),
+            10_000
+        );
+        // Kept for reading, not listed as a background run.
+        let listed = server.call("list_runs", json!({}));
+        assert_eq!(listed["structuredContent"]["runs"], json!([]), "{listed}");
+    }
+    // A mangled or unknown output URI is "not found", as an unknown artifact is.
+    let unknown = format!("pyrun://runs/run_{}/stdout", "0".repeat(32));
+    let read = server.request("resources/read", json!({"uri": unknown}));
+    assert!(
+        read["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no run output"),
+        "{read}"
+    );
+    server.close();
+}
