@@ -175,6 +175,7 @@ impl PyRunServer {
             RunSource::Script(script) => script.relative().to_owned(),
             RunSource::Inline { .. } => "(inline code)".to_owned(),
         };
+        // Its files were shown in this result: pages of its output read later leave them out.
         let ended = RunOutcome {
             stdout: String::new(),
             stderr: String::new(),
