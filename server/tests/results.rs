@@ -276,16 +276,16 @@ fn a_cut_output_stays_readable_after_run_python_code_and_after_a_run_that_could_
         let cut = &result["structuredContent"]["stdout_cut"];
         let run_id = cut["run_id"].as_str().unwrap_or_else(|| panic!("{result}"));
         let head = cut["head_bytes"].as_u64().unwrap();
-        let page = server.call(
-            "get_run",
-            json!({"run_id": run_id, "stdout_offset": head}),
-        );
+        let page = server.call("get_run", json!({"run_id": run_id, "stdout_offset": head}));
         let rest = page["structuredContent"]["stdout"].as_str().unwrap();
         assert_eq!(rest.len() as u64, 10_000 - head, "{page}");
         assert!(rest.ends_with("000000999\n"));
         let read = server.request("resources/read", json!({"uri": cut["uri"]}));
         assert_eq!(
-            read["result"]["contents"][0]["text"].as_str().unwrap().len(),
+            read["result"]["contents"][0]["text"]
+                .as_str()
+                .unwrap()
+                .len(),
             10_000
         );
         // Kept for reading, not listed as a background run.
