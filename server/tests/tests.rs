@@ -31,6 +31,7 @@ mod python_env;
 mod readme;
 mod resources;
 mod resources_http;
+mod results;
 mod run_hints;
 mod run_uid;
 mod runner;

@@ -26,6 +26,7 @@ mod python_sdk_http;
 mod python_sdk_inline;
 mod python_sdk_oauth;
 mod python_sdk_resources;
+mod python_sdk_results;
 mod python_sdk_runs;
 mod python_sdk_stdio;
 mod rmcp_tasks;

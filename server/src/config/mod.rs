@@ -179,6 +179,8 @@ pub struct Config {
     pub timeout: Duration,
     pub python: PathBuf,
     pub max_output_bytes: usize,
+    /// Output a result shows per stream (head and tail) before it cuts the middle.
+    pub max_result_output_bytes: usize,
     pub max_concurrent: usize,
     pub pass_env: Vec<String>,
     /// Background runs: their limits and retention.
@@ -403,6 +405,8 @@ impl Cli {
             timeout: Duration::from_secs(run.timeout),
             python,
             max_output_bytes: usize::try_from(run.max_output_bytes).unwrap_or(usize::MAX),
+            max_result_output_bytes: usize::try_from(run.max_result_output_bytes)
+                .unwrap_or(usize::MAX),
             max_concurrent: run
                 .max_concurrent
                 .map_or(2 * cpus, |n| usize::try_from(n).unwrap_or(usize::MAX)),

@@ -25,6 +25,11 @@ pub struct RunArgs {
     #[arg(long, env = "PYRUN_MAX_OUTPUT_BYTES", default_value_t = 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
     pub max_output_bytes: u64,
 
+    /// Output a run's result shows per stream, in bytes (1024 to 262144): beyond it, the head
+    /// and the tail with what was cut between, the whole capture one link (or get_run) away.
+    #[arg(long, env = "PYRUN_MAX_RESULT_OUTPUT_BYTES", default_value_t = 24 * 1024, value_parser = clap::value_parser!(u64).range(1024..=(256 * 1024)))]
+    pub max_result_output_bytes: u64,
+
     /// Runs at once; further calls wait their turn; with --oauth, one caller's runs leave a
     /// place to the others [default: 2 x CPUs].
     #[arg(long, env = "PYRUN_MAX_CONCURRENT", value_parser = clap::value_parser!(u64).range(1..=4096))]

@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use super::handler::PyRunServer;
 use super::reply::{effective_timeout, python_info_of, PythonInfo, NOTIFY_TIMEOUT};
+use crate::app::App;
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
 use pyrun_run::paths::{ProjectDir, ProjectPath};
@@ -155,15 +156,7 @@ impl PyRunServer {
     /// view, runs see their scratch at its host path too: it is cut to the slot's name
     /// (`slot-3/_pyrun_inline.py`).
     pub(super) fn without_host_folder(&self, text: &str) -> String {
-        let mut text = text.to_owned();
-        for folder in [self.app.root.path(), self.app.runner.scratch_root()] {
-            let mut prefix = folder.to_string_lossy().into_owned();
-            prefix.push(std::path::MAIN_SEPARATOR);
-            if text.contains(&prefix) {
-                text = text.replace(&prefix, "");
-            }
-        }
-        text
+        without_host_folder(&self.app, text)
     }
 
     /// The environment a run in `dir` uses (its nearest checked venv, or the server's
@@ -230,4 +223,17 @@ impl PyRunServer {
             },
         }
     }
+}
+
+/// [`PyRunServer::without_host_folder`] where no server is at hand (a resource read).
+pub(super) fn without_host_folder(app: &App, text: &str) -> String {
+    let mut text = text.to_owned();
+    for folder in [app.root.path(), app.runner.scratch_root()] {
+        let mut prefix = folder.to_string_lossy().into_owned();
+        prefix.push(std::path::MAIN_SEPARATOR);
+        if text.contains(&prefix) {
+            text = text.replace(&prefix, "");
+        }
+    }
+    text
 }

@@ -16,9 +16,10 @@
 //! structured results, timeouts, page sizes, listings), `call` (audit notes, progress, the
 //! prologue of a file run, the Python environment of a folder), `run_call` (a run the call waits
 //! for and its report), `run_hint` (the `hint:` naming the setting behind a failed or cut run),
-//! `artifact_blocks` (what a result shows of the files a run left), `apps` (the MCP App
-//! `ui://pyrun/run.html` that shows a run: the run tools' `_meta` naming it, its listing and its
-//! read),
+//! `artifact_blocks` (what a result shows of the files a run left), `output_cut` (a long output
+//! as its head and tail), `image_fit` (pictures scaled for a model), `table_preview` (the first
+//! rows of a CSV/TSV or JSON artifact), `apps` (the MCP App `ui://pyrun/run.html` that shows a
+//! run: the run tools' `_meta` naming it, its listing and its read),
 //! `project_files` (a project file as a resource: its URI, its read, its contents),
 //! `read_budget` (the bytes resource reads hold at once) and `task_store` (the MCP tasks and
 //! their owners). What every session of one server shares (the
@@ -30,8 +31,10 @@ mod artifacts;
 mod background;
 mod call;
 mod handler;
+mod image_fit;
 mod inline;
 mod live_chunks;
+mod output_cut;
 mod packages;
 mod project_files;
 mod prompts;
@@ -42,6 +45,7 @@ mod run;
 mod run_call;
 mod run_hint;
 mod sessions;
+mod table_preview;
 mod task_store;
 pub(crate) mod tasks;
 

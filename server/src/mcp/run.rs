@@ -188,6 +188,12 @@ impl PyRunServer {
             self.app.runs.show(&record);
             return self.handed_over(&record, script, after);
         }
+        if self.too_long_to_show(&record.live) {
+            // Its result shows only the head and tail: the record stays (unlisted, its end
+            // seen) so that get_run and the output's link read the whole.
+            owned.handed_over = true;
+            record.mark_end_seen();
+        }
         self.ended_result(&record, &self.caller(ctx), script, timeout, notes)
             .await
     }
@@ -251,6 +257,8 @@ impl PyRunServer {
             status: Some(record.status()),
             python: self.python_info(record.python.as_deref()),
             hint: None,
+            stdout_cut: None,
+            stderr_cut: None,
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report_value(report));
