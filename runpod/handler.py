@@ -186,6 +186,7 @@ def follow(proc, started, timeout, max_output, output_dir):
     yield {
         "end": {
             "exit_code": None if timed_out or exit_code < 0 else exit_code,
+            "signal": -exit_code if exit_code < 0 and not timed_out else None,
             "timed_out": timed_out,
             "stdout_truncated": truncated["stdout"],
             "stderr_truncated": truncated["stderr"],

@@ -1,10 +1,11 @@
-# Checks a running server end to end with pyrun-mcp-client: lists the tools, runs hello_world.py
-# and expects "Hello, World!". The token comes from -Token, MCP_AUTH_TOKEN or .env.
+# Checks a running server end to end with pyrun-mcp-client: lists the tools and the Python files,
+# runs FILE (default: hello_world.py when listed, expecting "Hello, World!", else the first file
+# listed) and expects it to succeed. The token comes from -Token, MCP_AUTH_TOKEN or .env.
 #
-#   scripts\smoke-test.ps1 [-Url URL] [-Token TOKEN] [-Header 'Name: value', ...]
+#   scripts\smoke-test.ps1 [-Url URL] [-Token TOKEN] [-Header 'Name: value', ...] [-File FILE]
 #
 # Url defaults to the server scripts\start-server.ps1 started, else http://127.0.0.1:8000/mcp.
-param([string]$Url = '', [string]$Token = '', [string[]]$Header = @())
+param([string]$Url = '', [string]$Token = '', [string[]]$Header = @(), [string]$File = '')
 $ErrorActionPreference = 'Stop'
 . (Join-Path $PSScriptRoot 'common.ps1')
 
@@ -26,8 +27,14 @@ foreach ($tool in @('run_python', 'list_python_files')) {
     if (-not (($tools -join "`n") -match $tool)) { Fail "tool $tool missing from: $tools" }
 }
 Write-Output '  ok  tools: run_python, list_python_files'
-$out = & $client --server $Url @headerArgs run hello_world.py
-if ($LASTEXITCODE -ne 0) { Fail "running hello_world.py failed: $out" }
-if (-not (($out -join "`n") -match 'Hello, World!')) { Fail "hello_world.py printed '$out', not 'Hello, World!'" }
-Write-Output '  ok  run hello_world.py: Hello, World!'
+if (-not $File) {
+    $files = @(& $client --server $Url @headerArgs files)
+    if ($LASTEXITCODE -ne 0) { Fail 'listing the Python files failed (see the message above)' }
+    if ($files -contains 'hello_world.py') { $File = 'hello_world.py' } else { $File = $files | Select-Object -First 1 }
+    if (-not $File) { Fail 'the server lists no Python file to run; add one to its projects folder' }
+}
+$out = & $client --server $Url @headerArgs run $File
+if ($LASTEXITCODE -ne 0) { Fail "running $File failed: $out" }
+if ($File -eq 'hello_world.py' -and -not (($out -join "`n") -match 'Hello, World!')) { Fail "hello_world.py printed '$out', not 'Hello, World!'" }
+Write-Output "  ok  run $File"
 Write-Output 'smoke test passed'

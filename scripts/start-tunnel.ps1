@@ -20,7 +20,16 @@ if ($Port -eq 0) {
 }
 if ($OAuth -and -not $Domain) { Fail "-OAuth needs -Domain: Claude stays signed in only while the URL stays the same`nhint: reserve ngrok's free static domain (https://dashboard.ngrok.com/domains), then: -OAuth -Domain NAME.ngrok-free.app" }
 $ngrok = Get-Command ngrok -ErrorAction SilentlyContinue
-if (-not $ngrok) { Fail "the ngrok agent is not on PATH`nhint: install it from https://ngrok.com/download and run: ngrok config add-authtoken YOUR_TOKEN`nhint: or use the server's built-in tunnel: scripts\start-server.ps1 -- --tunnel ngrok" }
+if (-not $ngrok) {
+    # Advise the server's built-in tunnel only when this server binary has it.
+    $builtin = "hint: or build the server with its built-in tunnel (scripts\setup.ps1 does: cargo build --release --workspace --features pyrun-mcp-server/tunnel), then: scripts\start-server.ps1 -- --tunnel ngrok"
+    $serverBin = $env:PYRUN_SERVER_BIN
+    if (-not $serverBin) { $serverBin = Join-Path $Root "target\release\pyrun-mcp-server$Exe" }
+    if ((Test-Path $serverBin) -and ((& $serverBin --version 2>$null) -match 'tunnel: built in')) {
+        $builtin = "hint: or use the server's built-in tunnel: scripts\start-server.ps1 -- --tunnel ngrok"
+    }
+    Fail "the ngrok agent is not on PATH`nhint: install it from https://ngrok.com/download and run: ngrok config add-authtoken YOUR_TOKEN`n$builtin"
+}
 
 # Refuse to publish a server that does not ask for a token.
 $local = "http://127.0.0.1:$Port"

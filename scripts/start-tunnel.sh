@@ -2,7 +2,8 @@
 # Gives the local server a public https URL with the ngrok agent (`ngrok http PORT`), started in
 # the background (pid in .run/ngrok.pid, log in .run/ngrok.log); reads the URL from the agent's
 # local API and prints the client command and assistant configs for it.
-# (Or skip the agent: scripts/start-server.sh -- --tunnel ngrok opens the tunnel in-process.)
+# (Or skip the agent: with a server built with the tunnel feature, as scripts/setup.sh builds it,
+# scripts/start-server.sh -- --tunnel ngrok opens the tunnel in-process.)
 #
 #   scripts/start-tunnel.sh [--port PORT] [--domain DOMAIN] [--api URL] [--wait SECONDS] [--oauth]
 #
@@ -26,7 +27,7 @@ while [[ $# -gt 0 ]]; do
     --api) api=${2:?--api needs a URL}; shift 2 ;;
     --wait) wait_secs=${2:?--wait needs SECONDS}; shift 2 ;;
     --oauth) oauth=1; shift ;;
-    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
     esac
 done
@@ -42,9 +43,17 @@ fi
 [[ -z "$oauth" || -n "$domain" ]] || die "--oauth needs --domain: Claude stays signed in only while the URL stays the same
 hint: reserve ngrok's free static domain (https://dashboard.ngrok.com/domains), then: --oauth --domain NAME.ngrok-free.app"
 command -v curl >/dev/null 2>&1 || die "curl not found on PATH"
-command -v ngrok >/dev/null 2>&1 || die "the ngrok agent is not on PATH
+if ! command -v ngrok >/dev/null 2>&1; then
+    # Advise the server's built-in tunnel only when this server binary has it.
+    if ( "$(server_bin 2>/dev/null)" --version 2>/dev/null || true ) | grep -q "tunnel: built in"; then
+        builtin="hint: or use the server's built-in tunnel: scripts/start-server.sh -- --tunnel ngrok"
+    else
+        builtin="hint: or build the server with its built-in tunnel (scripts/setup.sh does: cargo build --release --workspace --features pyrun-mcp-server/tunnel), then: scripts/start-server.sh -- --tunnel ngrok"
+    fi
+    die "the ngrok agent is not on PATH
 hint: install it from https://ngrok.com/download and run: ngrok config add-authtoken YOUR_TOKEN
-hint: or use the server's built-in tunnel: scripts/start-server.sh -- --tunnel ngrok"
+$builtin"
+fi
 
 # Refuse to publish a server that does not ask for a token.
 local_url="http://127.0.0.1:$port"

@@ -232,6 +232,21 @@ ensure_browser() {
         { "${apt[@]}" update && "${apt[@]}" install chromium chromium-driver; }
 }
 
+# tmux, the terminal the interactive menu's test drives (tests/tests/client_first_day.rs): Debian's
+# package from apt when missing (as root).
+ensure_tmux() {
+    if command -v tmux >/dev/null 2>&1; then
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null 2>&1 || [[ $(id -u) -ne 0 ]]; then
+        echo "tmux is missing: install it (Debian/Ubuntu: apt-get install -y tmux) and run again"
+        return 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    local apt=(apt-get -o DPkg::Lock::Timeout=300 -y -q)
+    "${apt[@]}" install tmux || { "${apt[@]}" update && "${apt[@]}" install tmux; }
+}
+
 # matplotlib for the plot test (server/tests/artifacts.rs): Debian's python3-matplotlib for
 # /usr/bin/python3, from apt when missing (as root), unless the tests' interpreter has it.
 ensure_matplotlib() {
@@ -284,6 +299,7 @@ step "cargo publish --dry-run" cargo publish --workspace --dry-run --no-verify -
 step "matplotlib for the plot test" ensure_matplotlib
 ensure_uv
 step "chromium for the browser tests" ensure_browser
+step "tmux for the interactive client test" ensure_tmux
 step "cargo build (the suite's binaries)" build_for_tests
 step "cargo test --workspace --features $TEST_FEATURES" run_tests
 

@@ -7,6 +7,8 @@
 //! client that reads these pulls in nothing of the sandbox or the server. The doc comments are
 //! the schemas' descriptions a model reads.
 
+pub mod live_output;
+
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "schema")]
@@ -96,6 +98,10 @@ pub struct ArtifactInfo {
     pub mime_type: String,
     /// `pyrun://runs/{run_id}/files/{name}`: read it with `resources/read`.
     pub uri: String,
+    /// For a CSV/TSV (its counts, header and first rows) or a small JSON file (pretty-printed):
+    /// the same preview as the result's text, bounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
 }
 
 /// A file the run left that was not kept, and why.
@@ -117,6 +123,32 @@ pub struct PythonInfo {
     /// The virtual environment used, relative to the projects folder with `/` separators (e.g.
     /// `.venv` or `mathpkg/.venv`); null: the server's interpreter without one.
     pub venv: Option<String>,
+}
+
+/// What a run's result leaves out of one stream: its `stdout` (or `stderr`) shows the head and
+/// the tail, and this says what lies between and where to read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+pub struct OutputCut {
+    /// Bytes between the head and the tail that the result does not show.
+    pub omitted_bytes: u64,
+    /// Lines among them.
+    pub omitted_lines: u64,
+    /// Bytes the run wrote to the stream in all.
+    pub total_bytes: u64,
+    /// Bytes the server kept (the first ones, up to its --max-output-bytes): readable whole at
+    /// `uri`, or with get_run from any offset.
+    pub captured_bytes: u64,
+    /// The byte offset where the omitted part begins: pass it as get_run's stdout_offset (or
+    /// stderr_offset) to read on from the head.
+    pub head_bytes: u64,
+    /// `pyrun://runs/{run_id}/stdout` (or `/stderr`): the whole captured stream, with
+    /// `resources/read`. Absent when the server could not keep it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    /// The run whose output get_run reads. Absent when the server could not keep it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 /// The structured result of a run.
@@ -157,6 +189,17 @@ pub struct RunReport {
     pub status: Option<RunStatus>,
     /// The interpreter it ran with.
     pub python: PythonInfo,
+    /// Why the run failed or was cut when a setting of the server caused it (the network off, a
+    /// resource limit, the time limit, a capped `timeout_seconds`), naming the setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// Set when `stdout` shows only the head and tail of a long output: what was cut, and
+    /// where the whole is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout_cut: Option<OutputCut>,
+    /// The same for `stderr`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_cut: Option<OutputCut>,
 }
 
 /// A started run.
@@ -168,6 +211,9 @@ pub struct StartedRun {
     /// `running`, or `queued` while it waits for a turn.
     #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub status: RunStatus,
+    /// Set when `timeout_seconds` was above the server's limit: what it was capped to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// Where a background run is, with a page of its output.
@@ -286,9 +332,13 @@ mod tests {
                 version: "3.11.2".into(),
                 venv: None,
             },
+            hint: None,
+            stdout_cut: None,
+            stderr_cut: None,
         };
         let wire = serde_json::to_value(&report).unwrap();
         assert!(wire.get("status").is_none() && wire.get("run_id").is_none());
+        assert!(wire.get("stdout_cut").is_none());
         let back: RunReport = serde_json::from_value(wire).unwrap();
         assert_eq!(back, report);
     }

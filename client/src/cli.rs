@@ -8,7 +8,8 @@ use crate::error::EXIT_CODES_HELP;
 
 /// Talk to an MCP server from a shell or a CI job: list its tools, call them, run a Python file.
 ///
-/// TARGET is an http(s) URL ending in /mcp (Streamable HTTP) or /sse (legacy HTTP+SSE), or a
+/// TARGET is an http(s) URL ending in /mcp (Streamable HTTP) or /sse (legacy HTTP+SSE), a base
+/// URL such as the server prints (http://127.0.0.1:8765: /mcp is tried, then /sse), or a
 /// command line that starts a stdio server, e.g.
 /// "pyrun-mcp-server --transport stdio --projects-dir ./python_projects" (split like a shell
 /// would, never run through one).
@@ -47,6 +48,10 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// Say more: which endpoint a base URL led to; `tools`: whole descriptions and input schemas.
+    #[arg(long, short = 'v', global = true)]
+    pub verbose: bool,
+
     /// Give up after this many seconds (connect plus the call); the call is cancelled on the server.
     #[arg(long, value_name = "SECONDS", global = true)]
     pub timeout: Option<f64>,
@@ -65,12 +70,9 @@ pub enum TransportChoice {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List the server's tools with one-line descriptions.
-    Tools {
-        /// Also print each tool's input schema.
-        #[arg(long, short)]
-        verbose: bool,
-    },
+    /// List the server's tools with one-line descriptions (whole descriptions and input
+    /// schemas with --verbose).
+    Tools,
     /// Call any tool and print its text content (the whole result with --json).
     Call(CallArgs),
     /// Run a Python file with run_python: its stdout to stdout, its stderr to stderr, and its exit
@@ -92,7 +94,8 @@ pub enum Command {
     /// List your background runs on the server, newest first (list_runs; needs an HTTP target).
     Runs,
     /// Print a background run's output: what is there so far, or all of it as it arrives with
-    /// --follow, then exit with the run's exit code like `run` (needs an HTTP target).
+    /// --follow, then exit with the run's exit code like `run`, or 75 while it still runs
+    /// (needs an HTTP target).
     Logs(LogsArgs),
     /// Stop a background run and its whole process tree (cancel_run; needs an HTTP target).
     Cancel {
@@ -168,12 +171,19 @@ pub struct CallArgs {
 pub struct RunArgs {
     /// Python file, relative to the server's projects folder.
     pub file: String,
-    /// Arguments for the script (after `--`).
-    #[arg(last = true, value_name = "ARGS")]
+    /// Arguments for the script; those that start with `-` go after `--`
+    /// (`run train.py 10 -- --epochs 3`).
+    #[arg(value_name = "ARGS")]
+    pub script_args: Vec<String>,
+    /// Arguments for the script after `--`, taken as they are.
+    #[arg(last = true, value_name = "-- ARGS", hide = true)]
     pub args: Vec<String>,
     /// Feed this file to the script's stdin (`-` reads our own stdin).
     #[arg(long, value_name = "PATH")]
     pub stdin_file: Option<PathBuf>,
+    /// The script's stdin as text (the interactive menu's), when no --stdin-file is given.
+    #[arg(skip)]
+    pub stdin_text: Option<String>,
     /// The script's own time limit in seconds, enforced by the server (exit 124 when hit).
     #[arg(long, value_name = "SECONDS")]
     pub script_timeout: Option<u64>,

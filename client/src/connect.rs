@@ -5,11 +5,13 @@ mod diagnose;
 mod sse;
 
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::Url;
 use rmcp::service::{ClientInitializeError, RunningService};
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
@@ -18,9 +20,12 @@ use crate::cli::TransportChoice;
 use crate::error::ClientError;
 use crate::handler::Notifier;
 
-pub(crate) use diagnose::chain as error_chain;
+pub(crate) use diagnose::{chain as error_chain, root_cause};
 
 pub type McpSession = RunningService<RoleClient, Notifier>;
+
+/// Tries to resume a broken SSE stream before giving up (see [`reconnect_policy`]).
+const RECONNECT_TRIES: usize = 2;
 
 /// Where the server is and how to talk to it; built without I/O.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +38,10 @@ pub enum Target {
         url: Url,
     },
     Sse {
+        url: Url,
+    },
+    /// A URL with no path, as the server prints it: `/mcp` is tried, then `/sse`.
+    Base {
         url: Url,
     },
 }
@@ -52,7 +61,10 @@ impl Target {
             TransportChoice::Sse => Ok(Self::Sse { url: parse_url()? }),
             TransportChoice::Auto if looks_like_url => {
                 let url = parse_url()?;
-                if url.path().trim_end_matches('/').ends_with("/sse") {
+                let path = url.path().trim_end_matches('/');
+                if path.is_empty() && url.query().is_none() {
+                    Ok(Self::Base { url })
+                } else if path.ends_with("/sse") {
                     Ok(Self::Sse { url })
                 } else {
                     Ok(Self::StreamableHttp { url })
@@ -83,8 +95,33 @@ impl Target {
     pub fn display(&self) -> String {
         match self {
             Self::Stdio { argv } => format!("`{}`", argv.join(" ")),
-            Self::StreamableHttp { url } | Self::Sse { url } => url.to_string(),
+            Self::StreamableHttp { url } | Self::Sse { url } | Self::Base { url } => {
+                url.to_string()
+            }
         }
+    }
+
+    /// The target and how it is spoken to, for `--verbose`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Stdio { .. } => format!("{} (stdio)", self.display()),
+            Self::StreamableHttp { url } => format!("{url} (Streamable HTTP)"),
+            Self::Sse { url } => format!("{url} (legacy SSE)"),
+            Self::Base { url } => url.to_string(),
+        }
+    }
+
+    /// A base URL's endpoints in the order they are tried.
+    fn endpoints(base: &Url) -> [Target; 2] {
+        let at = |path: &str| {
+            let mut url = base.clone();
+            url.set_path(path);
+            url
+        };
+        [
+            Self::StreamableHttp { url: at("/mcp") },
+            Self::Sse { url: at("/sse") },
+        ]
     }
 }
 
@@ -153,15 +190,44 @@ impl HttpOptions {
     }
 }
 
-/// Connects and performs the MCP initialize handshake.
+/// Connects and performs the MCP initialize handshake; returns the session and the target it
+/// reached (for a base URL, the endpoint that answered).
 pub async fn connect(
+    target: &Target,
+    http: &HttpOptions,
+    handler: Notifier,
+) -> Result<(McpSession, Target), ClientError> {
+    let Target::Base { url } = target else {
+        let session = connect_to(target, http, handler).await?;
+        return Ok((session, target.clone()));
+    };
+    let [mcp, sse] = Target::endpoints(url);
+    match connect_to(&mcp, http, handler.clone()).await {
+        Ok(session) => Ok((session, mcp)),
+        // Only "nothing MCP there" moves on: a refused connection or a token problem would
+        // be the same at /sse.
+        Err(ClientError::NotMcp { .. }) => match connect_to(&sse, http, handler).await {
+            Ok(session) => Ok((session, sse)),
+            Err(ClientError::NotMcp { what, .. }) => Err(ClientError::NotMcp {
+                url: url.to_string(),
+                what: format!("{what} at /sse, and not as MCP at /mcp either"),
+            }),
+            Err(other) => Err(other),
+        },
+        Err(other) => Err(other),
+    }
+}
+
+async fn connect_to(
     target: &Target,
     http: &HttpOptions,
     handler: Notifier,
 ) -> Result<McpSession, ClientError> {
     match target {
         Target::Stdio { argv } => connect_stdio(target, argv, handler).await,
-        Target::StreamableHttp { url } => connect_streamable(target, url, http, handler).await,
+        Target::StreamableHttp { url } | Target::Base { url } => {
+            connect_streamable(target, url, http, handler).await
+        }
         Target::Sse { url } => {
             let client = http_client(url)?;
             let transport =
@@ -195,24 +261,79 @@ async fn connect_stdio(
     command.process_group(0);
     #[cfg(windows)]
     command.creation_flags(0x0000_0200); // CREATE_NEW_PROCESS_GROUP
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(Stdio::inherit())
+    let (transport, stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| ClientError::Connect {
             target: target.display(),
             reason: format!("cannot start `{program}`: {e}"),
         })?;
-    handler.serve(transport).await.map_err(|e| match e {
-        ClientInitializeError::ConnectionClosed(_)
-        | ClientInitializeError::TransportError { .. } => ClientError::Connect {
-            target: target.display(),
-            reason: format!(
-                "the server process exited before initializing ({})",
-                diagnose::chain(&e)
-            ),
-        },
-        other => ClientError::Protocol(diagnose::chain(&other)),
-    })
+    let stderr = stderr.map(relay_stderr);
+    match handler.serve(transport).await {
+        Ok(session) => Ok(session),
+        Err(
+            e @ (ClientInitializeError::ConnectionClosed(_)
+            | ClientInitializeError::TransportError { .. }),
+        ) => {
+            // Its last words explain it better than the broken pipe we saw.
+            let last = match stderr {
+                Some(relay) => relay.last_line().await,
+                None => None,
+            };
+            let reason = match last {
+                Some(line) => format!(
+                    "the server command exited before the MCP handshake; it said: {}",
+                    line.trim()
+                ),
+                None => format!(
+                    "the server command ended the MCP handshake ({}) and wrote nothing on stderr",
+                    diagnose::root_cause(&e)
+                ),
+            };
+            Err(ClientError::Connect {
+                target: target.display(),
+                reason,
+            })
+        }
+        Err(other) => Err(ClientError::Protocol(diagnose::chain(&other))),
+    }
+}
+
+/// The stdio server's stderr, passed on to ours line by line as it comes, with the line that
+/// best says why it died kept for the error: its last `error…` line, else its last line.
+struct StderrRelay {
+    task: tokio::task::JoinHandle<Option<String>>,
+}
+
+fn relay_stderr(stderr: tokio::process::ChildStderr) -> StderrRelay {
+    use tokio::io::AsyncBufReadExt;
+    let task = tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        let (mut last, mut last_error) = (None, None);
+        while let Ok(Some(line)) = lines.next_line().await {
+            crate::term::write_stderr(&format!("{line}\n"));
+            if line.trim_start().to_lowercase().starts_with("error") {
+                last_error = Some(line.clone());
+            }
+            if !line.trim().is_empty() {
+                last = Some(line);
+            }
+        }
+        last_error.or(last)
+    });
+    StderrRelay { task }
+}
+
+impl StderrRelay {
+    /// The last line, once the server closed its stderr (briefly waited for: a server that
+    /// left a child holding it open gives none).
+    async fn last_line(self) -> Option<String> {
+        tokio::time::timeout(Duration::from_secs(2), self.task)
+            .await
+            .ok()?
+            .ok()
+            .flatten()
+    }
 }
 
 async fn connect_streamable(
@@ -231,6 +352,7 @@ async fn connect_streamable(
     if let Some(token) = &http.token {
         config = config.auth_header(token.clone());
     }
+    config.retry_config = Arc::new(reconnect_policy());
     let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
     match handler.serve(transport).await {
         Ok(session) => Ok(session),
@@ -241,6 +363,17 @@ async fn connect_streamable(
             Err(probed.unwrap_or_else(|| init_error(target, e, http.token.is_some())))
         }
     }
+}
+
+/// How often a broken SSE stream is resumed before the call fails. rmcp's default retries for
+/// ever with a doubling pause, so a server that went away left a call (or `logs --follow`)
+/// waiting with no end; a few quick tries still bridge a proxy that dropped an idle stream.
+fn reconnect_policy() -> ExponentialBackoff {
+    let mut policy = ExponentialBackoff::default();
+    policy.max_times = Some(RECONNECT_TRIES);
+    policy.base_duration = Duration::from_millis(250);
+    policy.max_delay = Some(Duration::from_secs(2));
+    policy
 }
 
 fn init_error(target: &Target, err: ClientInitializeError, token_sent: bool) -> ClientError {
@@ -289,7 +422,27 @@ mod tests {
             Target::Sse { .. }
         ));
         assert!(matches!(
-            detect("http://127.0.0.1:8000/"),
+            detect("http://127.0.0.1:8000/api"),
+            Target::StreamableHttp { .. }
+        ));
+    }
+
+    #[test]
+    fn a_base_url_tries_mcp_then_sse() {
+        for base in ["http://127.0.0.1:8765", "http://127.0.0.1:8765/"] {
+            let Target::Base { url } = detect(base) else {
+                panic!("{base} is not read as a base URL");
+            };
+            let [first, second] = Target::endpoints(&url);
+            assert_eq!(
+                first.describe(),
+                "http://127.0.0.1:8765/mcp (Streamable HTTP)"
+            );
+            assert_eq!(second.describe(), "http://127.0.0.1:8765/sse (legacy SSE)");
+        }
+        // A query string is not a base: the URL is taken as given.
+        assert!(matches!(
+            detect("https://x.example/?key=1"),
             Target::StreamableHttp { .. }
         ));
     }

@@ -27,6 +27,8 @@ pub mod exit_code {
     pub const UNKNOWN_TOOL: u8 = 16;
     /// The tool (or prompt) arguments were rejected (locally or by the server).
     pub const BAD_ARGUMENTS: u8 = 17;
+    /// `logs` without `--follow`: the run has not ended yet (EX_TEMPFAIL: ask again later).
+    pub const STILL_RUNNING: u8 = 75;
     /// `--timeout` expired, or (for `run`) the script hit its time limit.
     pub const TIMEOUT: u8 = 124;
     /// Interrupted by Ctrl-C; the call was cancelled on the server.
@@ -36,7 +38,8 @@ pub mod exit_code {
 /// One line per exit code, shown at the end of `--help`.
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
-  0    success (for `run`: the script's own exit code is returned)
+  0    success (for `run`, and `logs` of a run that ended: the script's own exit code,
+       124 if it timed out, 1 if it was cancelled or killed)
   1    the tool reported an error; the server refused a read, a prompt or a run id;
        an artifact could not be saved
   2    bad command line (also: runs, logs, cancel, run --detach given a stdio server)
@@ -45,9 +48,11 @@ Exit codes:
   12   403/421 Host or Origin not allowed by the server
   13   TLS failure
   14   not an MCP endpoint (HTML page such as a tunnel warning, 404, wrong content type)
-  15   MCP protocol error or connection lost during a call
+  15   MCP protocol error, or the connection was lost during a call (the server
+       stopped or the network dropped; what arrived before is printed)
   16   unknown tool or prompt
   17   bad tool or prompt arguments
+  75   `logs` without --follow: the run is still queued or running
   124  timeout (--timeout, or the script's time limit for `run` and `logs`)
   130  interrupted (Ctrl-C); the call is cancelled on the server";
 
@@ -73,6 +78,13 @@ pub enum ClientError {
 
     #[error("MCP protocol error: {0}")]
     Protocol(String),
+
+    /// The server went away (stopped, crashed, the network dropped) while a request waited.
+    #[error("lost the connection to the server during `{during}`{}", .reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
+    ConnectionLost {
+        during: String,
+        reason: Option<String>,
+    },
 
     #[error("the server has no tool named `{name}`")]
     UnknownTool {
@@ -151,7 +163,7 @@ impl ClientError {
             Self::Forbidden { .. } => FORBIDDEN,
             Self::Tls { .. } => TLS,
             Self::NotMcp { .. } => NOT_MCP,
-            Self::Protocol(_) => PROTOCOL,
+            Self::Protocol(_) | Self::ConnectionLost { .. } => PROTOCOL,
             Self::UnknownTool { .. } => UNKNOWN_TOOL,
             Self::BadArguments { .. } => BAD_ARGUMENTS,
             Self::ToolFailed { .. }
@@ -232,6 +244,12 @@ impl ClientError {
                 Some("`pyrun-mcp-client runs` lists the runs the server keeps for you".into())
             }
             Self::Timeout(_) => Some("raise --timeout, or leave it out for no limit".into()),
+            Self::ConnectionLost { .. } => Some(
+                "the server stopped or the network dropped; the output above is what arrived \
+                 before (a background run may go on in a server that is still up: \
+                 `pyrun-mcp-client runs`)"
+                    .into(),
+            ),
             _ => None,
         }
     }

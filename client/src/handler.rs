@@ -1,27 +1,29 @@
-//! The rmcp `ClientHandler`: announces the client and forwards the server's progress and log
-//! notifications to the terminal reporter.
+//! The rmcp `ClientHandler`: announces the client, forwards the server's progress and log
+//! notifications to the terminal reporter and a run's live output to the live sink.
 
 // Logging is deprecated in the 2026-07-28 protocol (SEP-2577); servers on earlier versions send it.
 #![allow(deprecated)]
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, LoggingMessageNotificationParam,
-    ProgressNotificationParam,
+    NotificationMetaObject, ProgressNotificationParam,
 };
 use rmcp::service::NotificationContext;
 use rmcp::{ClientHandler, RoleClient};
 use serde_json::Value;
 
+use crate::live::LiveSink;
 use crate::reporter::Reporter;
 
 #[derive(Debug, Clone)]
 pub struct Notifier {
     reporter: Reporter,
+    live: LiveSink,
 }
 
 impl Notifier {
-    pub fn new(reporter: Reporter) -> Self {
-        Self { reporter }
+    pub fn new(reporter: Reporter, live: LiveSink) -> Self {
+        Self { reporter, live }
     }
 }
 
@@ -29,8 +31,22 @@ impl ClientHandler for Notifier {
     async fn on_progress(
         &self,
         params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        context: NotificationContext<RoleClient>,
     ) {
+        // rmcp 3.11 moves the notification's extensions into the context before it takes the
+        // `_meta` out of them, so the `_meta` is found among the extensions, not in `meta`.
+        let meta = [
+            params.meta.as_ref(),
+            Some(&context.meta),
+            context.extensions.get::<NotificationMetaObject>(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|meta| &meta.0 .0)
+        .find(|meta| meta.contains_key(pyrun_api::live_output::CHUNK));
+        if let Some(meta) = meta {
+            self.live.offer(meta, &self.reporter);
+        }
         self.reporter.progress(&progress_line(&params));
     }
 

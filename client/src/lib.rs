@@ -7,6 +7,7 @@ pub mod connect;
 pub mod error;
 mod handler;
 pub mod interactive;
+mod live;
 pub mod output;
 pub mod reporter;
 pub mod session;
@@ -15,17 +16,16 @@ mod term;
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
 use crate::cli::{Cli, Command};
 use crate::commands::artifacts;
 use crate::commands::run::RunOutcome;
 use crate::connect::{HttpOptions, Target};
 use crate::error::{exit_code, ClientError};
 use crate::handler::Notifier;
+use crate::live::LiveSink;
 use crate::output::Output;
 use crate::reporter::Reporter;
-use crate::session::{Limits, Session};
+use crate::session::{Interrupt, Limits, Session};
 
 /// Runs the command line to completion; `Ok` carries the exit code (for `run`, the script's).
 pub fn run(cli: Cli) -> Result<u8, ClientError> {
@@ -86,27 +86,36 @@ async fn run_async(cli: Cli) -> Result<u8, ClientError> {
 
     // Stage 2: connect and run.
     let limits = Limits {
-        interrupt: watch_ctrl_c(),
+        interrupt: watch_ctrl_c(matches!(command, Command::Interactive)),
         deadline,
     };
     let output = Output::new(cli.json);
     let reporter = Reporter::for_terminal(cli.json);
-    let service = limits
+    let live = LiveSink::default();
+    let (service, used) = limits
         .guard(connect::connect(
             &target,
             &http,
-            Notifier::new(reporter.clone()),
+            Notifier::new(reporter.clone(), live.clone()),
         ))
         .await?;
-    let session = Session::new(service, limits, reporter);
-    let result = execute(&session, command, &output).await;
+    if cli.verbose {
+        output.note(&format!("connected to {}", used.describe()));
+    }
+    let session = Session::new(service, limits, reporter, live);
+    let result = execute(&session, command, &output, cli.verbose).await;
     session.close().await;
     result
 }
 
-async fn execute(session: &Session, command: Command, output: &Output) -> Result<u8, ClientError> {
+async fn execute(
+    session: &Session,
+    command: Command,
+    output: &Output,
+    verbose: bool,
+) -> Result<u8, ClientError> {
     match command {
-        Command::Tools { verbose } => {
+        Command::Tools => {
             output.tools(&commands::tools::execute(session).await?, verbose);
             Ok(0)
         }
@@ -129,7 +138,7 @@ async fn execute(session: &Session, command: Command, output: &Output) -> Result
             Ok(0)
         }
         Command::Run(args) => {
-            let report = commands::run::execute(session, &args).await?;
+            let report = commands::run::execute(session, &args, !output.json()).await?;
             if let RunOutcome::HandedOver { run_id } = &report.outcome {
                 output.handed_over(run_id);
                 let save = args.save_artifacts.as_deref();
@@ -229,6 +238,9 @@ async fn show_run(
             output.hint("the run has not ended yet: no artifacts to save (add --follow)");
         }
     }
+    if !log.last.status.has_ended() {
+        return Ok(exit_code::STILL_RUNNING);
+    }
     Ok(log.last.exit_code())
 }
 
@@ -245,17 +257,19 @@ async fn save_artifacts(
 }
 
 /// First Ctrl-C: cancel the call in flight and exit 130. Second Ctrl-C: exit 130 at once.
-fn watch_ctrl_c() -> CancellationToken {
-    let token = CancellationToken::new();
-    let on_signal = token.clone();
+/// In the interactive menu (`rearm`) each Ctrl-C cancels what runs then and the menu goes on.
+fn watch_ctrl_c(rearm: bool) -> Interrupt {
+    let interrupt = Interrupt::new(rearm);
+    let on_signal = interrupt.clone();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_err() {
-            return;
-        }
-        on_signal.cancel();
-        if tokio::signal::ctrl_c().await.is_ok() {
-            std::process::exit(i32::from(exit_code::INTERRUPTED));
+        let mut presses = 0u32;
+        while tokio::signal::ctrl_c().await.is_ok() {
+            on_signal.press();
+            presses += 1;
+            if presses >= 2 && !on_signal.rearms() {
+                std::process::exit(i32::from(exit_code::INTERRUPTED));
+            }
         }
     });
-    token
+    interrupt
 }

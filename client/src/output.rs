@@ -14,7 +14,7 @@ use crate::commands::artifacts::SaveReport;
 use crate::commands::files::FileList;
 use crate::commands::ping::PingReport;
 use crate::commands::resources::ReadContent;
-use crate::commands::run::{Artifacts, RunOutcome, RunReport};
+use crate::commands::run::{killed_note, Artifacts, RunOutcome, RunReport};
 use crate::commands::runs::{RunList, RunLog, RunState, StartedRun};
 use crate::error::ClientError;
 use crate::term::{write_stderr, write_stdout, write_stdout_bytes};
@@ -53,6 +53,11 @@ impl Output {
         write_stderr(&text);
     }
 
+    /// A plain line on stderr (`--verbose` notes).
+    pub fn note(&self, text: &str) {
+        write_stderr(&format!("{text}\n"));
+    }
+
     pub fn hint(&self, text: &str) {
         write_stderr(&format!("{} {text}\n", self.paint("hint:", "1;36")));
     }
@@ -64,12 +69,17 @@ impl Output {
         let width = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
         let mut text = String::new();
         for tool in tools {
-            let summary = tool
-                .description
-                .as_deref()
-                .and_then(|d| d.lines().next())
-                .unwrap_or("");
-            text.push_str(&format!("{:width$}  {summary}\n", tool.name));
+            let description = tool.description.as_deref().unwrap_or("");
+            if verbose {
+                // Whole, each line under the name: the schema below says the rest.
+                text.push_str(&format!("{}\n", tool.name));
+                for line in description.lines() {
+                    text.push_str(&format!("    {line}\n"));
+                }
+            } else {
+                let summary = description.lines().next().unwrap_or("");
+                text.push_str(&format!("{:width$}  {summary}\n", tool.name));
+            }
             if verbose {
                 let schema = serde_json::to_string_pretty(&*tool.input_schema).unwrap_or_default();
                 for line in schema.lines() {
@@ -130,8 +140,16 @@ impl Output {
         }
         match &report.outcome {
             RunOutcome::Finished { stdout, stderr, .. } => {
-                write_stdout(stdout);
-                write_stderr(stderr);
+                match report.printed.rest(stdout, stderr) {
+                    Some((stdout, stderr)) => {
+                        write_stdout(stdout);
+                        write_stderr(stderr);
+                    }
+                    None => self.hint(
+                        "the result's output differs from what was printed live above; \
+                         --json shows the result",
+                    ),
+                }
             }
             RunOutcome::Unstructured => self.call_result(&report.result),
             // `handed_over` told, and `logs` shows the rest.
@@ -142,8 +160,10 @@ impl Output {
                 timed_out: true, ..
             } => self.hint("the script hit its time limit and was stopped (exit 124)"),
             RunOutcome::Finished {
-                exit_code: None, ..
-            } => self.hint("the script was killed before it exited"),
+                exit_code: None,
+                signal,
+                ..
+            } => self.hint(&killed_note(signal.as_ref())),
             _ => {}
         }
         self.truncation_notes(&report.truncated);
@@ -239,7 +259,7 @@ impl Output {
             }
             RunStatus::Cancelled => self.hint("the run was cancelled"),
             RunStatus::Exited if last.exit_code.is_none() => {
-                self.hint("the script was killed before it exited")
+                self.hint(&killed_note(last.signal.as_ref()))
             }
             RunStatus::Exited | RunStatus::Failed => {}
         }
@@ -406,6 +426,16 @@ impl Output {
             report.max().as_secs_f64() * 1000.0
         ));
         write_stdout(&text);
+    }
+
+    /// The interactive file picker's list, numbered from 1, on stderr (it is a question).
+    pub fn numbered(&self, items: &[String]) {
+        let text: String = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| format!("  {:>3}) {item}\n", i + 1))
+            .collect();
+        write_stderr(&text);
     }
 
     /// The interactive menu's greeting.

@@ -73,6 +73,19 @@ impl Reporter {
         }
     }
 
+    /// Runs `print` with the spinner out of the way (the script's live output).
+    pub fn above(&self, print: impl FnOnce()) {
+        match &self.state {
+            Some(state) => {
+                let mut state = lock(state);
+                clear(&mut state);
+                print();
+                draw(&mut state);
+            }
+            None => print(),
+        }
+    }
+
     /// A server log line, printed above the spinner.
     pub fn message(&self, text: &str) {
         if let Some(state) = &self.state {

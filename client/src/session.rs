@@ -2,13 +2,14 @@
 //! sends `notifications/cancelled` for the request in flight before returning.
 
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, GetPromptRequest,
     GetPromptRequestParams, GetPromptResult, JsonObject, ListPromptsRequest, ListResourcesRequest,
     PaginatedRequestParams, PingRequest, Prompt, ReadResourceRequest, ReadResourceRequestParams,
-    ReadResourceResult, Resource, ServerResult, Tool,
+    ReadResourceResult, RequestMetaObject, Resource, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use tokio::time::Instant;
@@ -16,13 +17,55 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connect::McpSession;
 use crate::error::ClientError;
+use crate::live::{LiveSink, Printed};
 use crate::reporter::Reporter;
 
 /// When to stop waiting: Ctrl-C (`interrupt`) or the `--timeout` deadline.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    pub interrupt: CancellationToken,
+    pub interrupt: Interrupt,
     pub deadline: Option<(Instant, Duration)>,
+}
+
+/// Ctrl-C as the waits see it. Once: a press stops every wait from then on. Rearmed (the
+/// interactive menu): a press stops the waits of that moment, and later ones start afresh.
+#[derive(Debug, Clone, Default)]
+pub struct Interrupt {
+    current: Arc<Mutex<CancellationToken>>,
+    rearm: bool,
+}
+
+impl Interrupt {
+    pub fn new(rearm: bool) -> Self {
+        Self {
+            current: Arc::default(),
+            rearm,
+        }
+    }
+
+    pub fn rearms(&self) -> bool {
+        self.rearm
+    }
+
+    /// What a wait starting now watches.
+    pub fn token(&self) -> CancellationToken {
+        lock(&self.current).clone()
+    }
+
+    /// A Ctrl-C.
+    pub fn press(&self) {
+        let mut current = lock(&self.current);
+        current.cancel();
+        if self.rearm {
+            *current = CancellationToken::new();
+        }
+    }
+}
+
+fn lock(token: &Mutex<CancellationToken>) -> std::sync::MutexGuard<'_, CancellationToken> {
+    token
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Limits {
@@ -31,9 +74,10 @@ impl Limits {
         &self,
         fut: impl Future<Output = Result<T, ClientError>>,
     ) -> Result<T, ClientError> {
+        let interrupt = self.interrupt.token();
         tokio::select! {
             result = fut => result,
-            () = self.interrupt.cancelled() => Err(ClientError::Interrupted),
+            () = interrupt.cancelled() => Err(ClientError::Interrupted),
             limit = self.expired() => Err(ClientError::Timeout(limit)),
         }
     }
@@ -53,14 +97,17 @@ pub struct Session {
     service: McpSession,
     limits: Limits,
     reporter: Reporter,
+    /// Fed by the handler with the live output of the call [`Self::call_tool_live`] makes.
+    live: LiveSink,
 }
 
 impl Session {
-    pub fn new(service: McpSession, limits: Limits, reporter: Reporter) -> Self {
+    pub fn new(service: McpSession, limits: Limits, reporter: Reporter, live: LiveSink) -> Self {
         Self {
             service,
             limits,
             reporter,
+            live,
         }
     }
 
@@ -103,9 +150,33 @@ impl Session {
         name: &str,
         arguments: JsonObject,
     ) -> Result<rmcp::model::CallToolResult, ClientError> {
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-            CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
-        ));
+        self.call_tool_with(name, arguments, None).await
+    }
+
+    /// [`Self::call_tool`] that asks a pyrun-mcp server for the run's output as it comes and
+    /// prints it at once; also returns what it printed. Whatever ends the call, nothing is
+    /// printed live after it returns.
+    pub async fn call_tool_live(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+    ) -> (Result<rmcp::model::CallToolResult, ClientError>, Printed) {
+        let mut meta = RequestMetaObject::new();
+        meta.insert(pyrun_api::live_output::ASK.into(), true.into());
+        self.live.open();
+        let result = self.call_tool_with(name, arguments, Some(meta)).await;
+        (result, self.live.close())
+    }
+
+    async fn call_tool_with(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        meta: Option<RequestMetaObject>,
+    ) -> Result<rmcp::model::CallToolResult, ClientError> {
+        let mut params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
+        params.meta = meta;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let result = self.request(request, name).await;
         match result {
             Ok(ServerResult::CallToolResult(result)) => Ok(result),
@@ -268,9 +339,10 @@ impl Session {
         match outcome {
             Ok(Ok(Ok(result))) => Ok(result),
             Ok(Ok(Err(e))) => Err(on_error(e)),
-            Ok(Err(_closed)) => Err(ClientError::Protocol(
-                "the connection closed before the answer arrived".into(),
-            )),
+            Ok(Err(_closed)) => Err(ClientError::ConnectionLost {
+                during: label.into(),
+                reason: None,
+            }),
             Err(stop) => {
                 let reason = match &stop {
                     ClientError::Interrupted => "interrupted by the user (Ctrl-C)",
@@ -382,8 +454,15 @@ fn service_error(err: ServiceError, label: &str) -> ClientError {
             "the server answered error {}: {}",
             e.code.0, e.message
         )),
-        ServiceError::TransportClosed => {
-            ClientError::Protocol("the connection to the server closed".into())
+        ServiceError::TransportClosed => ClientError::ConnectionLost {
+            during: label.into(),
+            reason: None,
+        },
+        ServiceError::TransportSend(_) if !err.is_authorization_required() => {
+            ClientError::ConnectionLost {
+                during: label.into(),
+                reason: Some(crate::connect::root_cause(&err)),
+            }
         }
         other => ClientError::Protocol(crate::connect::error_chain(&other)),
     }
@@ -400,6 +479,20 @@ fn unexpected(what: &str, result: &ServerResult) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rearmed_interrupt_stops_only_the_waits_of_its_moment() {
+        let once = Interrupt::new(false);
+        let before = once.token();
+        once.press();
+        assert!(before.is_cancelled() && once.token().is_cancelled());
+
+        let menu = Interrupt::new(true);
+        let running = menu.token();
+        menu.press();
+        assert!(running.is_cancelled());
+        assert!(!menu.token().is_cancelled(), "the next wait starts afresh");
+    }
 
     #[test]
     fn pages_follow_cursors_and_stop_at_the_last_page() {

@@ -347,41 +347,7 @@ impl BackgroundRuns {
             python: request.python.clone(),
             backend,
         });
-        {
-            let mut runs = self.lock();
-            let mut dropped = self.sweep(&mut runs);
-            let (max, per_caller) = (self.settings.max_runs, self.settings.max_per_caller);
-            let full = |runs: &HashMap<String, Arc<RunRecord>>| {
-                let mine = runs.values().filter(|r| r.owner == owner).count();
-                if mine >= per_caller {
-                    Some(StartError::CallerFull { max: per_caller })
-                } else if runs.len() >= max {
-                    Some(StartError::Full { max })
-                } else {
-                    None
-                }
-            };
-            if full(&runs).is_some() {
-                // Room from the caller's own oldest run whose end it has already seen.
-                let seen = runs
-                    .values()
-                    .filter(|r| r.owner == owner && r.end_seen.load(Ordering::Relaxed))
-                    .min_by_key(|r| r.created)
-                    .map(|r| r.id.clone());
-                if let Some(id) = seen {
-                    runs.remove(&id);
-                    dropped.push(id);
-                }
-            }
-            if let Some(error) = full(&runs) {
-                drop(runs);
-                self.forget_all(&dropped);
-                return Err(error);
-            }
-            runs.insert(record.id.clone(), record.clone());
-            drop(runs);
-            self.forget_all(&dropped);
-        }
+        self.admit(&record)?;
         Ok(record)
     }
 
@@ -412,6 +378,7 @@ impl BackgroundRuns {
                         stdout: String::new(),
                         stderr: String::new(),
                         exit_code: None,
+                        signal: None,
                         timed_out: false,
                         cancelled: true,
                         stdout_truncated: false,
@@ -426,6 +393,82 @@ impl BackgroundRuns {
             };
             running.finish(end);
         });
+    }
+
+    /// Keeps a run that ended in its call (`run_python`, `run_python_code`) so that its whole
+    /// output stays readable with get_run: unlisted, its end already seen by its owner, under
+    /// the room rules of a new run (it may take the place of the owner's oldest seen run; when
+    /// none can make room, it is not kept). `outcome` carries no output: that is in `live`.
+    pub fn keep_ended(
+        &self,
+        owner: &str,
+        id: String,
+        file_name: String,
+        live: Arc<LiveOutput>,
+        outcome: RunOutcome,
+    ) -> Result<Arc<RunRecord>, StartError> {
+        let now = Instant::now();
+        let python = outcome.python.clone();
+        let end = OnceLock::new();
+        let _ = end.set((RunEnd::Finished(outcome), now));
+        let record = Arc::new(RunRecord {
+            id,
+            owner: owner.to_owned(),
+            file_name,
+            kind: RunKind::Background,
+            started_at: SystemTime::now(),
+            created: now,
+            live,
+            cancel: CancellationToken::new(),
+            end,
+            listed: AtomicBool::new(false),
+            end_seen: AtomicBool::new(true),
+            task_id: OnceLock::new(),
+            python,
+            backend: LOCAL_BACKEND,
+        });
+        self.admit(&record)?;
+        Ok(record)
+    }
+
+    /// Puts a new record in the registry when there is room for it, made if need be from its
+    /// owner's oldest run whose end the owner has seen.
+    fn admit(&self, record: &Arc<RunRecord>) -> Result<(), StartError> {
+        let owner = record.owner.as_str();
+        let mut runs = self.lock();
+        let mut dropped = self.sweep(&mut runs);
+        let (max, per_caller) = (self.settings.max_runs, self.settings.max_per_caller);
+        let full = |runs: &HashMap<String, Arc<RunRecord>>| {
+            let mine = runs.values().filter(|r| r.owner == owner).count();
+            if mine >= per_caller {
+                Some(StartError::CallerFull { max: per_caller })
+            } else if runs.len() >= max {
+                Some(StartError::Full { max })
+            } else {
+                None
+            }
+        };
+        if full(&runs).is_some() {
+            // Room from the caller's own oldest run whose end it has already seen.
+            let seen = runs
+                .values()
+                .filter(|r| r.owner == owner && r.end_seen.load(Ordering::Relaxed))
+                .min_by_key(|r| r.created)
+                .map(|r| r.id.clone());
+            if let Some(id) = seen {
+                runs.remove(&id);
+                dropped.push(id);
+            }
+        }
+        if let Some(error) = full(&runs) {
+            drop(runs);
+            self.forget_all(&dropped);
+            return Err(error);
+        }
+        runs.insert(record.id.clone(), record.clone());
+        drop(runs);
+        self.forget_all(&dropped);
+        Ok(())
     }
 
     /// Lists a run started with `listed: false` (it was handed over to the background).

@@ -5,7 +5,12 @@
 //! One mutex per stream, held only to append a chunk or copy a page; waiters subscribe to a
 //! version counter that every append and the run's end bump, so a long poll sleeps until
 //! something happens instead of polling.
+//!
+//! Past the cap, bytes are not kept but still counted (bytes and lines), and the last
+//! [`TAIL_KEEP`] of them stay in a small window: a result can show how a long output *ended*,
+//! not only how it began.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
 
@@ -23,10 +28,30 @@ pub const LAST_LINE_CHARS: usize = 200;
 /// How far back from the end a last line is looked for.
 const LAST_LINE_SCAN: usize = 4096;
 
+/// The most bytes past the cap kept per stream, the last ones written: the tail a result shows.
+pub const TAIL_KEEP: usize = 128 * 1024;
+
 #[derive(Debug, Default)]
 struct Captured {
     bytes: Vec<u8>,
     truncated: bool,
+    /// Every byte the run wrote to the stream, kept or not.
+    written: u64,
+    /// Every `\n` the run wrote to the stream, kept or not.
+    newlines: u64,
+    /// The last bytes written past the cap (at most [`TAIL_KEEP`]; empty until the cap is hit).
+    past_cap: VecDeque<u8>,
+}
+
+/// How much a run wrote to one stream, and how much of it the capture kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamTotals {
+    /// Bytes written, kept or not.
+    pub written: u64,
+    /// Newlines written, kept or not.
+    pub newlines: u64,
+    /// Bytes kept (readable by offset): at most the cap.
+    pub captured: u64,
 }
 
 /// A page of one stream read from an offset.
@@ -89,8 +114,18 @@ impl LiveOutput {
         }
         {
             let mut captured = lock(self.stream(which));
+            captured.written += bytes.len() as u64;
+            captured.newlines += bytes.iter().filter(|b| **b == b'\n').count() as u64;
             let room = self.cap.saturating_sub(captured.bytes.len());
             let kept = bytes.len().min(room);
+            if kept < bytes.len() {
+                let past = &bytes[kept..];
+                let past = &past[past.len().saturating_sub(TAIL_KEEP)..];
+                let window = &mut captured.past_cap;
+                let overflow = (window.len() + past.len()).saturating_sub(TAIL_KEEP);
+                window.drain(..overflow);
+                window.extend(past);
+            }
             if kept == 0 && captured.truncated {
                 return; // more of what is dropped anyway: nothing for waiters
             }
@@ -158,6 +193,34 @@ impl LiveOutput {
             next_offset: end as u64,
             truncated: captured.truncated,
         }
+    }
+
+    /// What the run wrote to a stream and what of it was kept.
+    pub fn totals(&self, which: Stream) -> StreamTotals {
+        let captured = lock(self.stream(which));
+        StreamTotals {
+            written: captured.written,
+            newlines: captured.newlines,
+            captured: captured.bytes.len() as u64,
+        }
+    }
+
+    /// The last `max` bytes the run wrote to a stream (past the cap too, from the window kept
+    /// there), as raw bytes: they may start inside a character.
+    pub fn tail(&self, which: Stream, max: usize) -> Vec<u8> {
+        let captured = lock(self.stream(which));
+        let from_window = captured.past_cap.len().min(max);
+        let from_capture = (max - from_window).min(captured.bytes.len());
+        // Bytes dropped between the capture's end and the window: the capture's end is not
+        // contiguous with the window then, so the tail comes from the window alone.
+        let gap = captured.written > (captured.bytes.len() + captured.past_cap.len()) as u64;
+        let mut tail = Vec::with_capacity(max.min(from_window + from_capture));
+        if !gap {
+            tail.extend_from_slice(&captured.bytes[captured.bytes.len() - from_capture..]);
+        }
+        let window = &captured.past_cap;
+        tail.extend(window.range(window.len() - from_window..));
+        tail
     }
 
     /// The whole stream as text, taken out of the capture (which is left empty), and whether it
@@ -235,6 +298,30 @@ mod tests {
         assert_eq!(page.text, "0123456789");
         assert!(page.truncated);
         assert!(!live.read(Stream::Stderr, 0, 100).truncated);
+    }
+
+    #[test]
+    fn past_the_cap_bytes_and_lines_are_counted_and_the_last_ones_kept() {
+        let live = LiveOutput::new(10);
+        live.append(Stream::Stdout, b"line 1\nline 2\n");
+        assert_eq!(live.tail(Stream::Stdout, 7), b"line 2\n");
+        let mut many = Vec::new();
+        for i in 0..100_000 {
+            many.extend_from_slice(format!("row {i}\n").as_bytes());
+        }
+        live.append(Stream::Stdout, &many);
+        live.append(Stream::Stdout, b"the end\n");
+        let totals = live.totals(Stream::Stdout);
+        assert_eq!(totals.captured, 10);
+        assert_eq!(totals.written, 14 + many.len() as u64 + 8);
+        assert_eq!(totals.newlines, 2 + 100_000 + 1);
+        assert_eq!(live.tail(Stream::Stdout, 18), b"row 99999\nthe end\n");
+        assert_eq!(live.tail(Stream::Stdout, usize::MAX).len(), TAIL_KEEP);
+        assert_eq!(live.read(Stream::Stdout, 0, 100).text, "line 1\nlin");
+        // Just past the cap, the tail joins the capture's end and the window.
+        let live = LiveOutput::new(4);
+        live.append(Stream::Stderr, b"abcdef");
+        assert_eq!(live.tail(Stream::Stderr, 5), b"bcdef");
     }
 
     #[test]

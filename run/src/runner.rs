@@ -189,6 +189,8 @@ pub struct RunOutcome {
     pub stderr: String,
     /// None when the process was killed (timeout, cancellation) or died of a signal.
     pub exit_code: Option<i32>,
+    /// The signal it died of (Unix), when it was not killed for a timeout or a cancellation.
+    pub signal: Option<i32>,
     pub timed_out: bool,
     pub cancelled: bool,
     pub stdout_truncated: bool,
@@ -445,6 +447,10 @@ impl Runner {
             stderr,
             exit_code: match ending {
                 Ending::Exited(_) => status.and_then(exit_code),
+                _ => None,
+            },
+            signal: match ending {
+                Ending::Exited(_) => status.and_then(signal_of),
                 _ => None,
             },
             timed_out: matches!(ending, Ending::TimedOut),
@@ -956,6 +962,16 @@ enum Ending {
 
 fn exit_code(status: ExitStatus) -> Option<i32> {
     status.code()
+}
+
+#[cfg(unix)]
+fn signal_of(status: ExitStatus) -> Option<i32> {
+    std::os::unix::process::ExitStatusExt::signal(&status)
+}
+
+#[cfg(not(unix))]
+fn signal_of(_: ExitStatus) -> Option<i32> {
+    None
 }
 
 struct DecrementOnDrop<'a>(&'a AtomicUsize);

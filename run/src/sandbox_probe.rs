@@ -83,6 +83,17 @@ impl SandboxProbe {
         probed.unwrap_or_else(|| Err(Arc::new(SandboxError::ProbeLost)))
     }
 
+    /// The sandbox once probed, without starting the probe early (for the start-up banner, which
+    /// must not cost the first requests their idle delay).
+    pub async fn probed(&self) -> Probed {
+        let mut rx = self.rx.clone();
+        let probed = match rx.wait_for(Option::is_some).await {
+            Ok(value) => value.clone(),
+            Err(_) => None,
+        };
+        probed.unwrap_or_else(|| Err(Arc::new(SandboxError::ProbeLost)))
+    }
+
     /// The sandbox if it is probed already (for reports that must not wait).
     pub fn now(&self) -> Option<Probed> {
         self.rx.borrow().clone()

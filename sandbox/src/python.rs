@@ -59,11 +59,18 @@ pub fn python_facts(python: &Path) -> Result<PythonFacts, SandboxError> {
         .output()
         .map_err(|e| fail(e.to_string()))?;
     if !output.status.success() {
-        return Err(fail(format!(
-            "{}: {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        )));
+        // Its last line says why (a traceback ends there); the lines before may quote the whole
+        // probe back (a program that is not Python, given it as an argument).
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last: String = stderr
+            .lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .unwrap_or("")
+            .chars()
+            .take(200)
+            .collect();
+        return Err(fail(format!("{}: {last}", output.status)));
     }
     let text = String::from_utf8(output.stdout).map_err(|e| fail(e.to_string()))?;
     let mut lines = text.lines();

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use pyrun_mcp_server::app::App;
+use pyrun_mcp_server::app::{banner, App};
 use pyrun_mcp_server::config::{Cli, Subcommand, Transport};
 use pyrun_mcp_server::integrations::{self, Assistant};
 use pyrun_mcp_server::oauth;
@@ -38,6 +38,13 @@ pub fn main() -> ExitCode {
         print_error(&anyhow::anyhow!(refusal));
         return ExitCode::from(2);
     }
+    let cli = match cli {
+        Ok(cli) => cli,
+        Err(bad) => {
+            print_error(&anyhow::anyhow!(bad));
+            return ExitCode::from(2);
+        }
+    };
     if let Err(error) = inherited {
         tracing::warn!(%error, "could not mark inherited file descriptors close-on-exec");
     }
@@ -114,8 +121,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             "pyrun-mcp {} ready", env!("CARGO_PKG_VERSION")
         );
         tokio::spawn(cancel_on_signal(shutdown.clone()));
+        banner::protection_when_probed(app.clone());
         match (listener, tunnel) {
-            (None, _) => transport::stdio::serve(app, shutdown).await,
+            (None, _) => {
+                banner::stdio(&app);
+                transport::stdio::serve(app, shutdown).await
+            }
             (Some(listener), None) => transport::http::serve(app, listener, shutdown).await,
             (Some(listener), Some(tunnel)) => {
                 serve_with_tunnel(app, listener, tunnel, shutdown).await

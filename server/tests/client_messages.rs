@@ -258,17 +258,22 @@ fn an_interpreter_removed_after_start_up_is_refused_without_naming_it() {
 }
 
 /// An interpreter removed before the sandbox's start-up probe asked it for its folders fails
-/// that probe; one that runs but is no Python (`false`) fails it every time.
+/// that probe; one that says it is Python 3 (the start-up check asks `--version`) but fails every
+/// question after it fails the probe every time.
 #[test]
 fn an_interpreter_the_sandbox_cannot_ask_is_refused_without_naming_it() {
     let (dir, _) = util::project(&[("hello.py", "print('hi')\n")]);
     let bin = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let python = bin.path().join("python3");
-    let false_ = ["/usr/bin/false", "/bin/false"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("false is installed");
-    fs::copy(false_, &python).unwrap();
+    fs::write(
+        &python,
+        "#!/bin/sh\ncase \"$1\" in --version) echo 'Python 3.11.0';; -I) exit 1;; esac\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&python, fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let mut server = StdioServer::start_with_env(
         dir.path(),
         &[

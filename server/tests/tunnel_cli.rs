@@ -170,3 +170,16 @@ fn oauth_opens_a_tunnel_without_a_static_token_and_warns_about_a_random_domain()
     failed_saying(&out, &["cannot reach the ngrok service"]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("RANDOM"));
 }
+
+/// scripts/start-tunnel reads this to advise the built-in tunnel only where it exists.
+#[test]
+fn the_version_says_whether_the_tunnel_is_built_in() {
+    let out = server(&["--version"], &[]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    let expected = if cfg!(feature = "tunnel") {
+        "(tunnel: built in)"
+    } else {
+        "(tunnel: not built in)"
+    };
+    assert!(said.contains(expected), "{said}");
+}

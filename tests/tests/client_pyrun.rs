@@ -370,7 +370,8 @@ fn interactive_menu_runs_a_file() {
     server
         .client()
         .arg("interactive")
-        .write_stdin("2\n1\nerror_test.py\n\n3\nq\n")
+        // List files; run a file (picked by path, no arguments, no stdin); list tools; quit.
+        .write_stdin("2\n1\nerror_test.py\n\n\n3\nq\n")
         .assert()
         .success()
         .stdout(

@@ -187,6 +187,36 @@ fn start_smoke_test_tunnel_and_stop_on_loopback() {
         "{}",
         smoke.describe()
     );
+    // Without hello_world.py it runs what the server lists, or the file it is given.
+    let projects = root.path().join("python_projects");
+    std::fs::remove_file(projects.join("hello_world.py")).unwrap();
+    std::fs::write(projects.join("aaa_first.py"), "print('first')\n").unwrap();
+    let listed = script(root.path(), "smoke-test", &[], None);
+    assert!(listed.success(), "{}", listed.describe());
+    assert!(
+        listed.stdout.contains("ok  run aaa_first.py"),
+        "{}",
+        listed.describe()
+    );
+    std::fs::write(projects.join("zzz_last.py"), "print('last')\n").unwrap();
+    let given = script(root.path(), "smoke-test", &["--file", "zzz_last.py"], None);
+    assert!(given.success(), "{}", given.describe());
+    assert!(
+        given.stdout.contains("ok  run zzz_last.py"),
+        "{}",
+        given.describe()
+    );
+    let failing = script(
+        root.path(),
+        "smoke-test",
+        &["--file", "error_test.py"],
+        None,
+    );
+    assert!(
+        !failing.success(),
+        "a failing file passed: {}",
+        failing.describe()
+    );
     let wrong = script(root.path(), "smoke-test", &["--token", "wrong"], None);
     assert!(
         !wrong.success(),
@@ -423,4 +453,41 @@ fn every_bash_script_has_a_powershell_twin_that_parses() {
         LIMIT,
     );
     assert!(out.success(), "{}", out.describe());
+}
+
+/// Without the ngrok agent, start-tunnel advises the built-in tunnel only as this server binary
+/// has it (a default build does not: it says how to build one), never a loop between the two.
+#[test]
+fn start_tunnel_without_the_agent_gives_advice_that_works_with_this_server() {
+    let root = sandbox_root();
+    let out = script(root.path(), "start-tunnel", &["--port", "1"], None);
+    if which_ngrok() {
+        eprintln!("not tried: an ngrok agent is on PATH");
+        return;
+    }
+    assert!(!out.success(), "{}", out.describe());
+    let version = Command::new(bin_path("pyrun-mcp-server"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    let built_in = String::from_utf8_lossy(&version.stdout).contains("tunnel: built in");
+    if built_in {
+        assert!(
+            out.stderr.contains("use the server's built-in tunnel"),
+            "{}",
+            out.describe()
+        );
+    } else {
+        assert!(
+            out.stderr.contains("--features pyrun-mcp-server/tunnel")
+                && !out.stderr.contains("use the server's built-in tunnel"),
+            "{}",
+            out.describe()
+        );
+    }
+}
+
+fn which_ngrok() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("ngrok").is_file()))
 }

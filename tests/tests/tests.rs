@@ -13,6 +13,9 @@ mod app_browser;
 mod behind_proxy;
 mod bundle;
 mod client_fastmcp;
+// Signals, /proc and tmux: Linux only, like the Ctrl-C tests of `client_pyrun`.
+#[cfg(target_os = "linux")]
+mod client_first_day;
 mod client_pyrun;
 mod conformance;
 mod consent_browser;
@@ -23,6 +26,7 @@ mod python_sdk_http;
 mod python_sdk_inline;
 mod python_sdk_oauth;
 mod python_sdk_resources;
+mod python_sdk_results;
 mod python_sdk_runs;
 mod python_sdk_stdio;
 mod rmcp_tasks;

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use crate::cli::RunArgs;
 use crate::error::{exit_code, ClientError};
+use crate::live::Printed;
 use crate::session::Session;
 
 pub const TOOL: &str = "run_python";
@@ -22,6 +23,8 @@ pub struct RunReport {
     pub truncated: Vec<&'static str>,
     /// The files the run left in its output folder, and the ones the server did not keep.
     pub artifacts: Artifacts,
+    /// What was printed while the run went (live output); the rest of the result follows it.
+    pub printed: Printed,
 }
 
 /// The structured `artifacts` and `skipped_artifacts` of a result, for the notes after a run.
@@ -49,6 +52,8 @@ pub enum RunOutcome {
         stderr: String,
         exit_code: Option<i32>,
         timed_out: bool,
+        /// The signal that killed it, as the server gave it (a number or a name).
+        signal: Option<Value>,
     },
     /// The server moved the run to the background (`--detach-after`) while it still went on;
     /// it is followed with `get_run` in the same session.
@@ -71,6 +76,8 @@ struct Structured {
     stdout_truncated: bool,
     #[serde(default)]
     stderr_truncated: bool,
+    #[serde(default)]
+    signal: Option<Value>,
     /// Only in a result handed over to the background (with `status` running or queued).
     run_id: Option<String>,
     status: Option<RunStatus>,
@@ -89,6 +96,7 @@ impl RunReport {
                 outcome: RunOutcome::Unstructured,
                 truncated: vec![],
                 artifacts,
+                printed: Printed::default(),
             };
         };
         let truncated = [
@@ -106,6 +114,7 @@ impl RunReport {
                 stderr: s.stderr,
                 exit_code: s.exit_code,
                 timed_out: s.timed_out,
+                signal: s.signal.filter(|v| !v.is_null()),
             },
         };
         Self {
@@ -113,6 +122,7 @@ impl RunReport {
             outcome,
             truncated,
             artifacts,
+            printed: Printed::default(),
         }
     }
 
@@ -136,9 +146,21 @@ impl RunReport {
     }
 }
 
-pub async fn execute(session: &Session, args: &RunArgs) -> Result<RunReport, ClientError> {
-    let result = session.call_tool(TOOL, arguments(args)?).await?;
-    let report = RunReport::from_result(result);
+/// `live`: print the script's output as it comes (a pyrun-mcp server sends it when asked);
+/// whatever stops the call, what arrived stays printed.
+pub async fn execute(
+    session: &Session,
+    args: &RunArgs,
+    live: bool,
+) -> Result<RunReport, ClientError> {
+    let arguments = arguments(args)?;
+    let (result, printed) = if live {
+        session.call_tool_live(TOOL, arguments).await
+    } else {
+        (session.call_tool(TOOL, arguments).await, Printed::default())
+    };
+    let mut report = RunReport::from_result(result?);
+    report.printed = printed;
     // A refused call (missing file, path outside the folder) is the tool's error, not the script's.
     if report.outcome == RunOutcome::Unstructured && report.result.is_error == Some(true) {
         return Err(ClientError::tool_failed(TOOL, &report.result));
@@ -150,16 +172,61 @@ pub async fn execute(session: &Session, args: &RunArgs) -> Result<RunReport, Cli
 pub fn arguments(args: &RunArgs) -> Result<JsonObject, ClientError> {
     let mut arguments = JsonObject::new();
     arguments.insert("file_name".into(), json!(args.file));
-    if !args.args.is_empty() {
-        arguments.insert("args".into(), json!(args.args));
+    let script_args: Vec<&String> = args.script_args.iter().chain(&args.args).collect();
+    if !script_args.is_empty() {
+        arguments.insert("args".into(), json!(script_args));
     }
     if let Some(path) = &args.stdin_file {
         arguments.insert("stdin".into(), Value::String(read_stdin_file(path)?));
+    } else if let Some(text) = &args.stdin_text {
+        arguments.insert("stdin".into(), Value::String(text.clone()));
     }
     if let Some(seconds) = args.script_timeout {
         arguments.insert("timeout_seconds".into(), json!(seconds));
     }
     Ok(arguments)
+}
+
+/// The note for a script killed before it exited, naming the signal when the server sent it
+/// (`9` or `"SIGKILL"`); the number alone when the name is not one we know.
+pub fn killed_note(signal: Option<&Value>) -> String {
+    let named = match signal {
+        Some(Value::Number(n)) => n.as_i64().map(|n| match signal_name(n) {
+            Some(name) => format!("{name} (signal {n})"),
+            None => format!("signal {n}"),
+        }),
+        Some(Value::String(name)) if !name.is_empty() => Some(name.clone()),
+        _ => None,
+    };
+    match named {
+        Some(signal) => format!("the script was killed by {signal} before it exited"),
+        None => "the script was killed before it exited".into(),
+    }
+}
+
+/// The Linux names of the signals that end a script.
+fn signal_name(number: i64) -> Option<&'static str> {
+    Some(match number {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        10 => "SIGUSR1",
+        11 => "SIGSEGV",
+        12 => "SIGUSR2",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        31 => "SIGSYS",
+        _ => return None,
+    })
 }
 
 fn read_stdin_file(path: &std::path::Path) -> Result<String, ClientError> {
@@ -214,6 +281,29 @@ mod tests {
             report(json!({"exit_code": -9, "timed_out": false})).exit_code(),
             1
         );
+    }
+
+    #[test]
+    fn a_killed_script_names_its_signal_or_its_number() {
+        let note = |v: Value| killed_note(Some(&v));
+        assert_eq!(
+            note(json!(9)),
+            "the script was killed by SIGKILL (signal 9) before it exited"
+        );
+        assert_eq!(
+            note(json!(64)),
+            "the script was killed by signal 64 before it exited"
+        );
+        assert_eq!(
+            note(json!("SIGXCPU")),
+            "the script was killed by SIGXCPU before it exited"
+        );
+        assert_eq!(killed_note(None), "the script was killed before it exited");
+        let r = report(json!({"exit_code": null, "timed_out": false, "signal": 11}));
+        assert!(matches!(
+            r.outcome,
+            RunOutcome::Finished { signal: Some(ref s), .. } if s == &json!(11)
+        ));
     }
 
     #[test]

@@ -68,6 +68,9 @@ pub struct RunState {
     pub duration_ms: Option<u64>,
     /// Why a `failed` run could not start.
     pub error: Option<String>,
+    /// The signal that killed the script, as the server gave it (a number or a name).
+    #[serde(default)]
+    pub signal: Option<Value>,
     /// The structured result as sent.
     #[serde(skip)]
     pub raw: Value,

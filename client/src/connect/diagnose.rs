@@ -42,6 +42,16 @@ pub(crate) fn chain(err: &(dyn StdError + 'static)) -> String {
     text
 }
 
+/// The innermost cause alone: what went wrong without the layers around it (rmcp's transport
+/// errors name their Rust types, which mean nothing to the person reading).
+pub(crate) fn root_cause(err: &(dyn StdError + 'static)) -> String {
+    let mut current = err;
+    while let Some(cause) = current.source() {
+        current = cause;
+    }
+    current.to_string()
+}
+
 /// Looks through an error's causes for something we can name precisely.
 pub(crate) fn from_error_chain(
     target: &str,

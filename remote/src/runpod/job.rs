@@ -51,6 +51,9 @@ impl RemoteRun for Job {
 #[derive(Debug, Default, serde::Deserialize)]
 struct End {
     exit_code: Option<i32>,
+    /// The signal the script died of, when it was not killed for its time limit.
+    #[serde(default)]
+    signal: Option<i32>,
     #[serde(default)]
     timed_out: bool,
     #[serde(default)]
@@ -194,6 +197,7 @@ fn ended(
         stdout: String::new(),
         stderr: String::new(),
         exit_code: end.exit_code,
+        signal: end.signal,
         timed_out: end.timed_out || matches!(how, Ending::TimedOut),
         cancelled: matches!(how, Ending::Cancelled),
         stdout_truncated: end.stdout_truncated || live.truncated(Stream::Stdout),

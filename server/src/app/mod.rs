@@ -1,5 +1,7 @@
 //! The server's shared state, built once from the [`Config`] and handed to every transport.
 
+pub mod banner;
+pub mod protection;
 pub mod state_dir;
 
 use std::sync::Arc;
@@ -105,9 +107,16 @@ impl App {
             let sandboxed = settings.mode != SandboxMode::Off;
             let interpreter_paths = envs.interpreters().read_paths();
             let mut read_paths = if sandboxed {
-                interpreter_paths.map_err(|e| SandboxError::PythonPaths {
-                    python: python.clone(),
-                    reason: e.to_string(),
+                // The interpreter's own error as it is (wrapping it again said it twice).
+                interpreter_paths.map_err(|e| match &*e {
+                    SandboxError::PythonPaths { python, reason } => SandboxError::PythonPaths {
+                        python: python.clone(),
+                        reason: reason.clone(),
+                    },
+                    other => SandboxError::PythonPaths {
+                        python: python.clone(),
+                        reason: other.to_string(),
+                    },
                 })?
             } else {
                 Vec::new()

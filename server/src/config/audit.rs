@@ -15,7 +15,7 @@ const DEFAULT_FILE: &str = "audit.jsonl";
 pub struct AuditArgs {
     /// Append one JSON line per tool call to this file (size-rotated to FILE.1, FILE.2, …), or
     /// `off` [default: audit.jsonl in the state folder].
-    #[arg(long, env = "PYRUN_AUDIT_LOG", value_name = "PATH|off")]
+    #[arg(long, env = "PYRUN_AUDIT_LOG", value_name = "PATH|off", value_parser = super::home::path)]
     pub audit_log: Option<PathBuf>,
 }
 

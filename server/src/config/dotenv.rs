@@ -112,15 +112,31 @@ impl Dotenv {
     }
 
     /// Sets each entry that the real environment does not already set (the environment wins); an
-    /// empty entry (`PYTHON_BIN=`) sets nothing, as an empty variable means unset.
-    pub(super) fn apply(&self) {
+    /// empty entry (`PYTHON_BIN=`) sets nothing, as an empty variable means unset. Returns the
+    /// variables it set.
+    pub(super) fn apply(&self) -> Vec<String> {
+        let mut applied = Vec::new();
         if let Self::Loaded { entries, .. } = self {
             for (key, value) in entries {
                 if !value.is_empty() && std::env::var_os(key).is_none() {
                     std::env::set_var(key, value);
+                    applied.push(key.clone());
                 }
             }
         }
+        applied
+    }
+
+    /// The 1-based line of the file that sets `key` first (the entry [`Self::apply`] used).
+    pub(super) fn line_of_key(&self, key: &str) -> Option<usize> {
+        let Self::Loaded { file, .. } = self else {
+            return None;
+        };
+        let content = std::fs::read_to_string(file).ok()?;
+        content
+            .lines()
+            .position(|line| key_of(line).as_deref() == Some(key))
+            .map(|index| index + 1)
     }
 
     /// Reports what happened, once tracing is set up.

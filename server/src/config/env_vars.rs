@@ -14,8 +14,10 @@ pub const ENV_VARS: &[&str] = &[
     "PYTHON_TIMEOUT",
     "PYTHON_BIN",
     "PYRUN_MAX_OUTPUT_BYTES",
+    "PYRUN_MAX_RESULT_OUTPUT_BYTES",
     "PYRUN_MAX_CONCURRENT",
     "PYRUN_PASS_ENV",
+    "PYRUN_ALLOW_BROAD_PROJECTS_DIR",
     // Background runs (`BackgroundArgs`).
     "PYRUN_BACKGROUND_TIMEOUT",
     "PYRUN_MAX_BACKGROUND_CONCURRENT",
@@ -62,6 +64,7 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_OAUTH_TEST_METADATA_CA",
     // Artifacts (`ArtifactArgs`).
     "PYRUN_MAX_INLINE_IMAGE_BYTES",
+    "PYRUN_MAX_INLINE_IMAGE_EDGE",
     "PYRUN_MAX_ARTIFACT_STORAGE_MB",
     "PYRUN_MAX_ARTIFACT_STORAGE_PER_CALLER_MB",
     // Inline code (`InlineArgs`).

@@ -14,7 +14,8 @@ pub struct HttpArgs {
         long,
         env = "MCP_BIND",
         default_value = "127.0.0.1:8000",
-        value_name = "ADDR:PORT"
+        value_name = "ADDR:PORT",
+        value_parser = bind_address
     )]
     pub bind: SocketAddr,
 
@@ -164,6 +165,25 @@ impl HttpArgs {
             max_unauthenticated_per_address: usize::try_from(self.max_unauthenticated_per_address)
                 .unwrap_or(usize::MAX),
         })
+    }
+}
+
+/// `--bind`: an IP address and port, or `localhost:PORT` (the IPv4 loopback address). No other
+/// name is looked up: the address served must not depend on what a resolver answers.
+fn bind_address(given: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = given.parse() {
+        return Ok(addr);
+    }
+    match given.rsplit_once(':') {
+        Some((host, port)) if host.eq_ignore_ascii_case("localhost") => port
+            .parse::<u16>()
+            .map(|port| SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)))
+            .map_err(|_| format!("'{port}' is not a port number (0 to 65535)")),
+        _ => Err(
+            "give an IP address and a port, e.g. 127.0.0.1:8000, localhost:8000 or \
+                  0.0.0.0:8000"
+                .to_owned(),
+        ),
     }
 }
 

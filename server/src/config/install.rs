@@ -32,7 +32,7 @@ pub struct InstallArgs {
 
     /// The uv program installs use, or `off` for pip always [default: uv on PATH; python -m
     /// venv and pip when there is none].
-    #[arg(long, env = "PYRUN_UV")]
+    #[arg(long, env = "PYRUN_UV", value_parser = super::home::path)]
     pub uv: Option<PathBuf>,
 
     /// Seconds one install (making the venv and installing) may take before it is killed.

@@ -4,6 +4,7 @@
 //! Precedence: flag > environment > `.env` > default. A `.env` that lies inside the projects folder
 //! is never read: scripts can write there.
 
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,12 +19,16 @@ use pyrun_sandbox::resolve_python;
 mod artifacts;
 mod audit;
 mod background;
+mod broad;
 mod dotenv;
+mod home;
 mod http;
 mod inline;
 mod install;
+mod interpreter;
 mod oauth;
 mod oauth_test;
+mod origin;
 mod python_env;
 mod runpod;
 mod runs;
@@ -37,11 +42,13 @@ pub use audit::AuditArgs;
 pub use background::{BackgroundArgs, BackgroundConfig};
 pub use dotenv::Dotenv;
 use dotenv::DOTENV;
+use home::expand_home;
 pub use http::{HttpArgs, HttpConfig};
 pub use inline::{InlineArgs, InlineConfig};
 pub use install::{InstallArgs, InstallConfig};
 pub use oauth::{OAuthArgs, OAuthConfig};
 pub use oauth_test::OAuthTestArgs;
+pub use origin::{BadVariable, Origins};
 pub use python_env::PythonEnvArgs;
 pub use runpod::{RunPodArgs, RunPodConfig, RunPodPoll};
 pub use runs::RunArgs;
@@ -54,6 +61,13 @@ include!("env_vars.rs");
 
 /// Upper bound for `--timeout`: a day. Anything longer is almost surely a typo.
 const MAX_TIMEOUT_SECS: u64 = 86_400;
+/// `--version`: the version and whether the in-process tunnel is built in (scripts/start-tunnel
+/// reads it to give advice that works with this binary).
+const LONG_VERSION: &str = if cfg!(feature = "tunnel") {
+    concat!(env!("CARGO_PKG_VERSION"), " (tunnel: built in)")
+} else {
+    concat!(env!("CARGO_PKG_VERSION"), " (tunnel: not built in)")
+};
 /// The variable (and `.env` key) that names the projects folder.
 const PROJECTS_DIR_VAR: &str = "PYTHON_PROJECTS_DIR";
 
@@ -67,7 +81,7 @@ pub enum Transport {
 
 /// Run the Python files of one projects folder for MCP clients, safely.
 #[derive(Debug, Parser)]
-#[command(name = "pyrun-mcp-server", version, about, long_about = None)]
+#[command(name = "pyrun-mcp-server", version, long_version = LONG_VERSION, about, long_about = None)]
 pub struct Cli {
     /// How clients connect.
     #[arg(long, env = "MCP_TRANSPORT", value_enum, default_value_t = Transport::Http)]
@@ -120,6 +134,11 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
+
+    /// Where each setting came from, for the messages of [`Cli::resolve`] (`None`: not read by
+    /// [`Cli::load`], as in unit tests).
+    #[arg(skip)]
+    pub origins: Option<Origins>,
 }
 
 /// What to do instead of serving.
@@ -165,6 +184,8 @@ pub struct Config {
     pub timeout: Duration,
     pub python: PathBuf,
     pub max_output_bytes: usize,
+    /// Output a result shows per stream (head and tail) before it cuts the middle.
+    pub max_result_output_bytes: usize,
     pub max_concurrent: usize,
     pub pass_env: Vec<String>,
     /// Background runs: their limits and retention.
@@ -202,10 +223,19 @@ pub struct Config {
 pub enum ConfigError {
     #[error("{0}\nhint: see docs/runpod.md")]
     RunPod(String),
+    /// Another error's message, naming the variable its value came from instead of the flag.
+    #[error("{0}")]
+    FromVariable(String),
     #[error("projects folder '{0}' does not exist or is not a directory\nhint: pass --projects-dir DIR or set PYTHON_PROJECTS_DIR")]
     ProjectsDir(String),
+    /// Not a `#[source]`: the message already holds the cause, which `{:#}` would repeat after
+    /// the hint.
     #[error("{0}\nhint: install Python 3, or pass --python PATH / set PYTHON_BIN")]
-    NoPython(#[from] pyrun_sandbox::PythonError),
+    NoPython(pyrun_sandbox::PythonError),
+    #[error("the interpreter '{python}' cannot run scripts: {answer}\nhint: pyrun-mcp needs Python 3.8 or later; pass --python PATH or set PYTHON_BIN to one (e.g. /usr/bin/python3)")]
+    NotPython3 { python: String, answer: String },
+    #[error("refusing to serve {folder} ({what}) as the projects folder: every file in it would be readable, and writable, by the scripts run\nhint: pass --projects-dir DIR (PYTHON_PROJECTS_DIR) naming the folder that holds your scripts; if you mean it, add --allow-broad-projects-dir (PYRUN_ALLOW_BROAD_PROJECTS_DIR=1)")]
+    BroadProjectsDir { folder: String, what: &'static str },
     #[error("--allow-python '{0}' cannot be used: {1}\nhint: give the path of a Python interpreter (PYRUN_ALLOW_PYTHON takes a list separated like PATH)")]
     AllowPython(String, String),
     #[error("--pass-env '{0}' is not a valid variable name")]
@@ -262,29 +292,78 @@ pub enum ConfigError {
     AuditLogInsideProjects(PathBuf),
 }
 
+// Not `#[from]`, which would make the error its own source: `{:#}` would say it twice, once
+// after the hint.
+impl From<pyrun_sandbox::PythonError> for ConfigError {
+    fn from(error: pyrun_sandbox::PythonError) -> Self {
+        Self::NoPython(error)
+    }
+}
+
 impl Cli {
     /// Loads `.env` from the current directory (the real environment wins) unless it lies inside
     /// the projects folder, then parses the flags. Call before any thread starts (it sets
-    /// variables); log the returned [`Dotenv`] once logging is set up.
-    pub fn load() -> (Self, Dotenv) {
+    /// variables); log the returned [`Dotenv`] once logging is set up. A bad flag, `--help` and
+    /// `--version` exit here as clap does; a variable's bad value is returned, naming the variable
+    /// and where it was set.
+    pub fn load() -> (Result<Self, BadVariable>, Dotenv) {
         unset_empty_settings();
+        let typed: Vec<OsString> = std::env::args_os().collect();
         let dotenv = Dotenv::read(Path::new(DOTENV), |from_file| {
             // Which folder would be served with the file applied: flag > environment > file >
-            // default. Flags are parsed here without the file (clap exits on --help or a bad flag,
-            // as the parse below would).
-            let matches = Self::command().get_matches();
+            // default. Flags are parsed here without the file; a bad variable is said below.
+            let matches = match Self::command().try_get_matches_from(&typed) {
+                Ok(matches) => matches,
+                Err(error) => {
+                    // Said after the file is applied, with its line if it set the variable.
+                    if let Err(error) = origin::explain(error, &Self::command(), &typed, |_| None) {
+                        error.exit()
+                    }
+                    return None;
+                }
+            };
             let given = matches.get_one::<PathBuf>("projects_dir").cloned();
             match (matches.value_source("projects_dir"), from_file) {
-                (Some(ValueSource::DefaultValue) | None, Some(dir)) => Some(PathBuf::from(dir)),
+                (Some(ValueSource::DefaultValue) | None, Some(dir)) => Some(expand_home(dir)),
                 _ => given,
             }
         });
-        dotenv.apply();
-        (Self::parse(), dotenv)
+        let from_dotenv: Vec<(String, Option<usize>)> = dotenv
+            .apply()
+            .iter()
+            .map(|key| (key.clone(), dotenv.line_of_key(key)))
+            .collect();
+        let parsed = Self::try_parse_from(&typed).or_else(|error| {
+            let line_in_dotenv = |variable: &str| {
+                from_dotenv
+                    .iter()
+                    .find(|(key, _)| key == variable)
+                    .map(|(_, line)| *line)
+            };
+            match origin::explain(error, &Self::command(), &typed, line_in_dotenv) {
+                Ok(bad) => Err(bad),
+                Err(error) => error.exit(),
+            }
+        });
+        let parsed = parsed.map(|mut cli| {
+            cli.origins = Some(Origins::new(typed, from_dotenv));
+            cli
+        });
+        (parsed, dotenv)
     }
 
-    /// Second stage: checks the folder and the interpreter and resolves defaults.
+    /// Second stage: checks the folder and the interpreter and resolves defaults. A refused
+    /// value that came from a variable is said with the variable and where it was set.
     pub fn resolve(self) -> Result<Config, ConfigError> {
+        let origins = self.origins.clone();
+        self.resolve_checked().map_err(|error| {
+            origins
+                .and_then(|o| o.reword(&error.to_string(), &Self::command()))
+                .map_or(error, ConfigError::FromVariable)
+        })
+    }
+
+    fn resolve_checked(self) -> Result<Config, ConfigError> {
         let run = self.run;
         run.validate()?;
         let tunnel_domain = self
@@ -316,6 +395,7 @@ impl Cli {
             }
         }
         let python = resolve_python(run.python.as_deref())?;
+        interpreter::check_version(&python)?;
         let allow_python = self.python_env.resolve()?;
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         let background = self.background.resolve(cpus);
@@ -334,6 +414,8 @@ impl Cli {
             timeout: Duration::from_secs(run.timeout),
             python,
             max_output_bytes: usize::try_from(run.max_output_bytes).unwrap_or(usize::MAX),
+            max_result_output_bytes: usize::try_from(run.max_result_output_bytes)
+                .unwrap_or(usize::MAX),
             max_concurrent: run
                 .max_concurrent
                 .map_or(2 * cpus, |n| usize::try_from(n).unwrap_or(usize::MAX)),

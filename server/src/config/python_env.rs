@@ -22,7 +22,8 @@ pub struct PythonEnvArgs {
         long = "allow-python",
         env = "PYRUN_ALLOW_PYTHON",
         value_delimiter = PATH_LIST_SEPARATOR,
-        value_name = "PATH"
+        value_name = "PATH",
+        value_parser = super::home::path
     )]
     pub allow_python: Vec<PathBuf>,
 }

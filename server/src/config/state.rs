@@ -16,7 +16,7 @@ pub struct StateArgs {
     /// Folder for state that must outlive a restart; made (owner-only) when first needed
     /// [default: the platform's data folder: $XDG_DATA_HOME or ~/.local/share, ~/Library/Application
     /// Support, %APPDATA%; then pyrun-mcp].
-    #[arg(long, env = "PYRUN_STATE_DIR", value_name = "DIR", global = true)]
+    #[arg(long, env = "PYRUN_STATE_DIR", value_name = "DIR", global = true, value_parser = super::home::path)]
     pub state_dir: Option<PathBuf>,
 }
 

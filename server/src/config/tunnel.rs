@@ -36,7 +36,7 @@ pub struct TunnelArgs {
     pub tunnel_domain: Option<String>,
 
     /// Write the public `…/mcp` URL to this file once the tunnel is open.
-    #[arg(long, env = "MCP_URL_FILE", value_name = "FILE")]
+    #[arg(long, env = "MCP_URL_FILE", value_name = "FILE", value_parser = super::home::path)]
     pub url_file: Option<PathBuf>,
 
     /// The ngrok service to connect to (for tests) [default: ngrok's].

@@ -1,7 +1,7 @@
 //! What a tool result shows of the files a run left (shared by the rooms that report runs): the
-//! content blocks and structured fields (pictures inline within `--max-inline-image-bytes`, a
-//! `resource_link` per file, notes for what was skipped), and the `pyrun://runs/…` URIs they
-//! link to.
+//! content blocks and structured fields (pictures inline, sized by `image_fit`; a
+//! `resource_link` per file; a preview of each table, by `table_preview`; notes for what was
+//! skipped), and the `pyrun://runs/…` URIs they link to.
 //!
 //! Names in URIs: the artifact's path with `/` separators, each segment percent-encoded (RFC 3986
 //! unreserved characters kept).
@@ -13,10 +13,15 @@ use std::sync::Arc;
 use base64::Engine as _;
 use rmcp::model::{CallToolResult, ContentBlock, Resource};
 
+use super::image_fit::{self, Fit};
 use super::reply::encode_segments;
+use super::table_preview;
 use crate::app::App;
 use crate::client_message::push_escaped;
 use pyrun_run::artifacts::{Artifact, ArtifactStore, Collected};
+
+/// Characters of table previews one result shows in all; later tables are links only.
+const PREVIEWS_CHARS: usize = 16 * 1024;
 
 /// The scheme and authority of run URIs.
 pub const RUNS_PREFIX: &str = "pyrun://runs/";
@@ -64,27 +69,25 @@ impl Presented {
 }
 
 /// The blocks, notes and fields for `collected`, the artifacts of `run_id` owned by `owner`.
-/// Pictures are read from the store (on a blocking thread) while their total stays within
-/// `--max-inline-image-bytes`; the others are named in the notes with the reason.
+/// Pictures are shown inline as `image_fit` sizes them, tables previewed (on blocking
+/// threads); what is not shown inline is named in the notes with the reason.
 pub async fn present(app: &App, owner: &str, run_id: &str, collected: &Collected) -> Presented {
-    let budget = app.config.artifacts.max_inline_image_bytes;
-    let store = Arc::clone(&app.artifacts);
-    let (owner_, run_id_) = (owner.to_owned(), run_id.to_owned());
+    let fit = Fit {
+        max_edge: app.config.artifacts.max_inline_image_edge,
+        budget: app.config.artifacts.max_inline_image_bytes,
+    };
     let images: Vec<Artifact> = collected
         .kept
         .iter()
         .filter(|a| a.is_image())
         .cloned()
         .collect();
-    let inline = tokio::task::spawn_blocking(move || {
-        inline_images(&store, &owner_, &run_id_, &images, budget)
-    })
-    .await
-    .unwrap_or_default();
+    let inline = image_fit::inline_images(&app.artifacts, owner, run_id, &images, fit).await;
+    let previews = previews(&app.artifacts, owner, run_id, &collected.kept).await;
     let mut notes = String::new();
     let mut artifacts = Vec::new();
     let mut links = Vec::new();
-    for artifact in &collected.kept {
+    for (artifact, preview) in collected.kept.iter().zip(previews) {
         let uri = artifact_uri(run_id, &artifact.name);
         let _ = write!(notes, "artifact: ");
         push_escaped(&mut notes, &artifact.name);
@@ -93,6 +96,11 @@ pub async fn present(app: &App, owner: &str, run_id: &str, collected: &Collected
             " ({}, {} bytes) {uri}",
             artifact.mime_type, artifact.size
         );
+        if let Some(preview) = &preview {
+            notes.push_str("preview of ");
+            push_escaped(&mut notes, &artifact.name);
+            let _ = write!(notes, ": {preview}");
+        }
         let mut link = Resource::new(uri.clone(), artifact.name.clone());
         link.mime_type = Some(artifact.mime_type.to_owned());
         link.size = Some(artifact.size);
@@ -102,13 +110,23 @@ pub async fn present(app: &App, owner: &str, run_id: &str, collected: &Collected
             size: artifact.size,
             mime_type: artifact.mime_type.to_owned(),
             uri,
+            preview,
         });
     }
     for (name, outcome) in &inline {
-        if let Err(reason) = outcome {
-            notes.push_str("not shown inline: ");
-            push_escaped(&mut notes, name);
-            let _ = writeln!(notes, " ({reason}; read it from its link)");
+        match outcome {
+            Err(reason) => {
+                notes.push_str("not shown inline: ");
+                push_escaped(&mut notes, name);
+                let _ = writeln!(notes, " ({reason}; read it from its link)");
+            }
+            Ok(shown) => {
+                if let Some(resized) = &shown.resized {
+                    notes.push_str("shown inline scaled: ");
+                    push_escaped(&mut notes, name);
+                    let _ = writeln!(notes, " ({resized}; the original is at its link)");
+                }
+            }
         }
     }
     let mut skipped = Vec::new();
@@ -125,6 +143,7 @@ pub async fn present(app: &App, owner: &str, run_id: &str, collected: &Collected
         blocks: inline
             .into_iter()
             .filter_map(|(_, outcome)| outcome.ok())
+            .map(|shown| ContentBlock::image(shown.data, shown.mime_type))
             .chain(links)
             .collect(),
         artifacts,
@@ -132,45 +151,45 @@ pub async fn present(app: &App, owner: &str, run_id: &str, collected: &Collected
     }
 }
 
-/// Each picture as an image block, or the reason it is not one; their bytes together stay
-/// within `budget`.
-fn inline_images(
-    store: &ArtifactStore,
+/// The preview of each of `kept` (`None` for files without one), read on a blocking thread,
+/// within [`PREVIEWS_CHARS`] in all.
+async fn previews(
+    store: &Arc<ArtifactStore>,
     owner: &str,
     run_id: &str,
-    images: &[Artifact],
-    budget: u64,
-) -> Vec<(String, Result<ContentBlock, String>)> {
-    let mut left = budget;
-    images
-        .iter()
-        .map(|image| {
-            let outcome = if image.size > left {
-                Err(format!(
-                    "over the {} bytes of pictures a result shows inline",
-                    budget
-                ))
-            } else {
-                match store.read(owner, run_id, &image.name) {
-                    Ok(file) => match encode(file.file, file.size) {
-                        Ok(data) => {
-                            left -= image.size;
-                            Ok(ContentBlock::image(data, image.mime_type))
-                        }
-                        Err(e) => {
-                            tracing::warn!(%e, "an artifact could not be read");
-                            Err("could not be read".to_owned())
-                        }
-                    },
-                    Err(e) => {
-                        tracing::warn!(%e, "an artifact could not be opened");
-                        Err("could not be read".to_owned())
-                    }
+    kept: &[Artifact],
+) -> Vec<Option<String>> {
+    let count = kept.len();
+    if !kept.iter().any(|a| table_preview::has_preview(a.mime_type)) {
+        return vec![None; count];
+    }
+    let (store, owner, run_id, kept) = (
+        Arc::clone(store),
+        owner.to_owned(),
+        run_id.to_owned(),
+        kept.to_vec(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let mut left = PREVIEWS_CHARS;
+        kept.iter()
+            .map(|artifact| {
+                if !table_preview::has_preview(artifact.mime_type) || left == 0 {
+                    return None;
                 }
-            };
-            (image.name.clone(), outcome)
-        })
-        .collect()
+                let file = store.read(&owner, &run_id, &artifact.name).ok()?;
+                let preview = table_preview::preview(file.file, file.size, artifact.mime_type)?;
+                let chars = preview.chars().count();
+                if chars > left {
+                    left = 0;
+                    return None;
+                }
+                left -= chars;
+                Some(preview)
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_else(|_| vec![None; count])
 }
 
 /// The file's bytes (at most `size`) as base64, read in chunks straight into the text: the raw

@@ -1,5 +1,7 @@
 //! The artifacts room: `resources/read` of `pyrun://runs/{run_id}/files/{name}`, the files a run
-//! left, for the run's caller (what results show of them: `artifact_blocks`).
+//! left, and of `pyrun://runs/{run_id}/stdout` (`/stderr`), the whole captured output of a run
+//! whose result showed only its head and tail, for the run's caller (what results show of them:
+//! `artifact_blocks`, `output_cut`).
 //!
 //! A URI only ever selects an artifact the store knows by exact name for the caller: nothing of
 //! it reaches a file path.
@@ -13,10 +15,13 @@ use rmcp::ErrorData;
 use serde_json::json;
 
 use super::artifact_blocks::{encode, FILES_SEGMENT, RUNS_PREFIX};
+use super::call::without_host_folder;
+use super::output_cut::parse_output_uri;
 use super::read_budget::{ReadBudget, ReadShare};
 use crate::app::App;
 use pyrun_run::artifacts::{is_run_id, ArtifactError};
 use pyrun_run::caller::Caller;
+use pyrun_run::live_output::Stream;
 
 /// The run id and artifact name of a run URI; `None` for anything else (also a name that does
 /// not decode to UTF-8).
@@ -57,6 +62,9 @@ pub async fn read_resource(
             Some(json!({ "uri": uri })),
         )
     };
+    if let Some((run_id, which)) = parse_output_uri(uri) {
+        return read_output(app, budget, caller, uri, run_id, which).await;
+    }
     let (run_id, name) = parse_artifact_uri(uri).ok_or_else(not_found)?;
     let store = Arc::clone(&app.artifacts);
     let (owner, run_id, name) = (caller.key().into_owned(), run_id.to_owned(), name);
@@ -90,6 +98,32 @@ pub async fn read_resource(
         Err(blob) => ResourceContents::blob(blob, uri),
     }
     .with_mime_type(mime);
+    Ok((ReadResourceResult::new(vec![contents]), share))
+}
+
+/// `resources/read` of a run's whole captured stdout or stderr (kept, for the run's owner, as
+/// long as the run is: its record holds the capture).
+async fn read_output(
+    app: &App,
+    budget: &ReadBudget,
+    caller: &Caller,
+    uri: &str,
+    run_id: &str,
+    which: Stream,
+) -> Result<(ReadResourceResult, ReadShare), ErrorData> {
+    let record = app.runs.get(&caller.key(), run_id).ok_or_else(|| {
+        ErrorData::resource_not_found(
+            "no run output at this URI for this caller (a run's output is kept for a while \
+             after it ends, and is gone after a server restart)",
+            Some(json!({ "uri": uri })),
+        )
+    })?;
+    let share = budget.take(&caller.key(), record.live.len(which)).await?;
+    let mut text = record.live.read(which, 0, usize::MAX).text;
+    if which == Stream::Stderr {
+        text = without_host_folder(app, &text);
+    }
+    let contents = ResourceContents::text(text, uri).with_mime_type("text/plain");
     Ok((ReadResourceResult::new(vec![contents]), share))
 }
 

@@ -20,6 +20,7 @@ use super::handler::PyRunServer;
 use super::reply::{
     fmt_secs, listing, millis, refusal, rfc3339, runs_full, structured, truncation_note, PAGE_BYTES,
 };
+use super::run_hint;
 use crate::client_message::ClientMessage;
 use pyrun_run::artifacts::is_run_id;
 use pyrun_run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord, LOCAL_BACKEND};
@@ -87,6 +88,7 @@ impl PyRunServer {
             Err(message) => return Ok(refusal(message)),
         };
         let owner = self.caller(&ctx);
+        let asked_timeout = args.limit.timeout_seconds;
         let remote = match self.remote_backend(&args) {
             Ok(remote) => remote,
             Err(message) => return Ok(refusal(message)),
@@ -116,9 +118,18 @@ impl PyRunServer {
              \"wait_seconds\": 30}}; stop it with cancel_run.",
             record.file_name, record.id, record.id
         );
+        let hint = run_hint::capped(
+            asked_timeout,
+            self.app.runs.settings().timeout,
+            run_hint::BACKGROUND_TIMEOUT,
+        );
+        if let Some(hint) = &hint {
+            let _ = write!(text, "\nhint: {hint}");
+        }
         let started = StartedRun {
             run_id: record.id.clone(),
             status,
+            hint,
         };
         Ok(structured(text, &started))
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::model::{NotificationMetaObject, ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 use schemars::JsonSchema;
@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use super::handler::PyRunServer;
 use super::reply::{effective_timeout, python_info_of, PythonInfo, NOTIFY_TIMEOUT};
+use crate::app::App;
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
 use pyrun_run::paths::{ProjectDir, ProjectPath};
@@ -70,12 +71,28 @@ pub fn call_notes(ctx: &RequestContext<RoleServer>) -> CallNotes {
         .unwrap_or_default()
 }
 
+/// One progress report: the message people see, and the `_meta` a caller asked for (a run's
+/// new output).
+pub struct Progress {
+    pub message: ClientMessage,
+    pub meta: Option<NotificationMetaObject>,
+}
+
+impl From<ClientMessage> for Progress {
+    fn from(message: ClientMessage) -> Self {
+        Self {
+            message,
+            meta: None,
+        }
+    }
+}
+
 /// Awaits `work` while telling the caller, every [`PROGRESS_EVERY`], how long it has run and
 /// what `message` says of it then.
-pub async fn with_progress<F: Future>(
+pub async fn with_progress<F: Future, P: Into<Progress>>(
     ctx: &RequestContext<RoleServer>,
     token: ProgressToken,
-    message: impl Fn(Duration) -> ClientMessage,
+    message: impl Fn(Duration) -> P,
     work: F,
 ) -> F::Output {
     tokio::pin!(work);
@@ -87,8 +104,10 @@ pub async fn with_progress<F: Future>(
             result = &mut work => return result,
             _ = ticks.tick() => {
                 let elapsed = started.elapsed();
-                let param = ProgressNotificationParam::new(token.clone(), elapsed.as_secs_f64().floor())
-                    .with_message(message(elapsed).into_string());
+                let Progress { message, meta } = message(elapsed).into();
+                let mut param = ProgressNotificationParam::new(token.clone(), elapsed.as_secs_f64().floor())
+                    .with_message(message.into_string());
+                param.meta = meta;
                 let send = ctx.peer.notify_progress(param);
                 let _ = tokio::time::timeout(NOTIFY_TIMEOUT, send).await;
             }
@@ -143,15 +162,7 @@ impl PyRunServer {
     /// view, runs see their scratch at its host path too: it is cut to the slot's name
     /// (`slot-3/_pyrun_inline.py`).
     pub(super) fn without_host_folder(&self, text: &str) -> String {
-        let mut text = text.to_owned();
-        for folder in [self.app.root.path(), self.app.runner.scratch_root()] {
-            let mut prefix = folder.to_string_lossy().into_owned();
-            prefix.push(std::path::MAIN_SEPARATOR);
-            if text.contains(&prefix) {
-                text = text.replace(&prefix, "");
-            }
-        }
-        text
+        without_host_folder(&self.app, text)
     }
 
     /// The environment a run in `dir` uses (its nearest checked venv, or the server's
@@ -218,4 +229,17 @@ impl PyRunServer {
             },
         }
     }
+}
+
+/// [`PyRunServer::without_host_folder`] where no server is at hand (a resource read).
+pub(super) fn without_host_folder(app: &App, text: &str) -> String {
+    let mut text = text.to_owned();
+    for folder in [app.root.path(), app.runner.scratch_root()] {
+        let mut prefix = folder.to_string_lossy().into_owned();
+        prefix.push(std::path::MAIN_SEPARATOR);
+        if text.contains(&prefix) {
+            text = text.replace(&prefix, "");
+        }
+    }
+    text
 }

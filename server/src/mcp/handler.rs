@@ -28,7 +28,7 @@ use super::reply::NOTIFY_TIMEOUT;
 use super::resources::watch::ProjectWatch;
 use super::task_store::Tasks;
 use super::{apps, artifacts, fixtures, prompts, resources};
-use crate::app::App;
+use crate::app::{protection, App};
 use crate::audit::{CallNotes, Channel, FinishedCall, TransportKind};
 use pyrun_run::caller::Caller;
 
@@ -68,6 +68,14 @@ pub struct PyRunServer {
 }
 
 impl PyRunServer {
+    /// What is off here, the limits and the platform's protection, so that a model can explain
+    /// a refusal; the sandbox's layers once probed.
+    fn instructions(&self) -> String {
+        let config = &self.app.config;
+        let probed = self.app.runner.sandbox().now();
+        protection::instructions(config, &protection::summary_of(config, probed.as_ref()))
+    }
+
     /// A handler for HTTP sessions: each request's caller comes from the auth layer.
     pub fn new(app: Arc<App>, state: Arc<McpState>) -> Self {
         Self::with_caller(app, state, None)
@@ -248,10 +256,7 @@ impl ServerHandler for PyRunServer {
             .build();
         let info = ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("pyrun-mcp", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Runs the Python files of one projects folder. Call list_python_files to see \
-                 them, then run_python with a file_name relative to that folder.",
-            );
+            .with_instructions(self.instructions());
         fixtures::extend_info(info)
     }
 

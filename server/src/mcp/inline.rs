@@ -20,6 +20,7 @@ use super::call::{call_notes, TimeLimit};
 use super::handler::PyRunServer;
 use super::reply::{check_code, effective_timeout, refusal};
 use super::run_call::RunReport;
+use super::run_hint;
 use pyrun_run::runner::{RunRequest, RunSource};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -89,6 +90,14 @@ impl PyRunServer {
             python,
             ..RunRequest::new(source, &args.args, args.stdin.as_deref(), timeout)
         };
-        Ok(self.run_in_call(request, &caller, &ctx, &notes).await)
+        let mut result = self.run_in_call(request, &caller, &ctx, &notes).await;
+        if let Some(note) = run_hint::capped(
+            args.limit.timeout_seconds,
+            self.app.config.timeout,
+            run_hint::RUN_TIMEOUT,
+        ) {
+            run_hint::add(&mut result, &note);
+        }
+        Ok(result)
     }
 }

@@ -16,9 +16,11 @@
 //! Rooms never import each other. What they share, each module with one job: `reply` (refusals,
 //! structured results, timeouts, page sizes, listings), `call` (audit notes, progress, the
 //! prologue of a file run, the Python environment of a folder), `run_call` (a run the call waits
-//! for and its report), `artifact_blocks` (what a result shows of the files a run left), `apps`
-//! (the MCP App `ui://pyrun/run.html` that shows a run: the run tools' `_meta` naming it, its
-//! listing and its read),
+//! for and its report), `run_hint` (the `hint:` naming the setting behind a failed or cut run),
+//! `artifact_blocks` (what a result shows of the files a run left), `output_cut` (a long output
+//! as its head and tail), `image_fit` (pictures scaled for a model), `table_preview` (the first
+//! rows of a CSV/TSV or JSON artifact), `apps` (the MCP App `ui://pyrun/run.html` that shows a
+//! run: the run tools' `_meta` naming it, its listing and its read),
 //! `project_files` (a project file as a resource: its URI, its read, its contents),
 //! `read_budget` (the bytes resource reads hold at once), `remote` (a run sent to a remote
 //! backend: the `backend` argument, the run prepared and registered) and `task_store` (the MCP tasks and
@@ -32,7 +34,10 @@ mod backends;
 mod background;
 mod call;
 mod handler;
+mod image_fit;
 mod inline;
+mod live_chunks;
+mod output_cut;
 mod packages;
 mod project_files;
 mod prompts;
@@ -42,7 +47,9 @@ mod reply;
 pub(crate) mod resources;
 mod run;
 mod run_call;
+mod run_hint;
 mod sessions;
+mod table_preview;
 mod task_store;
 pub(crate) mod tasks;
 

@@ -18,6 +18,7 @@ use super::call::{call_notes, with_progress, RunPythonArgs, ScriptCall};
 use super::handler::PyRunServer;
 use super::reply::{fmt_secs, millis, refusal, structured, PAGE_BYTES};
 use super::run_call::{report_value, RunReport};
+use super::run_hint;
 use crate::app::App;
 use crate::audit::CallNotes;
 use crate::client_message::push_escaped;
@@ -90,9 +91,10 @@ impl PyRunServer {
                 .background
                 .detach_after
                 .unwrap_or(Duration::MAX);
-            return Ok(self
+            let result = self
                 .run_detachable(record, &script, after, timeout, &ctx, &notes)
-                .await);
+                .await;
+            return Ok(self.with_cap_note(result, &args));
         }
         if let Some(after) = self.app.config.background.detach_after {
             let request = BackgroundRequest {
@@ -109,16 +111,18 @@ impl PyRunServer {
                     .runs
                     .start(&caller.key(), RunKind::Background, request, false)
             {
-                return Ok(self
+                let result = self
                     .run_detachable(record, &script, after, timeout, &ctx, &notes)
-                    .await);
+                    .await;
+                return Ok(self.with_cap_note(result, &args));
             }
         }
         let request = RunRequest {
             python,
             ..RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout)
         };
-        Ok(self.run_in_call(request, &caller, &ctx, &notes).await)
+        let result = self.run_in_call(request, &caller, &ctx, &notes).await;
+        Ok(self.with_cap_note(result, &args))
     }
 
     /// List the Python files that run_python accepts, relative to the projects folder.
@@ -158,6 +162,18 @@ impl PyRunServer {
 }
 
 impl PyRunServer {
+    /// A `timeout_seconds` above the server's limit was cut to it: the result says so.
+    fn with_cap_note(&self, mut result: CallToolResult, args: &RunPythonArgs) -> CallToolResult {
+        if let Some(note) = run_hint::capped(
+            args.limit.timeout_seconds,
+            self.app.config.timeout,
+            run_hint::RUN_TIMEOUT,
+        ) {
+            run_hint::add(&mut result, &note);
+        }
+        result
+    }
+
     /// `--detach-after`: waits for a run started in the background registry (unlisted) for
     /// `after`; one that ends in time is reported as usual, one still going is handed over (listed,
     /// its id returned). Until then the call owns the run: a cancelled or dropped call kills it.
@@ -197,6 +213,12 @@ impl PyRunServer {
             owned.handed_over = true;
             self.app.runs.show(&record);
             return self.handed_over(&record, script, after);
+        }
+        if self.too_long_to_show(&record.live) {
+            // Its result shows only the head and tail: the record stays (unlisted, its end
+            // seen) so that get_run and the output's link read the whole.
+            owned.handed_over = true;
+            record.mark_end_seen();
         }
         self.ended_result(&record, &self.caller(ctx), script, timeout, notes)
             .await
@@ -260,6 +282,9 @@ impl PyRunServer {
             run_id: Some(record.id.clone()),
             status: Some(record.status()),
             python: self.python_info(record.python.as_deref()),
+            hint: None,
+            stdout_cut: None,
+            stderr_cut: None,
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report_value(report));

@@ -1,7 +1,10 @@
 //! A run the call waits for (`run_python`, `run_python_code`, and a `run_python` task or
 //! hand-over once its run has ended): its output followed with progress notifications, the files
 //! it leaves kept under a run id for its caller, and its result — [`RunReport`] and the text in
-//! the seed's familiar shape.
+//! the seed's familiar shape, each stream sized for a model (`output_cut`). When a stream was
+//! cut, the run's record (its whole capture) is kept in the background registry, unlisted, so
+//! the link and get_run read the rest under the same owner rules and retention as a
+//! background run's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,9 +14,12 @@ use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 
 use super::artifact_blocks::{self, Presented};
-use super::call::with_progress;
+use super::call::{with_progress, Progress};
 use super::handler::PyRunServer;
+use super::live_chunks::ChunkCursor;
+use super::output_cut;
 use super::reply::{fmt_secs, millis, push_section, refusal, to_array, truncation_note};
+use super::run_hint;
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
 use pyrun_run::background::{RunEnd, RunRecord, LOCAL_BACKEND};
@@ -52,12 +58,19 @@ pub(super) fn report_value(report: RunReport) -> serde_json::Value {
             Value::Array(report.quarantined.into_iter().map(Value::String).collect()),
         ),
     ];
+    let cuts = [
+        ("stdout_cut", report.stdout_cut),
+        ("stderr_cut", report.stderr_cut),
+    ]
+    .into_iter()
+    .filter_map(|(k, cut)| Some((k, serde_json::to_value(cut?).ok()?)));
     let optional = [
         ("run_id", report.run_id),
         (
             "status",
             report.status.map(|status| status.as_str().to_owned()),
         ),
+        ("hint", report.hint),
     ]
     .into_iter()
     .filter_map(|(k, v)| v.map(|v| (k, Value::String(v))));
@@ -67,6 +80,7 @@ pub(super) fn report_value(report: RunReport) -> serde_json::Value {
             .into_iter()
             .chain(optional)
             .chain(std::iter::once(("python", python)))
+            .chain(cuts)
             .map(|(k, v)| (k.to_owned(), v))
             .collect(),
     )
@@ -84,10 +98,8 @@ impl PyRunServer {
         notes: &CallNotes,
     ) -> CallToolResult {
         let (source, timeout) = (request.source, request.timeout);
-        let live = ctx
-            .meta
-            .get_progress_token()
-            .map(|_| Arc::new(LiveOutput::new(self.app.runner.max_output())));
+        // The result reads the output from here, and keeps it when it was too long to show.
+        let live = Arc::new(LiveOutput::new(self.app.runner.max_output()));
         // Every run gets a run id, under which the files it leaves are kept for its caller.
         let artifacts = pyrun_run::artifacts::new_run_id()
             .map_err(|e| tracing::warn!(%e, "no run id: the run's artifacts are dropped"))
@@ -101,27 +113,47 @@ impl PyRunServer {
         let run_id = artifacts.as_ref().map(|t| t.run_id.clone());
         let key = caller.key();
         let request = RunRequest {
-            live: live.clone(),
+            live: Some(live.clone()),
             artifacts,
             caller: Some(&key),
             ..request
         };
         let run = self.app.runner.run(request, &ctx.ct);
-        let outcome = match (ctx.meta.get_progress_token(), &live) {
-            (Some(token), Some(live)) => {
-                let message = |elapsed| self.run_message(source, live, elapsed);
+        let outcome = match ctx.meta.get_progress_token() {
+            Some(token) => {
+                let chunks = ChunkCursor::asked(ctx);
+                let message = |elapsed| Progress {
+                    message: self.run_message(source, &live, elapsed),
+                    meta: chunks
+                        .as_ref()
+                        .and_then(|c| c.next(&live, |text| self.without_host_folder(text))),
+                };
                 with_progress(ctx, token, message, run).await
             }
-            _ => run.await,
+            None => run.await,
         };
         match outcome {
-            Ok(mut outcome) => {
-                if let Some(live) = &live {
-                    outcome.stdout = live.take_text(Stream::Stdout).0;
-                    outcome.stderr = live.take_text(Stream::Stderr).0;
-                }
-                self.finished(outcome, run_id.as_deref(), caller, source, timeout, notes)
-                    .await
+            Ok(outcome) => {
+                let kept = match &run_id {
+                    Some(id) if self.too_long_to_show(&live) => {
+                        self.keep_output(id, &live, &outcome, caller, source)
+                    }
+                    _ => None,
+                };
+                let output = RunOutput {
+                    live: &live,
+                    kept_as: kept.as_deref(),
+                };
+                self.finished(
+                    outcome,
+                    output,
+                    run_id.as_deref(),
+                    caller,
+                    source,
+                    timeout,
+                    notes,
+                )
+                .await
             }
             Err(e) => {
                 let span = tracing::warn_span!("run", %caller, script = source.shown());
@@ -130,11 +162,58 @@ impl PyRunServer {
         }
     }
 
+    /// Whether a stream of `live` is longer than a result shows.
+    pub(super) fn too_long_to_show(&self, live: &LiveOutput) -> bool {
+        let budget = self.app.config.max_result_output_bytes as u64;
+        [Stream::Stdout, Stream::Stderr]
+            .into_iter()
+            .any(|which| live.totals(which).written > budget)
+    }
+
+    /// Keeps the record of a run that ended in its call, under its run id, so that its whole
+    /// output stays readable; the id, or `None` when the registry had no room.
+    fn keep_output(
+        &self,
+        run_id: &str,
+        live: &Arc<LiveOutput>,
+        outcome: &RunOutcome,
+        caller: &Caller,
+        source: RunSource<'_>,
+    ) -> Option<String> {
+        let file_name = match source {
+            RunSource::Script(script) => script.relative().to_owned(),
+            RunSource::Inline { .. } => "(inline code)".to_owned(),
+        };
+        // Its files were shown in this result: pages of its output read later leave them out.
+        let ended = RunOutcome {
+            stdout: String::new(),
+            stderr: String::new(),
+            artifacts: None,
+            ..outcome.clone()
+        };
+        let kept = self.app.runs.keep_ended(
+            &caller.key(),
+            run_id.to_owned(),
+            file_name,
+            Arc::clone(live),
+            ended,
+        );
+        match kept {
+            Ok(record) => Some(record.id.clone()),
+            Err(e) => {
+                tracing::info!(%e, "a long output could not be kept for reading");
+                None
+            }
+        }
+    }
+
     /// A run that ended: logged, noted for the audit log, reported with the files it left
-    /// (kept under `run_id` for the caller).
+    /// (kept under `run_id` for the caller) and its output as `output` holds it.
+    #[allow(clippy::too_many_arguments)]
     async fn finished(
         &self,
         outcome: RunOutcome,
+        output: RunOutput<'_>,
         run_id: Option<&str>,
         caller: &Caller,
         source: RunSource<'_>,
@@ -170,7 +249,12 @@ impl PyRunServer {
             }
             _ => Presented::default(),
         };
-        self.report(outcome, timeout, sandbox, presented)
+        let hint = run_hint::for_outcome(&outcome, timeout, &self.app.config);
+        let mut result = self.report(outcome, output, timeout, sandbox, presented);
+        if let Some(hint) = hint {
+            run_hint::add(&mut result, &hint);
+        }
+        result
     }
 
     /// The `run_python` result of a run of the registry that has ended (its output copied: a
@@ -185,11 +269,14 @@ impl PyRunServer {
     ) -> CallToolResult {
         match record.end() {
             Some(RunEnd::Finished(outcome)) => {
-                let mut outcome = outcome.clone();
-                outcome.stdout = record.live.read(Stream::Stdout, 0, usize::MAX).text;
-                outcome.stderr = record.live.read(Stream::Stderr, 0, usize::MAX).text;
+                // The record stays for a task; a hand-over keeps it when the output was cut.
+                let output = RunOutput {
+                    live: &record.live,
+                    kept_as: Some(&record.id),
+                };
                 self.finished(
-                    outcome,
+                    outcome.clone(),
+                    output,
                     Some(&record.id),
                     caller,
                     script.into(),
@@ -231,12 +318,18 @@ impl PyRunServer {
     fn report(
         &self,
         mut outcome: RunOutcome,
+        output: RunOutput<'_>,
         timeout: Duration,
         sandbox: Vec<&'static str>,
         mut presented: Presented,
     ) -> CallToolResult {
-        outcome.stderr = self.without_host_folder(&outcome.stderr);
-        let text = render_text(&outcome, timeout);
+        let budget = self.app.config.max_result_output_bytes;
+        let shown = |which| output_cut::show(output.live, which, budget, output.kept_as);
+        let (stdout, stderr) = (shown(Stream::Stdout), shown(Stream::Stderr));
+        outcome.stdout = stdout.text;
+        outcome.stderr = self.without_host_folder(&stderr.text);
+        let cuts = (stdout.cut, stderr.cut);
+        let text = render_text(&outcome, timeout, (cuts.0.is_some(), cuts.1.is_some()));
         let report = RunReport {
             stdout: outcome.stdout,
             stderr: outcome.stderr,
@@ -252,6 +345,9 @@ impl PyRunServer {
             run_id: None,
             status: None,
             python: self.python_info(outcome.python.as_deref()),
+            hint: None,
+            stdout_cut: cuts.0,
+            stderr_cut: cuts.1,
         };
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report_value(report));
@@ -260,8 +356,17 @@ impl PyRunServer {
     }
 }
 
-/// The text shown to people and models, in the seed's familiar shape.
-fn render_text(outcome: &RunOutcome, timeout: Duration) -> String {
+/// Where a result reads a run's output: its capture, and the run id under which the whole stays
+/// readable (when it does).
+#[derive(Clone, Copy)]
+pub(super) struct RunOutput<'a> {
+    pub live: &'a LiveOutput,
+    pub kept_as: Option<&'a str>,
+}
+
+/// The text shown to people and models, in the seed's familiar shape. `cut` says which streams
+/// show only their head and tail (their own line says what was cut: no second note).
+fn render_text(outcome: &RunOutcome, timeout: Duration, cut: (bool, bool)) -> String {
     let mut text = outcome.stdout.clone();
     if !outcome.stderr.is_empty() {
         push_section(&mut text, "--- stderr ---\n");
@@ -280,9 +385,20 @@ fn render_text(outcome: &RunOutcome, timeout: Duration) -> String {
         push_section(&mut text, "[Cancelled]");
     }
     if outcome.exit_code.is_none() && !outcome.timed_out && !outcome.cancelled {
-        push_section(&mut text, "[Process was killed by a signal]");
+        let line = match outcome.signal {
+            Some(signal) => format!(
+                "[Process was killed by signal {}]",
+                run_hint::signal_name(signal)
+            ),
+            None => "[Process was killed by a signal]".to_owned(),
+        };
+        push_section(&mut text, &line);
     }
-    if let Some(note) = truncation_note(outcome.stdout_truncated, outcome.stderr_truncated) {
+    let truncated = (
+        outcome.stdout_truncated && !cut.0,
+        outcome.stderr_truncated && !cut.1,
+    );
+    if let Some(note) = truncation_note(truncated.0, truncated.1) {
         push_section(&mut text, &note);
     }
     if let Some(note) = quarantine_note(&outcome.quarantined) {
@@ -340,6 +456,7 @@ mod tests {
                 size: 3,
                 mime_type: "image/png".into(),
                 uri: "pyrun://runs/run_0/files/plot.png".into(),
+                preview: None,
             }],
             skipped_artifacts: vec![SkippedArtifact {
                 name: "pipe".into(),
@@ -352,6 +469,17 @@ mod tests {
                 version: "3.11.2".into(),
                 venv: Some("a/.venv".into()),
             },
+            hint: Some("network off: --allow-network".into()),
+            stdout_cut: Some(pyrun_api::OutputCut {
+                omitted_bytes: 10,
+                omitted_lines: 2,
+                total_bytes: 30,
+                captured_bytes: 30,
+                head_bytes: 8,
+                uri: Some("pyrun://runs/run_0/stdout".into()),
+                run_id: Some("run_0".into()),
+            }),
+            stderr_cut: None,
         };
         let serialized = serde_json::to_value(&report).unwrap();
         assert_eq!(report_value(report.clone()), serialized);
@@ -372,6 +500,7 @@ mod tests {
             stdout: String::new(),
             stderr: String::new(),
             exit_code: Some(0),
+            signal: None,
             timed_out: false,
             cancelled: false,
             stdout_truncated: false,
@@ -392,7 +521,7 @@ mod tests {
             ..outcome()
         };
         assert_eq!(
-            render_text(&o, Duration::from_secs(30)),
+            render_text(&o, Duration::from_secs(30), (false, false)),
             "a\nb\n--- stderr ---\nboom\n[Process exited with code 1]"
         );
         let o = RunOutcome {
@@ -403,11 +532,11 @@ mod tests {
             ..outcome()
         };
         assert_eq!(
-            render_text(&o, Duration::from_secs(2)),
+            render_text(&o, Duration::from_secs(2), (false, false)),
             "partial\n[Timed out after 2 s]\n[Output truncated: stdout over the limit]"
         );
         assert_eq!(
-            render_text(&outcome(), Duration::from_secs(1)),
+            render_text(&outcome(), Duration::from_secs(1), (false, false)),
             "(no output)"
         );
     }

@@ -90,7 +90,7 @@ pub async fn serve(
              anyone who can reach it can run the scripts in the projects folder"
         );
     }
-    announce_listening(addr);
+    crate::app::banner::listening(&app, addr);
     let limits = ConnectionLimits {
         header_timeout: HEADER_TIMEOUT,
         max_open: app.config.http.max_connections,
@@ -109,15 +109,6 @@ pub async fn serve(
         }
     }
     Ok(())
-}
-
-/// A plain line on stderr, stable for scripts and tests that bind port 0.
-#[allow(
-    clippy::print_stderr,
-    reason = "the bound address: a stable line for scripts and tests, not a log record"
-)]
-fn announce_listening(addr: SocketAddr) {
-    eprintln!("pyrun-mcp listening on http://{addr}");
 }
 
 /// The whole HTTP surface. `shutdown` ends every session and stream when it fires.
