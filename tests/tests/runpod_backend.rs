@@ -279,7 +279,7 @@ fn a_project_over_runpods_request_limit_is_refused_naming_the_limit_and_the_larg
 }
 
 #[test]
-fn a_worker_that_crashes_ends_the_run_failed_with_runpods_words() {
+fn a_worker_that_crashes_mid_job_ends_the_run_failed_saying_runpod_lost_it() {
     let mut worker = worker();
     let projects = projects();
     let audit_dir = tempfile::tempdir().unwrap();
