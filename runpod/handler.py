@@ -181,6 +181,8 @@ def follow(proc, started, timeout, max_output, output_dir):
         pass
     exit_code = proc.wait()
     selector.close()
+    for name, decoder in decoders.items():
+        pending[name].append(decoder.decode(b"", final=True))
     yield from flush()
     artifacts, skipped = collect_artifacts(output_dir)
     yield {
