@@ -258,7 +258,11 @@ fn words(status: StatusCode, body: &[u8]) -> String {
             })
         })
         .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_owned());
-    let text: String = text.chars().filter(|c| !c.is_control()).take(300).collect();
+    let text: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(300)
+        .collect();
     if text.is_empty() {
         status
             .canonical_reason()
@@ -266,5 +270,39 @@ fn words(status: StatusCode, body: &[u8]) -> String {
             .to_owned()
     } else {
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_job_ids_of_letters_digits_and_dashes_go_into_a_url() {
+        assert!(job_path("sync-0f3a_12").is_ok());
+        for bad in ["", "../health", "a/b", "a?b", "a b"] {
+            assert!(job_path(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_error_answer_reads_as_runpods_words_in_one_line() {
+        let words = words(StatusCode::BAD_REQUEST, br#"{"error": "bad\ninput"}"#);
+        assert_eq!(words, "bad input");
+        assert_eq!(words_of_plain(), "Service Unavailable");
+        assert!(ApiError::Refused {
+            status: 503,
+            words: String::new()
+        }
+        .is_transient());
+        assert!(!ApiError::Refused {
+            status: 400,
+            words: String::new()
+        }
+        .is_transient());
+    }
+
+    fn words_of_plain() -> String {
+        words(StatusCode::SERVICE_UNAVAILABLE, b"")
     }
 }

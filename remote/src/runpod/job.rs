@@ -291,3 +291,42 @@ fn inside(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
     }
     Some(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn chunks_go_to_their_streams_and_the_end_chunk_is_found_in_a_stream_or_an_aggregate() {
+        let live = LiveOutput::new(1024);
+        let end = take_chunks(
+            &live,
+            vec![
+                json!({"output": {"stdout": "a\n"}}),
+                json!({"output": {"stderr": "e\n"}}),
+                json!({"output": {"end": {"exit_code": 2, "artifacts": []}}}),
+            ],
+        )
+        .expect("the end chunk");
+        assert_eq!(end.exit_code, Some(2));
+        assert_eq!(live.read(Stream::Stdout, 0, 100).text, "a\n");
+        assert_eq!(live.read(Stream::Stderr, 0, 100).text, "e\n");
+        let aggregate = json!([{"stdout": "a"}, {"end": {"exit_code": 0, "timed_out": true}}]);
+        let found = find_end(&aggregate).expect("the end in RunPod's aggregate");
+        assert!(found.timed_out);
+        assert!(find_end(&json!({"stdout": "no end"})).is_none());
+    }
+
+    #[test]
+    fn a_returned_file_name_stays_inside_the_folder() {
+        let dir = Path::new("/x");
+        assert_eq!(
+            inside(dir, "a/b.png"),
+            Some(Path::new("/x/a/b.png").to_owned())
+        );
+        for bad in ["../etc/passwd", "a/../../b", "/abs", "a//b", "a\\b", "."] {
+            assert_eq!(inside(dir, bad), None, "{bad}");
+        }
+    }
+}
