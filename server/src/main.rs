@@ -114,13 +114,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             "pyrun-mcp {} ready", env!("CARGO_PKG_VERSION")
         );
         tokio::spawn(cancel_on_signal(shutdown.clone()));
-        match (listener, tunnel) {
-            (None, _) => transport::stdio::serve(app, shutdown).await,
-            (Some(listener), None) => transport::http::serve(app, listener, shutdown).await,
+        let served = match (listener, tunnel) {
+            (None, _) => transport::stdio::serve(app.clone(), shutdown).await,
+            (Some(listener), None) => transport::http::serve(app.clone(), listener, shutdown).await,
             (Some(listener), Some(tunnel)) => {
-                serve_with_tunnel(app, listener, tunnel, shutdown).await
+                serve_with_tunnel(app.clone(), listener, tunnel, shutdown).await
             }
-        }
+        };
+        // However the session ended (a client that closed stdin at once, a signal, an error).
+        app.close().await;
+        served
     })
 }
 

@@ -23,6 +23,7 @@ mod http_security;
 mod http_tools;
 mod inline_code;
 mod install_packages;
+mod no_process_left;
 mod oauth;
 mod output_memory;
 mod python_env;
