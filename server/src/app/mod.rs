@@ -224,9 +224,7 @@ impl App {
             python_envs,
         }))
     }
-}
 
-impl App {
     /// The server's last step, once its transport has stopped: fires the shutdown (runs,
     /// sessions and installs in flight are killed), waits until their processes are reaped,
     /// then kills and reaps the server's own helpers. No process outlives the server.
