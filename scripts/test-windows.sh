@@ -149,13 +149,26 @@ run_exit_code() {
     fi
 }
 
-# Sessions that end at once (tools, files, a refused run) leave no process of the server's.
+# Twenty quick runs in a row: each starts inside its Job Object (a script that ended before the
+# server assigned it once failed the run with "Access denied").
+quick_runs() {
+    local said
+    for _ in $(seq 1 20); do
+        said=$(client --server "$URL" run app/hello.py 2>&1) && { echo "exit 0, wanted 3"; return 1; }
+        grep -q 'hello from windows' <<<"$said" || { echo "a run failed: $said"; return 1; }
+    done
+}
+
+# Sessions that end within a second (tools, files, a refused run, a run) leave no process of the
+# server's: its start-up interpreter check or bytecode fill, left behind, once hung for good
+# holding the session's pipes (so the client waits for its end up to its time limit).
 no_process_left() {
     local left
     for _ in 1 2 3 4 5; do
-        client --server "$(stdio)" files >/dev/null
-        client --server "$(stdio)" tools >/dev/null
-        client --server "$(stdio)" run ../outside.py >/dev/null 2>&1 || true
+        timeout 20 "$CLIENT" --server "$(stdio)" files >/dev/null
+        timeout 20 "$CLIENT" --server "$(stdio)" tools >/dev/null
+        timeout 20 "$CLIENT" --server "$(stdio)" run ../outside.py >/dev/null 2>&1
+        timeout 20 "$CLIENT" --server "$(stdio)" run app/hello.py >/dev/null 2>&1
     done
     sleep 2
     left=$(prefix_processes 'pyrun-standin'; prefix_processes 'pyrun-mcp-server.exe')
@@ -227,7 +240,7 @@ say "checks (stdio)"
 check "stdio: tools lists run_python" expect_output '^run_python' client --server "$(stdio)" tools
 check "stdio: files lists app/hello.py" expect_output 'app/hello.py' client --server "$(stdio)" files
 check "stdio: a run gets its arguments and its exit code comes back" run_exit_code "$(stdio)"
-check "stdio: sessions that end at once leave no process behind" no_process_left
+check "stdio: sessions that end within a second leave no process behind" no_process_left
 
 say "checks (HTTP)"
 "$WINE" "$SERVER_EXE" --transport http --bind 127.0.0.1:0 "${server_args[@]}" 2>"$tmp/http.log" &
@@ -242,6 +255,7 @@ done
 URL=$URL/mcp
 check "http: files lists app/hello.py" expect_output 'app/hello.py' client --server "$URL" files
 check "http: a run gets its arguments and its exit code comes back" run_exit_code "$URL"
+check "http: twenty quick runs in a row each start in their job" quick_runs
 check 'refused: ..\outside.py' refused '..\outside.py'
 check 'refused: C:\Windows\win.ini' refused 'C:\Windows\win.ini'
 check 'refused: C:/Windows/win.ini' refused 'C:/Windows/win.ini'
