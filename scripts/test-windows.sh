@@ -79,6 +79,8 @@ finish() {
     if ((keep)); then echo "kept $tmp"; else rm -rf "$tmp"; fi
 }
 trap finish EXIT
+# Interrupted (Ctrl-C, a CI's cancel): the prefix is still stopped and removed, through EXIT.
+trap 'exit 130' INT TERM
 say "making a Wine prefix in $tmp"
 timeout 180 "$WINE" wineboot --init >"$tmp/wineboot.log" 2>&1 || die "wineboot failed: see $tmp/wineboot.log"
 timeout 60 "$WINESERVER" -w
