@@ -30,6 +30,11 @@ use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode, SandboxPolicy};
 /// How long the sandbox probe leaves the CPU to a connecting client when no run asks for it
 /// first: assistants send `initialize` and the `*/list` requests within tens of milliseconds.
 const PROBE_IDLE_DELAY: Duration = Duration::from_millis(100);
+/// How long a stopping server waits for the runs, sessions and installs in flight to be killed
+/// and reaped: more than a run's own reap and drain graces.
+const CLOSE_GRACE: Duration = Duration::from_secs(8);
+/// How long it then waits for its own helpers (interpreter questions, bytecode fill) to die.
+const HELPERS_GRACE: Duration = Duration::from_secs(3);
 
 #[derive(Debug)]
 pub struct App {
@@ -237,6 +242,36 @@ impl App {
             installs,
             python_envs,
         }))
+    }
+
+    /// The server's last step, once its transport has stopped: fires the shutdown (runs,
+    /// sessions and installs in flight are killed), waits until their processes are reaped,
+    /// then kills and reaps the server's own helpers. No process outlives the server.
+    pub async fn close(&self) {
+        self.runner.shutdown_token().cancel();
+        let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
+        while self.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let left = self.in_flight();
+        if left > 0 {
+            tracing::warn!(
+                left,
+                "runs still ending after {CLOSE_GRACE:?}; stopping anyway"
+            );
+        }
+        let helpers = tokio::task::spawn_blocking(|| pyrun_sandbox::helpers::close(HELPERS_GRACE));
+        if let Ok(killed @ 1..) = helpers.await {
+            tracing::debug!(killed, "helper processes killed at shutdown");
+        }
+    }
+
+    /// Runs, background runs, sessions and installs not yet ended.
+    fn in_flight(&self) -> usize {
+        self.runner.running()
+            + self.runs.running()
+            + self.sessions.alive()
+            + self.installs.as_ref().map_or(0, |i| i.running())
     }
 }
 
