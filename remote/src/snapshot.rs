@@ -70,39 +70,115 @@ pub fn pack(
         Some((top, rest)) => (root.join(top), rest.to_owned(), true),
         None => (root, relative.to_owned(), false),
     };
+    let listed = list(&top, recurse, limits)?;
+    let (archive, files) = archive(&top, listed.files)?;
+    Ok(Snapshot {
+        archive,
+        script: script_inside,
+        files,
+        too_large: listed.too_large,
+    })
+}
+
+/// Walks the project folder: what would be taken along.
+fn list(top: &Path, recurse: bool, limits: SnapshotLimits) -> Result<Walk, SnapshotError> {
     let mut walk = Walk {
         limits,
         files: Vec::new(),
         too_large: Vec::new(),
         entries: 0,
     };
-    walk.folder(&top, "", recurse)?;
+    walk.folder(top, "", recurse)?;
+    Ok(walk)
+}
+
+/// Packs the listed files; returns the archive and the files in it with their sizes, largest
+/// first.
+fn archive(
+    top: &Path,
+    listed: Vec<(String, PathBuf, u64)>,
+) -> Result<(Vec<u8>, Vec<(String, u64)>), SnapshotError> {
+    let top = Top::open(top)?;
     let mut tar = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::default()));
-    for (name, path, size) in &walk.files {
+    let mut packed = Vec::with_capacity(listed.len());
+    for (name, path, size) in listed {
+        // Swapped for a link, a pipe or a device since the walk, or gone: left behind.
+        let Some(file) = top.open_file(&name, &path) else {
+            continue;
+        };
         let mut header = tar::Header::new_gnu();
-        header.set_size(*size);
+        header.set_size(size);
         header.set_mode(0o644);
         header.set_entry_type(tar::EntryType::Regular);
         // A file that changed size since it was listed is read at its listed size (cut, or
         // padded with zeros): the header is already written.
-        let file = fs::File::open(path)?;
         tar.append_data(
             &mut header,
-            name,
-            file.take(*size).chain(std::io::repeat(0)).take(*size),
+            &name,
+            file.take(size).chain(std::io::repeat(0)).take(size),
         )?;
+        packed.push((name, size));
     }
     let mut gz = tar.into_inner()?;
     gz.flush()?;
     let archive = gz.finish()?;
-    let mut files: Vec<(String, u64)> = walk.files.into_iter().map(|(n, _, s)| (n, s)).collect();
-    files.sort_by_key(|f| std::cmp::Reverse(f.1));
-    Ok(Snapshot {
-        archive,
-        script: script_inside,
-        files,
-        too_large: walk.too_large,
-    })
+    packed.sort_by_key(|f| std::cmp::Reverse(f.1));
+    Ok((archive, packed))
+}
+
+/// The project folder as the packing reads it. On Linux, a handle opened once: every file is
+/// opened beneath it with no link followed on the way (a script running beside the server may
+/// swap any part of the path between the walk and the packing). Elsewhere, the path.
+struct Top {
+    #[cfg(target_os = "linux")]
+    fd: rustix::fd::OwnedFd,
+}
+
+#[cfg(target_os = "linux")]
+impl Top {
+    fn open(top: &Path) -> Result<Self, SnapshotError> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(top, flags, Mode::empty()).map_err(std::io::Error::from)?;
+        Ok(Self { fd })
+    }
+
+    fn open_file(&self, name: &str, _path: &Path) -> Option<fs::File> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags};
+        // Not blocking: a pipe swapped in must not hold the open.
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let resolve =
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+        let fd = match rustix::fs::openat2(&self.fd, name, flags, Mode::empty(), resolve) {
+            // Kernels before 5.6: the last part is still never followed.
+            Err(rustix::io::Errno::NOSYS) => {
+                rustix::fs::openat(&self.fd, name, flags, Mode::empty()).ok()?
+            }
+            other => other.ok()?,
+        };
+        let file = fs::File::from(fd);
+        file.metadata().ok()?.is_file().then_some(file)
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+impl Top {
+    fn open(_top: &Path) -> Result<Self, SnapshotError> {
+        Ok(Self {})
+    }
+
+    fn open_file(&self, _name: &str, path: &Path) -> Option<fs::File> {
+        let mut options = fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            // The last part never followed, a pipe never waited on.
+            options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+        }
+        let file = options.open(path).ok()?;
+        file.metadata().ok()?.is_file().then_some(file)
+    }
 }
 
 struct Walk {
@@ -193,5 +269,71 @@ mod tests {
 
         let top = pack(&root.path().join("other.py"), "other.py", limits).unwrap();
         assert_eq!(names(&top.archive), ["other.py"]);
+    }
+
+    fn contents(archive: &[u8]) -> Vec<(String, Vec<u8>)> {
+        let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(archive));
+        tar.entries()
+            .unwrap()
+            .map(|e| {
+                let mut e = e.unwrap();
+                let name = e.path().unwrap().to_string_lossy().into_owned();
+                let mut data = Vec::new();
+                e.read_to_end(&mut data).unwrap();
+                (name, data)
+            })
+            .collect()
+    }
+
+    /// A script running beside the server swaps a listed file, or a listed folder, for a link
+    /// to a host file, or a file for a pipe, between the walk and the packing: the host's bytes
+    /// never go into the snapshot and the packing does not wait on the pipe.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_or_folder_swapped_for_a_link_or_a_pipe_after_the_walk_is_not_followed() {
+        use std::os::unix::fs::symlink;
+        let root = tempfile::tempdir().unwrap();
+        let host = root.path().join("host");
+        fs::create_dir_all(host.join("sub")).unwrap();
+        fs::write(host.join("secret"), "HOST-SECRET-BYTES").unwrap();
+        fs::write(host.join("sub/inner"), "HOST-INNER-BYTES!").unwrap();
+        let proj = root.path().join("proj");
+        fs::create_dir_all(proj.join("sub")).unwrap();
+        fs::write(proj.join("main.py"), "print(1)").unwrap();
+        fs::write(proj.join("secret"), "project bytes....").unwrap();
+        fs::write(proj.join("sub/inner"), "project inner....").unwrap();
+        fs::write(proj.join("pipe"), "project pipe").unwrap();
+        let limits = SnapshotLimits {
+            max_file_bytes: 1024,
+            max_entries: 1000,
+        };
+        let listed = list(&proj, true, limits).unwrap();
+
+        fs::remove_file(proj.join("secret")).unwrap();
+        symlink(host.join("secret"), proj.join("secret")).unwrap();
+        fs::rename(proj.join("sub"), root.path().join("moved")).unwrap();
+        symlink(host.join("sub"), proj.join("sub")).unwrap();
+        fs::remove_file(proj.join("pipe")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &proj.join("pipe"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+
+        let (done, packed) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(archive(&proj, listed.files).map(|(a, _)| a));
+        });
+        let archive = packed
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the packing waits on a pipe swapped in after the walk")
+            .unwrap();
+        for (name, data) in contents(&archive) {
+            let text = String::from_utf8_lossy(&data);
+            assert!(!text.contains("HOST"), "{name} holds a host file: {text}");
+        }
     }
 }
