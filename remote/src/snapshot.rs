@@ -80,6 +80,9 @@ pub fn pack(
     })
 }
 
+/// Names with their sizes.
+type NamedSizes = Vec<(String, u64)>;
+
 /// Walks the project folder: what would be taken along.
 fn list(top: &Path, recurse: bool, limits: SnapshotLimits) -> Result<Walk, SnapshotError> {
     let mut walk = Walk {
@@ -97,7 +100,7 @@ fn list(top: &Path, recurse: bool, limits: SnapshotLimits) -> Result<Walk, Snaps
 fn archive(
     top: &Path,
     listed: Vec<(String, PathBuf, u64)>,
-) -> Result<(Vec<u8>, Vec<(String, u64)>), SnapshotError> {
+) -> Result<(Vec<u8>, NamedSizes), SnapshotError> {
     let top = Top::open(top)?;
     let mut tar = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::default()));
     let mut packed = Vec::with_capacity(listed.len());
@@ -316,7 +319,7 @@ mod tests {
         fs::remove_file(proj.join("pipe")).unwrap();
         rustix::fs::mknodat(
             rustix::fs::CWD,
-            &proj.join("pipe"),
+            proj.join("pipe"),
             rustix::fs::FileType::Fifo,
             rustix::fs::Mode::from_raw_mode(0o644),
             0,
