@@ -20,6 +20,12 @@ pub struct SnapshotLimits {
     pub max_file_bytes: u64,
     /// Entries walked at most (a runaway folder ends the walk, reported as left out).
     pub max_entries: usize,
+    /// The compressed archive's size past which packing stops ([`Snapshot::over_limit`]): a
+    /// hostile project must not make the server hold more than one request could carry.
+    pub max_archive_bytes: usize,
+    /// File bytes read at most (sparse or repetitive files compress to nearly nothing, and
+    /// still cost the server's CPU to read and compress).
+    pub max_read_bytes: u64,
 }
 
 /// A project folder, packed.
@@ -33,6 +39,10 @@ pub struct Snapshot {
     pub files: Vec<(String, u64)>,
     /// Files left behind for their size (name, size).
     pub too_large: Vec<(String, u64)>,
+    /// Packing stopped at [`SnapshotLimits::max_archive_bytes`] or
+    /// [`SnapshotLimits::max_read_bytes`]: the archive is cut and must not be sent; `files` lists
+    /// every file that would have gone.
+    pub over_limit: bool,
 }
 
 /// Why no snapshot was made.
@@ -71,12 +81,13 @@ pub fn pack(
         None => (root, relative.to_owned(), false),
     };
     let listed = list(&top, recurse, limits)?;
-    let (archive, files) = archive(&top, listed.files)?;
+    let (archive, files, over_limit) = archive(&top, listed.files, limits)?;
     Ok(Snapshot {
         archive,
         script: script_inside,
         files,
         too_large: listed.too_large,
+        over_limit,
     })
 }
 
@@ -95,18 +106,28 @@ fn list(top: &Path, recurse: bool, limits: SnapshotLimits) -> Result<Walk, Snaps
     Ok(walk)
 }
 
-/// Packs the listed files; returns the archive and the files in it with their sizes, largest
-/// first.
+/// Packs the listed files; returns the archive, the files in it with their sizes, largest first,
+/// and whether packing stopped at a limit (then the files are all the listed ones).
 fn archive(
     top: &Path,
     listed: Vec<(String, PathBuf, u64)>,
-) -> Result<(Vec<u8>, NamedSizes), SnapshotError> {
+    limits: SnapshotLimits,
+) -> Result<(Vec<u8>, NamedSizes, bool), SnapshotError> {
     let top = Top::open(top)?;
     let mut tar = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::default()));
     let mut packed = Vec::with_capacity(listed.len());
-    for (name, path, size) in listed {
+    let mut read = 0u64;
+    let mut over = false;
+    for (name, path, size) in &listed {
+        read = read.saturating_add(*size);
+        if read > limits.max_read_bytes || tar.get_ref().get_ref().len() > limits.max_archive_bytes
+        {
+            over = true;
+            break;
+        }
+        let (name, size) = (name.clone(), *size);
         // Swapped for a link, a pipe or a device since the walk, or gone: left behind.
-        let Some(file) = top.open_file(&name, &path) else {
+        let Some(file) = top.open_file(&name, path) else {
             continue;
         };
         let mut header = tar::Header::new_gnu();
@@ -125,8 +146,12 @@ fn archive(
     let mut gz = tar.into_inner()?;
     gz.flush()?;
     let archive = gz.finish()?;
+    if over || archive.len() > limits.max_archive_bytes {
+        over = true;
+        packed = listed.into_iter().map(|(n, _, s)| (n, s)).collect();
+    }
     packed.sort_by_key(|f| std::cmp::Reverse(f.1));
-    Ok((archive, packed))
+    Ok((archive, packed, over))
 }
 
 /// The project folder as the packing reads it. On Linux, a handle opened once: every file is
@@ -264,6 +289,8 @@ mod tests {
         let limits = SnapshotLimits {
             max_file_bytes: 1024,
             max_entries: 1000,
+            max_archive_bytes: 1 << 20,
+            max_read_bytes: 1 << 20,
         };
         let snap = pack(&proj.join("main.py"), "proj/main.py", limits).unwrap();
         assert_eq!(snap.script, "main.py");
@@ -309,6 +336,8 @@ mod tests {
         let limits = SnapshotLimits {
             max_file_bytes: 1024,
             max_entries: 1000,
+            max_archive_bytes: 1 << 20,
+            max_read_bytes: 1 << 20,
         };
         let listed = list(&proj, true, limits).unwrap();
 
@@ -328,7 +357,7 @@ mod tests {
 
         let (done, packed) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let _ = done.send(archive(&proj, listed.files).map(|(a, _)| a));
+            let _ = done.send(archive(&proj, listed.files, limits).map(|(a, ..)| a));
         });
         let archive = packed
             .recv_timeout(std::time::Duration::from_secs(10))
@@ -338,5 +367,67 @@ mod tests {
             let text = String::from_utf8_lossy(&data);
             assert!(!text.contains("HOST"), "{name} holds a host file: {text}");
         }
+    }
+
+    /// A project of many files that hardly compress, or of sparse files that compress to
+    /// nothing, stops the packing near the request limit instead of making the server read and
+    /// hold all of it.
+    #[test]
+    fn packing_stops_at_the_archive_and_read_limits() {
+        let root = tempfile::tempdir().unwrap();
+        let proj = root.path().join("proj");
+        fs::create_dir_all(&proj).unwrap();
+        fs::write(proj.join("main.py"), "print(1)").unwrap();
+        let mut noise = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..64 {
+            let data: Vec<u8> = (0..64 * 1024)
+                .map(|_| {
+                    noise ^= noise << 13;
+                    noise ^= noise >> 7;
+                    noise ^= noise << 17;
+                    noise as u8
+                })
+                .collect();
+            fs::write(proj.join(format!("noise{i:02}.bin")), data).unwrap();
+            let sparse = fs::File::create(proj.join(format!("zeros{i:02}.bin"))).unwrap();
+            sparse.set_len(1 << 20).unwrap();
+        }
+        let limits = SnapshotLimits {
+            max_file_bytes: 1 << 20,
+            max_entries: 1000,
+            max_archive_bytes: 256 * 1024,
+            max_read_bytes: 1 << 40,
+        };
+        let snap = pack(&proj.join("main.py"), "proj/main.py", limits).unwrap();
+        assert!(snap.over_limit);
+        assert!(snap.archive.len() < 512 * 1024, "{}", snap.archive.len());
+        assert_eq!(
+            snap.files.len(),
+            129,
+            "every file that would have gone is named"
+        );
+
+        fs::remove_file(proj.join("noise00.bin")).unwrap();
+        for i in 1..64 {
+            fs::remove_file(proj.join(format!("noise{i:02}.bin"))).unwrap();
+        }
+        let limits = SnapshotLimits {
+            max_archive_bytes: 1 << 30,
+            max_read_bytes: 8 << 20,
+            ..limits
+        };
+        let snap = pack(&proj.join("main.py"), "proj/main.py", limits).unwrap();
+        assert!(
+            snap.over_limit,
+            "64 MiB of zeros read past an 8 MiB read limit"
+        );
+
+        let limits = SnapshotLimits {
+            max_read_bytes: 1 << 30,
+            ..limits
+        };
+        let snap = pack(&proj.join("main.py"), "proj/main.py", limits).unwrap();
+        assert!(!snap.over_limit);
+        assert_eq!(names(&snap.archive).len(), 65);
     }
 }

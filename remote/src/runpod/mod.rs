@@ -26,6 +26,9 @@ pub const BACKEND: &str = "runpod";
 pub const MAX_REQUEST_BYTES: usize = 10_000_000;
 /// Files larger than this stay behind.
 pub const MAX_FILE_BYTES: u64 = 5 * 1024 * 1024;
+/// Project bytes read at most for one snapshot (a hundred times the request limit: past that,
+/// only degenerate data such as sparse files could still fit).
+const MAX_READ_BYTES: u64 = 100 * MAX_REQUEST_BYTES as u64;
 /// Entries of a project walked at most.
 const MAX_ENTRIES: usize = 20_000;
 /// What RunPod's execution timeout adds to the run's own (the worker kills the script at the
@@ -83,6 +86,8 @@ impl RunPod {
         let limits = SnapshotLimits {
             max_file_bytes: MAX_FILE_BYTES,
             max_entries: MAX_ENTRIES,
+            max_archive_bytes: MAX_REQUEST_BYTES,
+            max_read_bytes: MAX_READ_BYTES,
         };
         let packed = tokio::task::spawn_blocking(move || snapshot::pack(&path, &relative, limits))
             .await
@@ -101,7 +106,7 @@ impl RunPod {
             },
         });
         let body = serde_json::to_vec(&body).map_err(|e| PrepareError::Encode(e.to_string()))?;
-        if body.len() > MAX_REQUEST_BYTES {
+        if packed.over_limit || body.len() > MAX_REQUEST_BYTES {
             return Err(PrepareError::TooLarge {
                 bytes: body.len(),
                 limit: MAX_REQUEST_BYTES,
