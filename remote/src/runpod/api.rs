@@ -34,6 +34,10 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 /// has run: the run's own limit is added).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The longest answer read: RunPod's results are capped far below (its documented 20 MB for a
+/// job's output), room is left for the base64 of artifacts.
+const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+
 /// Why a call failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
@@ -216,10 +220,7 @@ impl RunPodApi {
             .await
             .map_err(|e| ApiError::Unreachable(e.without_url().to_string()))?;
         let status = response.status();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| ApiError::Unreachable(e.without_url().to_string()))?;
+        let bytes = read_capped(response).await?;
         if !status.is_success() {
             return Err(ApiError::Refused {
                 status: status.as_u16(),
@@ -228,6 +229,35 @@ impl RunPodApi {
         }
         serde_json::from_slice(&bytes).map_err(|e| ApiError::BadAnswer(e.to_string()))
     }
+}
+
+/// An answer's body, refused past [`MAX_ANSWER_BYTES`]: a hostile or broken endpoint must not
+/// make the server hold an endless body.
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, ApiError> {
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+    {
+        return Err(too_long());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| ApiError::Unreachable(e.without_url().to_string()))?
+    {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(too_long());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn too_long() -> ApiError {
+    ApiError::BadAnswer(format!(
+        "the answer is longer than {MAX_ANSWER_BYTES} bytes"
+    ))
 }
 
 /// A job id as a path segment: RunPod's ids are letters, digits and dashes; anything else from
@@ -304,5 +334,33 @@ mod tests {
 
     fn words_of_plain() -> String {
         words(StatusCode::SERVICE_UNAVAILABLE, b"")
+    }
+
+    /// A hostile endpoint that answers with an endless body: the call ends with a clear error
+    /// and the server holds at most the answer limit.
+    #[tokio::test]
+    async fn an_endless_answer_is_refused_not_held() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut request = [0u8; 4096];
+                    let _ = conn.read(&mut request).await;
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n";
+                    let _ = conn.write_all(head.as_bytes()).await;
+                    let block = vec![b' '; 1 << 20];
+                    while conn.write_all(&block).await.is_ok() {}
+                });
+            }
+        });
+        let api = RunPodApi::new(&base, "key", PollMethod::Get).unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(60), api.health())
+            .await
+            .expect("an endless answer is read on and on");
+        let e = answer.unwrap_err();
+        assert!(matches!(e, ApiError::BadAnswer(_)), "{e}");
+        assert!(e.to_string().contains("longer than"), "{e}");
     }
 }
