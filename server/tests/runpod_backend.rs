@@ -111,3 +111,58 @@ fn a_runpod_endpoint_without_its_key_stops_the_server_with_a_hint() {
     );
     assert!(stderr.contains("docs/runpod.md"), "{stderr}");
 }
+
+/// A local run on a server holding the key hunts for it in every process's environment and
+/// command line it can see (the server's own, its parent's): the sandbox shows it none.
+#[test]
+fn a_local_run_finds_the_key_in_no_process_it_can_see() {
+    let hunt = r#"
+import os, sys
+found = []
+try:
+    pids = os.listdir("/proc")
+except OSError:
+    pids = []
+for pid in pids:
+    if not pid.isdigit():
+        continue
+    for what in ("environ", "cmdline"):
+        try:
+            data = open(f"/proc/{pid}/{what}", "rb").read()
+        except Exception:
+            continue
+        if KEY.encode() in data:
+            found.append(f"{pid}/{what}")
+for name in (f"/proc/{os.getppid()}/environ", "/proc/1/environ", "/proc/self/environ"):
+    try:
+        if KEY.encode() in open(name, "rb").read():
+            found.append(name)
+    except Exception:
+        pass
+print("FOUND" if found else "CLEAN", found)
+"#
+    .replace("KEY", &format!("{KEY:?}"));
+    let projects = TempProjects::named("runpod-hunt").file("hunt.py", &hunt);
+    let mut server = with_runpod(&projects);
+    let ran = server.call("run_python", json!({"file_name": "hunt.py"}));
+    let text = ran.to_string();
+    assert!(!text.contains(KEY), "{text}");
+    assert_eq!(ran["structuredContent"]["exit_code"], 0, "{ran}");
+    let stdout = ran["structuredContent"]["stdout"].as_str().unwrap();
+    assert!(stdout.starts_with("CLEAN"), "{stdout}");
+
+    for backend in [
+        "RunPod",
+        "runpod ",
+        "runpod\u{0}",
+        "local,runpod",
+        "../runpod",
+    ] {
+        let refused = server.call(
+            "run_python",
+            json!({"file_name": "hunt.py", "backend": backend}),
+        );
+        assert_eq!(refused["isError"], true, "{backend:?}: {refused}");
+        assert!(!refused.to_string().contains(KEY), "{refused}");
+    }
+}

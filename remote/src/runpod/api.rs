@@ -101,6 +101,9 @@ pub struct RunPodApi {
     /// The endpoint's base URL, without a trailing slash.
     base: String,
     poll: PollMethod,
+    /// The key, only to blank it out of answers: an endpoint (or whatever `--runpod-api-url`
+    /// names) that echoes the request's headers must not put it in a result or an error.
+    key: std::sync::Arc<[u8]>,
 }
 
 impl std::fmt::Debug for RunPodApi {
@@ -122,6 +125,8 @@ impl RunPodApi {
         headers.insert(AUTHORIZATION, auth);
         let http = reqwest::Client::builder()
             .default_headers(headers)
+            // RunPod's API does not redirect; a redirect would carry the key elsewhere.
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| ApiError::Unreachable(e.without_url().to_string()))?;
@@ -129,6 +134,7 @@ impl RunPodApi {
             http,
             base: base.trim_end_matches('/').to_owned(),
             poll,
+            key: key.as_bytes().into(),
         })
     }
 
@@ -220,7 +226,7 @@ impl RunPodApi {
             .await
             .map_err(|e| ApiError::Unreachable(e.without_url().to_string()))?;
         let status = response.status();
-        let bytes = read_capped(response).await?;
+        let bytes = blank_key(read_capped(response).await?, &self.key);
         if !status.is_success() {
             return Err(ApiError::Refused {
                 status: status.as_u16(),
@@ -252,6 +258,25 @@ async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, ApiErro
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// The answer with every copy of the key replaced by its name.
+fn blank_key(body: Vec<u8>, key: &[u8]) -> Vec<u8> {
+    if key.is_empty() || !body.windows(key.len()).any(|w| w == key) {
+        return body;
+    }
+    let mut out = Vec::with_capacity(body.len());
+    let mut rest = &body[..];
+    while !rest.is_empty() {
+        if rest.starts_with(key) {
+            out.extend_from_slice(b"[RUNPOD_API_KEY]");
+            rest = &rest[key.len()..];
+        } else {
+            out.push(rest[0]);
+            rest = &rest[1..];
+        }
+    }
+    out
 }
 
 fn too_long() -> ApiError {
@@ -362,5 +387,61 @@ mod tests {
         let e = answer.unwrap_err();
         assert!(matches!(e, ApiError::BadAnswer(_)), "{e}");
         assert!(e.to_string().contains("longer than"), "{e}");
+    }
+
+    /// Something at the API URL that echoes the request (its headers, the key among them) in
+    /// an error and in a health answer: neither the error nor the answer holds the key, and a
+    /// redirect is not followed with it.
+    #[tokio::test]
+    async fn an_answer_that_echoes_the_key_back_does_not_carry_it_further() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        const KEY: &str = "rpa_ECHOED_KEY_0123456789";
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let log = std::sync::Arc::clone(&seen);
+        let here = base.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut request = vec![0u8; 8192];
+                let n = conn.read(&mut request).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&request[..n]).into_owned();
+                log.lock().unwrap().push(request.clone());
+                let line = request.lines().next().unwrap_or_default().to_owned();
+                let headers: String = request
+                    .lines()
+                    .filter(|l| l.to_ascii_lowercase().starts_with("authorization"))
+                    .collect();
+                let (status, body) = if line.contains("/health") {
+                    (
+                        "200 OK",
+                        serde_json::json!({"workers": {"idle": 1}, "echo": headers}),
+                    )
+                } else if line.contains("/status/") {
+                    ("302 Found", serde_json::json!({}))
+                } else {
+                    ("400 Bad Request", serde_json::json!({"error": headers}))
+                };
+                let body = body.to_string();
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\nlocation: {here}/health\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(answer.as_bytes()).await;
+            }
+        });
+        let api = RunPodApi::new(&base, KEY, PollMethod::Get).unwrap();
+        let refused = api.submit(b"{}".to_vec()).await.unwrap_err().to_string();
+        assert!(!refused.contains(KEY), "{refused}");
+        assert!(
+            refused.contains("[RUNPOD_API_KEY]"),
+            "the echo came back: {refused}"
+        );
+        let health = api.health().await.unwrap().to_string();
+        assert!(!health.contains(KEY), "{health}");
+        let redirected = api.status("job-1").await;
+        assert!(redirected.is_err(), "{redirected:?}");
+        let requests = seen.lock().unwrap().clone();
+        assert_eq!(requests.len(), 3, "the redirect was followed: {requests:?}");
     }
 }
