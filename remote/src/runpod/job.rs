@@ -175,7 +175,10 @@ impl Job {
             "TIMED_OUT" => {
                 RunEnd::Finished(ended(started, live, End::default(), None, Ending::TimedOut))
             }
-            _ => RunEnd::Failed(format!("the RunPod job failed: {}", answer.error_words())),
+            _ => RunEnd::Failed(format!(
+                "the RunPod job failed: {}",
+                plain_words(&answer.error_words())
+            )),
         }
     }
 }
@@ -229,6 +232,29 @@ fn take_chunks(live: &LiveOutput, stream: Vec<Value>) -> Option<End> {
     end
 }
 
+/// RunPod's (or the worker's) words for a failure as a result can show them: lines kept, other
+/// control characters (terminal escapes) blanked, at most [`MAX_ERROR_CHARS`] characters.
+fn plain_words(words: &str) -> String {
+    let mut plain: String = words
+        .chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                ' '
+            } else {
+                c
+            }
+        })
+        .take(MAX_ERROR_CHARS)
+        .collect();
+    if words.chars().nth(MAX_ERROR_CHARS).is_some() {
+        plain.push_str(" [cut]");
+    }
+    plain
+}
+
+/// The longest failure text kept (a traceback's worth).
+const MAX_ERROR_CHARS: usize = 4000;
+
 /// The end chunk in a job's final output (RunPod aggregates a generator's outputs as a list).
 fn find_end(output: &Value) -> Option<End> {
     let items = match output {
@@ -242,9 +268,12 @@ fn find_end(output: &Value) -> Option<End> {
         .map(|end| serde_json::from_value(end.clone()).unwrap_or_default())
 }
 
+/// The returned files, at most as many as the artifact store would look at: a worker that
+/// returns millions of empty files must not make the server write them all first.
 fn end_files(end: &End) -> Vec<(String, Vec<u8>)> {
     end.artifacts
         .iter()
+        .take(pyrun_run::artifacts::MAX_ENTRIES)
         .filter_map(|file| {
             let data = base64::engine::general_purpose::STANDARD
                 .decode(&file.data)
@@ -328,5 +357,34 @@ mod tests {
         for bad in ["../etc/passwd", "a/../../b", "/abs", "a//b", "a\\b", "."] {
             assert_eq!(inside(dir, bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_workers_failure_words_reach_the_result_without_escapes_and_cut_short() {
+        let hostile = format!(
+            "Traceback\n\u{1b}[2J\u{1b}]0;owned\u{7}\r{}",
+            "x".repeat(1 << 20)
+        );
+        let plain = plain_words(&hostile);
+        assert!(plain.starts_with("Traceback\n"), "{}", &plain[..40]);
+        assert!(
+            !plain.chars().any(|c| c.is_control() && c != '\n'),
+            "{}",
+            &plain[..40]
+        );
+        assert!(
+            plain.len() < 5000 && plain.ends_with("[cut]"),
+            "{}",
+            plain.len()
+        );
+    }
+
+    #[test]
+    fn a_worker_returning_a_flood_of_files_has_at_most_the_stores_limit_written() {
+        let files: Vec<Value> = (0..pyrun_run::artifacts::MAX_ENTRIES + 500)
+            .map(|i| json!({"name": format!("f{i}"), "data": ""}))
+            .collect();
+        let end: End = serde_json::from_value(json!({"exit_code": 0, "artifacts": files})).unwrap();
+        assert_eq!(end_files(&end).len(), pyrun_run::artifacts::MAX_ENTRIES);
     }
 }
