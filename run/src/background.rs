@@ -303,10 +303,19 @@ impl BackgroundRuns {
         let record = self.register(owner, kind, request, listed, backend)?;
         let artifacts = self.artifact_target(&record);
         let running = record.clone();
+        // The server's shutdown cancels the job too: a job left behind on the engine runs (and
+        // is billed) until its own time limit.
+        let shutdown = self.runner.shutdown_token().clone();
         tokio::spawn(async move {
-            let end = run
-                .drive(running.live.clone(), running.cancel.clone(), artifacts)
-                .await;
+            let drive = run.drive(running.live.clone(), running.cancel.clone(), artifacts);
+            tokio::pin!(drive);
+            let end = tokio::select! {
+                end = &mut drive => end,
+                () = shutdown.cancelled() => {
+                    running.cancel.cancel();
+                    drive.await
+                }
+            };
             running.finish(end);
         });
         Ok(record)

@@ -451,3 +451,53 @@ fn our_client_cli_runs_a_file_on_runpod_and_saves_its_artifact() {
         "made on the worker"
     );
 }
+
+/// A remote run still going when the server shuts down: its job is cancelled on RunPod before
+/// the server exits (else it runs, and is billed, until its own time limit), and the shutdown
+/// does not wait for the job.
+#[test]
+fn a_remote_run_still_going_at_shutdown_has_its_job_cancelled() {
+    let standin = cloud_standin(KEY);
+    let projects = projects();
+    let api_url = format!("{}/v2/{{endpoint}}", standin.url());
+    let mut server = pyrun_mcp_tests::StdioServer::start_with_env(
+        projects.path(),
+        &["--runpod-endpoint", "ep-test", "--runpod-api-url", &api_url],
+        None,
+        &[(KEY_VAR, KEY)],
+    );
+    let started = server.call(
+        "start_python",
+        json!({"file_name": "gpu/slow.py", "backend": "runpod"}),
+    );
+    let run_id = started["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let seen = server.call("get_run", json!({"run_id": run_id}));
+        if seen.to_string().contains("tick 1") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{seen}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let closing = std::time::Instant::now();
+    let status = server.close();
+    assert!(status.success(), "{status}");
+    assert!(
+        closing.elapsed() < std::time::Duration::from_secs(8),
+        "{:?}",
+        closing.elapsed()
+    );
+    let requests = standin.requests();
+    assert!(
+        requests.iter().any(|r| r["method"] == "POST"
+            && r["path"]
+                .as_str()
+                .unwrap()
+                .starts_with("/v2/ep-test/cancel/standin-")),
+        "the job was left running: {requests:?}"
+    );
+}
