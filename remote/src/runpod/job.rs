@@ -23,6 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::api::{JobAnswer, RunPodApi};
 
+/// How long a submit in flight when the run is cancelled may still take to name its job.
+const SUBMIT_SETTLE: Duration = Duration::from_secs(10);
 /// The pause between two stream calls that brought nothing.
 const POLL_EVERY: Duration = Duration::from_millis(250);
 /// How long after its own limit a job that never ends is given up on (queueing included).
@@ -81,9 +83,20 @@ impl Job {
         if let Some(note) = &self.note {
             live.append(Stream::Stderr, note.as_bytes());
         }
+        let submit = self.api.submit(std::mem::take(&mut self.body));
+        tokio::pin!(submit);
         let submitted = tokio::select! {
-            answer = self.api.submit(std::mem::take(&mut self.body)) => answer,
-            () = cancel.cancelled() => return RunEnd::Finished(ended(started, &live, End::default(), None, Ending::Cancelled)),
+            answer = &mut submit => answer,
+            () = cancel.cancelled() => {
+                // The request may have been taken already: its job is cancelled once its id
+                // is known, rather than left to run (and be billed) on the engine.
+                if let Ok(Ok(answer)) = tokio::time::timeout(SUBMIT_SETTLE, &mut submit).await {
+                    if let Err(e) = self.api.cancel(&answer.id).await {
+                        tracing::warn!(job_id = %answer.id, %e, "RunPod job not cancelled");
+                    }
+                }
+                return RunEnd::Finished(ended(started, &live, End::default(), None, Ending::Cancelled));
+            }
         };
         let id = match submitted {
             // The SDK's local server runs a job as soon as it is asked for; RunPod's cloud
@@ -386,5 +399,73 @@ mod tests {
             .collect();
         let end: End = serde_json::from_value(json!({"exit_code": 0, "artifacts": files})).unwrap();
         assert_eq!(end_files(&end).len(), pyrun_run::artifacts::MAX_ENTRIES);
+    }
+
+    /// A run cancelled while its submit is still in flight: once the engine names the job, the
+    /// job is cancelled there, not left running.
+    #[tokio::test]
+    async fn a_run_cancelled_while_its_submit_is_in_flight_has_its_job_cancelled() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (seen, mut paths) = tokio::sync::mpsc::unbounded_channel::<String>();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut request = vec![0u8; 1 << 16];
+                    let n = conn.read(&mut request).await.unwrap_or(0);
+                    let text = String::from_utf8_lossy(&request[..n]).into_owned();
+                    let path = text.split(' ').nth(1).unwrap_or_default().to_owned();
+                    let _ = seen.send(path.clone());
+                    if path == "/run" {
+                        tokio::time::sleep(Duration::from_millis(800)).await;
+                    }
+                    let body = r#"{"id": "job-7", "status": "IN_QUEUE"}"#;
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = conn.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        let store = tempfile::tempdir().unwrap();
+        let target = ArtifactTarget {
+            store: Arc::new(
+                pyrun_run::artifacts::ArtifactStore::new(
+                    store.path().to_owned(),
+                    pyrun_run::artifacts::ArtifactLimits::default(),
+                )
+                .unwrap(),
+            ),
+            run_id: "r1".into(),
+            owner: "o".into(),
+            retention: Duration::from_secs(60),
+        };
+        let job = Box::new(Job {
+            api: RunPodApi::new(&base, "key", super::super::api::PollMethod::Get).unwrap(),
+            body: b"{}".to_vec(),
+            timeout: Duration::from_secs(60),
+            note: None,
+        });
+        let cancel = CancellationToken::new();
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            stop.cancel();
+        });
+        let end = job
+            .drive(Arc::new(LiveOutput::new(1024)), cancel, target)
+            .await;
+        assert!(
+            matches!(&end, RunEnd::Finished(outcome) if outcome.cancelled),
+            "the run ends cancelled"
+        );
+        let mut all = Vec::new();
+        while let Ok(path) = paths.try_recv() {
+            all.push(path);
+        }
+        assert_eq!(all, ["/run", "/cancel/job-7"], "the job was left running");
     }
 }
