@@ -166,3 +166,34 @@ print("FOUND" if found else "CLEAN", found)
         assert!(!refused.to_string().contains(KEY), "{refused}");
     }
 }
+
+/// A run that tries to plant a hard link to a host file in its project (which a later snapshot
+/// would pack as a plain file and send to RunPod): the sandbox refuses every one.
+#[test]
+fn a_run_cannot_hard_link_a_host_file_into_its_project() {
+    let plant = r#"
+import os
+made = []
+for target in ("/etc/passwd", "/etc/shadow", "/etc/hostname", "/usr/bin/env"):
+    name = "planted_" + os.path.basename(target)
+    try:
+        os.link(target, name)
+        made.append(target)
+    except OSError as e:
+        pass
+print("MADE" if made else "NONE", made)
+"#;
+    let projects = TempProjects::named("runpod-hardlink").file("proj/plant.py", plant);
+    let mut server = with_runpod(&projects);
+    let ran = server.call("run_python", json!({"file_name": "proj/plant.py"}));
+    assert_eq!(ran["structuredContent"]["exit_code"], 0, "{ran}");
+    let stdout = ran["structuredContent"]["stdout"].as_str().unwrap();
+    assert!(stdout.starts_with("NONE"), "{stdout}");
+    let left: Vec<_> = std::fs::read_dir(projects.path().join("proj"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("planted_"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
