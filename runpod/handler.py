@@ -53,6 +53,49 @@ def scrubbed_env(work, output_dir):
     return env
 
 
+def become_subreaper():
+    """Makes the orphans of a script (a daemon that left its process group by a new session)
+    the handler's children rather than init's, so that reap_leftovers finds them (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def reap_leftovers():
+    """Kills and reaps every process still a child of the handler once a job's script has
+    ended: nothing of a job may live on into the next one's (it could read its project)."""
+    me = os.getpid()
+    for _ in range(100):
+        left = []
+        for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[-1].split()
+            except OSError:
+                continue
+            if len(fields) > 1 and fields[1] == str(me):
+                left.append(int(entry))
+        if not left:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in left:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
 def unpack(snapshot_b64, dest):
     data = base64.b64decode(snapshot_b64)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
@@ -180,6 +223,8 @@ def follow(proc, started, timeout, max_output, output_dir):
     except OSError:
         pass
     exit_code = proc.wait()
+    # Before the artifacts are read: a daemon left behind could otherwise swap them for links.
+    reap_leftovers()
     selector.close()
     for name, decoder in decoders.items():
         pending[name].append(decoder.decode(b"", final=True))
@@ -200,4 +245,5 @@ def follow(proc, started, timeout, max_output, output_dir):
 
 
 if __name__ == "__main__":
+    become_subreaper()
     runpod.serverless.start({"handler": handler})

@@ -501,3 +501,72 @@ fn a_remote_run_still_going_at_shutdown_has_its_job_cancelled() {
         "the job was left running: {requests:?}"
     );
 }
+
+/// A script that leaves a daemon behind (fork, new session, fork: out of the process group the
+/// worker kills) and ends: once its run has ended, nothing of it still runs on the worker,
+/// where it could read the next jobs' projects.
+#[test]
+fn a_daemon_a_script_leaves_behind_does_not_outlive_its_job_on_the_worker() {
+    const DAEMON: &str = r#"
+import os, sys, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        for fd in (0, 1, 2):
+            os.close(fd)
+        os.write(w, str(os.getpid()).encode())
+        os.close(w)
+        time.sleep(120)
+    os._exit(0)
+os.close(w)
+print("daemon", os.read(r, 32).decode(), flush=True)
+"#;
+    let worker = worker();
+    let projects = TempProjects::named("runpod-daemon").file("gpu/daemon.py", DAEMON);
+    let mut server = pyrun_mcp_tests::StdioServer::start_with_env(
+        projects.path(),
+        &[
+            "--runpod-endpoint",
+            "ep-test",
+            "--runpod-api-url",
+            &worker.url(),
+            "--runpod-poll",
+            "post",
+        ],
+        None,
+        &[(KEY_VAR, KEY)],
+    );
+    let ran = server.call(
+        "run_python",
+        json!({"file_name": "gpu/daemon.py", "backend": "runpod"}),
+    );
+    let stdout = ran["structuredContent"]["stdout"]
+        .as_str()
+        .unwrap_or_default();
+    let pid: u32 = stdout
+        .trim()
+        .strip_prefix("daemon ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{ran}"));
+    let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    // A dead process is gone, or a zombie until it is reaped.
+    let alive = || {
+        std::fs::read_to_string(proc_dir.join("stat")).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|s| !s.trim_start().starts_with('Z'))
+        })
+    };
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let still = alive();
+    if still {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert!(!still, "the daemon {pid} outlived its job on the worker");
+}
