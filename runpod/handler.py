@@ -53,15 +53,20 @@ def scrubbed_env(work, output_dir):
     return env
 
 
-def become_subreaper():
-    """Makes the orphans of a script (a daemon that left its process group by a new session)
-    the handler's children rather than init's, so that reap_leftovers finds them (Linux)."""
+def harden_handler():
+    """Linux, before the SDK starts. Makes the orphans of a script (a daemon that left its
+    process group by a new session) the handler's children rather than init's, so that
+    reap_leftovers finds them; and makes the handler not dumpable, so that a script running as
+    the same user cannot read the handler's environment (the worker's RUNPOD_* keys) or memory
+    through /proc."""
     if not sys.platform.startswith("linux"):
         return
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE: 0
     except (OSError, AttributeError):
         pass
 
@@ -245,5 +250,5 @@ def follow(proc, started, timeout, max_output, output_dir):
 
 
 if __name__ == "__main__":
-    become_subreaper()
+    harden_handler()
     runpod.serverless.start({"handler": handler})
