@@ -442,6 +442,30 @@ impl BackgroundRuns {
 
     /// Puts a new record in the registry when there is room for it, made if need be from its
     /// owner's oldest run whose end the owner has seen.
+    /// Whether `owner` could start a run now (asked again when it starts): a remote run asks
+    /// before its project is packed, so that a caller at its quota costs the server no snapshot.
+    pub fn has_room(&self, owner: &str) -> Result<(), StartError> {
+        let mut runs = self.lock();
+        let dropped = self.sweep(&mut runs);
+        let mine = runs.values().filter(|r| r.owner == owner).count();
+        // The caller's oldest run whose end it has seen would make room (see `admit`).
+        let spare = usize::from(
+            runs.values()
+                .any(|r| r.owner == owner && r.end_seen.load(Ordering::Relaxed)),
+        );
+        let (max, per_caller) = (self.settings.max_runs, self.settings.max_per_caller);
+        let verdict = if mine - spare >= per_caller {
+            Err(StartError::CallerFull { max: per_caller })
+        } else if runs.len() - spare >= max {
+            Err(StartError::Full { max })
+        } else {
+            Ok(())
+        };
+        drop(runs);
+        self.forget_all(&dropped);
+        verdict
+    }
+
     fn admit(&self, record: &Arc<RunRecord>) -> Result<(), StartError> {
         let owner = record.owner.as_str();
         let mut runs = self.lock();

@@ -197,3 +197,54 @@ print("MADE" if made else "NONE", made)
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A caller at its background-run quota asks for a remote run of a big project: refused for
+/// its quota before anything of the project is read and packed (else each refused call still
+/// costs the server a snapshot).
+#[test]
+fn a_caller_at_its_quota_is_refused_before_its_project_is_packed() {
+    // Random bytes hardly compress: 3 files under the per-file cap, over RunPod's 10 MB.
+    let noise = |seed: u64| {
+        let mut x = seed | 1;
+        (0..4_500_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect::<Vec<u8>>()
+    };
+    let projects = TempProjects::named("runpod-quota")
+        .file("slow.py", "import time\ntime.sleep(60)")
+        .file("big/main.py", "print(1)")
+        .file("big/a.bin", noise(1))
+        .file("big/b.bin", noise(2))
+        .file("big/c.bin", noise(3));
+    let mut server = StdioServer::start_with_env(
+        projects.path(),
+        &[
+            "--runpod-endpoint",
+            "ep-1",
+            "--runpod-api-url",
+            "http://127.0.0.1:1",
+            "--max-background-runs-per-caller",
+            "1",
+        ],
+        None,
+        &[(KEY_VAR, KEY)],
+    );
+    let slow = server.call("start_python", json!({"file_name": "slow.py"}));
+    assert!(slow["structuredContent"]["run_id"].is_string(), "{slow}");
+    let refused = server.call(
+        "start_python",
+        json!({"file_name": "big/main.py", "backend": "runpod"}),
+    );
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = refused["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("--max-background-runs-per-caller"), "{text}");
+    assert!(
+        !text.contains("too large"),
+        "the project was packed first: {text}"
+    );
+}

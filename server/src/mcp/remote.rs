@@ -95,6 +95,10 @@ impl PyRunServer {
             timeout,
             max_output: self.app.runner.max_output(),
         };
+        self.app
+            .runs
+            .has_room(&owner.key())
+            .map_err(|e| runs_full(e, self.app.runs.settings()))?;
         let job = runpod.prepare(script, spec).await?;
         let request = BackgroundRequest {
             script: script.clone(),
