@@ -39,4 +39,5 @@ mod sessions;
 mod startup;
 mod stdio;
 mod stdio_paths;
+mod venv_bytecode;
 mod write_scope;
