@@ -44,6 +44,10 @@ const OWNER: &str = ".pyrun-owner";
 /// A compile that takes longer is stopped (a huge venv on a loaded machine: the rest compiles
 /// at the next fill, skipping what is done).
 const COMPILE_TIMEOUT: Duration = Duration::from_secs(600);
+/// A venv's runs within this long of its last look are not looked at again.
+const LOOK_AGAIN: Duration = Duration::from_secs(2);
+/// Venvs remembered at most (their last look and fingerprint).
+const REMEMBERED: usize = 256;
 /// How deep the sweep looks for venv caches below the cache's projects folder.
 const SWEEP_DEPTH: usize = 16;
 
@@ -125,6 +129,8 @@ pub struct VenvBytecode {
 struct Worker {
     sandboxes: HashMap<PathBuf, Arc<Sandbox>>,
     seen: HashMap<PathBuf, u64>,
+    /// When each venv was last looked at.
+    looked: HashMap<PathBuf, Instant>,
     /// The venvs' folder this server owns, once checked.
     owner_checked: Option<PathBuf>,
     /// Said once: another server owns it.
@@ -200,7 +206,19 @@ impl Worker {
         if !self.owns(&root, projects) {
             return;
         }
-        // A few folders read: cheap enough for each batch of runs.
+        // Runs in a row need no second look: a change shows at the next look a moment later.
+        let now = Instant::now();
+        if let Some(last) = self.looked.get(&job.venv) {
+            if now.duration_since(*last) < LOOK_AGAIN {
+                return;
+            }
+        }
+        // Runs can make many venvs: what is remembered of them starts over beyond a bound.
+        if self.looked.len() >= REMEMBERED {
+            self.looked.clear();
+            self.seen.clear();
+        }
+        self.looked.insert(job.venv.clone(), now);
         sweep(&root, &mut self.seen);
         let Some(print) = fingerprint(job) else {
             return;
