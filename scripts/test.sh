@@ -89,7 +89,7 @@ check_layer_deps() {
 # need lives in a shared module (reply, call, …); only the handler names them all. A room is named
 # in `use`/paths as `super::ROOM` or `crate::mcp::ROOM`.
 check_rooms() {
-    local rooms='run|background|inline|sessions|packages|tasks|resources|prompts|artifacts'
+    local rooms='run|background|inline|sessions|packages|tasks|resources|prompts|artifacts|backends'
     local room file found=0
     for file in server/src/mcp/*.rs server/src/mcp/*/*.rs; do
         # The handler composes the rooms: it may name them all.
@@ -134,7 +134,7 @@ check_architecture_paths() {
     local path missing=0 named=0
     # Backtick-quoted paths under a top-level folder of the repository (Markdown backticks).
     # shellcheck disable=SC2016
-    local pattern='[`](api|sandbox|run|server|client|tests|bench|scripts|python_projects|docs)/[^` ]*[`]'
+    local pattern='[`](api|sandbox|run|remote|runpod|server|client|tests|bench|scripts|python_projects|docs)/[^` ]*[`]'
     while read -r path; do
         named=$((named + 1))
         if [[ ! -e $path ]]; then
@@ -275,6 +275,7 @@ step "cargo fmt --check" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 step "pyrun-sandbox dependencies" check_layer_deps pyrun-sandbox 'tokio|clap|rmcp|axum|hyper|http|serde_json|reqwest'
 step "pyrun-run dependencies" check_layer_deps pyrun-run 'rmcp|rmcp-macros|axum|hyper|http|clap|reqwest|schemars'
+step "pyrun-remote dependencies" check_layer_deps pyrun-remote 'rmcp|rmcp-macros|axum|clap|schemars|pyrun-mcp-server'
 step "pyrun-api dependencies" check_layer_deps pyrun-api 'libc|tokio|pyrun-sandbox|landlock|rustix'
 step "pyrun-mcp-client dependencies" check_layer_deps pyrun-mcp-client 'pyrun-sandbox|pyrun-run|pyrun-mcp-server|landlock'
 step "MCP tool rooms" check_rooms

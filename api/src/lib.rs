@@ -272,6 +272,11 @@ pub struct RunSummary {
     /// `background` (start_python, or a run_python handed over) or `task` (an MCP task).
     #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub kind: RunKind,
+    /// Where it runs, when not on the server's machine (`runpod`); absent for local runs. Not
+    /// in the output schema: a server without a remote backend lists the tools it always did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(skip))]
+    pub backend: Option<String>,
 }
 
 /// The caller's runs, newest first.

@@ -13,6 +13,8 @@
 //! nobody asks). Nothing survives a restart.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
@@ -64,6 +66,21 @@ pub struct BackgroundRequest {
     pub python: Option<Arc<PythonEnv>>,
 }
 
+/// The backend of a run the server's own runner executes.
+pub const LOCAL_BACKEND: &str = "local";
+
+/// A run executed somewhere else than by this server's runner (a remote engine), prepared and
+/// checked before it is registered: driven, it fills the record's live output, stops when `cancel`
+/// fires, keeps the files it brought back through `artifacts` and returns how the run ended.
+pub trait RemoteRun: Send {
+    fn drive(
+        self: Box<Self>,
+        live: Arc<LiveOutput>,
+        cancel: CancellationToken,
+        artifacts: ArtifactTarget,
+    ) -> Pin<Box<dyn Future<Output = RunEnd> + Send>>;
+}
+
 /// One run and what is known of it.
 #[derive(Debug)]
 pub struct RunRecord {
@@ -86,6 +103,8 @@ pub struct RunRecord {
     task_id: OnceLock<String>,
     /// The environment it runs in (`None`: the runner's interpreter).
     pub python: Option<Arc<PythonEnv>>,
+    /// Where it runs: [`LOCAL_BACKEND`] or a remote backend's name.
+    pub backend: &'static str,
 }
 
 impl RunRecord {
@@ -264,6 +283,53 @@ impl BackgroundRuns {
         request: BackgroundRequest,
         listed: bool,
     ) -> Result<Arc<RunRecord>, StartError> {
+        let record = self.register(owner, kind, &request, listed, LOCAL_BACKEND)?;
+        self.spawn_local(&record, request);
+        Ok(record)
+    }
+
+    /// Starts a run of a remote backend (`backend` names it) for `owner`, under the same
+    /// limits, owner rules and retention as a local one; `request` says what runs (its pool
+    /// and interpreter are the remote side's business).
+    pub fn start_remote(
+        &self,
+        owner: &str,
+        kind: RunKind,
+        request: &BackgroundRequest,
+        listed: bool,
+        backend: &'static str,
+        run: Box<dyn RemoteRun>,
+    ) -> Result<Arc<RunRecord>, StartError> {
+        let record = self.register(owner, kind, request, listed, backend)?;
+        let artifacts = self.artifact_target(&record);
+        let running = record.clone();
+        tokio::spawn(async move {
+            let end = run
+                .drive(running.live.clone(), running.cancel.clone(), artifacts)
+                .await;
+            running.finish(end);
+        });
+        Ok(record)
+    }
+
+    fn artifact_target(&self, record: &RunRecord) -> ArtifactTarget {
+        ArtifactTarget {
+            store: self.artifacts.clone(),
+            run_id: record.id.clone(),
+            owner: record.owner.clone(),
+            retention: self.settings.retention,
+        }
+    }
+
+    /// Makes the record and takes its place in the registry (or says why there is none).
+    fn register(
+        &self,
+        owner: &str,
+        kind: RunKind,
+        request: &BackgroundRequest,
+        listed: bool,
+        backend: &'static str,
+    ) -> Result<Arc<RunRecord>, StartError> {
         let id = new_run_id().map_err(|_| StartError::NoRunId)?;
         let record = Arc::new(RunRecord {
             id,
@@ -279,17 +345,18 @@ impl BackgroundRuns {
             end_seen: AtomicBool::new(false),
             task_id: OnceLock::new(),
             python: request.python.clone(),
+            backend,
         });
         self.admit(&record)?;
+        Ok(record)
+    }
+
+    /// Runs a registered record with the server's own runner.
+    fn spawn_local(&self, record: &Arc<RunRecord>, request: BackgroundRequest) {
         let runner = self.runner.clone();
         let describe = self.describe;
         let running = record.clone();
-        let artifacts = ArtifactTarget {
-            store: self.artifacts.clone(),
-            run_id: record.id.clone(),
-            owner: record.owner.clone(),
-            retention: self.settings.retention,
-        };
+        let artifacts = self.artifact_target(record);
         tokio::spawn(async move {
             let req = RunRequest {
                 live: Some(running.live.clone()),
@@ -326,7 +393,6 @@ impl BackgroundRuns {
             };
             running.finish(end);
         });
-        Ok(record)
     }
 
     /// Keeps a run that ended in its call (`run_python`, `run_python_code`) so that its whole
@@ -359,6 +425,7 @@ impl BackgroundRuns {
             end_seen: AtomicBool::new(true),
             task_id: OnceLock::new(),
             python,
+            backend: LOCAL_BACKEND,
         });
         self.admit(&record)?;
         Ok(record)

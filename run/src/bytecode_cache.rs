@@ -214,6 +214,9 @@ impl BytecodeCache {
                      their sources",
                     python.display()
                 ),
+                Err(e) if pyrun_sandbox::helpers::closing() => {
+                    tracing::debug!("bytecode fill ended by the shutdown: {e}")
+                }
                 Err(e) => tracing::warn!("{e}; runs compile the stdlib they import each time"),
             }
         };
@@ -253,7 +256,7 @@ impl BytecodeCache {
         if priority == Priority::Background {
             pyrun_sandbox::os::background_priority(&mut cmd);
         }
-        let output = cmd.output().map_err(|e| fail(e.to_string()))?;
+        let output = pyrun_sandbox::helpers::output(&mut cmd).map_err(|e| fail(e.to_string()))?;
         let said = String::from_utf8_lossy(&output.stdout);
         match said.trim() {
             _ if !output.status.success() => Err(fail(format!(

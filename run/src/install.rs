@@ -296,6 +296,14 @@ impl Installs {
         })
     }
 
+    /// Installs under way (their processes may still be ending), for the shutdown.
+    pub fn running(&self) -> usize {
+        self.settings
+            .max_concurrent
+            .max(1)
+            .saturating_sub(self.permits.available_permits())
+    }
+
     /// The installer this server uses.
     pub fn installer(&self) -> Installer {
         if self.settings.uv.is_some() {

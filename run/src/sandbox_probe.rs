@@ -50,6 +50,10 @@ impl SandboxProbe {
             let probed = build().map(Arc::new).map_err(Arc::new);
             match &probed {
                 Ok(sandbox) => tracing::info!(layers = ?sandbox.layers(), "sandbox ready"),
+                // Its interpreter was killed by the server's shutdown: no run will come.
+                Err(e) if pyrun_sandbox::helpers::closing() => {
+                    tracing::debug!("sandbox probe ended by the shutdown: {e}")
+                }
                 Err(e) => tracing::error!("the sandbox cannot be set up; every run will fail: {e}"),
             }
             let _ = tx.send(Some(probed));

@@ -47,6 +47,7 @@ use std::path::{Path, PathBuf};
 mod linux;
 #[cfg(target_os = "linux")]
 use linux::ChildSteps;
+pub mod helpers;
 pub mod os;
 #[cfg(all(unix, not(target_os = "linux")))]
 mod other_unix;

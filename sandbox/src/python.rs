@@ -52,12 +52,12 @@ pub fn python_facts(python: &Path) -> Result<PythonFacts, SandboxError> {
         python: python.to_path_buf(),
         reason,
     };
-    let output = Command::new(python)
-        .args(["-I", "-c", PROBE])
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| fail(e.to_string()))?;
+    let output = crate::helpers::output(
+        Command::new(python)
+            .args(["-I", "-c", PROBE])
+            .stdin(Stdio::null()),
+    )
+    .map_err(|e| fail(e.to_string()))?;
     if !output.status.success() {
         // Its last line says why (a traceback ends there); the lines before may quote the whole
         // probe back (a program that is not Python, given it as an argument).
@@ -233,11 +233,12 @@ fn is_native_executable(path: &Path) -> bool {
 
 /// Starts the interpreter once to learn its real path.
 fn ask_interpreter(candidate: &Path) -> Result<PathBuf, PythonError> {
-    let output = Command::new(candidate)
-        .args(["-c", "import sys; print(sys.executable)"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| PythonError::NotFound(format!("'{}': {e}", candidate.display())))?;
+    let output = crate::helpers::output(
+        Command::new(candidate)
+            .args(["-c", "import sys; print(sys.executable)"])
+            .stdin(std::process::Stdio::null()),
+    )
+    .map_err(|e| PythonError::NotFound(format!("'{}': {e}", candidate.display())))?;
     if !output.status.success() {
         return Err(PythonError::NotFound(format!(
             "'{}' exited with {}",

@@ -1,13 +1,23 @@
 //! Windows: one kill-on-close Job Object per run, with memory, CPU-time and process-count limits.
 //!
-//! The runner spawns the child, then calls [`Sandbox::assign_job`] with the child's process handle
-//! and keeps the returned [`RunJob`] for the run's lifetime. Dropping it closes the job's last
-//! handle, and Windows kills every process still in the job, however deep in the tree and
-//! whatever console or session tricks it used. Children cannot break away (no
-//! `JOB_OBJECT_LIMIT_BREAKAWAY_OK`). Not covered: files and network (no AppContainer), and
-//! processes the child starts in the instant before it is assigned.
+//! [`Sandbox::confine`] makes the child start suspended; the runner spawns it, then calls
+//! [`Sandbox::assign_job`] with its process handle, which puts it in its job and only then lets
+//! it run: nothing it starts is outside the job, and a quick script cannot exit before it is
+//! assigned (which failed with "Access denied", seen under Wine). The runner keeps the returned
+//! [`RunJob`] for the run's lifetime. Dropping it closes the job's last handle, and Windows kills
+//! every process still in the job, however deep in the tree and whatever console or session
+//! tricks it used. Children cannot break away (no `JOB_OBJECT_LIMIT_BREAKAWAY_OK`). Not covered:
+//! files and network (no AppContainer).
 
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle, RawHandle};
+
+use windows_sys::Win32::Foundation::INVALID_HANDLE_VALUE;
+use windows_sys::Win32::System::Diagnostics::ToolHelp::{
+    CreateToolhelp32Snapshot, Thread32First, Thread32Next, TH32CS_SNAPTHREAD, THREADENTRY32,
+};
+use windows_sys::Win32::System::Threading::{
+    GetProcessId, OpenThread, ResumeThread, CREATE_SUSPENDED, THREAD_SUSPEND_RESUME,
+};
 
 use windows_sys::Win32::System::JobObjects::{
     AssignProcessToJobObject, CreateJobObjectW, JobObjectExtendedLimitInformation,
@@ -48,7 +58,9 @@ impl JobSandbox {
         vec!["job-object"]
     }
 
-    pub(super) fn confine(&self, _cmd: &mut std::process::Command) -> Result<(), SandboxError> {
+    /// Starts the child suspended: [`Sandbox::assign_job`] lets it run once it is in its job.
+    pub(super) fn confine(&self, cmd: &mut std::process::Command) -> Result<(), SandboxError> {
+        std::os::windows::process::CommandExt::creation_flags(cmd, CREATE_SUSPENDED);
         Ok(())
     }
 
@@ -119,6 +131,49 @@ impl Sandbox {
                 std::io::Error::last_os_error(),
             ));
         }
+        resume(process).map_err(|e| SandboxError::prepare("ResumeThread", e))?;
         Ok(Some(RunJob { _job: job }))
     }
+}
+
+/// Lets a process started suspended run: resumes its threads (a new process has one).
+fn resume(process: RawHandle) -> std::io::Result<()> {
+    // SAFETY: `process` is the caller's valid process handle.
+    let pid = unsafe { GetProcessId(process as _) };
+    // SAFETY: a snapshot of every thread of the system; no pointers.
+    let raw = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPTHREAD, 0) };
+    if raw == INVALID_HANDLE_VALUE || pid == 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh, valid handle that nothing else owns.
+    let snapshot = unsafe { OwnedHandle::from_raw_handle(raw as RawHandle) };
+    let mut entry = THREADENTRY32 {
+        dwSize: std::mem::size_of::<THREADENTRY32>() as u32,
+        ..THREADENTRY32::default()
+    };
+    let mut resumed = 0;
+    // SAFETY: a valid snapshot handle and an entry whose `dwSize` is set, as both calls require.
+    let mut more = unsafe { Thread32First(snapshot.as_raw_handle() as _, &mut entry) } != 0;
+    while more {
+        if entry.th32OwnerProcessID == pid {
+            // SAFETY: no pointers; a null result is checked.
+            let thread = unsafe { OpenThread(THREAD_SUSPEND_RESUME, 0, entry.th32ThreadID) };
+            if !thread.is_null() {
+                // SAFETY: `thread` is a fresh, valid handle that nothing else owns.
+                let thread = unsafe { OwnedHandle::from_raw_handle(thread as RawHandle) };
+                // SAFETY: a valid thread handle with THREAD_SUSPEND_RESUME.
+                if unsafe { ResumeThread(thread.as_raw_handle() as _) } != u32::MAX {
+                    resumed += 1;
+                }
+            }
+        }
+        // SAFETY: as for Thread32First.
+        more = unsafe { Thread32Next(snapshot.as_raw_handle() as _, &mut entry) } != 0;
+    }
+    if resumed == 0 {
+        return Err(std::io::Error::other(
+            "the run's thread was not found to resume it",
+        ));
+    }
+    Ok(())
 }

@@ -13,6 +13,7 @@
 use std::fmt::{self, Write as _};
 use std::io;
 
+use pyrun_remote::runpod::PrepareError;
 use pyrun_run::install::InstallError;
 use pyrun_run::paths::{PathError, ProjectPath, MAX_PATH_BYTES};
 use pyrun_run::python_env::{CfgProblem, EnvError};
@@ -150,6 +151,42 @@ numbers!(u16, u32, u64, usize, i32, i64, f64);
 
 /// A refused path: the caller's own text and what is wrong with it. No host detail is in a
 /// [`PathError`] that a caller's path can cause; logged at debug level only.
+impl From<PrepareError> for ClientMessage {
+    fn from(e: PrepareError) -> Self {
+        match e {
+            PrepareError::TooLarge {
+                bytes,
+                limit,
+                largest,
+            } => {
+                let mut message = ClientMessage::new(
+                    "the project is too large to send to RunPod: its request would be ",
+                )
+                .number(bytes)
+                .then(" bytes, over RunPod's limit of ")
+                .number(limit)
+                .then(" bytes per job. Largest files:");
+                for (i, (name, size)) in largest.iter().enumerate() {
+                    message = message
+                        .then(if i == 0 { " " } else { ", " })
+                        .relative(name)
+                        .then(" (")
+                        .number(*size)
+                        .then(" bytes)");
+                }
+                message.hint("move large data out of the project folder (the script can fetch it), or run it with backend local")
+            }
+            PrepareError::Snapshot(pyrun_remote::snapshot::SnapshotError::Io(kind)) => {
+                ClientMessage::new("the project could not be packed for RunPod").kind(kind)
+            }
+            other => {
+                tracing::warn!(%other, "a RunPod job was not prepared");
+                ClientMessage::new("the run could not be prepared for RunPod").hint(SEE_THE_LOG)
+            }
+        }
+    }
+}
+
 impl From<PathError> for ClientMessage {
     fn from(e: PathError) -> Self {
         tracing::debug!(error = %e, "path refused");

@@ -122,16 +122,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         );
         tokio::spawn(cancel_on_signal(shutdown.clone()));
         banner::protection_when_probed(app.clone());
-        match (listener, tunnel) {
+        let served = match (listener, tunnel) {
             (None, _) => {
                 banner::stdio(&app);
-                transport::stdio::serve(app, shutdown).await
+                transport::stdio::serve(app.clone(), shutdown).await
             }
-            (Some(listener), None) => transport::http::serve(app, listener, shutdown).await,
+            (Some(listener), None) => transport::http::serve(app.clone(), listener, shutdown).await,
             (Some(listener), Some(tunnel)) => {
-                serve_with_tunnel(app, listener, tunnel, shutdown).await
+                serve_with_tunnel(app.clone(), listener, tunnel, shutdown).await
             }
-        }
+        };
+        // However the session ended (a client that closed stdin at once, a signal, an error).
+        app.close().await;
+        served
     })
 }
 

@@ -65,6 +65,16 @@ pub fn workload_env() -> PathBuf {
     .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A venv's Python with RunPod's worker SDK (`runpod`, pinned in
+/// `tests/clients/runpod-requirements.txt`; from PyPI, on first use): what the RunPod backend's
+/// tests serve the shipped worker handler with.
+pub fn runpod_env() -> PathBuf {
+    static ENV: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    ENV.get_or_init(|| install_venv("runpod", "runpod-requirements.txt", &deps_dir()))
+        .clone()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Node 22 with the Inspector and the conformance suite (installed on first use).
 pub fn node_env() -> NodeEnv {
     static ENV: OnceLock<Result<NodeEnv, String>> = OnceLock::new();

@@ -26,6 +26,8 @@ pub mod process;
 pub mod procs;
 pub mod projects;
 pub mod python;
+#[cfg(feature = "real-clients")]
+pub mod runpod;
 pub mod server;
 pub mod stdio;
 
@@ -37,7 +39,7 @@ pub use clients::{
     python_client, OUR_TOOLS,
 };
 #[cfg(feature = "real-clients")]
-pub use deps::{app_host, node_env, python_env, workload_env, NodeEnv};
+pub use deps::{app_host, node_env, python_env, runpod_env, workload_env, NodeEnv};
 pub use env::{scrub_env, ENV_VARS};
 pub use http::{SseEvent, SseReader};
 pub use net::free_port;

@@ -30,5 +30,6 @@ mod python_sdk_results;
 mod python_sdk_runs;
 mod python_sdk_stdio;
 mod rmcp_tasks;
+mod runpod_backend;
 mod sandbox_workloads;
 mod scripts;

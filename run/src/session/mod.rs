@@ -139,6 +139,14 @@ impl Sessions {
         &self.settings
     }
 
+    /// Sessions not yet dropped (their interpreter may still be ending), for the shutdown.
+    pub fn alive(&self) -> usize {
+        self.settings
+            .max_sessions
+            .max(1)
+            .saturating_sub(self.permits.available_permits())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
         self.sessions
             .lock()

@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
 use crate::client_message::ClientMessage;
-use crate::config::Config;
+use crate::config::{Config, RunPodConfig, RunPodPoll};
 use crate::oauth::{self, OAuth};
+use pyrun_remote::runpod::{PollMethod, RunPod, RunPodApi};
 use pyrun_run::artifacts::{ArtifactLimits, ArtifactStore};
 use pyrun_run::background::{BackgroundRuns, BackgroundSettings};
 use pyrun_run::bytecode_cache::BytecodeCache;
@@ -29,6 +30,11 @@ use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode, SandboxPolicy};
 /// How long the sandbox probe leaves the CPU to a connecting client when no run asks for it
 /// first: assistants send `initialize` and the `*/list` requests within tens of milliseconds.
 const PROBE_IDLE_DELAY: Duration = Duration::from_millis(100);
+/// How long a stopping server waits for the runs, sessions and installs in flight to be killed
+/// and reaped: more than a run's own reap and drain graces.
+const CLOSE_GRACE: Duration = Duration::from_secs(8);
+/// How long it then waits for its own helpers (interpreter questions, bytecode fill) to die.
+const HELPERS_GRACE: Duration = Duration::from_secs(3);
 
 #[derive(Debug)]
 pub struct App {
@@ -51,6 +57,8 @@ pub struct App {
     pub installs: Option<Arc<Installs>>,
     /// The interpreters and checked virtual environments runs use.
     pub python_envs: Arc<PythonEnvs>,
+    /// `--runpod-endpoint`: the RunPod backend runs may be sent to.
+    pub runpod: Option<Arc<RunPod>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +73,8 @@ pub enum AppError {
     OAuth(#[from] oauth::OAuthError),
     #[error("cannot make the state folder {dir}: {error}")]
     StateDir { dir: String, error: std::io::Error },
+    #[error("the RunPod backend cannot be set up: {0}")]
+    RunPod(String),
     #[error("--oauth has no public URL to use as its issuer\nhint: pass --public-url https://…")]
     NoPublicUrl,
 }
@@ -214,7 +224,12 @@ impl App {
         } else {
             None
         };
+        let runpod = match &config.runpod {
+            Some(settings) => Some(Arc::new(open_runpod(settings)?)),
+            None => None,
+        };
         Ok(Arc::new(Self {
+            runpod,
             config,
             root,
             runner,
@@ -228,6 +243,47 @@ impl App {
             python_envs,
         }))
     }
+
+    /// The server's last step, once its transport has stopped: fires the shutdown (runs,
+    /// sessions and installs in flight are killed), waits until their processes are reaped,
+    /// then kills and reaps the server's own helpers. No process outlives the server.
+    pub async fn close(&self) {
+        self.runner.shutdown_token().cancel();
+        let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
+        while self.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let left = self.in_flight();
+        if left > 0 {
+            tracing::warn!(
+                left,
+                "runs still ending after {CLOSE_GRACE:?}; stopping anyway"
+            );
+        }
+        let helpers = tokio::task::spawn_blocking(|| pyrun_sandbox::helpers::close(HELPERS_GRACE));
+        if let Ok(killed @ 1..) = helpers.await {
+            tracing::debug!(killed, "helper processes killed at shutdown");
+        }
+    }
+
+    /// Runs, background runs, sessions and installs not yet ended.
+    fn in_flight(&self) -> usize {
+        self.runner.running()
+            + self.runs.running()
+            + self.sessions.alive()
+            + self.installs.as_ref().map_or(0, |i| i.running())
+    }
+}
+
+/// The RunPod endpoint's client (nothing is sent until a run asks for it).
+fn open_runpod(settings: &RunPodConfig) -> Result<RunPod, AppError> {
+    let poll = match settings.poll {
+        RunPodPoll::Get => PollMethod::Get,
+        RunPodPoll::Post => PollMethod::Post,
+    };
+    let api = RunPodApi::new(&settings.base_url, &settings.api_key, poll)
+        .map_err(|e| AppError::RunPod(e.to_string()))?;
+    Ok(RunPod::new(api))
 }
 
 /// Where protected names runs create are moved: the state folder's `quarantine/` (made

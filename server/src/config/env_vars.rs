@@ -82,6 +82,11 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_MAX_PYTHON_SESSIONS",
     "PYRUN_MAX_PYTHON_SESSIONS_PER_CALLER",
     "PYRUN_PYTHON_SESSION_IDLE_TIMEOUT",
+    // The RunPod backend (`RunPodArgs`); the key is read apart, never as a flag.
+    "PYRUN_RUNPOD_ENDPOINT",
+    "PYRUN_RUNPOD_API_URL",
+    "PYRUN_RUNPOD_POLL",
+    "RUNPOD_API_KEY",
     // Read in main.rs: the log filter and plain output.
     "PYRUN_LOG",
     "NO_COLOR",

@@ -30,6 +30,7 @@ mod oauth;
 mod oauth_test;
 mod origin;
 mod python_env;
+mod runpod;
 mod runs;
 mod sandbox;
 mod sessions;
@@ -49,6 +50,7 @@ pub use oauth::{OAuthArgs, OAuthConfig};
 pub use oauth_test::OAuthTestArgs;
 pub use origin::{BadVariable, Origins};
 pub use python_env::PythonEnvArgs;
+pub use runpod::{RunPodArgs, RunPodConfig, RunPodPoll};
 pub use runs::RunArgs;
 pub use sandbox::{SandboxArgs, SandboxConfig};
 pub use sessions::{SessionArgs, SessionConfig};
@@ -126,6 +128,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub sessions: SessionArgs,
+
+    #[command(flatten)]
+    pub runpod: RunPodArgs,
 
     #[command(subcommand)]
     pub command: Option<Subcommand>,
@@ -210,10 +215,14 @@ pub struct Config {
     pub allow_python: Vec<PathBuf>,
     /// Python sessions (offered with inline code): how many, and how long an unused one lives.
     pub sessions: SessionConfig,
+    /// `--runpod-endpoint`: the RunPod backend; `None`: runs are local only.
+    pub runpod: Option<RunPodConfig>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    #[error("{0}\nhint: see docs/runpod.md")]
+    RunPod(String),
     /// Another error's message, naming the variable its value came from instead of the flag.
     #[error("{0}")]
     FromVariable(String),
@@ -424,6 +433,7 @@ impl Cli {
             install,
             allow_python,
             sessions: self.sessions.resolve(),
+            runpod: self.runpod.resolve()?,
         })
     }
 
@@ -608,6 +618,7 @@ mod tests {
             include_str!("install.rs"),
             include_str!("python_env.rs"),
             include_str!("sessions.rs"),
+            include_str!("runpod.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),
         ]

@@ -23,8 +23,11 @@ use super::reply::{
 use super::run_hint;
 use crate::client_message::ClientMessage;
 use pyrun_run::artifacts::is_run_id;
-use pyrun_run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord};
+use pyrun_run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord, LOCAL_BACKEND};
+use pyrun_run::caller::Caller;
 use pyrun_run::live_output::Stream;
+use pyrun_run::paths::ProjectPath;
+use pyrun_run::python_env::PythonEnv;
 use pyrun_run::runner::Pool;
 /// The longest `get_run` waits for news.
 const MAX_WAIT_SECS: f64 = 30.0;
@@ -73,30 +76,38 @@ impl PyRunServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let notes = call_notes(&ctx);
-        let runs = &self.app.runs;
         let ScriptCall {
             script,
             timeout,
             python,
         } = match self
-            .script_call(&args, runs.settings().timeout, &notes)
+            .script_call(&args, self.app.runs.settings().timeout, &notes)
             .await
         {
             Ok(call) => call,
             Err(message) => return Ok(refusal(message)),
         };
         let owner = self.caller(&ctx);
-        let request = BackgroundRequest {
-            script,
-            args: args.args,
-            stdin: args.stdin,
-            timeout,
-            pool: Pool::Background,
-            python,
+        let asked_timeout = args.limit.timeout_seconds;
+        let remote = match self.remote_backend(&args) {
+            Ok(remote) => remote,
+            Err(message) => return Ok(refusal(message)),
         };
-        let record = match runs.start(&owner.key(), RunKind::Background, request, true) {
-            Ok(record) => record,
-            Err(e) => return Ok(refusal(runs_full(e, runs.settings()))),
+        let record = match remote {
+            Some(runpod) => {
+                let kind = RunKind::Background;
+                let started = self
+                    .start_remote(&runpod, &owner, &script, &args, timeout, kind, true)
+                    .await;
+                match started {
+                    Ok(record) => record,
+                    Err(message) => return Ok(refusal(message)),
+                }
+            }
+            None => match self.start_local(&owner, script, args, timeout, python) {
+                Ok(record) => record,
+                Err(message) => return Ok(refusal(message)),
+            },
         };
         tracing::info!(%owner, run_id = %record.id, script = %record.file_name, "background run started");
         let status = record.status();
@@ -108,8 +119,8 @@ impl PyRunServer {
             record.file_name, record.id, record.id
         );
         let hint = run_hint::capped(
-            args.limit.timeout_seconds,
-            runs.settings().timeout,
+            asked_timeout,
+            self.app.runs.settings().timeout,
             run_hint::BACKGROUND_TIMEOUT,
         );
         if let Some(hint) = &hint {
@@ -199,7 +210,7 @@ impl PyRunServer {
             .collect();
         let text = listing(&runs, "(no runs)", |run| {
             format!(
-                "{}  {:<9}  {}  {}  {} s{}",
+                "{}  {:<9}  {}  {}  {} s{}{}",
                 run.run_id,
                 run.status,
                 run.started_at,
@@ -208,6 +219,10 @@ impl PyRunServer {
                 run.exit_code
                     .map(|c| format!("  exit {c}"))
                     .unwrap_or_default(),
+                run.backend
+                    .as_deref()
+                    .map(|b| format!("  on {b}"))
+                    .unwrap_or_default(),
             )
         });
         Ok(structured(text, &RunList { runs }))
@@ -215,6 +230,28 @@ impl PyRunServer {
 }
 
 impl PyRunServer {
+    /// A `start_python` on this machine.
+    fn start_local(
+        &self,
+        owner: &Caller,
+        script: ProjectPath,
+        args: RunPythonArgs,
+        timeout: Duration,
+        python: Option<Arc<PythonEnv>>,
+    ) -> Result<Arc<RunRecord>, ClientMessage> {
+        let runs = &self.app.runs;
+        let request = BackgroundRequest {
+            script,
+            args: args.args,
+            stdin: args.stdin,
+            timeout,
+            pool: Pool::Background,
+            python,
+        };
+        runs.start(&owner.key(), RunKind::Background, request, true)
+            .map_err(|e| runs_full(e, runs.settings()))
+    }
+
     /// The caller's run with this id, or the one message for unknown, expired and foreign ids.
     fn find_run(
         &self,
@@ -360,5 +397,6 @@ fn summary(record: &RunRecord) -> RunSummary {
         duration_ms: millis(record.duration()),
         started_at: rfc3339(record.started_at),
         kind: record.kind,
+        backend: (record.backend != LOCAL_BACKEND).then(|| record.backend.to_owned()),
     }
 }

@@ -38,6 +38,12 @@ pub struct RunPythonArgs {
     pub stdin: Option<String>,
     #[serde(flatten)]
     pub limit: TimeLimit,
+    /// Where the run goes: `local` (this machine, the default) or a configured remote backend.
+    /// Left out of the derived schema: the server lists it, with its configured backends, only
+    /// when it has a remote one (see `remote::with_backend_argument`).
+    #[serde(default)]
+    #[schemars(skip)]
+    pub backend: Option<String>,
 }
 
 /// The time limit a run's caller may ask for (`run_python`, `start_python`, `run_python_code`).

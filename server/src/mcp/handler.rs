@@ -6,6 +6,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use pyrun_remote::runpod::BACKEND as RUNPOD;
+use pyrun_run::background::LOCAL_BACKEND;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
@@ -104,11 +106,16 @@ impl PyRunServer {
         } else {
             router
         };
-        if app.config.install.allowed {
+        let mut router = if app.config.install.allowed {
             router + Self::install_router()
         } else {
             router
+        };
+        if app.runpod.is_some() {
+            router += Self::backends_router();
+            super::remote::with_backend_argument(&mut router, &[LOCAL_BACKEND, RUNPOD]);
         }
+        router
     }
 
     /// Who sent this request: the stdio client, or what the HTTP auth layer admitted (an HTTP

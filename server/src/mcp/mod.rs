@@ -11,6 +11,7 @@
 //! - `resources`: the projects folder as resources, and the watcher behind `list_changed`
 //! - `prompts`: `run-and-explain`, `debug-script`, `write-tests`
 //! - `artifacts`: the files runs leave, as `pyrun://runs/…` resources
+//! - `backends`: `backend_status` (only with a remote backend, `--runpod-endpoint`)
 //!
 //! Rooms never import each other. What they share, each module with one job: `reply` (refusals,
 //! structured results, timeouts, page sizes, listings), `call` (audit notes, progress, the
@@ -21,13 +22,15 @@
 //! rows of a CSV/TSV or JSON artifact), `apps` (the MCP App `ui://pyrun/run.html` that shows a
 //! run: the run tools' `_meta` naming it, its listing and its read),
 //! `project_files` (a project file as a resource: its URI, its read, its contents),
-//! `read_budget` (the bytes resource reads hold at once) and `task_store` (the MCP tasks and
+//! `read_budget` (the bytes resource reads hold at once), `remote` (a run sent to a remote
+//! backend: the `backend` argument, the run prepared and registered) and `task_store` (the MCP tasks and
 //! their owners). What every session of one server shares (the
 //! task store, the projects folder's watcher) is `McpState`, made once by the transport.
 
 mod apps;
 mod artifact_blocks;
 mod artifacts;
+mod backends;
 mod background;
 mod call;
 mod handler;
@@ -39,6 +42,7 @@ mod packages;
 mod project_files;
 mod prompts;
 mod read_budget;
+mod remote;
 mod reply;
 pub(crate) mod resources;
 mod run;

@@ -70,6 +70,32 @@ impl PyRunServer {
             Err(message) => return Ok(refusal(message)),
         };
         let caller = self.caller(&ctx);
+        let remote = match self.remote_backend(&args) {
+            Ok(remote) => remote,
+            Err(message) => return Ok(refusal(message)),
+        };
+        if let Some(runpod) = remote {
+            // A remote run is a background run the call waits for, handed over like a local
+            // one with --detach-after.
+            let kind = RunKind::Background;
+            let started = self
+                .start_remote(&runpod, &caller, &script, &args, timeout, kind, false)
+                .await;
+            let record = match started {
+                Ok(record) => record,
+                Err(message) => return Ok(refusal(message)),
+            };
+            let after = self
+                .app
+                .config
+                .background
+                .detach_after
+                .unwrap_or(Duration::MAX);
+            let result = self
+                .run_detachable(record, &script, after, timeout, &ctx, &notes)
+                .await;
+            return Ok(self.with_cap_note(result, &args));
+        }
         if let Some(after) = self.app.config.background.detach_after {
             let request = BackgroundRequest {
                 script: script.clone(),

@@ -22,7 +22,7 @@ use super::reply::{fmt_secs, millis, push_section, refusal, to_array, truncation
 use super::run_hint;
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
-use pyrun_run::background::{RunEnd, RunRecord};
+use pyrun_run::background::{RunEnd, RunRecord, LOCAL_BACKEND};
 use pyrun_run::caller::Caller;
 use pyrun_run::live_output::{LiveOutput, Stream};
 use pyrun_run::paths::ProjectPath;
@@ -232,8 +232,12 @@ impl PyRunServer {
             ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
             "run ended"
         );
-        // A run has ended: the sandbox was probed before it started.
-        let sandbox = self.app.runner.sandbox().layers_now().unwrap_or_default();
+        // A run has ended: the sandbox was probed before it started. A remote run had none of
+        // this machine's layers (the worker's container is its boundary).
+        let sandbox = match run_id.and_then(|id| self.app.runs.get(&caller.key(), id)) {
+            Some(record) if record.backend != LOCAL_BACKEND => Vec::new(),
+            _ => self.app.runner.sandbox().layers_now().unwrap_or_default(),
+        };
         notes.note(|n| {
             n.exit_code = outcome.exit_code;
             n.timed_out = outcome.timed_out;

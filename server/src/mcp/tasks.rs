@@ -47,17 +47,32 @@ impl PyRunServer {
         };
         let caller = self.caller(ctx);
         let owner = caller.key().into_owned();
-        let request = BackgroundRequest {
-            script: script.clone(),
-            args: args.args,
-            stdin: args.stdin,
-            timeout,
-            pool: Pool::Background,
-            python,
+        let remote = match self.remote_backend(&args) {
+            Ok(remote) => remote,
+            Err(message) => return Ok(refusal(message).into()),
         };
-        let record = match self.app.runs.start(&owner, RunKind::Task, request, true) {
-            Ok(record) => record,
-            Err(e) => return Ok(refusal(runs_full(e, settings)).into()),
+        let record = if let Some(runpod) = remote {
+            let kind = RunKind::Task;
+            let started = self
+                .start_remote(&runpod, &caller, &script, &args, timeout, kind, true)
+                .await;
+            match started {
+                Ok(record) => record,
+                Err(message) => return Ok(refusal(message).into()),
+            }
+        } else {
+            let request = BackgroundRequest {
+                script: script.clone(),
+                args: args.args,
+                stdin: args.stdin,
+                timeout,
+                pool: Pool::Background,
+                python,
+            };
+            match self.app.runs.start(&owner, RunKind::Task, request, true) {
+                Ok(record) => record,
+                Err(e) => return Ok(refusal(runs_full(e, settings)).into()),
+            }
         };
         tracing::info!(%caller, run_id = %record.id, script = script.relative(), "task started");
         let (status_server, end_server) = (self.clone(), self.clone());

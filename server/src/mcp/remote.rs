@@ -1,0 +1,115 @@
+//! Runs on a remote backend (`--runpod-endpoint`), shared by the rooms that start file runs: the
+//! `backend` argument checked against what is configured, a run prepared (its project packed,
+//! refused when over RunPod's limit) and started in the background registry like any run, and
+//! the `backend` property the server adds to those tools' schema when it has a remote backend.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use serde_json::{json, Value};
+
+use super::call::RunPythonArgs;
+use super::handler::PyRunServer;
+use super::reply::runs_full;
+use crate::client_message::ClientMessage;
+use pyrun_remote::runpod::{JobSpec, RunPod, BACKEND as RUNPOD};
+use pyrun_run::background::{BackgroundRequest, RunKind, RunRecord, LOCAL_BACKEND};
+use pyrun_run::caller::Caller;
+use pyrun_run::paths::ProjectPath;
+use pyrun_run::runner::Pool;
+
+/// The tools that take a `backend`.
+const TOOLS_WITH_BACKEND: [&str; 2] = ["run_python", "start_python"];
+
+/// Adds the `backend` argument, naming the configured backends, to the tools that take it.
+pub(super) fn with_backend_argument(router: &mut ToolRouter<PyRunServer>, backends: &[&str]) {
+    for name in TOOLS_WITH_BACKEND {
+        let Some(route) = router.map.get_mut(name) else {
+            continue;
+        };
+        let mut schema = (*route.attr.input_schema).clone();
+        if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+            properties.insert(
+                "backend".to_owned(),
+                json!({
+                    "type": "string",
+                    "enum": backends,
+                    "default": LOCAL_BACKEND,
+                    "description": "Where the run goes: `local` (this machine, the default) or \
+                        `runpod` (a RunPod serverless GPU worker: the script's project folder is \
+                        sent there as a snapshot, without .env, venvs or files over 5 MiB).",
+                }),
+            );
+        }
+        route.attr.input_schema = Arc::new(schema);
+    }
+}
+
+impl PyRunServer {
+    /// The backends this server offers, `local` first.
+    pub(super) fn backends(&self) -> Vec<&'static str> {
+        let mut names = vec![LOCAL_BACKEND];
+        if self.app.runpod.is_some() {
+            names.push(RUNPOD);
+        }
+        names
+    }
+
+    /// The remote backend the call names; `None`: a local run.
+    pub(super) fn remote_backend(
+        &self,
+        args: &RunPythonArgs,
+    ) -> Result<Option<Arc<RunPod>>, ClientMessage> {
+        match args.backend.as_deref().map(str::trim) {
+            None | Some("") | Some(LOCAL_BACKEND) => Ok(None),
+            Some(RUNPOD) if self.app.runpod.is_some() => Ok(self.app.runpod.clone()),
+            Some(other) => {
+                let mut message = ClientMessage::new("backend ")
+                    .given(other)
+                    .then(" is not one of this server's:");
+                for name in self.backends() {
+                    message = message.then(" ").then(name);
+                }
+                Err(message)
+            }
+        }
+    }
+
+    /// Packs the script's project and starts its run on `runpod`, registered for `owner` like
+    /// any background run (`listed: false` for a `run_python` that waits for it).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn start_remote(
+        &self,
+        runpod: &RunPod,
+        owner: &Caller,
+        script: &ProjectPath,
+        args: &RunPythonArgs,
+        timeout: Duration,
+        kind: RunKind,
+        listed: bool,
+    ) -> Result<Arc<RunRecord>, ClientMessage> {
+        let spec = JobSpec {
+            args: &args.args,
+            stdin: args.stdin.as_deref(),
+            timeout,
+            max_output: self.app.runner.max_output(),
+        };
+        let job = runpod.prepare(script, spec).await?;
+        let request = BackgroundRequest {
+            script: script.clone(),
+            args: args.args.clone(),
+            stdin: args.stdin.clone(),
+            timeout,
+            pool: Pool::Background,
+            python: None,
+        };
+        let record = self
+            .app
+            .runs
+            .start_remote(&owner.key(), kind, &request, listed, RUNPOD, job)
+            .map_err(|e| runs_full(e, self.app.runs.settings()))?;
+        tracing::info!(%owner, run_id = %record.id, script = %record.file_name, backend = RUNPOD, "remote run started");
+        Ok(record)
+    }
+}
