@@ -405,7 +405,7 @@ fn interpreter_key(python: &Path) -> Result<String, CacheError> {
 }
 
 /// FNV-1a, 64 bits: a name that stays the same across Rust releases (std's hasher may not).
-struct Fnv(u64);
+pub(crate) struct Fnv(pub(crate) u64);
 
 impl Default for Fnv {
     fn default() -> Self {
@@ -414,7 +414,7 @@ impl Default for Fnv {
 }
 
 impl Fnv {
-    fn write(&mut self, bytes: &[u8]) {
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }

@@ -5,9 +5,9 @@
 //! runs that go on while their caller does other things; `caller` names who asks (the identity
 //! runs and sessions are keyed on); `slots` keeps reusable scratch folders with their sandbox
 //! rules; `sandbox_probe` probes the sandbox in the background; `bytecode_cache` fills the
-//! server-owned bytecode cache runs read; `artifacts` keeps the files runs leave in their output
-//! folder; `ids` makes and checks run and session ids; `mime` names file types; `requirement`
-//! checks what `install_packages` may ask for; `package_index` is the operator's index installs
+//! server-owned bytecode cache runs read, and `venv_bytecode` adds the venvs runs use to it;
+//! `artifacts` keeps the files runs leave in their output folder; `ids` makes and checks run
+//! and session ids; `mime` names file types; `requirement` checks what `install_packages` may ask for; `package_index` is the operator's index installs
 //! fetch from; `install` makes a project's `.venv` and installs into it under its own sandbox
 //! profile; `python_support` writes the modules the server ships for runs (the matplotlib
 //! backend, the session driver); `python_env` picks and checks the interpreter and virtual
@@ -39,3 +39,5 @@ pub mod session;
 pub mod slots;
 mod turns;
 pub mod uv_lock;
+#[cfg(target_os = "linux")]
+pub mod venv_bytecode;

@@ -242,6 +242,9 @@ pub struct Runner {
     shutdown: CancellationToken,
     /// Where protected names runs create go; `None`: they stay (`--allow-protected-writes`).
     quarantine: Option<Arc<Quarantine>>,
+    /// Compiles the venvs runs use into the bytecode cache, in the background.
+    #[cfg(target_os = "linux")]
+    venv_bytecode: super::venv_bytecode::VenvBytecode,
 }
 
 impl std::fmt::Debug for Runner {
@@ -278,6 +281,8 @@ impl Runner {
             sandbox: sandbox.into(),
             shutdown,
             quarantine: Some(Arc::new(Quarantine::in_temp())),
+            #[cfg(target_os = "linux")]
+            venv_bytecode: Default::default(),
         })
     }
 
@@ -569,6 +574,9 @@ impl Runner {
         };
         let import_dir = place.import_dir.map(|dir| sandbox.view_path(dir));
         let pycache = pycache_prefix(sandbox, scratch);
+        if let Some(env) = launch.python {
+            self.venv_bytecode.touch(env, sandbox);
+        }
         let extra = RunExtras::new(sandbox, scratch, import_dir.as_deref(), &self.env);
         // A venv's run execs its checked base interpreter, told it is the venv's `bin/python`
         // (as the run sees it) so that CPython finds the venv's `pyvenv.cfg`.

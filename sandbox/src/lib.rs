@@ -535,6 +535,12 @@ impl Sandbox {
         }
     }
 
+    /// The server's bytecode cache on the host (what runs see at [`Sandbox::pycache_prefix`]);
+    /// `None` when there is none or the sandbox is off.
+    pub fn pycache_dir(&self) -> Option<&Path> {
+        self.pycache.as_deref()
+    }
+
     /// Where runs find the server's bytecode cache (their `PYTHONPYCACHEPREFIX`):
     /// [`RUN_PYCACHE_DIR`] in their own view, the host path without one (Landlock keeps it
     /// read-only where it exists). `None` when there is no cache or the sandbox is off.

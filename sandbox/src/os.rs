@@ -71,3 +71,17 @@ pub fn lower_thread_priority() {
         libc::setpriority(libc::PRIO_PROCESS, 0, 10);
     }
 }
+
+/// Linux: puts the calling thread (and the processes it starts from now on) at idle priority
+/// (`SCHED_IDLE`, else nice 19): for background work nobody waits for. Elsewhere: nothing.
+pub fn idle_thread_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: both calls act on the calling thread only (0 is the caller's tid on Linux); the
+    // parameter is zeroed (priority 0, the only one SCHED_IDLE takes).
+    unsafe {
+        let param: libc::sched_param = std::mem::zeroed();
+        if libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) != 0 {
+            libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+        }
+    }
+}

@@ -31,7 +31,7 @@ const MAIN: &str = "import mod\nprint(mod.X)\n";
 
 /// Compiles `FORGED_SOURCE` into `__pycache__/mod.<tag>.pyc` beside `mod.py`, with `mod.py`'s
 /// mtime and size in its header: what a script with write access to the folder can do.
-fn forge_pyc(python: &Path, project: &Path) {
+pub(crate) fn forge_pyc(python: &Path, project: &Path) {
     let forge = r#"
 import os, py_compile, sys, importlib.util
 project, fake = sys.argv[1], sys.argv[2]

@@ -815,7 +815,7 @@ async fn a_burst_of_wrong_secrets_on_one_form_is_counted_before_it_is_verified()
         peak < 150,
         "the server's peak RSS went {before} -> {peak} MiB"
     );
-    // The owner waits no longer than the throttle's rules say after three failures (1 s), and
+    // The owner waits no longer than the throttle's rules say after those failures, and
     // the right secret then gets a code.
     let throttled = server.decide(&consent, OWNER, "approve").await;
     let wait = match throttled.status() {
@@ -827,7 +827,13 @@ async fn a_burst_of_wrong_secrets_on_one_form_is_counted_before_it_is_verified()
         StatusCode::SEE_OTHER => return,
         other => panic!("the owner's secret got {other}"),
     };
-    assert!(wait <= 1, "the owner must wait {wait} s");
+    // The throttle's delay doubles from 1 s after the third failure: a burst of which one more
+    // was verified (a loaded machine spreads it over a second) leaves 2 s.
+    let allowed = 1u64 << verified.saturating_sub(3).min(3);
+    assert!(
+        wait <= allowed,
+        "the owner must wait {wait} s after {verified} failures"
+    );
     tokio::time::sleep(std::time::Duration::from_millis(wait * 1000 + 50)).await;
     assert_eq!(
         server.decide(&consent, OWNER, "approve").await.status(),

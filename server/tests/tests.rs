@@ -45,4 +45,5 @@ mod settings_checks;
 mod startup;
 mod stdio;
 mod stdio_paths;
+mod venv_bytecode;
 mod write_scope;

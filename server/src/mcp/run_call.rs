@@ -86,6 +86,9 @@ pub(super) fn report_value(report: RunReport) -> serde_json::Value {
     )
 }
 
+/// How much of the end of a run's stderr the hint reads for the failure it names.
+const HINT_STDERR_BYTES: usize = 64 * 1024;
+
 impl PyRunServer {
     /// A run the call waits for (`run_python`, `run_python_code`): its output followed with
     /// progress notifications when the caller asked for them, the files it leaves kept under a
@@ -249,7 +252,10 @@ impl PyRunServer {
             }
             _ => Presented::default(),
         };
-        let hint = run_hint::for_outcome(&outcome, timeout, &self.app.config);
+        // The run's stderr lives in its capture, not in the outcome; its end names the failure.
+        let stderr_end = output.live.tail(Stream::Stderr, HINT_STDERR_BYTES);
+        let stderr_end = String::from_utf8_lossy(&stderr_end);
+        let hint = run_hint::for_outcome(&outcome, &stderr_end, timeout, &self.app.config);
         let mut result = self.report(outcome, output, timeout, sandbox, presented);
         if let Some(hint) = hint {
             run_hint::add(&mut result, &hint);

@@ -28,10 +28,15 @@ const NETWORK_FAILURES: &[&str] = &[
 ];
 
 /// The hint for a run that ended, if a setting explains how: every cause that fits, a line each.
-pub fn for_outcome(outcome: &RunOutcome, timeout: Duration, config: &Config) -> Option<String> {
+pub fn for_outcome(
+    outcome: &RunOutcome,
+    stderr: &str,
+    timeout: Duration,
+    config: &Config,
+) -> Option<String> {
     let limits = &config.sandbox.limits;
     let failed = outcome.exit_code != Some(0);
-    let said = |needle: &str| outcome.stderr.contains(needle);
+    let said = |needle: &str| stderr.contains(needle);
     let mut hints = Vec::new();
     if outcome.timed_out {
         let server = config.timeout;
