@@ -90,7 +90,7 @@ fn push_row(text: &mut String, record: &csv::ByteRecord, shown: usize, columns: 
         for c in chars.by_ref().take(CELL_CHARS) {
             match c {
                 '|' => text.push_str("\\|"),
-                // Escaped too: a cell's own `\` before its `|` would escape the escape, and end the cell.
+                // Escaped too: a cell's `\` before its `|` would escape the escape and end the cell.
                 '\\' => text.push_str("\\\\"),
                 c if c.is_control() => text.push(' '),
                 c => text.push(c),
