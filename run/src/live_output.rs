@@ -195,6 +195,19 @@ impl LiveOutput {
         }
     }
 
+    /// Like [`Self::read`], as the raw bytes (which may hold invalid UTF-8): for offsets
+    /// counted in the stream's bytes, which lossy text does not keep.
+    pub fn read_bytes(&self, which: Stream, offset: u64, max: usize) -> Vec<u8> {
+        let captured = lock(self.stream(which));
+        let len = captured.bytes.len();
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(len);
+        let mut end = start.saturating_add(max).min(len);
+        if end < len {
+            end = char_boundary_before(&captured.bytes, start, end);
+        }
+        captured.bytes[start..end].to_vec()
+    }
+
     /// What the run wrote to a stream and what of it was kept.
     pub fn totals(&self, which: Stream) -> StreamTotals {
         let captured = lock(self.stream(which));

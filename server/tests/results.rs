@@ -128,6 +128,47 @@ fn a_png_claiming_100000x100000_pixels_or_a_broken_one_falls_back_to_its_link_wi
     server.close();
 }
 
+/// Twelve PNGs of 16384x16384 grey pixels of one colour: 260 KB each, seconds of the server's
+/// CPU each to decode and scale.
+const LEAVE_SCALING_BOMBS: &str = r#"
+import os, struct, zlib
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+edge = 16384
+z = zlib.compressobj(9)
+row = b"\x00" * (edge + 1)
+body = b"".join(z.compress(row) for _ in range(edge)) + z.flush()
+png = (b"\x89PNG\r\n\x1a\n"
+       + chunk(b"IHDR", struct.pack(">IIBBBBB", edge, edge, 8, 0, 0, 0, 0))
+       + chunk(b"IDAT", body) + chunk(b"IEND", b""))
+for i in range(12):
+    with open(os.path.join(os.environ["PYRUN_OUTPUT_DIR"], f"bomb{i:02}.png"), "wb") as f:
+        f.write(png)
+print("left twelve")
+"#;
+
+#[test]
+fn scaling_a_results_pictures_stops_after_its_time_and_the_rest_are_links() {
+    let (dir, _) = util::project(&[("bombs.py", LEAVE_SCALING_BOMBS)]);
+    let mut server = StdioServer::start(dir.path(), &[]);
+    let started = std::time::Instant::now();
+    let result = server.call("run_python", json!({"file_name": "bombs.py"}));
+    let took = started.elapsed();
+    assert_eq!(result["structuredContent"]["exit_code"], 0, "{result}");
+    assert_eq!(blocks(&result, "resource_link").len(), 12, "{result}");
+    let notes = text(&result);
+    assert!(
+        notes.contains("16384x16384 px needs scaling, and the server spent the 5 s"),
+        "{notes}"
+    );
+    assert!(
+        !blocks(&result, "image").is_empty(),
+        "the first ones are scaled: {notes}"
+    );
+    assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+    server.close();
+}
+
 /// 50 MB of numbered lines, then one last line.
 const PRINT_50_MB: &str = r#"
 import sys

@@ -14,9 +14,14 @@
 //!    at quality [`JPEG_QUALITY`] for a JPEG or opaque WebP source (photos), and JPEG for any
 //!    picture whose PNG would not fit what is left of the budget;
 //! 4. a picture that still does not fit is a link with the reason.
+//!
+//! Decoding and scaling one result's pictures stops after [`SCALING_PER_RESULT`]: a picture
+//! costs the server seconds of CPU for a small file (a 16384 px square of one colour is 260 KB),
+//! and a run may leave dozens; past that time the rest that need scaling are links.
 
 use std::io::Cursor;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use image::{DynamicImage, ImageError, ImageFormat, ImageReader, Limits};
@@ -30,6 +35,9 @@ pub const MAX_DECODES: usize = 2;
 pub const MAX_DECODE_BYTES: u64 = 256 << 20;
 /// The widest or tallest picture decoded, in pixels.
 pub const MAX_DECODE_EDGE: u32 = 16_384;
+/// The time one result may spend decoding and scaling pictures; a picture started within it
+/// finishes.
+pub const SCALING_PER_RESULT: Duration = Duration::from_secs(5);
 /// The quality of JPEG re-encodings.
 pub const JPEG_QUALITY: u8 = 85;
 
@@ -72,6 +80,7 @@ pub async fn inline_images(
     fit: Fit,
 ) -> Vec<(String, Result<Inline, String>)> {
     let mut left = fit.budget;
+    let mut scaling = Duration::ZERO;
     let mut shown = Vec::with_capacity(images.len());
     for image in images {
         let outcome = if left == 0 {
@@ -83,18 +92,20 @@ pub async fn inline_images(
             let (store, owner, run_id) = (Arc::clone(store), owner.to_owned(), run_id.to_owned());
             let image_ = image.clone();
             let budget_left = left;
-            tokio::task::spawn_blocking(move || {
+            let may_decode = scaling < SCALING_PER_RESULT;
+            let started = Instant::now();
+            let outcome = tokio::task::spawn_blocking(move || {
                 let file = store
                     .read(&owner, &run_id, &image_.name)
                     .map_err(|e| tracing::warn!(%e, "an artifact could not be opened"))
                     .ok()?;
                 read_all(file.file, file.size).ok().map(|bytes| {
-                    fit_picture(
+                    fit_within(
                         &bytes,
                         image_.mime_type,
                         fit.max_edge,
-                        budget_left,
-                        fit.budget,
+                        (budget_left, fit.budget),
+                        may_decode,
                     )
                 })
             })
@@ -103,7 +114,9 @@ pub async fn inline_images(
                 tracing::warn!(%e, "fitting a picture failed");
                 None
             })
-            .unwrap_or_else(|| Err("could not be read".to_owned()))
+            .unwrap_or_else(|| Err("could not be read".to_owned()));
+            scaling += started.elapsed();
+            outcome
         };
         if let Ok(inline) = &outcome {
             left = left.saturating_sub(inline.data.len() as u64);
@@ -134,12 +147,24 @@ fn b64(bytes: &[u8]) -> String {
 
 /// One picture (`bytes`, sniffed as `mime`) as it is shown: itself when it fits, else scaled
 /// and re-encoded, else the reason it is a link only. `left` of `budget` base64 bytes remain.
+#[cfg(test)]
 pub fn fit_picture(
     bytes: &[u8],
     mime: &'static str,
     max_edge: u32,
     left: u64,
     budget: u64,
+) -> Result<Inline, String> {
+    fit_within(bytes, mime, max_edge, (left, budget), true)
+}
+
+/// [`fit_picture`], decoding only when `may_decode`.
+fn fit_within(
+    bytes: &[u8],
+    mime: &'static str,
+    max_edge: u32,
+    (left, budget): (u64, u64),
+    may_decode: bool,
 ) -> Result<Inline, String> {
     let reader = || {
         ImageReader::new(Cursor::new(bytes))
@@ -155,6 +180,13 @@ pub fn fit_picture(
             mime_type: mime,
             resized: None,
         });
+    }
+    if !may_decode {
+        return Err(format!(
+            "{width}x{height} px needs scaling, and the server spent the {} s it scales one \
+             result's pictures in",
+            SCALING_PER_RESULT.as_secs()
+        ));
     }
     let mut reader = reader()?;
     reader.limits(decode_limits());

@@ -59,13 +59,18 @@ pub fn show(live: &LiveOutput, which: Stream, budget: usize, kept_as: Option<&st
         };
     }
     let half = budget / 2;
-    let head_page = live.read(which, 0, half);
-    let mut head = head_page.text;
-    let mut head_bytes = head_page.next_offset;
-    if let Some(end) = head.rfind('\n').filter(|i| *i >= head.len() / 2) {
-        head.truncate(end + 1);
-        head_bytes = head.len() as u64;
+    // Cut in the raw bytes: offsets and counts are the stream's bytes, and lossy text is longer
+    // than them where the stream holds invalid UTF-8.
+    let mut raw_head = live.read_bytes(which, 0, half);
+    if let Some(end) = raw_head
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .filter(|i| *i >= raw_head.len() / 2)
+    {
+        raw_head.truncate(end + 1);
     }
+    let head_bytes = raw_head.len() as u64;
+    let head = String::from_utf8_lossy(&raw_head).into_owned();
     let tail_room = usize::try_from(totals.written.saturating_sub(head_bytes))
         .unwrap_or(usize::MAX)
         .min(half);
@@ -200,6 +205,27 @@ mod tests {
         assert!(shown.text.contains("kept its first 4096 bytes"));
         assert!(shown.text.contains("could not be kept"));
         assert_eq!(shown.cut.unwrap().captured_bytes, 4096);
+    }
+
+    #[test]
+    fn invalid_utf8_does_not_shift_the_offsets_and_counts_of_a_cut() {
+        let raw: Vec<u8> = b"\xff\n".repeat(5000);
+        let live = LiveOutput::new(1 << 20);
+        live.append(Stream::Stdout, &raw);
+        let run = format!("run_{}", "ef".repeat(16));
+        let shown = show(&live, Stream::Stdout, 1024, Some(&run));
+        let cut = shown.cut.unwrap();
+        assert_eq!(
+            cut.head_bytes, 512,
+            "the head is the stream's first 512 bytes"
+        );
+        let tail_bytes = raw.len() as u64 - cut.head_bytes - cut.omitted_bytes;
+        assert_eq!(cut.omitted_bytes % 2, 0);
+        assert_eq!(cut.omitted_lines, cut.omitted_bytes / 2);
+        assert!(tail_bytes <= 512, "{tail_bytes}");
+        assert!(shown
+            .text
+            .contains(&format!("\"stdout_offset\": {}", cut.head_bytes)));
     }
 
     #[test]

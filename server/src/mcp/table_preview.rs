@@ -77,7 +77,7 @@ fn table(file: impl Read, delimiter: u8) -> Option<String> {
     Some(text)
 }
 
-/// `| a | b |` with each cell cut to [`CELL_CHARS`], `|` and line breaks escaped.
+/// `| a | b |` with each cell cut to [`CELL_CHARS`], `|`, `\` and line breaks escaped.
 fn push_row(text: &mut String, record: &csv::ByteRecord, shown: usize, columns: usize) {
     text.push('|');
     for i in 0..shown {
@@ -90,6 +90,8 @@ fn push_row(text: &mut String, record: &csv::ByteRecord, shown: usize, columns: 
         for c in chars.by_ref().take(CELL_CHARS) {
             match c {
                 '|' => text.push_str("\\|"),
+                // Escaped too: a cell's `\` before its `|` would escape the escape and end the cell.
+                '\\' => text.push_str("\\\\"),
                 c if c.is_control() => text.push(' '),
                 c => text.push(c),
             }
@@ -166,6 +168,31 @@ mod tests {
             text.contains("more bytes: read the file from its link"),
             "{text}"
         );
+    }
+
+    /// The cell separators of a Markdown table row: pipes not escaped by a backslash (a
+    /// backslash escapes the next character, itself included).
+    fn separators(row: &str) -> usize {
+        let (mut count, mut escaped) = (0, false);
+        for c in row.chars() {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '|') => count += 1,
+                _ => {}
+            }
+        }
+        count
+    }
+
+    #[test]
+    fn a_cell_ending_in_a_backslash_before_a_pipe_stays_one_cell() {
+        let csv = "a,b\nx\\|y\\,z\\\\|\n";
+        let text = preview(csv.as_bytes(), csv.len() as u64, "text/csv").unwrap();
+        let rows: Vec<&str> = text.lines().skip(1).collect();
+        for row in &rows {
+            assert_eq!(separators(row), 3, "{row:?} in {text}");
+        }
     }
 
     #[test]
