@@ -80,6 +80,20 @@ pub enum AppError {
 }
 
 impl App {
+    /// `text` without the host folders a run's output may name: the projects folder and the
+    /// runs' scratch root, which runs see under other names.
+    pub fn without_host_folder(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for folder in [self.root.path(), self.runner.scratch_root()] {
+            let mut prefix = folder.to_string_lossy().into_owned();
+            prefix.push(std::path::MAIN_SEPARATOR);
+            if text.contains(&prefix) {
+                text = text.replace(&prefix, "");
+            }
+        }
+        text
+    }
+
     /// `shutdown` kills every run in flight when it fires.
     pub fn build(config: Config, shutdown: CancellationToken) -> Result<Arc<Self>, AppError> {
         let root = ProjectRoot::open(&config.projects_dir)?;

@@ -15,7 +15,6 @@ use rmcp::ErrorData;
 use serde_json::json;
 
 use super::artifact_blocks::{encode, FILES_SEGMENT, RUNS_PREFIX};
-use super::call::without_host_folder;
 use super::output_cut::parse_output_uri;
 use super::read_budget::{ReadBudget, ReadShare};
 use crate::app::App;
@@ -121,7 +120,7 @@ async fn read_output(
     let share = budget.take(&caller.key(), record.live.len(which)).await?;
     let mut text = record.live.read(which, 0, usize::MAX).text;
     if which == Stream::Stderr {
-        text = without_host_folder(app, &text);
+        text = app.without_host_folder(&text);
     }
     let contents = ResourceContents::text(text, uri).with_mime_type("text/plain");
     Ok((ReadResourceResult::new(vec![contents]), share))

@@ -15,7 +15,6 @@ use serde::Deserialize;
 
 use super::handler::PyRunServer;
 use super::reply::{effective_timeout, python_info_of, PythonInfo, NOTIFY_TIMEOUT};
-use crate::app::App;
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
 use pyrun_run::paths::{ProjectDir, ProjectPath};
@@ -40,7 +39,7 @@ pub struct RunPythonArgs {
     pub limit: TimeLimit,
     /// Where the run goes: `local` (this machine, the default) or a configured remote backend.
     /// Left out of the derived schema: the server lists it, with its configured backends, only
-    /// when it has a remote one (see `remote::with_backend_argument`).
+    /// when it has a remote one (see `backend_arg::with_backend_argument`).
     #[serde(default)]
     #[schemars(skip)]
     pub backend: Option<String>,
@@ -162,7 +161,7 @@ impl PyRunServer {
     /// view, runs see their scratch at its host path too: it is cut to the slot's name
     /// (`slot-3/_pyrun_inline.py`).
     pub(super) fn without_host_folder(&self, text: &str) -> String {
-        without_host_folder(&self.app, text)
+        self.app.without_host_folder(text)
     }
 
     /// The environment a run in `dir` uses (its nearest checked venv, or the server's
@@ -229,17 +228,4 @@ impl PyRunServer {
             },
         }
     }
-}
-
-/// [`PyRunServer::without_host_folder`] where no server is at hand (a resource read).
-pub(super) fn without_host_folder(app: &App, text: &str) -> String {
-    let mut text = text.to_owned();
-    for folder in [app.root.path(), app.runner.scratch_root()] {
-        let mut prefix = folder.to_string_lossy().into_owned();
-        prefix.push(std::path::MAIN_SEPARATOR);
-        if text.contains(&prefix) {
-            text = text.replace(&prefix, "");
-        }
-    }
-    text
 }

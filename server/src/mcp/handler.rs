@@ -113,7 +113,7 @@ impl PyRunServer {
         };
         if app.runpod.is_some() {
             router += Self::backends_router();
-            super::remote::with_backend_argument(&mut router, &[LOCAL_BACKEND, RUNPOD]);
+            super::backend_arg::with_backend_argument(&mut router, &[LOCAL_BACKEND, RUNPOD]);
         }
         router
     }

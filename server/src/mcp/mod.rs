@@ -22,14 +22,16 @@
 //! rows of a CSV/TSV or JSON artifact), `apps` (the MCP App `ui://pyrun/run.html` that shows a
 //! run: the run tools' `_meta` naming it, its listing and its read),
 //! `project_files` (a project file as a resource: its URI, its read, its contents),
-//! `read_budget` (the bytes resource reads hold at once), `remote` (a run sent to a remote
-//! backend: the `backend` argument, the run prepared and registered) and `task_store` (the MCP tasks and
-//! their owners). What every session of one server shares (the
+//! `read_budget` (the bytes resource reads hold at once), `backend_arg` (the run tools'
+//! `backend` argument, in their schema only when a remote backend is configured), `remote` (a
+//! run sent to a remote backend: the backend named, the run prepared and registered) and
+//! `task_store` (the MCP tasks and their owners). What every session of one server shares (the
 //! task store, the projects folder's watcher) is `McpState`, made once by the transport.
 
 mod apps;
 mod artifact_blocks;
 mod artifacts;
+mod backend_arg;
 mod backends;
 mod background;
 mod call;

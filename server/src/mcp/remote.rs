@@ -6,9 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::handler::server::router::tool::ToolRouter;
-use serde_json::{json, Value};
-
 use super::call::RunPythonArgs;
 use super::handler::PyRunServer;
 use super::reply::runs_full;
@@ -18,33 +15,6 @@ use pyrun_run::background::{BackgroundRequest, RunKind, RunRecord, LOCAL_BACKEND
 use pyrun_run::caller::Caller;
 use pyrun_run::paths::ProjectPath;
 use pyrun_run::runner::Pool;
-
-/// The tools that take a `backend`.
-const TOOLS_WITH_BACKEND: [&str; 2] = ["run_python", "start_python"];
-
-/// Adds the `backend` argument, naming the configured backends, to the tools that take it.
-pub(super) fn with_backend_argument(router: &mut ToolRouter<PyRunServer>, backends: &[&str]) {
-    for name in TOOLS_WITH_BACKEND {
-        let Some(route) = router.map.get_mut(name) else {
-            continue;
-        };
-        let mut schema = (*route.attr.input_schema).clone();
-        if let Some(Value::Object(properties)) = schema.get_mut("properties") {
-            properties.insert(
-                "backend".to_owned(),
-                json!({
-                    "type": "string",
-                    "enum": backends,
-                    "default": LOCAL_BACKEND,
-                    "description": "Where the run goes: `local` (this machine, the default) or \
-                        `runpod` (a RunPod serverless GPU worker: the script's project folder is \
-                        sent there as a snapshot, without .env, venvs or files over 5 MiB).",
-                }),
-            );
-        }
-        route.attr.input_schema = Arc::new(schema);
-    }
-}
 
 impl PyRunServer {
     /// The backends this server offers, `local` first.
