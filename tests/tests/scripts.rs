@@ -37,7 +37,10 @@ fn sandbox_root() -> tempfile::TempDir {
     std::fs::create_dir(&scripts).unwrap();
     for entry in std::fs::read_dir(workspace_root().join("scripts")).unwrap() {
         let path = entry.unwrap().path();
-        std::fs::copy(&path, scripts.join(path.file_name().unwrap())).unwrap();
+        // The scripts themselves; `scripts/windows/` holds the Wine test's C sources.
+        if path.is_file() {
+            std::fs::copy(&path, scripts.join(path.file_name().unwrap())).unwrap();
+        }
     }
     std::fs::copy(
         workspace_root().join(".env.example"),
