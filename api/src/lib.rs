@@ -193,6 +193,9 @@ pub struct RunReport {
     /// resource limit, the time limit, a capped `timeout_seconds`), naming the setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// The signal that killed the run, when one did (`exit_code` is then null).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
     /// Set when `stdout` shows only the head and tail of a long output: what was cut, and
     /// where the whole is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -333,6 +336,7 @@ mod tests {
                 venv: None,
             },
             hint: None,
+            signal: None,
             stdout_cut: None,
             stderr_cut: None,
         };

@@ -167,6 +167,9 @@ impl Output {
             _ => {}
         }
         self.truncation_notes(&report.truncated);
+        for line in report.hint.iter().flat_map(|hint| hint.lines()) {
+            self.hint(line);
+        }
         self.artifact_notes(&report.artifacts, saving_artifacts);
     }
 

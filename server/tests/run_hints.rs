@@ -173,6 +173,8 @@ fn a_run_killed_by_a_signal_names_the_signal() {
         text(&result).contains("[Process was killed by signal SIGSEGV (11)]"),
         "{result}"
     );
+    // The client names it from the structured result.
+    assert_eq!(result["structuredContent"]["signal"], json!(11), "{result}");
 }
 
 #[test]

@@ -575,3 +575,40 @@ fn a_missing_interpreter_is_said_once_and_its_hint_does_not_repeat_it() {
         );
     }
 }
+
+/// The first day end to end, as the README tells it: the snippet `config claude-code` prints
+/// holds the server command an assistant would start; that command, given to the client, runs a
+/// file with its output as it comes, and a script that needs the network fails with a hint
+/// naming the setting that allows it.
+#[test]
+fn a_newcomer_connects_with_the_printed_snippet_sees_live_output_and_understands_a_refusal() {
+    let projects = tempfile::tempdir().expect("a projects folder");
+    let mut config = Command::new(bin_path("pyrun-mcp-server"));
+    scrub_env(&mut config);
+    let printed = config
+        .args(["config", "claude-code", "--projects-dir"])
+        .arg(projects.path())
+        .output()
+        .expect("run config claude-code");
+    let snippet = String::from_utf8_lossy(&printed.stdout);
+    assert!(printed.status.success(), "{snippet}");
+    let server = snippet
+        .lines()
+        .find_map(|line| line.strip_prefix("claude mcp add pyrun -- "))
+        .unwrap_or_else(|| panic!("no `claude mcp add` line in:\n{snippet}"))
+        .to_owned();
+
+    output_comes_as_the_script_prints(&server, projects.path());
+
+    write_script(
+        projects.path(),
+        "fetch.py",
+        "import urllib.request\nurllib.request.urlopen('http://example.com', timeout=5)\n",
+    );
+    let (code, _, stderr) = Running::start(&server, &["run", "fetch.py"]).finish();
+    assert_eq!(code, Some(1), "{stderr}");
+    let hint = stderr
+        .lines()
+        .find(|line| line.starts_with("hint:") && line.contains("--allow-network"));
+    assert!(hint.is_some(), "no hint naming --allow-network:\n{stderr}");
+}

@@ -25,6 +25,9 @@ pub struct RunReport {
     pub artifacts: Artifacts,
     /// What was printed while the run went (live output); the rest of the result follows it.
     pub printed: Printed,
+    /// The server's word on a setting behind the run's failure or cut (`--allow-network`, a
+    /// limit), one line each.
+    pub hint: Option<String>,
 }
 
 /// The structured `artifacts` and `skipped_artifacts` of a result, for the notes after a run.
@@ -78,6 +81,8 @@ struct Structured {
     stderr_truncated: bool,
     #[serde(default)]
     signal: Option<Value>,
+    #[serde(default)]
+    hint: Option<String>,
     /// Only in a result handed over to the background (with `status` running or queued).
     run_id: Option<String>,
     status: Option<RunStatus>,
@@ -97,6 +102,7 @@ impl RunReport {
                 truncated: vec![],
                 artifacts,
                 printed: Printed::default(),
+                hint: None,
             };
         };
         let truncated = [
@@ -123,6 +129,7 @@ impl RunReport {
             truncated,
             artifacts,
             printed: Printed::default(),
+            hint: s.hint.filter(|h| !h.trim().is_empty()),
         }
     }
 

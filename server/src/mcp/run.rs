@@ -283,6 +283,7 @@ impl PyRunServer {
             status: Some(record.status()),
             python: self.python_info(record.python.as_deref()),
             hint: None,
+            signal: None,
             stdout_cut: None,
             stderr_cut: None,
         };

@@ -73,7 +73,8 @@ pub(super) fn report_value(report: RunReport) -> serde_json::Value {
         ("hint", report.hint),
     ]
     .into_iter()
-    .filter_map(|(k, v)| v.map(|v| (k, Value::String(v))));
+    .filter_map(|(k, v)| v.map(|v| (k, Value::String(v))))
+    .chain(report.signal.map(|signal| ("signal", Value::from(signal))));
     let python = serde_json::to_value(&report.python).unwrap_or(Value::Null);
     Value::Object(
         fields
@@ -352,6 +353,7 @@ impl PyRunServer {
             status: None,
             python: self.python_info(outcome.python.as_deref()),
             hint: None,
+            signal: outcome.signal,
             stdout_cut: cuts.0,
             stderr_cut: cuts.1,
         };
@@ -476,6 +478,7 @@ mod tests {
                 venv: Some("a/.venv".into()),
             },
             hint: Some("network off: --allow-network".into()),
+            signal: Some(9),
             stdout_cut: Some(pyrun_api::OutputCut {
                 omitted_bytes: 10,
                 omitted_lines: 2,
