@@ -118,7 +118,7 @@ fn archive(
     let mut packed = Vec::with_capacity(listed.len());
     let mut read = 0u64;
     let mut over = false;
-    for (name, path, size) in &listed {
+    for (name, _, size) in &listed {
         read = read.saturating_add(*size);
         if read > limits.max_read_bytes || tar.get_ref().get_ref().len() > limits.max_archive_bytes
         {
@@ -127,7 +127,7 @@ fn archive(
         }
         let (name, size) = (name.clone(), *size);
         // Swapped for a link, a pipe or a device since the walk, or gone: left behind.
-        let Some(file) = top.open_file(&name, path) else {
+        let Some(file) = top.open_file(&name) else {
             continue;
         };
         let mut header = tar::Header::new_gnu();
@@ -156,14 +156,17 @@ fn archive(
 
 /// The project folder as the packing reads it. On Linux, a handle opened once: every file is
 /// opened beneath it with no link followed on the way (a script running beside the server may
-/// swap any part of the path between the walk and the packing). Elsewhere, the path.
+/// swap any part of the path between the walk and the packing). Elsewhere, the path, each file
+/// opened without following its last part. Never waits on a pipe swapped in.
 struct Top {
     #[cfg(target_os = "linux")]
     fd: rustix::fd::OwnedFd,
+    #[cfg(not(target_os = "linux"))]
+    path: PathBuf,
 }
 
-#[cfg(target_os = "linux")]
 impl Top {
+    #[cfg(target_os = "linux")]
     fn open(top: &Path) -> Result<Self, SnapshotError> {
         use rustix::fs::{Mode, OFlags};
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -171,40 +174,20 @@ impl Top {
         Ok(Self { fd })
     }
 
-    fn open_file(&self, name: &str, _path: &Path) -> Option<fs::File> {
-        use rustix::fs::{Mode, OFlags, ResolveFlags};
-        // Not blocking: a pipe swapped in must not hold the open.
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-        let resolve =
-            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-        let fd = match rustix::fs::openat2(&self.fd, name, flags, Mode::empty(), resolve) {
-            // Kernels before 5.6: the last part is still never followed.
-            Err(rustix::io::Errno::NOSYS) => {
-                rustix::fs::openat(&self.fd, name, flags, Mode::empty()).ok()?
-            }
-            other => other.ok()?,
-        };
-        let file = fs::File::from(fd);
-        file.metadata().ok()?.is_file().then_some(file)
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-impl Top {
-    fn open(_top: &Path) -> Result<Self, SnapshotError> {
-        Ok(Self {})
+    #[cfg(not(target_os = "linux"))]
+    fn open(top: &Path) -> Result<Self, SnapshotError> {
+        Ok(Self {
+            path: top.to_path_buf(),
+        })
     }
 
-    fn open_file(&self, _name: &str, path: &Path) -> Option<fs::File> {
-        let mut options = fs::OpenOptions::new();
-        options.read(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt as _;
-            // The last part never followed, a pipe never waited on.
-            options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-        }
-        let file = options.open(path).ok()?;
+    /// The listed file `name`, if it is still a plain file.
+    fn open_file(&self, name: &str) -> Option<fs::File> {
+        #[cfg(target_os = "linux")]
+        let file = pyrun_run::paths::open_beneath_dir(&self.fd, Path::new(name));
+        #[cfg(not(target_os = "linux"))]
+        let file = pyrun_run::paths::open_beneath(&self.path, Path::new(name));
+        let file = file.ok()?;
         file.metadata().ok()?.is_file().then_some(file)
     }
 }

@@ -181,23 +181,23 @@ impl LiveOutput {
     /// Up to `max` bytes of a stream from `offset` (an offset past the end reads nothing and
     /// keeps the end as the next offset).
     pub fn read(&self, which: Stream, offset: u64, max: usize) -> Page {
-        let captured = lock(self.stream(which));
-        let len = captured.bytes.len();
-        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(len);
-        let mut end = start.saturating_add(max).min(len);
-        if end < len {
-            end = char_boundary_before(&captured.bytes, start, end);
-        }
+        let (bytes, next_offset, truncated) = self.page(which, offset, max);
         Page {
-            text: String::from_utf8_lossy(&captured.bytes[start..end]).into_owned(),
-            next_offset: end as u64,
-            truncated: captured.truncated,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            next_offset,
+            truncated,
         }
     }
 
     /// Like [`Self::read`], as the raw bytes (which may hold invalid UTF-8): for offsets
     /// counted in the stream's bytes, which lossy text does not keep.
     pub fn read_bytes(&self, which: Stream, offset: u64, max: usize) -> Vec<u8> {
+        self.page(which, offset, max).0
+    }
+
+    /// The bytes from `offset`, at most `max` and ending on a character boundary unless the
+    /// capture ends first; the offset after them; whether the stream was truncated.
+    fn page(&self, which: Stream, offset: u64, max: usize) -> (Vec<u8>, u64, bool) {
         let captured = lock(self.stream(which));
         let len = captured.bytes.len();
         let start = usize::try_from(offset).unwrap_or(usize::MAX).min(len);
@@ -205,7 +205,11 @@ impl LiveOutput {
         if end < len {
             end = char_boundary_before(&captured.bytes, start, end);
         }
-        captured.bytes[start..end].to_vec()
+        (
+            captured.bytes[start..end].to_vec(),
+            end as u64,
+            captured.truncated,
+        )
     }
 
     /// What the run wrote to a stream and what of it was kept.

@@ -451,23 +451,28 @@ fn open_no_links(root: &Path, file: &ProjectFile) -> io::Result<fs::File> {
 /// before). For files runs may change while the server reads them.
 #[cfg(target_os = "linux")]
 pub fn open_beneath(root: &Path, relative: &Path) -> io::Result<fs::File> {
-    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
+    use rustix::fs::{Mode, OFlags};
     let dir = rustix::fs::open(
         root,
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
+    open_beneath_dir(&dir, relative)
+}
+
+/// [`open_beneath`] beneath a folder already held open (`dir`): for a reader that must not
+/// follow the folder itself if it is swapped for a link while it reads.
+#[cfg(target_os = "linux")]
+pub fn open_beneath_dir(dir: impl rustix::fd::AsFd, relative: &Path) -> io::Result<fs::File> {
+    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-    match openat2(&dir, relative, flags, Mode::empty(), resolve) {
-        Ok(fd) => Ok(fs::File::from(fd)),
+    let fd = match openat2(&dir, relative, flags, Mode::empty(), resolve) {
         // Kernels before 5.6: the last component is still never followed.
-        Err(rustix::io::Errno::NOSYS) => {
-            let fd = rustix::fs::open(root.join(relative), flags, Mode::empty())?;
-            Ok(fs::File::from(fd))
-        }
-        Err(e) => Err(e.into()),
-    }
+        Err(rustix::io::Errno::NOSYS) => rustix::fs::openat(&dir, relative, flags, Mode::empty())?,
+        other => other?,
+    };
+    Ok(fs::File::from(fd))
 }
 
 /// See the Linux version.
