@@ -196,6 +196,10 @@ pub struct RunReport {
     /// The signal that killed the run, when one did (`exit_code` is then null).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
+    /// It ran in an interpreter the server started ahead of it, with common modules already
+    /// imported (a warm run); the same sandbox, limits and meaning as a cold run.
+    #[serde(default)]
+    pub warm: bool,
     /// Set when `stdout` shows only the head and tail of a long output: what was cut, and
     /// where the whole is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -337,6 +341,7 @@ mod tests {
             },
             hint: None,
             signal: None,
+            warm: false,
             stdout_cut: None,
             stderr_cut: None,
         };

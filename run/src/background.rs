@@ -396,6 +396,7 @@ impl BackgroundRuns {
                         artifacts: None,
                         python: request.python.clone(),
                         quarantined: Vec::new(),
+                        warm: false,
                     })
                 }
                 Err(e) => RunEnd::Failed(describe(e)),

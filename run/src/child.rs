@@ -75,6 +75,14 @@ impl AsyncChild {
         }
     }
 
+    /// Whether the child has exited (it is then reaped).
+    pub fn has_exited(&mut self) -> bool {
+        match self.inner.as_mut() {
+            Some(child) => !matches!(child.try_wait(), Ok(None)),
+            None => true,
+        }
+    }
+
     /// Sends SIGKILL to the child (not its group; the runner kills the group).
     pub fn start_kill(&mut self) -> io::Result<()> {
         match self.inner.as_mut() {

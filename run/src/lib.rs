@@ -12,7 +12,8 @@
 //! profile; `python_support` writes the modules the server ships for runs (the matplotlib
 //! backend, the session driver); `python_env` picks and checks the interpreter and virtual
 //! environment of a folder; `packages` reads what an environment has installed; `session` keeps
-//! persistent Python sessions. The kernel side is the `pyrun_sandbox` crate, below this layer;
+//! persistent Python sessions; `launch` starts an interpreter (where, what, with which
+//! environment); `warm` keeps interpreters started ahead of their runs (Linux). The kernel side is the `pyrun_sandbox` crate, below this layer;
 //! the words shared with clients (run status and kind) are `pyrun_api`'s.
 
 pub mod artifacts;
@@ -24,6 +25,7 @@ pub mod caller;
 mod child;
 pub mod ids;
 pub mod install;
+mod launch;
 pub mod live_output;
 pub mod mime;
 pub mod package_index;
@@ -41,3 +43,4 @@ mod turns;
 pub mod uv_lock;
 #[cfg(target_os = "linux")]
 pub mod venv_bytecode;
+pub mod warm;

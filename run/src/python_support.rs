@@ -19,6 +19,10 @@ const MODULES: &[(&str, &str)] = &[
         super::session::SESSION_DRIVER,
         include_str!("python/_pyrun_session.py"),
     ),
+    (
+        super::warm::WARM_DRIVER,
+        include_str!("python/_pyrun_warm.py"),
+    ),
 ];
 
 /// The written folder; removed on drop.

@@ -18,7 +18,7 @@
 //! and the interpreter runs that file as the run sees it (`/tmp/_pyrun_inline.py` in the
 //! sandbox's view); the same spawn, layers and limits as a script. It is removed with the run.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -31,14 +31,20 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::artifacts::{ArtifactStore, Collected};
+#[cfg(target_os = "linux")]
+use super::launch::Seen;
+use super::launch::{Launch, Placement, Program, Starter};
 use super::live_output::{LiveOutput, Stream};
 use super::paths::{ProjectDir, ProjectPath};
 use super::python_env::PythonEnv;
 use super::quarantine::{Quarantine, Quarantined};
 use super::sandbox_probe::SandboxProbe;
-use super::slots::{is_empty_private_dir, Slot, SlotError, SlotLease, SlotPool};
+use super::slots::{Slot, SlotLease, SlotPool};
 use super::turns::CallerTurns;
-use pyrun_sandbox::{RunScope, Sandbox, SandboxError, SandboxMode};
+use super::warm::WarmSettings;
+#[cfg(target_os = "linux")]
+use super::warm::{await_ready, job_frame, Warm, WarmKey, WARM_DRIVER};
+use pyrun_sandbox::{RunScope, Sandbox, SandboxError};
 
 /// How long pipes are read after the process group is gone. Data the script wrote before dying is
 /// already in the pipe; only a process that escaped the group can keep a pipe open this long.
@@ -203,6 +209,8 @@ pub struct RunOutcome {
     /// Protected names (`.git`, `.vscode`, `__pycache__`...) that appeared in the part of the
     /// projects folder the run could write, moved to the quarantine once it was over.
     pub quarantined: Vec<Quarantined>,
+    /// It ran in an interpreter started ahead of it (a warm run).
+    pub warm: bool,
 }
 
 /// Why a run did not start. The text is for the server's log: it may name host paths (a cgroup
@@ -226,8 +234,8 @@ pub enum RunError {
 }
 
 pub struct Runner {
-    python: PathBuf,
-    env: Vec<(OsString, OsString)>,
+    /// Starts interpreters (shared with the warm spares' background starts).
+    starter: Arc<Starter>,
     max_output: usize,
     permits: Arc<Semaphore>,
     background_permits: Arc<Semaphore>,
@@ -236,21 +244,20 @@ pub struct Runner {
     turns: Option<[CallerTurns; 2]>,
     places: [usize; 2],
     running: AtomicUsize,
-    // Before `sandbox`: slots drop their rules (cgroups) before the sandbox removes their parent.
-    slots: Arc<SlotPool>,
+    // Before `sandbox`: spares and slots drop their rules (cgroups) before the sandbox removes
+    // their parent.
+    #[cfg(target_os = "linux")]
+    warm: Warm,
     sandbox: SandboxProbe,
     shutdown: CancellationToken,
     /// Where protected names runs create go; `None`: they stay (`--allow-protected-writes`).
     quarantine: Option<Arc<Quarantine>>,
-    /// Compiles the venvs runs use into the bytecode cache, in the background.
-    #[cfg(target_os = "linux")]
-    venv_bytecode: super::venv_bytecode::VenvBytecode,
 }
 
 impl std::fmt::Debug for Runner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runner")
-            .field("python", &self.python)
+            .field("python", &self.starter.python)
             .field("running", &self.running())
             .finish_non_exhaustive()
     }
@@ -266,8 +273,13 @@ impl Runner {
     ) -> io::Result<Self> {
         let env = scrubbed_env(std::env::vars_os(), &settings.pass_env);
         Ok(Self {
-            python: settings.python,
-            env,
+            starter: Arc::new(Starter {
+                python: settings.python,
+                env,
+                slots: Arc::new(SlotPool::new()?),
+                #[cfg(target_os = "linux")]
+                venv_bytecode: Default::default(),
+            }),
             max_output: settings.max_output_bytes,
             permits: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             background_permits: Arc::new(Semaphore::new(settings.max_background_concurrent.max(1))),
@@ -277,13 +289,48 @@ impl Runner {
                 settings.max_background_concurrent.max(1),
             ],
             running: AtomicUsize::new(0),
-            slots: Arc::new(SlotPool::new()?),
+            #[cfg(target_os = "linux")]
+            warm: Warm::new(WarmSettings::default(), shutdown.clone()),
             sandbox: sandbox.into(),
             shutdown,
             quarantine: Some(Arc::new(Quarantine::in_temp())),
-            #[cfg(target_os = "linux")]
-            venv_bytecode: Default::default(),
         })
+    }
+
+    /// Starts runs in interpreters started ahead of them (Linux; elsewhere runs start cold
+    /// whatever `settings` says: see `warm`).
+    pub fn with_warm(self, settings: WarmSettings) -> Self {
+        #[cfg(target_os = "linux")]
+        {
+            let shutdown = self.shutdown.clone();
+            Self {
+                warm: Warm::new(settings, shutdown),
+                ..self
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = settings;
+            self
+        }
+    }
+
+    /// Warm interpreters ready for a run now.
+    pub fn warm_ready(&self) -> usize {
+        #[cfg(target_os = "linux")]
+        {
+            self.warm.ready()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            0
+        }
+    }
+
+    /// Stops the warm interpreters waiting for runs (the server is closing).
+    pub fn close_warm(&self) {
+        #[cfg(target_os = "linux")]
+        self.warm.close();
     }
 
     /// Moves protected names runs create to `quarantine` (the server's, under its state
@@ -312,7 +359,7 @@ impl Runner {
 
     /// The private folder the runs' scratch folders are made in (never shown to callers).
     pub fn scratch_root(&self) -> &Path {
-        self.slots.root()
+        self.starter.slots.root()
     }
 
     /// The sandbox (possibly still being probed), for reports.
@@ -354,7 +401,20 @@ impl Runner {
         live.mark_started();
 
         // The slot is dropped after the process tree below: it goes back only once the run is dead.
-        let (sandbox, slot) = self.sandbox_and_slot().await?;
+        let sandbox = self
+            .sandbox
+            .get()
+            .await
+            .map_err(RunError::SandboxUnavailable)?;
+        #[cfg(target_os = "linux")]
+        let key = self.warm.enabled().then(|| WarmKey::of(&req));
+        #[cfg(target_os = "linux")]
+        let (slot, spare) = match key.as_ref().and_then(|key| self.warm.take(key)) {
+            Some(spare) => (spare.slot, Some(spare.child)),
+            None => (self.starter.take_slot(&sandbox)?, None),
+        };
+        #[cfg(not(target_os = "linux"))]
+        let slot = self.starter.take_slot(&sandbox)?;
         let output = slot.dir().join(OUTPUT_DIR_NAME);
         let inline = match req.source {
             RunSource::Inline { code, .. } => {
@@ -367,7 +427,20 @@ impl Runner {
         let launch = Launch::of(&req, slot.dir());
         let scope = launch.scope(&sandbox);
         let started = Instant::now();
-        let mut child = self.spawn(&launch, &sandbox, &slot, &scope)?;
+        #[cfg(target_os = "linux")]
+        let Started {
+            mut child,
+            job,
+            warm,
+        } = self
+            .start(key.is_some(), spare, &req, &launch, &sandbox, &slot, &scope)
+            .await?;
+        #[cfg(not(target_os = "linux"))]
+        let (mut child, job, warm): (Spawned, Option<Vec<u8>>, bool) = (
+            self.starter.spawn(&launch, &sandbox, &slot, &scope)?,
+            None,
+            false,
+        );
         // Windows: a kill-on-close Job Object holds the whole tree (on error, kill_on_drop).
         #[cfg(windows)]
         let _job = match child.raw_handle() {
@@ -376,12 +449,19 @@ impl Runner {
         };
         let tree = ProcessTree::of(child.id());
 
-        if let (Some(mut pipe), Some(text)) = (child.stdin.take(), req.stdin) {
-            let bytes = text.as_bytes().to_vec();
-            // A script that does not read its stdin closes the pipe: that is not an error.
-            tokio::spawn(async move {
-                let _ = pipe.write_all(&bytes).await;
-            });
+        // A warm driver reads its job first, then the run's stdin follows on the same pipe.
+        let input = req.stdin.map(|text| text.as_bytes().to_vec());
+        if job.is_some() || input.is_some() {
+            if let Some(mut pipe) = child.stdin.take() {
+                // A script that does not read its stdin closes the pipe: that is not an error.
+                tokio::spawn(async move {
+                    for bytes in [job, input].into_iter().flatten() {
+                        if pipe.write_all(&bytes).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
         }
         let stop_reading = CancellationToken::new();
         let out = tokio::spawn(read_live(
@@ -428,6 +508,12 @@ impl Runner {
         let _ = out.await;
         let _ = err.await;
         deadline.abort();
+        #[cfg(target_os = "linux")]
+        if let Some(key) = key {
+            self.warm.learn(&key, slot.dir());
+            self.warm
+                .refill(key, self.starter.clone(), Arc::clone(&sandbox));
+        }
         let artifacts = collect_artifacts(req.artifacts, output).await;
         let quarantined = self.sweep(&sandbox, &scope).await;
         // Gone with the run, so the slot can be reused (a run that replaced it leaves it to the
@@ -466,6 +552,7 @@ impl Runner {
             artifacts,
             python: req.python,
             quarantined,
+            warm,
         })
     }
 
@@ -492,7 +579,7 @@ impl Runner {
             python,
         };
         let scope = launch.scope(&sandbox);
-        let child = self.spawn(&launch, &sandbox, &slot, &scope)?;
+        let child = self.starter.spawn(&launch, &sandbox, &slot, &scope)?;
         #[cfg(windows)]
         let job = match child.raw_handle() {
             Some(handle) => sandbox.assign_job(handle)?,
@@ -533,293 +620,79 @@ impl Runner {
             .get()
             .await
             .map_err(RunError::SandboxUnavailable)?;
-        let slot = self.slots.take(&sandbox).map_err(|e| match e {
-            SlotError::Scratch(e) => RunError::Scratch(e),
-            SlotError::Sandbox(e) => RunError::Sandbox(e),
-        })?;
-        make_output_dir(&slot.dir().join(OUTPUT_DIR_NAME)).map_err(RunError::Scratch)?;
+        let slot = self.starter.take_slot(&sandbox)?;
         Ok((sandbox, slot))
+    }
+
+    /// Linux: the run's process. With warm runs on, a spare of its kind when one was ready, or
+    /// the warm driver started now (nothing preloaded, so that what the run imports is
+    /// learned), with the job to send it; a driver that does not get ready gives way to a cold
+    /// start, never a failed call. With warm runs off, a cold start.
+    #[cfg(target_os = "linux")]
+    #[allow(clippy::too_many_arguments)]
+    async fn start(
+        &self,
+        warm: bool,
+        spare: Option<Spawned>,
+        req: &RunRequest<'_>,
+        launch: &Launch<'_>,
+        sandbox: &Sandbox,
+        slot: &Slot,
+        scope: &RunScope,
+    ) -> Result<Started, RunError> {
+        let cold = || -> Result<Started, RunError> {
+            Ok(Started {
+                child: self.starter.spawn(launch, sandbox, slot, scope)?,
+                job: None,
+                warm: false,
+            })
+        };
+        if !warm || sandbox.support_dir().is_none() {
+            return cold();
+        }
+        let seen = Seen::of(launch, sandbox, slot)?;
+        let Some(job) = job_frame(
+            &seen.script,
+            req.args,
+            &seen.cwd,
+            req.stdin.is_some(),
+            &seen.scratch,
+        ) else {
+            return cold();
+        };
+        if let Some(child) = spare {
+            return Ok(Started {
+                child,
+                job: Some(job),
+                warm: true,
+            });
+        }
+        let args = [String::new()];
+        let driver = Launch {
+            place: launch.place,
+            program: Program::Support(WARM_DRIVER),
+            args: &args,
+            stdin_piped: true,
+            python: launch.python,
+        };
+        let mut child = self.starter.spawn(&driver, sandbox, slot, scope)?;
+        match await_ready(&mut child, req.timeout.min(DRIVER_READY_WITHIN)).await {
+            Ok(_) => Ok(Started {
+                child,
+                job: Some(job),
+                warm: false,
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "the warm driver did not get ready; the run starts cold");
+                drop(child);
+                cold()
+            }
+        }
     }
 
     /// Fires when the server shuts down (runs in flight are killed; residents' owners end theirs).
     pub fn shutdown_token(&self) -> &CancellationToken {
         &self.shutdown
-    }
-
-    /// Linux: the sandbox starts the run (its own `clone`/`exec` child applies every layer
-    /// before `exec`); `child.rs` makes it awaitable.
-    #[cfg(target_os = "linux")]
-    fn spawn(
-        &self,
-        launch: &Launch<'_>,
-        sandbox: &Sandbox,
-        slot: &Slot,
-        scope: &RunScope,
-    ) -> Result<Spawned, RunError> {
-        // In the sandbox's own view, the run sees neutral paths (`/projects/...`, `/tmp`).
-        let scratch = if sandbox.has_view() {
-            Path::new(pyrun_sandbox::RUN_SCRATCH_DIR)
-        } else {
-            slot.dir()
-        };
-        let place = &launch.place;
-        let script = match launch.program {
-            Program::Script(script) => sandbox.view_path(script.absolute()),
-            Program::Scratch(name) => scratch.join(name),
-            Program::Support(name) => support_file(sandbox, name)?,
-        };
-        let cwd = match place.cwd {
-            Some(dir) => sandbox.view_path(dir),
-            None => scratch.to_path_buf(),
-        };
-        let import_dir = place.import_dir.map(|dir| sandbox.view_path(dir));
-        let pycache = pycache_prefix(sandbox, scratch);
-        if let Some(env) = launch.python {
-            self.venv_bytecode.touch(env, sandbox);
-        }
-        let extra = RunExtras::new(sandbox, scratch, import_dir.as_deref(), &self.env);
-        // A venv's run execs its checked base interpreter, told it is the venv's `bin/python`
-        // (as the run sees it) so that CPython finds the venv's `pyvenv.cfg`.
-        let (program, argv0) = self.program(launch);
-        let argv0 = argv0.map(|path| sandbox.view_path(&path));
-        let spec = pyrun_sandbox::spawn::Spec {
-            program,
-            argv0: argv0.as_deref().map(Path::as_os_str),
-            args: std::iter::once(script.as_os_str())
-                .chain(launch.args.iter().map(OsStr::new))
-                .collect(),
-            env: self.run_env(scratch, pycache.as_deref(), &extra),
-            cwd: &cwd,
-            stdin_piped: launch.stdin_piped,
-        };
-        let child = sandbox
-            .spawn_scoped(slot.rules(), &spec, scope)
-            .map_err(|e| match e {
-                // A layer that failed in the child (`Hook`) stays a sandbox failure.
-                SandboxError::Spawn(pyrun_sandbox::spawn::SpawnError::Start { what, source }) => {
-                    RunError::Spawn { what, source }
-                }
-                other => RunError::Sandbox(other),
-            })?;
-        super::child::AsyncChild::new(child).map_err(|source| RunError::Spawn {
-            what: "the run's pipes could not be registered",
-            source,
-        })
-    }
-
-    /// Elsewhere: tokio's `Command`, with the sandbox's `pre_exec` hook where it has one.
-    #[cfg(not(target_os = "linux"))]
-    fn spawn(
-        &self,
-        launch: &Launch<'_>,
-        sandbox: &Sandbox,
-        slot: &Slot,
-        scope: &RunScope,
-    ) -> Result<Spawned, RunError> {
-        // No view of the run's own to key on its scope: it is only swept after the run.
-        let _ = scope;
-        use std::process::Stdio;
-        let pycache = pycache_prefix(sandbox, slot.dir());
-        let place = &launch.place;
-        let extra = RunExtras::new(sandbox, slot.dir(), place.import_dir, &self.env);
-        let script = match launch.program {
-            Program::Script(script) => script.absolute().to_path_buf(),
-            Program::Scratch(name) => slot.dir().join(name),
-            Program::Support(name) => support_file(sandbox, name)?,
-        };
-        let (program, argv0) = self.program(launch);
-        let mut cmd = std::process::Command::new(program);
-        #[cfg(unix)]
-        if let Some(argv0) = &argv0 {
-            std::os::unix::process::CommandExt::arg0(&mut cmd, argv0);
-        }
-        #[cfg(not(unix))]
-        let _ = argv0;
-        cmd.arg(script)
-            .args(launch.args)
-            .current_dir(place.cwd.unwrap_or(slot.dir()))
-            .env_clear()
-            .envs(self.run_env(slot.dir(), pycache.as_deref(), &extra))
-            .stdin(if launch.stdin_piped {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        #[cfg(unix)]
-        {
-            use std::os::unix::process::CommandExt;
-            // Its own group, so that one signal reaches every descendant that stays in it.
-            cmd.process_group(0);
-        }
-        sandbox.confine(&mut cmd, slot.rules())?;
-        let mut cmd = tokio::process::Command::from(cmd);
-        cmd.kill_on_drop(true);
-        cmd.spawn().map_err(|source| RunError::Spawn {
-            what: "the interpreter could not be executed",
-            source,
-        })
-    }
-
-    /// The program a run execs (always a checked interpreter) and the argv\[0\] it is given on
-    /// the host: the venv's `bin/python` when the run has a venv.
-    fn program<'r>(&'r self, launch: &Launch<'r>) -> (&'r Path, Option<PathBuf>) {
-        match launch.python {
-            Some(env) => (&env.interpreter, env.argv0()),
-            None => (&self.python, None),
-        }
-    }
-
-    /// The run's whole environment: the scrubbed server environment, with HOME and the temp
-    /// variables on the slot's scratch dir, Python's I/O settings and its bytecode settings
-    /// (these win over passed names).
-    ///
-    /// Bytecode: a run never writes any (`PYTHONDONTWRITEBYTECODE`): beside a project module it
-    /// would leave `__pycache__` in the projects folder, and the cache is read-only to it anyway
-    /// (a write there would only fail, after a few wasted syscalls). With `pycache`, Python reads
-    /// bytecode only from there, never from a `__pycache__` a script may have forged.
-    fn run_env<'a>(
-        &'a self,
-        scratch: &'a Path,
-        pycache: Option<&'a Path>,
-        extra: &'a RunExtras,
-    ) -> Vec<(&'a OsStr, &'a OsStr)> {
-        let scratch = scratch.as_os_str();
-        let mut set: Vec<(&OsStr, &OsStr)> = vec![
-            (OsStr::new("HOME"), scratch),
-            (OsStr::new("TMPDIR"), scratch),
-            (OsStr::new("TEMP"), scratch),
-            (OsStr::new("TMP"), scratch),
-            (OsStr::new("PYTHONUNBUFFERED"), OsStr::new("1")),
-            (OsStr::new("PYTHONIOENCODING"), OsStr::new("utf-8")),
-            (OsStr::new("PYTHONDONTWRITEBYTECODE"), OsStr::new("1")),
-        ];
-        if let Some(pycache) = pycache {
-            set.push((OsStr::new("PYTHONPYCACHEPREFIX"), pycache.as_os_str()));
-        }
-        if cfg!(windows) {
-            set.push((OsStr::new("USERPROFILE"), scratch));
-        }
-        set.extend(extra.vars());
-        let kept = self
-            .env
-            .iter()
-            .filter(|(name, _)| !set.iter().any(|(n, _)| n == name))
-            .map(|(k, v)| (k.as_os_str(), v.as_os_str()));
-        kept.chain(set.iter().copied()).collect()
-    }
-}
-
-/// Where a run's Python looks for bytecode: the server's cache as the run sees it. With the
-/// sandbox on but no cache (no private folder could be made), a folder in the run's scratch,
-/// empty since nothing writes bytecode: slower runs (the stdlib compiles each time), never a
-/// forged `.pyc` read. With the sandbox off, no prefix: scripts are trusted, they have every right
-/// the server has, and the stdlib's own `__pycache__` spares compiling it.
-fn pycache_prefix(sandbox: &Sandbox, scratch: &Path) -> Option<PathBuf> {
-    if sandbox.mode() == SandboxMode::Off {
-        return None;
-    }
-    Some(
-        sandbox
-            .pycache_prefix()
-            .unwrap_or_else(|| scratch.join(".pycache")),
-    )
-}
-
-/// Where a run works, on the host: its working directory (`None`: the scratch), the folder whose
-/// protected names the sandbox keeps read-only on the way to it, and for inline code in a project
-/// the folder its imports come from first (a script's own folder is Python's `sys.path[0]`; the
-/// inline file's is the scratch).
-struct Placement<'a> {
-    cwd: Option<&'a Path>,
-    // Only Linux's sandbox keeps protected names read-only with a view of its own.
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    project_dir: &'a Path,
-    import_dir: Option<&'a Path>,
-}
-
-impl<'a> Placement<'a> {
-    fn of(source: RunSource<'a>, scratch: &'a Path) -> Self {
-        match source {
-            RunSource::Script(script) => Self {
-                cwd: Some(script.directory()),
-                project_dir: script.directory(),
-                import_dir: None,
-            },
-            RunSource::Inline { cwd, .. } => Self::in_project(cwd, scratch),
-        }
-    }
-
-    /// Code that is not a file of the projects folder (inline code, a session): in `cwd` with
-    /// its imports from there first, or in the scratch.
-    fn in_project(cwd: Option<&'a ProjectDir>, scratch: &'a Path) -> Self {
-        match cwd {
-            Some(dir) => Self {
-                cwd: Some(dir.absolute()),
-                project_dir: dir.absolute(),
-                import_dir: Some(dir.absolute()),
-            },
-            // Outside the projects folder: only its top level's protected names are kept.
-            None => Self {
-                cwd: None,
-                project_dir: scratch,
-                import_dir: None,
-            },
-        }
-    }
-}
-
-/// What the interpreter runs.
-#[derive(Debug, Clone, Copy)]
-enum Program<'a> {
-    /// A `.py` file of the projects folder.
-    Script(&'a ProjectPath),
-    /// A file the runner wrote into the slot's scratch (inline code).
-    Scratch(&'static str),
-    /// A module the server ships (`python_support`), e.g. the session driver.
-    Support(&'static str),
-}
-
-/// One start of the interpreter: where, on what, with which arguments.
-struct Launch<'a> {
-    place: Placement<'a>,
-    program: Program<'a>,
-    args: &'a [String],
-    stdin_piped: bool,
-    /// The environment, when not the runner's own interpreter (`--python`) without a venv.
-    python: Option<&'a PythonEnv>,
-}
-
-impl<'a> Launch<'a> {
-    /// What the run may write of the projects folder (its project), and the protected names there.
-    fn scope(&self, sandbox: &Sandbox) -> RunScope {
-        sandbox.run_scope(&sandbox.project_of(self.place.project_dir))
-    }
-
-    fn of(req: &'a RunRequest<'a>, scratch: &'a Path) -> Self {
-        Self {
-            place: Placement::of(req.source, scratch),
-            program: match req.source {
-                RunSource::Script(script) => Program::Script(script),
-                RunSource::Inline { .. } => Program::Scratch(INLINE_FILE_NAME),
-            },
-            args: req.args,
-            stdin_piped: req.stdin.is_some(),
-            python: req.python.as_deref(),
-        }
-    }
-}
-
-/// A module of the server's support folder as the run sees it; an error when the folder could
-/// not be written at start-up.
-fn support_file(sandbox: &Sandbox, name: &str) -> Result<PathBuf, RunError> {
-    match sandbox.support_dir() {
-        Some(dir) => Ok(dir.join(name)),
-        None => Err(RunError::Spawn {
-            what: "the server's support modules were not written at start-up",
-            source: io::Error::from(io::ErrorKind::Unsupported),
-        }),
     }
 }
 
@@ -832,92 +705,6 @@ fn write_inline(file: &Path, code: &str) -> io::Result<()> {
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o400);
     options.open(file)?.write_all(code.as_bytes())
-}
-
-/// What a run's environment gets beyond the fixed names: its output folder, and a `PYTHONPATH`
-/// of the inline code's project folder, then the server's support modules where they exist
-/// (with the matplotlib backend), then a passed `PYTHONPATH` (never replaced). Paths as the run
-/// sees them.
-struct RunExtras {
-    output: PathBuf,
-    python_path: Option<OsString>,
-    /// The server's `PATH` with only the folders of the run's world.
-    search_path: Option<OsString>,
-    mpl_backend: bool,
-}
-
-impl RunExtras {
-    fn new(
-        sandbox: &Sandbox,
-        scratch: &Path,
-        import_dir: Option<&Path>,
-        env: &[(OsString, OsString)],
-    ) -> Self {
-        let support = sandbox.support_dir();
-        let passed = env
-            .iter()
-            .find(|(name, _)| name == "PYTHONPATH")
-            .map(|(_, v)| v.as_os_str())
-            .filter(|v| !v.is_empty());
-        let mut python_path: Option<OsString> = None;
-        // A passed PYTHONPATH alone is already in the scrubbed environment.
-        if import_dir.is_some() || support.is_some() {
-            let parts = [
-                import_dir.map(Path::as_os_str),
-                support.as_deref().map(Path::as_os_str),
-                passed,
-            ];
-            for part in parts.into_iter().flatten() {
-                let path = python_path.get_or_insert_with(OsString::new);
-                if !path.is_empty() {
-                    path.push(if cfg!(windows) { ";" } else { ":" });
-                }
-                path.push(part);
-            }
-        }
-        let search_path = env
-            .iter()
-            .find(|(name, _)| name == "PATH")
-            .map(|(_, value)| sandbox.search_path_in_view(value));
-        Self {
-            output: scratch.join(OUTPUT_DIR_NAME),
-            python_path,
-            search_path,
-            mpl_backend: support.is_some(),
-        }
-    }
-
-    fn vars(&self) -> impl Iterator<Item = (&OsStr, &OsStr)> {
-        let output = (OsStr::new("PYRUN_OUTPUT_DIR"), self.output.as_os_str());
-        let path = self
-            .python_path
-            .as_ref()
-            .map(|path| (OsStr::new("PYTHONPATH"), path.as_os_str()));
-        let backend = self
-            .mpl_backend
-            .then(|| (OsStr::new("MPLBACKEND"), OsStr::new(MPL_BACKEND)));
-        let search = self
-            .search_path
-            .as_ref()
-            .map(|path| (OsStr::new("PATH"), path.as_os_str()));
-        std::iter::once(output)
-            .chain(path)
-            .chain(backend)
-            .chain(search)
-    }
-}
-
-/// Makes the run's empty output folder (owner-only, like the scratch it is in), unless the slot
-/// kept it from its last run (a reusable slot holds it only empty, real and private).
-fn make_output_dir(dir: &Path) -> io::Result<()> {
-    #[cfg_attr(not(unix), allow(unused_mut))]
-    let mut builder = std::fs::DirBuilder::new();
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    match builder.create(dir) {
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && is_empty_private_dir(dir) => Ok(()),
-        other => other,
-    }
 }
 
 /// Whether a folder has no entry (false when it cannot be read: it is then looked at closely).
@@ -960,6 +747,20 @@ pub(super) fn scrubbed_env(
             || pass.iter().any(|p| p == name.as_ref())
     })
     .collect()
+}
+
+/// How long a warm driver started for a run may take to say READY (it imports nothing).
+#[cfg(target_os = "linux")]
+const DRIVER_READY_WITHIN: Duration = Duration::from_secs(30);
+
+/// A run's process, started or taken warm.
+#[cfg(target_os = "linux")]
+struct Started {
+    child: Spawned,
+    /// The job frame the warm driver reads before the run's stdin.
+    job: Option<Vec<u8>>,
+    /// It was started ahead of the run.
+    warm: bool,
 }
 
 enum Ending {
@@ -1161,39 +962,6 @@ mod tests {
         let kept = scrubbed_env(vars, &["MY_SETTING".to_owned()]);
         let names: Vec<_> = kept.iter().map(|(k, _)| k.to_string_lossy()).collect();
         assert_eq!(names, ["PATH", "LC_ALL", "MY_SETTING"]);
-    }
-
-    #[test]
-    fn bytecode_is_read_from_the_cache_or_scratch_when_sandboxed_and_as_usual_when_off() {
-        use pyrun_sandbox::SandboxPolicy;
-        let sandbox = |mode, pycache: Option<PathBuf>| {
-            Sandbox::new(SandboxPolicy {
-                pycache,
-                ..SandboxPolicy::bare(mode)
-            })
-            .unwrap()
-        };
-        let scratch = Path::new("/scratch/slot-0");
-        let cache = std::env::temp_dir();
-        assert_eq!(
-            pycache_prefix(
-                &sandbox(SandboxMode::Standard, Some(cache.clone())),
-                scratch
-            ),
-            Some(cache)
-        );
-        // No cache: never `__pycache__` beside the sources; an empty folder of the run's own.
-        assert_eq!(
-            pycache_prefix(&sandbox(SandboxMode::Standard, None), scratch),
-            Some(scratch.join(".pycache"))
-        );
-        assert_eq!(
-            pycache_prefix(
-                &sandbox(SandboxMode::Off, Some(std::env::temp_dir())),
-                scratch
-            ),
-            None
-        );
     }
 
     #[tokio::test]

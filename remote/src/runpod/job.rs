@@ -222,6 +222,7 @@ fn ended(
         artifacts: Some(artifacts.unwrap_or_default()),
         python: None,
         quarantined: Vec::new(),
+        warm: false,
     }
 }
 

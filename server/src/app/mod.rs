@@ -196,7 +196,8 @@ impl App {
             shutdown.clone(),
         )
         .map_err(AppError::Scratch)?
-        .with_quarantine(quarantine(&config));
+        .with_quarantine(quarantine(&config))
+        .with_warm(config.warm.clone());
         // Only OAuth brings several callers; alone, a caller's runs may take every place.
         let runner = Arc::new(if config.oauth.is_some() {
             runner.with_caller_turns()
@@ -263,6 +264,7 @@ impl App {
     /// then kills and reaps the server's own helpers. No process outlives the server.
     pub async fn close(&self) {
         self.runner.shutdown_token().cancel();
+        self.runner.close_warm();
         let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
         while self.in_flight() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;

@@ -82,6 +82,11 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_MAX_PYTHON_SESSIONS",
     "PYRUN_MAX_PYTHON_SESSIONS_PER_CALLER",
     "PYRUN_PYTHON_SESSION_IDLE_TIMEOUT",
+    // Warm runs (`WarmArgs`).
+    "PYRUN_WARM",
+    "PYRUN_WARM_MAX",
+    "PYRUN_WARM_IDLE",
+    "PYRUN_PRELOAD",
     // The RunPod backend (`RunPodArgs`); the key is read apart, never as a flag.
     "PYRUN_RUNPOD_ENDPOINT",
     "PYRUN_RUNPOD_API_URL",

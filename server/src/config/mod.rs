@@ -36,6 +36,7 @@ mod sandbox;
 mod sessions;
 mod state;
 mod tunnel;
+mod warm;
 
 pub use artifacts::{ArtifactArgs, ArtifactConfig};
 pub use audit::AuditArgs;
@@ -56,6 +57,7 @@ pub use sandbox::{SandboxArgs, SandboxConfig};
 pub use sessions::{SessionArgs, SessionConfig};
 pub use state::StateArgs;
 pub use tunnel::{TunnelArgs, TunnelConfig, TunnelProvider};
+pub use warm::WarmArgs;
 
 include!("env_vars.rs");
 
@@ -128,6 +130,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub sessions: SessionArgs,
+
+    #[command(flatten)]
+    pub warm: WarmArgs,
 
     #[command(flatten)]
     pub runpod: RunPodArgs,
@@ -215,6 +220,8 @@ pub struct Config {
     pub allow_python: Vec<PathBuf>,
     /// Python sessions (offered with inline code): how many, and how long an unused one lives.
     pub sessions: SessionConfig,
+    /// Warm runs: on or off, how many interpreters wait, for how long, what they preload.
+    pub warm: pyrun_run::warm::WarmSettings,
     /// `--runpod-endpoint`: the RunPod backend; `None`: runs are local only.
     pub runpod: Option<RunPodConfig>,
 }
@@ -223,6 +230,8 @@ pub struct Config {
 pub enum ConfigError {
     #[error("{0}\nhint: see docs/runpod.md")]
     RunPod(String),
+    #[error("--preload '{0}' is not a module name\nhint: give module names separated by commas, e.g. --preload numpy,pandas (PYRUN_PRELOAD)")]
+    Preload(String),
     /// Another error's message, naming the variable its value came from instead of the flag.
     #[error("{0}")]
     FromVariable(String),
@@ -433,6 +442,7 @@ impl Cli {
             install,
             allow_python,
             sessions: self.sessions.resolve(),
+            warm: self.warm.resolve()?,
             runpod: self.runpod.resolve()?,
         })
     }
@@ -618,6 +628,7 @@ mod tests {
             include_str!("install.rs"),
             include_str!("python_env.rs"),
             include_str!("sessions.rs"),
+            include_str!("warm.rs"),
             include_str!("runpod.rs"),
             include_str!("dotenv.rs"),
             include_str!("../main.rs"),

@@ -284,6 +284,7 @@ impl PyRunServer {
             python: self.python_info(record.python.as_deref()),
             hint: None,
             signal: None,
+            warm: false,
             stdout_cut: None,
             stderr_cut: None,
         };

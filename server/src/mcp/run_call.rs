@@ -44,6 +44,7 @@ pub(super) fn report_value(report: RunReport) -> serde_json::Value {
             report.exit_code.map_or(Value::Null, Value::from),
         ),
         ("timed_out", Value::Bool(report.timed_out)),
+        ("warm", Value::Bool(report.warm)),
         ("stdout_truncated", Value::Bool(report.stdout_truncated)),
         ("stderr_truncated", Value::Bool(report.stderr_truncated)),
         ("duration_ms", Value::from(report.duration_ms)),
@@ -354,6 +355,7 @@ impl PyRunServer {
             python: self.python_info(outcome.python.as_deref()),
             hint: None,
             signal: outcome.signal,
+            warm: outcome.warm,
             stdout_cut: cuts.0,
             stderr_cut: cuts.1,
         };
@@ -479,6 +481,7 @@ mod tests {
             },
             hint: Some("network off: --allow-network".into()),
             signal: Some(9),
+            warm: true,
             stdout_cut: Some(pyrun_api::OutputCut {
                 omitted_bytes: 10,
                 omitted_lines: 2,
@@ -518,6 +521,7 @@ mod tests {
             artifacts: None,
             python: None,
             quarantined: Vec::new(),
+            warm: false,
         }
     }
 

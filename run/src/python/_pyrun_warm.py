@@ -1,0 +1,344 @@
+"""The driver of a pyrun-mcp warm run: an interpreter started ahead of its run, in the run's own
+sandbox, that has imported a preload set and then runs ONE script as `python SCRIPT ARGS...` would.
+
+Shipped by the server (run/python_support.rs) and started exactly as a run is started (same
+sandbox, slot, environment, working folder), as `python /pyrun/_pyrun_warm.py PRELOAD`, where
+PRELOAD is a comma-separated list of module names (possibly empty). Steps:
+
+1. fds 0, 1 and 2 are kept aside (os.dup: close-on-exec) and pointed at /dev/null (stdin) and a
+   memfd (stdout, stderr) while the preload imports: nothing an import prints reaches the run's
+   output, and nothing reads the job pipe.
+2. Each preload name is imported only when it resolves to the interpreter's standard library, its
+   site-packages (the venv's) or the server's support folder, with the projects folder off the
+   path: never a project source. An import that prints, changes a signal handler, starts a
+   Python thread or loads a file from elsewhere is noisy; the environment, `sys.path` and the
+   working folder are restored after the imports.
+3. `gc.freeze()`: what the preload made is never traversed again (and not at exit).
+4. fds 1 and 2 are restored and READY is written on stdout, then a 4-byte big-endian length and
+   the noisy names, one per line; the server reads them before the job, and a spare with noisy
+   names serves no run (what it imported cannot be unloaded).
+5. The job comes on the original stdin: a 4-byte big-endian length, then UTF-8 JSON
+   {"argv": [script, args...], "cwd": str, "stdin": bool, "report": str | null}. Without
+   "stdin" fd 0 stays /dev/null; with it fd 0 is the pipe again (the run's input follows the job).
+6. Modules the preload added whose name a file or package in the script's folder (or an import
+   folder on PYTHONPATH) would shadow are dropped from `sys.modules`, so the project's own file is
+   imported, as a cold run would.
+7. The script runs as `__main__` in a fresh module, with `sys.argv`, `sys.orig_argv`, `sys.path[0]`
+   and `__file__` as CPython sets them. SystemExit leaves as it would; another uncaught exception
+   goes to `sys.excepthook` without this driver's frame, and the exit status is 1.
+8. At exit, last of the atexit handlers, the names of the modules loaded from the allowed places
+   are written to "report" (a file of the run's scratch): what the server learns to preload.
+"""
+
+import atexit
+import builtins
+import gc
+import json
+import os
+import signal
+import sys
+
+_READY = b"\x00pyrun-warm-ready\n"
+_MAX_JOB = 1 << 20
+_MAX_REPORT = 256 * 1024
+# Modules never preloaded: their import is the point (prints, opens a browser, starts a GUI),
+# or they are this server's own.
+_NEVER = {
+    "__main__", "__mp_main__", "this", "antigravity", "__hello__", "__phello__", "idlelib",
+    "tkinter", "turtle", "turtledemo", "site", "sitecustomize", "usercustomize", "_pyrun_warm",
+    "_pyrun_session",
+}
+_DRIVER_DIR = os.path.dirname(os.path.abspath(__file__))
+_BASELINE = set(sys.modules)
+
+
+def _allowed_roots():
+    """Where a preloaded module may come from: the standard library (with lib-dynload), the
+    site-packages folders, the server's support folder."""
+    import site
+
+    roots = [os.path.dirname(os.__file__), _DRIVER_DIR]
+    try:
+        roots.extend(site.getsitepackages())
+    except AttributeError:
+        pass
+    return tuple(os.path.join(os.path.abspath(r), "") for r in roots if r)
+
+
+_ROOTS = _allowed_roots()
+
+
+def _under_roots(path):
+    if not path:
+        return False
+    path = os.path.abspath(path)
+    return any(path.startswith(root) or path + os.sep == root for root in _ROOTS)
+
+
+def _allowed_module(module):
+    """Whether a loaded module came from an allowed place. One without a file (made in memory by
+    the code that imported it, e.g. Cython's shared modules) counts as its importer's."""
+    spec = getattr(module, "__spec__", None)
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    if origin in ("built-in", "frozen"):
+        return True
+    if origin and os.path.isabs(origin):
+        return _under_roots(origin)
+    # A namespace package: every portion must lie in an allowed place.
+    locations = list(getattr(spec, "submodule_search_locations", None) or [])
+    return all(_under_roots(p) for p in locations)
+
+
+def _valid_name(name):
+    return (
+        0 < len(name) <= 200
+        and all(part.isidentifier() for part in name.split("."))
+        and name.split(".")[0] not in _NEVER
+    )
+
+
+def _handlers():
+    return [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE)]
+
+
+def _threads():
+    threading = sys.modules.get("threading")
+    return threading.active_count() if threading else 1
+
+
+def _preload(names, sink):
+    """Step 2. Returns the names whose import printed or changed the process: such a spare is
+    not used (its modules cannot be unloaded: an extension module loads once per process), and
+    the server never preloads them again."""
+    import importlib
+    import importlib.util
+
+    noisy = []
+    saved_path, saved_env, saved_cwd = list(sys.path), dict(os.environ), os.getcwd()
+    sys.path[:] = [p for p in sys.path if p and _under_roots(p)]
+    sys.path_importer_cache.clear()
+    try:
+        for name in names:
+            if not _valid_name(name) or name in sys.modules:
+                continue
+            top = name.split(".")[0]
+            if top not in sys.modules:
+                try:
+                    spec = importlib.util.find_spec(top)
+                except BaseException:
+                    continue
+                if spec is None:
+                    continue
+                if spec.origin not in ("built-in", "frozen") and not (
+                    _under_roots(spec.origin)
+                    if spec.origin
+                    else all(_under_roots(p) for p in spec.submodule_search_locations or ())
+                ):
+                    continue
+            before = set(sys.modules)
+            size, handlers, threads = os.fstat(sink).st_size, _handlers(), _threads()
+            try:
+                importlib.import_module(name)
+            except BaseException:
+                pass
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            added = set(sys.modules) - before
+            if (
+                os.fstat(sink).st_size != size
+                or _handlers() != handlers
+                or _threads() != threads
+                or any(not _allowed_module(sys.modules[m]) for m in added if m in sys.modules)
+            ):
+                noisy.append(name)
+    finally:
+        sys.path[:] = saved_path
+        sys.path_importer_cache.clear()
+        if dict(os.environ) != saved_env:
+            os.environ.clear()
+            os.environ.update(saved_env)
+        if os.getcwd() != saved_cwd:
+            os.chdir(saved_cwd)
+    return noisy
+
+
+def _read_exact(fd, n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(fd, n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def _read_job(fd):
+    header = _read_exact(fd, 4)
+    if header is None:
+        return None
+    length = int.from_bytes(header, "big")
+    if length > _MAX_JOB:
+        return None
+    body = _read_exact(fd, length)
+    return None if body is None else json.loads(body.decode("utf-8"))
+
+
+def _script_dir(script):
+    """sys.path[0] for `python SCRIPT`: the folder of the script, links of the file followed."""
+    path = script
+    for _ in range(40):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            break
+        path = os.path.join(os.path.dirname(path), target)
+    return os.path.dirname(path)
+
+
+def _shadow_names(folder):
+    """Top-level module names a folder's entries would provide before site-packages."""
+    import importlib.machinery as machinery
+
+    names = set()
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return names
+    suffixes = machinery.all_suffixes()
+    for entry in entries:
+        for suffix in suffixes:
+            if entry.endswith(suffix):
+                names.add(entry[: -len(suffix)])
+                break
+        else:
+            if os.path.isfile(os.path.join(folder, entry, "__init__.py")):
+                names.add(entry)
+    return names
+
+
+def _drop_shadowed(folders):
+    """Step 6."""
+    added_tops = {m.split(".")[0] for m in set(sys.modules) - _BASELINE}
+    shadowed = set()
+    for folder in folders:
+        shadowed |= _shadow_names(folder) & added_tops
+    if shadowed:
+        for name in [m for m in list(sys.modules) if m.split(".")[0] in shadowed]:
+            sys.modules.pop(name, None)
+
+
+def _report_at_exit(path):
+    """Step 8: registered before the script, so it runs after the script's own handlers."""
+
+    def report():
+        if os.getpid() != _PID:
+            return
+        names = sorted(
+            name
+            for name, module in list(sys.modules.items())
+            if name not in _BASELINE
+            and _valid_name(name)
+            and module is not None
+            and _allowed_module(module)
+        )
+        data = "\n".join(names).encode()[:_MAX_REPORT]
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        except OSError:
+            return
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    atexit.register(report)
+
+
+def _main_module(script):
+    import types
+    from importlib.machinery import SourceFileLoader
+
+    main = types.ModuleType("__main__")
+    main.__file__ = script
+    main.__cached__ = None
+    main.__loader__ = SourceFileLoader("__main__", script)
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    return main
+
+
+_PID = os.getpid()
+_NOISY = []
+
+
+def _serve():
+    job_fd, out_fd, err_fd = os.dup(0), os.dup(1), os.dup(2)
+    null = os.open(os.devnull, os.O_RDWR)
+    sink = os.memfd_create("pyrun-preload", 0)
+    os.dup2(null, 0)
+    os.dup2(sink, 1)
+    os.dup2(sink, 2)
+    names = [n for n in (sys.argv[1] if len(sys.argv) > 1 else "").split(",") if n]
+    _NOISY.extend(_preload(names, sink))
+    gc.collect()
+    gc.freeze()
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    for fd in (out_fd, err_fd, sink):
+        os.close(fd)
+    noisy = "\n".join(_NOISY).encode()
+    os.write(1, _READY + len(noisy).to_bytes(4, "big") + noisy)
+
+    job = _read_job(job_fd)
+    if job is None:
+        os._exit(0)
+    if job.get("stdin"):
+        os.dup2(job_fd, 0)
+    os.close(job_fd)
+    os.close(null)
+
+    argv = [str(a) for a in job["argv"]]
+    script = argv[0]
+    os.chdir(job["cwd"])
+    if job.get("report"):
+        _report_at_exit(job["report"])
+    sys.argv = argv
+    if hasattr(sys, "orig_argv"):
+        sys.orig_argv = list(sys.orig_argv[:1]) + argv
+    sys.path[0] = _script_dir(script)
+    import_dirs = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    _drop_shadowed([sys.path[0]] + [p for p in import_dirs if not _under_roots(p)])
+    return script
+
+
+def _run(script):
+    with open(script, "rb") as f:
+        source = f.read()
+    main = _main_module(script)
+    try:
+        code = compile(source, script, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        sys.excepthook(type(e), e, None)
+        raise SystemExit(1)
+    try:
+        exec(code, main.__dict__)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        sys.excepthook(type(e), e, e.__traceback__.tb_next if e.__traceback__ else None)
+        if isinstance(e, KeyboardInterrupt):
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            atexit._run_exitfuncs()
+            os.kill(os.getpid(), signal.SIGINT)
+        raise SystemExit(1)
+
+
+_run(_serve())

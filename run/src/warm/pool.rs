@@ -1,0 +1,414 @@
+//! The spares: warm interpreters waiting for their run, at most one per key and `max` in all,
+//! each stopped after `idle` unused, replaced in the background after each run of its key.
+//! Taking one checks it is alive and that its environment's packages did not change since it
+//! started (an install in between makes it stale: it is stopped and the run starts cold).
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncReadExt;
+use tokio_util::sync::CancellationToken;
+
+use super::key::{LearnKey, Stamp, WarmKey};
+use super::learned::{Learned, MAX_REPORT};
+use super::{WarmSettings, READY, REPORT_NAME, WARM_DRIVER};
+use crate::launch::{Launch, Program, Starter};
+use crate::runner::{RunError, Spawned};
+use crate::slots::SlotLease;
+use pyrun_sandbox::Sandbox;
+
+/// How long a spare may take to import its preload set and say READY.
+const READY_WITHIN: Duration = Duration::from_secs(60);
+/// The longest list of noisy names a driver may send.
+const MAX_NOISY: u64 = 64 * 1024;
+/// Starts of one spare at most (a second one without the names the first found noisy).
+const ATTEMPTS: usize = 2;
+/// How often stopped-for-idleness spares are looked for, at most.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// A warm interpreter, ready: its process and the slot it runs in (dropped together: the
+/// process tree is killed, then the slot goes back).
+pub(crate) struct Spare {
+    pub(crate) child: Spawned,
+    pub(crate) slot: SlotLease,
+    stamp: Option<Stamp>,
+    ready: Instant,
+}
+
+/// The spares and what they preload.
+pub(crate) struct Warm {
+    settings: WarmSettings,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    shutdown: CancellationToken,
+}
+
+#[derive(Default)]
+struct State {
+    spares: HashMap<WarmKey, Spare>,
+    starting: HashSet<WarmKey>,
+    learned: HashMap<LearnKey, Learned>,
+    sweeping: bool,
+}
+
+impl Warm {
+    pub(crate) fn new(settings: WarmSettings, shutdown: CancellationToken) -> Self {
+        Self {
+            settings,
+            shared: Arc::new(Shared {
+                state: Mutex::default(),
+                shutdown,
+            }),
+        }
+    }
+
+    pub(crate) fn enabled(&self) -> bool {
+        self.settings.enabled
+    }
+
+    /// Spares ready now.
+    pub(crate) fn ready(&self) -> usize {
+        self.shared.lock().spares.len()
+    }
+
+    /// The key's spare, when one is ready, alive and not stale.
+    pub(crate) fn take(&self, key: &WarmKey) -> Option<Spare> {
+        let mut spare = self.shared.lock().spares.remove(key)?;
+        let fresh = spare.ready.elapsed() < self.settings.idle
+            && !spare.child.has_exited()
+            && spare.stamp.is_some()
+            && key.stamp() == spare.stamp;
+        fresh.then_some(spare)
+    }
+
+    /// Reads what the run in `slot_dir` imported (the driver's report, the run's own file:
+    /// untrusted, bounded) into its key's preload set, and removes the report.
+    pub(crate) fn learn(&self, key: &WarmKey, slot_dir: &Path) {
+        let Some(report) = read_report(&slot_dir.join(REPORT_NAME)) else {
+            return;
+        };
+        self.shared
+            .lock()
+            .learned
+            .entry(key.learn_key())
+            .or_default()
+            .add_report(&report);
+    }
+
+    /// Starts the key's next spare in the background, unless one is ready or starting, warm
+    /// runs are off or the server is shutting down.
+    pub(crate) fn refill(&self, key: WarmKey, starter: Arc<Starter>, sandbox: Arc<Sandbox>) {
+        if !self.settings.enabled || self.settings.max == 0 || self.shared.shutdown.is_cancelled() {
+            return;
+        }
+        {
+            let mut state = self.shared.lock();
+            if state.spares.contains_key(&key) || !state.starting.insert(key.clone()) {
+                return;
+            }
+            if !state.sweeping {
+                state.sweeping = true;
+                sweep_idle(Arc::downgrade(&self.shared), self.settings.idle);
+            }
+        }
+        let shared = self.shared.clone();
+        let (max, operator) = (self.settings.max, self.settings.preload.clone());
+        tokio::spawn(async move {
+            let begun = Instant::now();
+            let mut made = None;
+            for _ in 0..ATTEMPTS {
+                let preload = shared.preload_arg(&key, &operator);
+                match start_spare(&starter, &sandbox, &key, preload).await {
+                    Ok((spare, noisy)) if noisy.is_empty() => {
+                        made = Some(spare);
+                        break;
+                    }
+                    Ok((spare, noisy)) => {
+                        tracing::debug!(?noisy, "a preload import printed or changed the process");
+                        drop(spare);
+                        shared.learn_noisy(&key, &noisy);
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "a warm interpreter did not start");
+                        break;
+                    }
+                }
+            }
+            let mut stopped = Vec::new();
+            {
+                let mut state = shared.lock();
+                state.starting.remove(&key);
+                match made {
+                    Some(spare) if !shared.shutdown.is_cancelled() => {
+                        tracing::debug!(
+                            took_ms = begun.elapsed().as_millis() as u64,
+                            rss_kib = resident_kib(&spare.child),
+                            "warm interpreter ready"
+                        );
+                        while state.spares.len() >= max {
+                            let oldest = state
+                                .spares
+                                .iter()
+                                .min_by_key(|(_, s)| s.ready)
+                                .map(|(k, _)| k.clone());
+                            match oldest.and_then(|k| state.spares.remove(&k)) {
+                                Some(spare) => stopped.push(spare),
+                                None => break,
+                            }
+                        }
+                        state.spares.insert(key, spare);
+                    }
+                    Some(spare) => stopped.push(spare),
+                    None => {}
+                }
+            }
+            drop(stopped);
+        });
+    }
+
+    /// Stops every spare (the server is closing).
+    pub(crate) fn close(&self) {
+        let spares: Vec<Spare> = self.shared.lock().spares.drain().map(|(_, s)| s).collect();
+        drop(spares);
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The driver's argument for the key's next spare.
+    fn preload_arg(&self, key: &WarmKey, operator: &[String]) -> String {
+        self.lock().learned.get(&key.learn_key()).map_or_else(
+            || Learned::default().preload_arg(operator),
+            |l| l.preload_arg(operator),
+        )
+    }
+
+    /// Names a spare of the key found noisy: never preloaded for it again.
+    fn learn_noisy(&self, key: &WarmKey, names: &[String]) {
+        let report: String = names.iter().map(|name| format!("!{name}\n")).collect();
+        self.lock()
+            .learned
+            .entry(key.learn_key())
+            .or_default()
+            .add_report(report.as_bytes());
+    }
+}
+
+/// Stops spares unused for `idle`, until the pool is gone or the server shuts down.
+fn sweep_idle(shared: Weak<Shared>, idle: Duration) {
+    let every = idle.clamp(Duration::from_secs(1), SWEEP_EVERY);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.tick().await;
+        loop {
+            let Some(shutdown) = shared.upgrade().map(|s| s.shutdown.clone()) else {
+                return;
+            };
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = shutdown.cancelled() => {
+                    if let Some(shared) = shared.upgrade() {
+                        let spares: Vec<Spare> =
+                            shared.lock().spares.drain().map(|(_, s)| s).collect();
+                        drop(spares);
+                    }
+                    return;
+                }
+            }
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            let stale: Vec<Spare> = {
+                let mut state = shared.lock();
+                let old: Vec<WarmKey> = state
+                    .spares
+                    .iter()
+                    .filter(|(_, s)| s.ready.elapsed() >= idle)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                old.iter().filter_map(|k| state.spares.remove(k)).collect()
+            };
+            drop(stale);
+        }
+    });
+}
+
+/// Starts one spare of `key` and waits for its READY and the names it found noisy.
+async fn start_spare(
+    starter: &Starter,
+    sandbox: &Sandbox,
+    key: &WarmKey,
+    preload: String,
+) -> Result<(Spare, Vec<String>), RunError> {
+    let stamp = key.stamp();
+    let slot = starter.take_slot(sandbox)?;
+    let args = [preload];
+    let launch = Launch {
+        place: key.placement(slot.dir()),
+        program: Program::Support(WARM_DRIVER),
+        args: &args,
+        stdin_piped: true,
+        python: key.python(),
+    };
+    let scope = launch.scope(sandbox);
+    let mut child = starter.spawn(&launch, sandbox, &slot, &scope)?;
+    let noisy = await_ready(&mut child, READY_WITHIN)
+        .await
+        .map_err(|source| RunError::Spawn {
+            what: "a warm interpreter did not get ready",
+            source,
+        })?;
+    let spare = Spare {
+        child,
+        slot,
+        stamp,
+        ready: Instant::now(),
+    };
+    Ok((spare, noisy))
+}
+
+/// Reads the driver's READY from the child's stdout (nothing else may come before it), then the
+/// names whose preload was noisy.
+pub(crate) async fn await_ready(child: &mut Spawned, within: Duration) -> io::Result<Vec<String>> {
+    let stdout = child
+        .stdout
+        .as_mut()
+        .ok_or_else(|| io::Error::other("no stdout pipe"))?;
+    let read = async {
+        let mut token = [0u8; READY.len() + 4];
+        stdout.read_exact(&mut token).await?;
+        if &token[..READY.len()] != READY {
+            return Err(io::Error::from(io::ErrorKind::InvalidData));
+        }
+        let length = u32::from_be_bytes([token[18], token[19], token[20], token[21]]);
+        if u64::from(length) > MAX_NOISY {
+            return Err(io::Error::from(io::ErrorKind::InvalidData));
+        }
+        let mut names = vec![0; length as usize];
+        stdout.read_exact(&mut names).await?;
+        Ok(String::from_utf8_lossy(&names)
+            .lines()
+            .map(str::to_owned)
+            .collect())
+    };
+    tokio::time::timeout(within, read)
+        .await
+        .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?
+}
+
+/// The job frame the driver reads: a 4-byte big-endian length, then JSON. `None` when a path
+/// or argument is not UTF-8 (such a run starts cold).
+pub(crate) fn job_frame(
+    script: &Path,
+    args: &[String],
+    cwd: &Path,
+    stdin: bool,
+    scratch: &Path,
+) -> Option<Vec<u8>> {
+    let text = |p: &Path| p.to_str().map(str::to_owned);
+    let argv: Vec<String> = std::iter::once(text(script)?)
+        .chain(args.iter().cloned())
+        .collect();
+    let job = serde_json::json!({
+        "argv": argv,
+        "cwd": text(cwd)?,
+        "stdin": stdin,
+        "report": text(&scratch.join(REPORT_NAME))?,
+    });
+    let body = serde_json::to_vec(&job).ok()?;
+    let mut frame = u32::try_from(body.len()).ok()?.to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    Some(frame)
+}
+
+/// A report file the run left: a regular file (never through a link, never a FIFO that would
+/// block), at most `MAX_REPORT` bytes read; removed after.
+fn read_report(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let _ = std::fs::remove_file(path);
+    let file = file.ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut report = Vec::new();
+    file.take(MAX_REPORT).read_to_end(&mut report).ok()?;
+    Some(report)
+}
+
+/// The resident memory of the interpreter under the run's pid 1, for the log.
+fn resident_kib(child: &Spawned) -> u64 {
+    let Some(pid) = child.id() else { return 0 };
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    children
+        .split_whitespace()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_frame_is_length_and_json() {
+        let frame = job_frame(
+            Path::new("/projects/a/x.py"),
+            &["--n".into(), "3".into()],
+            Path::new("/projects/a"),
+            true,
+            Path::new("/tmp"),
+        )
+        .unwrap();
+        let length = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
+        assert_eq!(length, frame.len() - 4);
+        let job: serde_json::Value = serde_json::from_slice(&frame[4..]).unwrap();
+        assert_eq!(
+            job["argv"],
+            serde_json::json!(["/projects/a/x.py", "--n", "3"])
+        );
+        assert_eq!(job["cwd"], "/projects/a");
+        assert_eq!(job["stdin"], true);
+        assert_eq!(job["report"], "/tmp/.pyrun-warm-imports");
+    }
+
+    #[test]
+    fn a_report_is_read_only_as_a_regular_file_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join(REPORT_NAME);
+        std::fs::write(&report, b"json\nnumpy\n").unwrap();
+        assert_eq!(read_report(&report).unwrap(), b"json\nnumpy\n");
+        assert!(!report.exists());
+        // A link to a file elsewhere is not followed.
+        let elsewhere = dir.path().join("secret");
+        std::fs::write(&elsewhere, b"secret").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &report).unwrap();
+        assert_eq!(read_report(&report), None);
+        // A FIFO does not block.
+        let made = std::process::Command::new("mkfifo").arg(&report).status();
+        assert!(made.unwrap().success());
+        assert_eq!(read_report(&report), None);
+    }
+}
