@@ -409,7 +409,15 @@ impl Runner {
         #[cfg(target_os = "linux")]
         let key = self.warm.enabled().then(|| WarmKey::of(&req));
         #[cfg(target_os = "linux")]
-        let (slot, spare) = match key.as_ref().and_then(|key| self.warm.take(key)) {
+        let spare = match &key {
+            Some(key) => {
+                let wait = req.timeout.min(WAIT_FOR_STARTING);
+                self.warm.take_or_wait(key, wait).await
+            }
+            None => None,
+        };
+        #[cfg(target_os = "linux")]
+        let (slot, spare) = match spare {
             Some(spare) => (spare.slot, Some(spare.child)),
             None => (self.starter.take_slot(&sandbox)?, None),
         };
@@ -558,19 +566,42 @@ impl Runner {
 
     /// Starts a resident run: `module`, one of the server's support modules, with `args`, its
     /// stdin piped, in a slot of its own with every sandbox layer and limit of a run, working in
-    /// `cwd` (or its scratch). It takes no permit and has no time limit: its owner ends it (a
-    /// session; see `session`), and dropping it kills its whole process tree.
+    /// `cwd` (or its scratch), for `owner` (a `Caller::key`). It takes no permit and has no time
+    /// limit: its owner ends it (a session; see `session`), and dropping it kills its whole
+    /// process tree. With warm runs on, a spare of inline code's kind (same folder, environment
+    /// and caller) takes it when one is ready.
     pub async fn start_resident(
         &self,
         module: &'static str,
         args: &[String],
         cwd: Option<&ProjectDir>,
         python: Option<&PythonEnv>,
+        owner: Option<&str>,
     ) -> Result<ResidentRun, RunError> {
         if self.shutdown.is_cancelled() {
             return Err(RunError::CancelledWhileQueued);
         }
-        let (sandbox, slot) = self.sandbox_and_slot().await?;
+        #[cfg(target_os = "linux")]
+        let key = self
+            .warm
+            .enabled()
+            .then(|| WarmKey::resident(python, cwd, owner));
+        #[cfg(target_os = "linux")]
+        let spare = key.as_ref().and_then(|key| self.warm.take(key));
+        #[cfg(not(target_os = "linux"))]
+        let _ = owner;
+        let sandbox = self
+            .sandbox
+            .get()
+            .await
+            .map_err(RunError::SandboxUnavailable)?;
+        #[cfg(target_os = "linux")]
+        let (slot, spare) = match spare {
+            Some(spare) => (spare.slot, Some(spare.child)),
+            None => (self.starter.take_slot(&sandbox)?, None),
+        };
+        #[cfg(not(target_os = "linux"))]
+        let slot = self.starter.take_slot(&sandbox)?;
         let launch = Launch {
             place: Placement::in_project(cwd, slot.dir()),
             program: Program::Support(module),
@@ -579,6 +610,30 @@ impl Runner {
             python,
         };
         let scope = launch.scope(&sandbox);
+        #[cfg(target_os = "linux")]
+        let child = match spare {
+            Some(mut child) => {
+                let seen = Seen::of(&launch, &sandbox, &slot)?;
+                let job = job_frame(&seen.script, args, &seen.cwd, true, &seen.scratch);
+                let sent = match (job, child.stdin.as_mut()) {
+                    (Some(job), Some(pipe)) => pipe.write_all(&job).await.is_ok(),
+                    _ => false,
+                };
+                if sent {
+                    if let Some(key) = key {
+                        self.warm
+                            .refill(key, self.starter.clone(), Arc::clone(&sandbox));
+                    }
+                    child
+                } else {
+                    // A spare that cannot take the job: a cold start in the same slot.
+                    drop(child);
+                    self.starter.spawn(&launch, &sandbox, &slot, &scope)?
+                }
+            }
+            None => self.starter.spawn(&launch, &sandbox, &slot, &scope)?,
+        };
+        #[cfg(not(target_os = "linux"))]
         let child = self.starter.spawn(&launch, &sandbox, &slot, &scope)?;
         #[cfg(windows)]
         let job = match child.raw_handle() {
@@ -611,17 +666,6 @@ impl Runner {
         }
         .run()
         .await
-    }
-
-    /// The sandbox (once probed) and a free slot of it, its output folder ready.
-    async fn sandbox_and_slot(&self) -> Result<(Arc<Sandbox>, SlotLease), RunError> {
-        let sandbox = self
-            .sandbox
-            .get()
-            .await
-            .map_err(RunError::SandboxUnavailable)?;
-        let slot = self.starter.take_slot(&sandbox)?;
-        Ok((sandbox, slot))
     }
 
     /// Linux: the run's process. With warm runs on, a spare of its kind when one was ready, or
@@ -752,6 +796,11 @@ pub(super) fn scrubbed_env(
 /// How long a warm driver started for a run may take to say READY (it imports nothing).
 #[cfg(target_os = "linux")]
 const DRIVER_READY_WITHIN: Duration = Duration::from_secs(30);
+
+/// How long a run waits for its kind's spare when one is being started (after a run of the same
+/// kind moments before: it is ahead of a start the run would make now).
+#[cfg(target_os = "linux")]
+const WAIT_FOR_STARTING: Duration = Duration::from_secs(3);
 
 /// A run's process, started or taken warm.
 #[cfg(target_os = "linux")]

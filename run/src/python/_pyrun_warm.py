@@ -30,13 +30,22 @@ PRELOAD is a comma-separated list of module names (possibly empty). Steps:
    are written to "report" (a file of the run's scratch): what the server learns to preload.
 """
 
+import sys
+
+# What a cold start has loaded when the script's first line runs: everything the driver or its
+# preload adds beyond this may be shadowed by a project file (step 6).
+_BASELINE = set(sys.modules)
+
 import atexit
 import builtins
 import gc
+import importlib
+import importlib.machinery
+import importlib.util
 import json
 import os
 import signal
-import sys
+import types
 
 _READY = b"\x00pyrun-warm-ready\n"
 _MAX_JOB = 1 << 20
@@ -49,7 +58,6 @@ _NEVER = {
     "_pyrun_session",
 }
 _DRIVER_DIR = os.path.dirname(os.path.abspath(__file__))
-_BASELINE = set(sys.modules)
 
 
 def _allowed_roots():
@@ -110,9 +118,6 @@ def _preload(names, sink):
     """Step 2. Returns the names whose import printed or changed the process: such a spare is
     not used (its modules cannot be unloaded: an extension module loads once per process), and
     the server never preloads them again."""
-    import importlib
-    import importlib.util
-
     noisy = []
     saved_path, saved_env, saved_cwd = list(sys.path), dict(os.environ), os.getcwd()
     sys.path[:] = [p for p in sys.path if p and _under_roots(p)]
@@ -200,14 +205,12 @@ def _script_dir(script):
 
 def _shadow_names(folder):
     """Top-level module names a folder's entries would provide before site-packages."""
-    import importlib.machinery as machinery
-
     names = set()
     try:
         entries = os.listdir(folder)
     except OSError:
         return names
-    suffixes = machinery.all_suffixes()
+    suffixes = importlib.machinery.all_suffixes()
     for entry in entries:
         for suffix in suffixes:
             if entry.endswith(suffix):
@@ -258,13 +261,10 @@ def _report_at_exit(path):
 
 
 def _main_module(script):
-    import types
-    from importlib.machinery import SourceFileLoader
-
     main = types.ModuleType("__main__")
     main.__file__ = script
     main.__cached__ = None
-    main.__loader__ = SourceFileLoader("__main__", script)
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", script)
     main.__builtins__ = builtins
     sys.modules["__main__"] = main
     return main

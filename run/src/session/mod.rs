@@ -178,7 +178,13 @@ impl Sessions {
         let id = new_session_id().ok_or(SessionError::NoId)?;
         let run = self
             .runner
-            .start_resident(SESSION_DRIVER, std::slice::from_ref(&id), cwd, python)
+            .start_resident(
+                SESSION_DRIVER,
+                std::slice::from_ref(&id),
+                cwd,
+                python,
+                Some(owner),
+            )
             .await?;
         let interpreter = Interpreter::new(run, self.settings.max_output).map_err(|_| {
             SessionError::Start(RunError::Spawn {

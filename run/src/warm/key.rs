@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::launch::Placement;
+use crate::paths::ProjectDir;
 use crate::python_env::PythonEnv;
 use crate::runner::{RunRequest, RunSource};
 
@@ -50,6 +51,22 @@ impl WarmKey {
             python: req.python.clone(),
             place,
             caller: req.caller.map(str::to_owned),
+        }
+    }
+
+    /// The key of a resident run (a session) in `cwd`: inline code's kind.
+    pub(crate) fn resident(
+        python: Option<&PythonEnv>,
+        cwd: Option<&ProjectDir>,
+        caller: Option<&str>,
+    ) -> Self {
+        Self {
+            python: python.map(|env| Arc::new(env.clone())),
+            place: match cwd {
+                Some(dir) => Place::Inline(dir.absolute().to_path_buf()),
+                None => Place::Scratch,
+            },
+            caller: caller.map(str::to_owned),
         }
     }
 

@@ -3,13 +3,14 @@
 //! Taking one checks it is alive and that its environment's packages did not change since it
 //! started (an install in between makes it stale: it is stopped and the run starts cold).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::key::{LearnKey, Stamp, WarmKey};
@@ -52,7 +53,8 @@ struct Shared {
 #[derive(Default)]
 struct State {
     spares: HashMap<WarmKey, Spare>,
-    starting: HashSet<WarmKey>,
+    /// Spares being started: closed (the sender dropped) once each is ready or failed.
+    starting: HashMap<WarmKey, watch::Receiver<()>>,
     learned: HashMap<LearnKey, Learned>,
     sweeping: bool,
 }
@@ -87,6 +89,17 @@ impl Warm {
         fresh.then_some(spare)
     }
 
+    /// The key's spare: one ready, or one already starting that gets ready within `wait` (it is
+    /// ahead of any start the run could make now).
+    pub(crate) async fn take_or_wait(&self, key: &WarmKey, wait: Duration) -> Option<Spare> {
+        if let Some(spare) = self.take(key) {
+            return Some(spare);
+        }
+        let mut starting = self.shared.lock().starting.get(key).cloned()?;
+        let _ = tokio::time::timeout(wait, starting.changed()).await;
+        self.take(key)
+    }
+
     /// Reads what the run in `slot_dir` imported (the driver's report, the run's own file:
     /// untrusted, bounded) into its key's preload set, and removes the report.
     pub(crate) fn learn(&self, key: &WarmKey, slot_dir: &Path) {
@@ -107,11 +120,13 @@ impl Warm {
         if !self.settings.enabled || self.settings.max == 0 || self.shared.shutdown.is_cancelled() {
             return;
         }
+        let (started, _) = watch::channel(());
         {
             let mut state = self.shared.lock();
-            if state.spares.contains_key(&key) || !state.starting.insert(key.clone()) {
+            if state.spares.contains_key(&key) || state.starting.contains_key(&key) {
                 return;
             }
+            state.starting.insert(key.clone(), started.subscribe());
             if !state.sweeping {
                 state.sweeping = true;
                 sweep_idle(Arc::downgrade(&self.shared), self.settings.idle);
@@ -124,7 +139,12 @@ impl Warm {
             let mut made = None;
             for _ in 0..ATTEMPTS {
                 let preload = shared.preload_arg(&key, &operator);
-                match start_spare(&starter, &sandbox, &key, preload).await {
+                let start = start_spare(&starter, &sandbox, &key, preload);
+                let outcome = tokio::select! {
+                    outcome = start => outcome,
+                    _ = shared.shutdown.cancelled() => break,
+                };
+                match outcome {
                     Ok((spare, noisy)) if noisy.is_empty() => {
                         made = Some(spare);
                         break;
@@ -168,6 +188,8 @@ impl Warm {
                     None => {}
                 }
             }
+            // Runs waiting for this spare look now.
+            drop(started);
             drop(stopped);
         });
     }

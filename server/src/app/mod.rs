@@ -198,6 +198,11 @@ impl App {
         .map_err(AppError::Scratch)?
         .with_quarantine(quarantine(&config))
         .with_warm(config.warm.clone());
+        if config.warm.enabled {
+            tracing::debug!(max = config.warm.max, "warm runs on");
+        } else if !pyrun_run::warm::SUPPORTED {
+            tracing::info!("warm runs need Linux: every run starts cold");
+        }
         // Only OAuth brings several callers; alone, a caller's runs may take every place.
         let runner = Arc::new(if config.oauth.is_some() {
             runner.with_caller_turns()
