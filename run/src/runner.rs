@@ -43,7 +43,7 @@ use super::slots::{Slot, SlotLease, SlotPool};
 use super::turns::CallerTurns;
 use super::warm::WarmSettings;
 #[cfg(target_os = "linux")]
-use super::warm::{await_ready, job_frame, Warm, WarmKey, WARM_DRIVER};
+use super::warm::{await_ready, driver_arg, job_frame, Warm, WarmKey, WARM_DRIVER};
 use pyrun_sandbox::{RunScope, Sandbox, SandboxError};
 
 /// How long pipes are read after the process group is gone. Data the script wrote before dying is
@@ -711,7 +711,7 @@ impl Runner {
                 warm: true,
             });
         }
-        let args = [String::new()];
+        let args = [driver_arg("")];
         let driver = Launch {
             place: launch.place,
             program: Program::Support(WARM_DRIVER),

@@ -182,9 +182,11 @@ fn a_slot_cgroup_removed_under_the_server_is_refused_without_naming_it() {
     }
     let (dir, _) = util::project(&[("hello.py", "print('hi')\n")]);
     let python = pyrun_mcp_tests::python();
+    // Cold runs: a warm spare already sits in its cgroup (one with a process cannot be removed),
+    // so it would rightly serve the run; this is about starting one.
     let mut server = StdioServer::start_with_env(
         dir.path(),
-        &["--python", python.to_str().unwrap()],
+        &["--python", python.to_str().unwrap(), "--warm", "off"],
         None,
         &[PLANTED],
     );

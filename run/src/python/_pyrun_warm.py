@@ -47,6 +47,11 @@ import os
 import signal
 import types
 
+try:
+    import ctypes
+except ImportError:
+    ctypes = None
+
 _READY = b"\x00pyrun-warm-ready\n"
 _MAX_JOB = 1 << 20
 _MAX_REPORT = 256 * 1024
@@ -260,6 +265,26 @@ def _report_at_exit(path):
     atexit.register(report)
 
 
+def _set_cmdline(argv):
+    """`ps` and /proc/PID/cmdline show the run's command line, as for a cold start: it is written
+    over the process's own argv strings (which the server padded for that), found from glibc's
+    `program_invocation_name` (argv[0]), only when they still hold the driver's command line; cut
+    to fit."""
+    try:
+        if ctypes is None or not _ORIG_ARGV:
+            return
+        libc = ctypes.CDLL(None)
+        start = ctypes.c_void_p.in_dll(libc, "program_invocation_name").value
+        expected = b"\0".join(os.fsencode(a) for a in _ORIG_ARGV) + b"\0"
+        room = len(expected)
+        if not start or ctypes.string_at(start, room) != expected:
+            return
+        new = b"\0".join(os.fsencode(a) for a in argv)[: room - 1]
+        ctypes.memmove(start, new + b"\0" * (room - len(new)), room)
+    except Exception:
+        pass
+
+
 def _main_module(script):
     main = types.ModuleType("__main__")
     main.__file__ = script
@@ -272,6 +297,8 @@ def _main_module(script):
 
 _PID = os.getpid()
 _NOISY = []
+# The command line the process was started with (argv[0] as the server gave it).
+_ORIG_ARGV = list(getattr(sys, "orig_argv", None) or [])
 
 
 def _serve():
@@ -281,7 +308,7 @@ def _serve():
     os.dup2(null, 0)
     os.dup2(sink, 1)
     os.dup2(sink, 2)
-    names = [n for n in (sys.argv[1] if len(sys.argv) > 1 else "").split(",") if n]
+    names = [n for n in (sys.argv[1] if len(sys.argv) > 1 else "").strip().split(",") if n]
     _NOISY.extend(_preload(names, sink))
     gc.collect()
     gc.freeze()
@@ -302,12 +329,13 @@ def _serve():
 
     argv = [str(a) for a in job["argv"]]
     script = argv[0]
+    _set_cmdline(_ORIG_ARGV[:1] + argv)
     os.chdir(job["cwd"])
     if job.get("report"):
         _report_at_exit(job["report"])
     sys.argv = argv
-    if hasattr(sys, "orig_argv"):
-        sys.orig_argv = list(sys.orig_argv[:1]) + argv
+    if _ORIG_ARGV:
+        sys.orig_argv = _ORIG_ARGV[:1] + argv
     sys.path[0] = _script_dir(script)
     import_dirs = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     _drop_shadowed([sys.path[0]] + [p for p in import_dirs if not _under_roots(p)])
@@ -328,7 +356,10 @@ def _run(script):
     except SystemExit:
         raise
     except BaseException as e:
-        sys.excepthook(type(e), e, e.__traceback__.tb_next if e.__traceback__ else None)
+        # The script's own frames only, as a cold start prints them (this frame is the first).
+        tb = e.__traceback__.tb_next if e.__traceback__ else None
+        e.__traceback__ = tb
+        sys.excepthook(type(e), e, tb)
         if isinstance(e, KeyboardInterrupt):
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             for stream in (sys.stdout, sys.stderr):

@@ -108,15 +108,15 @@ impl WarmKey {
         }
     }
 
-    /// What identifies the packages the key's runs import: the venv's `pyvenv.cfg` and its
-    /// site-packages folders (an install adds or removes entries there, which changes the
+    /// What identifies the interpreter and packages the key's runs use: the interpreter's file,
+    /// the venv's `pyvenv.cfg` and its site-packages folders (an install adds or removes entries there, which changes the
     /// folder's times). A spare whose stamp changed serves no run. `None`: one could not be read.
     pub(crate) fn stamp(&self) -> Option<Stamp> {
         let Some(env) = self.python() else {
             return Some(Stamp(Vec::new()));
         };
         let cfg = env.venv.as_ref().map(|venv| venv.dir.join("pyvenv.cfg"));
-        let mut parts = Vec::new();
+        let mut parts = vec![Part::of(&env.interpreter)?];
         for path in cfg.iter().chain(&env.site_packages) {
             parts.push(Part::of(path)?);
         }
@@ -173,8 +173,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let site = dir.path().join("site-packages");
         std::fs::create_dir(&site).unwrap();
+        let interpreter = dir.path().join("python3");
+        std::fs::write(&interpreter, b"").unwrap();
         let env = PythonEnv {
-            interpreter: PathBuf::from("/usr/bin/python3"),
+            interpreter,
             venv: None,
             version: "3.11.2".into(),
             site_packages: vec![site.clone()],

@@ -36,10 +36,27 @@ pub(crate) use pool::{await_ready, job_frame, Warm};
 
 /// The driver's file name in the server's support folder.
 pub const WARM_DRIVER: &str = "_pyrun_warm.py";
+#[cfg(target_os = "linux")]
 /// What the driver writes on stdout once its preload is done, before it reads its job.
 pub(crate) const READY: &[u8] = b"\x00pyrun-warm-ready\n";
+#[cfg(target_os = "linux")]
 /// The file in the run's scratch the driver lists the run's imported modules in, at exit.
 pub(crate) const REPORT_NAME: &str = ".pyrun-warm-imports";
+
+#[cfg(target_os = "linux")]
+/// Room the driver's command line keeps for the run's (`ps` shows the script and its arguments,
+/// as for a cold start; the driver writes them over its own argv area).
+const CMDLINE_ROOM: usize = 4096;
+
+#[cfg(target_os = "linux")]
+/// The driver's argument: the preload names, then spaces that make room for the run's command
+/// line.
+pub(crate) fn driver_arg(preload: &str) -> String {
+    let mut arg = String::with_capacity(preload.len() + CMDLINE_ROOM);
+    arg.push_str(preload);
+    arg.extend(std::iter::repeat_n(' ', CMDLINE_ROOM));
+    arg
+}
 
 /// The operator's settings for warm runs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -275,7 +275,7 @@ async fn start_spare(
 ) -> Result<(Spare, Vec<String>), RunError> {
     let stamp = key.stamp();
     let slot = starter.take_slot(sandbox)?;
-    let args = [preload];
+    let args = [super::driver_arg(&preload)];
     let launch = Launch {
         place: key.placement(slot.dir()),
         program: Program::Support(WARM_DRIVER),
