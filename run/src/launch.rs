@@ -13,7 +13,9 @@ use super::paths::{ProjectDir, ProjectPath};
 use super::python_env::PythonEnv;
 use super::runner::{RunError, RunRequest, RunSource, Spawned, INLINE_FILE_NAME, MPL_BACKEND};
 use super::slots::{is_empty_private_dir, Slot, SlotError, SlotLease, SlotPool, OUTPUT_DIR_NAME};
-use pyrun_sandbox::{RunScope, Sandbox, SandboxError, SandboxMode};
+#[cfg(target_os = "linux")]
+use pyrun_sandbox::SandboxError;
+use pyrun_sandbox::{RunScope, Sandbox, SandboxMode};
 
 /// What starting an interpreter needs: the runner's interpreter, the scrubbed server
 /// environment, the slots runs take.

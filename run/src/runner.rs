@@ -39,7 +39,9 @@ use super::paths::{ProjectDir, ProjectPath};
 use super::python_env::PythonEnv;
 use super::quarantine::{Quarantine, Quarantined};
 use super::sandbox_probe::SandboxProbe;
-use super::slots::{Slot, SlotLease, SlotPool};
+#[cfg(target_os = "linux")]
+use super::slots::Slot;
+use super::slots::{SlotLease, SlotPool};
 use super::turns::CallerTurns;
 use super::warm::WarmSettings;
 #[cfg(target_os = "linux")]
