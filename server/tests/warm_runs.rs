@@ -62,16 +62,20 @@ fn corpus_files(base: &Path, dir: &Path, found: &mut Vec<String>) {
 }
 
 /// The corpus's entry scripts in name order, with the arguments and stdin their header gives
-/// (`# args: <JSON list>`, `# stdin: <JSON string>` right after the first line).
+/// (`# args: <JSON list>`, `# stdin: <JSON string>`, `# stdin-times: <count>` after the first
+/// line).
 fn corpus_scripts() -> Vec<CorpusScript> {
     let base = Path::new(CORPUS);
     let mut files = Vec::new();
     corpus_files(base, base, &mut files);
     let mut scripts = Vec::new();
     for rel in files.into_iter().filter(|f| f.ends_with(".py")) {
-        let text = std::fs::read_to_string(base.join(&rel)).expect("a corpus script is text");
+        // Not all UTF-8: one script is in latin-1, as its coding line says.
+        let bytes = std::fs::read(base.join(&rel)).expect("read a corpus script");
+        let text = String::from_utf8_lossy(&bytes);
         let mut lines = text.lines();
-        if !lines.next().is_some_and(|l| l.starts_with(ENTRY_MARK)) {
+        let first = lines.next().unwrap_or_default();
+        if !first.trim_start_matches('\u{feff}').starts_with(ENTRY_MARK) {
             continue;
         }
         let mut script = CorpusScript {
@@ -85,6 +89,9 @@ fn corpus_scripts() -> Vec<CorpusScript> {
             } else if let Some(stdin) = line.strip_prefix("# stdin: ") {
                 script.stdin =
                     Some(serde_json::from_str(stdin).expect("# stdin: is a JSON string"));
+            } else if let Some(times) = line.strip_prefix("# stdin-times: ") {
+                let times = times.parse().expect("# stdin-times: is a count");
+                script.stdin = script.stdin.map(|stdin| stdin.repeat(times));
             }
         }
         scripts.push(script);

@@ -12,3 +12,5 @@ print("affinity", sorted(os.sched_getaffinity(0)))
 for name in ("RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_CORE",
              "RLIMIT_STACK", "RLIMIT_DATA", "RLIMIT_MEMLOCK", "RLIMIT_NICE"):
     print(name, resource.getrlimit(getattr(resource, name)))
+children = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("children so far", children.ru_utime, children.ru_stime, children.ru_maxrss)

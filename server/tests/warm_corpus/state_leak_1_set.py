@@ -31,4 +31,5 @@ codecs.register(lambda name: None)
 sys.modules["leaked_module"] = type(sys)("leaked_module")
 with open("leak_marker.txt", "w") as f:
     f.write("set")
+os.chdir("/")
 print("state changed")

@@ -26,6 +26,7 @@ print("root handlers", logging.getLogger().handlers, "leaked logger", "leaked.lo
 print("SIGUSR1", signal.getsignal(signal.SIGUSR1), "SIGINT", getattr(signal.getsignal(signal.SIGINT), "__name__", None))
 print("umask", oct(os.umask(0o022)))
 print("socket timeout", socket.getdefaulttimeout())
+print("cwd", os.getcwd())
 print("module", "leaked_module" in sys.modules)
 with open("leak_marker.txt") as f:
     print("the project file stays, as it should:", f.read())
