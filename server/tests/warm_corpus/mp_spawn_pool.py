@@ -2,7 +2,7 @@
 import multiprocessing as mp
 import sys
 
-print("imported as", __name__)
+IMPORTED_AS = __name__
 
 
 class Scale:
@@ -15,12 +15,15 @@ class Scale:
 
 def worker_facts(_):
     import __main__
-    return (__name__, __main__.__name__, __main__.__file__ == __file__, sys.argv == [__file__] or sys.argv)
+    return (IMPORTED_AS, __main__.__name__, __main__.__file__ == __file__, sys.argv == [__file__] or sys.argv)
 
 
 if __name__ == "__main__":
     ctx = mp.get_context("spawn")
-    with ctx.Pool(2) as pool:
-        print(pool.map(Scale(5), range(4)))
-        print(sorted(set(pool.map(worker_facts, range(4)))))
+    print("imported as", IMPORTED_AS)
+    pool = ctx.Pool(2)
+    print(pool.map(Scale(5), range(4)))
+    print(sorted(set(pool.map(worker_facts, range(4)))))
+    pool.close()
+    pool.join()
     print("done")
