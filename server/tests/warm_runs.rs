@@ -24,6 +24,12 @@ const VARY: &str = "VARY:";
 /// Flags both servers take: results show all of a run's output (the corpus's largest is 160 KB).
 const COMMON_FLAGS: &[&str] = &["--max-result-output-bytes", "262144"];
 
+/// Corpus scripts whose warm output is accepted as different, each with why (what the README says
+/// still differs): their differences are printed, not failed, and one that stops differing fails
+/// until it leaves this list. Each such fact has a script of its own, so accepting it gives up
+/// no other check.
+const ACCEPTED: &[(&str, &str)] = &[];
+
 /// An entry script of the corpus and how it is called.
 #[derive(Debug)]
 struct CorpusScript {
@@ -262,8 +268,25 @@ fn every_corpus_script_prints_the_same_in_a_warm_run_as_in_a_cold_one() {
             Ok(warm_result) => Seen::of(&cold_result).differences(&Seen::of(&warm_result)),
             Err(never) => vec![never],
         };
-        if !differences.is_empty() {
-            mismatches.insert(script.rel.clone(), differences.join("\n"));
+        let accepted = ACCEPTED.iter().find(|(rel, _)| *rel == script.rel);
+        match (accepted, differences.is_empty()) {
+            (Some((_, why)), false) => {
+                eprintln!(
+                    "{}: accepted ({why}):\n{}",
+                    script.rel,
+                    differences.join("\n")
+                );
+            }
+            (Some(_), true) => {
+                mismatches.insert(
+                    script.rel.clone(),
+                    "accepted as different, but no longer differs: take it off ACCEPTED".into(),
+                );
+            }
+            (None, false) => {
+                mismatches.insert(script.rel.clone(), differences.join("\n"));
+            }
+            (None, true) => {}
         }
     }
     cold.close();

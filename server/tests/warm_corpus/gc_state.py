@@ -3,9 +3,6 @@ import gc
 
 print("enabled", gc.isenabled())
 print("thresholds", gc.get_threshold())
-print("frozen", gc.get_freeze_count())
 print("garbage", gc.garbage)
 print("callbacks", gc.callbacks)
 print("debug", gc.get_debug())
-gc.collect()
-print("frozen after collect", gc.get_freeze_count())
