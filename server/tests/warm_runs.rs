@@ -43,6 +43,8 @@ struct CorpusScript {
     rel: String,
     args: Vec<String>,
     stdin: Option<String>,
+    /// The run's `timeout_seconds`.
+    timeout: Option<f64>,
 }
 
 impl CorpusScript {
@@ -51,6 +53,9 @@ impl CorpusScript {
         let mut arguments = json!({"file_name": format!("corpus/{}", self.rel), "args": self.args});
         if let Some(stdin) = &self.stdin {
             arguments["stdin"] = json!(stdin);
+        }
+        if let Some(seconds) = self.timeout {
+            arguments["timeout_seconds"] = json!(seconds);
         }
         arguments
     }
@@ -74,8 +79,8 @@ fn corpus_files(base: &Path, dir: &Path, found: &mut Vec<String>) {
 }
 
 /// The corpus's entry scripts in name order, with the arguments and stdin their header gives
-/// (`# args: <JSON list>`, `# stdin: <JSON string>`, `# stdin-times: <count>` after the first
-/// line).
+/// (`# args: <JSON list>`, `# stdin: <JSON string>`, `# stdin-times: <count>`, `# timeout: <seconds>`
+/// after the first line).
 fn corpus_scripts() -> Vec<CorpusScript> {
     let base = Path::new(CORPUS);
     let mut files = Vec::new();
@@ -94,6 +99,7 @@ fn corpus_scripts() -> Vec<CorpusScript> {
             rel,
             args: Vec::new(),
             stdin: None,
+            timeout: None,
         };
         for line in lines.take_while(|l| l.starts_with('#')) {
             if let Some(args) = line.strip_prefix("# args: ") {
@@ -101,6 +107,8 @@ fn corpus_scripts() -> Vec<CorpusScript> {
             } else if let Some(stdin) = line.strip_prefix("# stdin: ") {
                 script.stdin =
                     Some(serde_json::from_str(stdin).expect("# stdin: is a JSON string"));
+            } else if let Some(seconds) = line.strip_prefix("# timeout: ") {
+                script.timeout = Some(seconds.parse().expect("# timeout: is seconds"));
             } else if let Some(times) = line.strip_prefix("# stdin-times: ") {
                 let times = times.parse().expect("# stdin-times: is a count");
                 script.stdin = script.stdin.map(|stdin| stdin.repeat(times));
