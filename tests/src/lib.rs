@@ -4,8 +4,8 @@
 //! drive it with raw JSON-RPC over stdio ([`StdioServer`]) or HTTP ([`http`]: Streamable HTTP,
 //! legacy SSE, an [`SseReader`] on the `sse-stream` crate), set up OAuth flows and check their
 //! tokens ([`oauth`]), find the interpreter once ([`python()`]), look at processes from the host
-//! ([`procs`]), build a projects folder ([`TempProjects`]), serve packages ([`PackageIndex`]) and call a script
-//! until it ran warm ([`run_warm`]).
+//! ([`procs`]), build a projects folder ([`TempProjects`]), serve packages ([`PackageIndex`]) and
+//! call a script until a run of it was warm ([`run_warm`]).
 //!
 //! Nothing here installs or builds: with the `real-clients` feature, [`deps`] installs the clients
 //! we did not write (Python SDKs, Node tools) once under `target/test-deps/`, [`clients`] runs
