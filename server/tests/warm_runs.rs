@@ -79,8 +79,8 @@ fn corpus_files(base: &Path, dir: &Path, found: &mut Vec<String>) {
 }
 
 /// The corpus's entry scripts in name order, with the arguments and stdin their header gives
-/// (`# args: <JSON list>`, `# stdin: <JSON string>`, `# stdin-times: <count>`, `# timeout: <seconds>`
-/// after the first line).
+/// after the first line (`# args: <JSON list>`, `# stdin: <JSON string>`, `# stdin-times:
+/// <count>`, `# timeout: <seconds>`).
 fn corpus_scripts() -> Vec<CorpusScript> {
     let base = Path::new(CORPUS);
     let mut files = Vec::new();
@@ -251,7 +251,7 @@ fn line_diff(cold: &str, warm: &str) -> String {
         shown.join("\n")
     };
     format!(
-        "  (from line {}; - cold, + warm; a difference only in the final newline shows no line)\n{}\n{}",
+        "  (from line {}; - cold, + warm; a final newline alone shows no line)\n{}\n{}",
         head + 1,
         side(&cold, "-"),
         side(&warm, "+")
