@@ -46,5 +46,6 @@ mod startup;
 mod stdio;
 mod stdio_paths;
 mod venv_bytecode;
+mod warm_runs;
 mod warm_start;
 mod write_scope;

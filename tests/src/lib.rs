@@ -4,7 +4,8 @@
 //! drive it with raw JSON-RPC over stdio ([`StdioServer`]) or HTTP ([`http`]: Streamable HTTP,
 //! legacy SSE, an [`SseReader`] on the `sse-stream` crate), set up OAuth flows and check their
 //! tokens ([`oauth`]), find the interpreter once ([`python()`]), look at processes from the host
-//! ([`procs`]), build a projects folder ([`TempProjects`]) and serve packages ([`PackageIndex`]).
+//! ([`procs`]), build a projects folder ([`TempProjects`]), serve packages ([`PackageIndex`]) and
+//! call a script until a run of it was warm ([`run_warm`]).
 //!
 //! Nothing here installs or builds: with the `real-clients` feature, [`deps`] installs the clients
 //! we did not write (Python SDKs, Node tools) once under `target/test-deps/`, [`clients`] runs
@@ -30,6 +31,7 @@ pub mod python;
 pub mod runpod;
 pub mod server;
 pub mod stdio;
+pub mod warm;
 
 #[cfg(feature = "real-clients")]
 pub use browser::Browser;
@@ -50,3 +52,4 @@ pub use projects::TempProjects;
 pub use python::{python, resolve_python};
 pub use server::{wait_for_listening, HttpServer, ServerLaunch, StartError, StdioCommand};
 pub use stdio::StdioServer;
+pub use warm::{run_warm, was_warm};

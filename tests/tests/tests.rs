@@ -33,3 +33,4 @@ mod rmcp_tasks;
 mod runpod_backend;
 mod sandbox_workloads;
 mod scripts;
+mod warm_numpy;

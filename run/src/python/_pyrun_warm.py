@@ -291,7 +291,12 @@ def _main_module(script):
     main.__cached__ = None
     main.__loader__ = importlib.machinery.SourceFileLoader("__main__", script)
     main.__builtins__ = builtins
+    # CPython's __main__ starts with an empty __annotations__, whatever the script holds.
+    main.__annotations__ = {}
     sys.modules["__main__"] = main
+    # A preloaded multiprocessing aliased __mp_main__ to this driver's module at its import.
+    if "__mp_main__" in sys.modules:
+        sys.modules["__mp_main__"] = main
     return main
 
 
@@ -303,7 +308,8 @@ _ORIG_ARGV = list(getattr(sys, "orig_argv", None) or [])
 
 def _serve():
     job_fd, out_fd, err_fd = os.dup(0), os.dup(1), os.dup(2)
-    null = os.open(os.devnull, os.O_RDWR)
+    # Read-only, as the /dev/null a cold run without stdin has on fd 0.
+    null = os.open(os.devnull, os.O_RDONLY)
     sink = os.memfd_create("pyrun-preload", 0)
     os.dup2(null, 0)
     os.dup2(sink, 1)
@@ -342,6 +348,17 @@ def _serve():
     return script
 
 
+def _uncaught(error, tb):
+    """An uncaught exception reported as CPython reports one: `tb` (the traceback without this
+    driver's frame) becomes the exception's own, which is what the default hook prints; it is
+    kept in `sys.last_*` for the atexit handlers; then `sys.excepthook`."""
+    error.__traceback__ = tb
+    sys.last_type, sys.last_value, sys.last_traceback = type(error), error, tb
+    if sys.version_info >= (3, 12):
+        sys.last_exc = error
+    sys.excepthook(type(error), error, tb)
+
+
 def _run(script):
     with open(script, "rb") as f:
         source = f.read()
@@ -349,26 +366,20 @@ def _run(script):
     try:
         code = compile(source, script, "exec", dont_inherit=True)
     except SyntaxError as e:
-        sys.excepthook(type(e), e, None)
+        # As a cold start reports it: the place in the source, no traceback.
+        _uncaught(e, None)
         raise SystemExit(1)
     try:
         exec(code, main.__dict__)
     except SystemExit:
         raise
     except BaseException as e:
-        # The script's own frames only, as a cold start prints them (this frame is the first).
-        tb = e.__traceback__.tb_next if e.__traceback__ else None
-        e.__traceback__ = tb
-        sys.excepthook(type(e), e, tb)
+        _uncaught(e, e.__traceback__.tb_next if e.__traceback__ else None)
         if isinstance(e, KeyboardInterrupt):
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except Exception:
-                    pass
-            atexit._run_exitfuncs()
-            os.kill(os.getpid(), signal.SIGINT)
+            # Leaves this module uncaught, reported already: CPython then ends as after a cold
+            # script's (threads joined, atexit handlers, files flushed, then death by SIGINT).
+            sys.excepthook = lambda *_: None
+            raise
         raise SystemExit(1)
 
 

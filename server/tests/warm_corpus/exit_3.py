@@ -1,0 +1,5 @@
+# warm corpus: sys.exit(3)
+import sys
+
+print("exit 3")
+sys.exit(3)

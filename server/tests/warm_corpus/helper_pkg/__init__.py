@@ -1,0 +1,3 @@
+"""A sibling package."""
+print("helper_pkg imported")
+from .tools import double  # noqa: E402

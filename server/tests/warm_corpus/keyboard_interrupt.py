@@ -1,0 +1,9 @@
+# warm corpus: an uncaught KeyboardInterrupt: its traceback and how the process ends
+print("raising KeyboardInterrupt")
+
+
+def f():
+    raise KeyboardInterrupt
+
+
+f()
