@@ -409,7 +409,9 @@ impl Runner {
         #[cfg(target_os = "linux")]
         let key = self.warm.enabled().then(|| WarmKey::of(&req));
         #[cfg(target_os = "linux")]
-        let (slot, spare) = match key.as_ref().and_then(|key| self.warm.take(key)) {
+        let scope_now = |scratch: &Path| Launch::of(&req, scratch).scope(&sandbox);
+        #[cfg(target_os = "linux")]
+        let (slot, spare) = match key.as_ref().and_then(|key| self.warm.take(key, scope_now)) {
             Some(spare) => (spare.slot, Some(spare.child)),
             None => (self.starter.take_slot(&sandbox)?, None),
         };
