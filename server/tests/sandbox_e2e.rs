@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::util;
+use crate::util::warm::{self, Start};
 use pyrun_mcp_tests::stdio::StdioServer;
 use serde_json::{json, Value};
 
@@ -92,27 +93,32 @@ if os.fork() == 0:
 time.sleep(120)
 "#
     );
-    let (dir, _) = util::project(&[("escape.py", &script)]);
-    let mut server = StdioServer::start(dir.path(), &[]);
-    let result = server.call(
-        "run_python",
-        json!({"file_name": "escape.py", "timeout_seconds": 2}),
-    );
-    assert_eq!(result["structuredContent"]["timed_out"], true, "{result}");
-    let size = |name: &str| std::fs::metadata(dir.path().join(name)).map_or(0, |m| m.len());
-    assert!(
-        size("daemon.beat") > 0,
-        "the daemon never started: {result}"
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    let before = (size("daemon.beat"), size("session.beat"));
-    std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(
-        (size("daemon.beat"), size("session.beat")),
-        before,
-        "a daemon or new-session child outlived the run"
-    );
-    server.close();
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[("escape.py", &script)]);
+        let mut server = start.server(dir.path(), &[]);
+        let warmup = json!({"file_name": warm::warmup_beside(dir.path(), "escape.py")});
+        let result = start.call(
+            &mut server,
+            "run_python",
+            json!({"file_name": "escape.py", "timeout_seconds": 2}),
+            warmup,
+        );
+        assert_eq!(result["structuredContent"]["timed_out"], true, "{result}");
+        let size = |name: &str| std::fs::metadata(dir.path().join(name)).map_or(0, |m| m.len());
+        assert!(
+            size("daemon.beat") > 0,
+            "the daemon never started: {result}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let before = (size("daemon.beat"), size("session.beat"));
+        std::thread::sleep(Duration::from_secs(1));
+        assert_eq!(
+            (size("daemon.beat"), size("session.beat")),
+            before,
+            "{start:?}: a daemon or new-session child outlived the run"
+        );
+        server.close();
+    }
 }
 
 #[test]

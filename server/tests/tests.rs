@@ -46,4 +46,5 @@ mod startup;
 mod stdio;
 mod stdio_paths;
 mod venv_bytecode;
+mod warm_escapes;
 mod write_scope;
