@@ -328,3 +328,61 @@ fn a_protected_name_made_after_a_spare_started_is_read_only_to_the_run_it_serves
     );
     server.close();
 }
+
+const FORGE_MAIN: &str = r#"
+import os
+report = os.path.join(os.environ["TMPDIR"], ".pyrun-warm-imports")
+open(report, "w").write("sidefx.__main__\nsidefx\n")
+os._exit(0)
+"#;
+
+const CHECK_MAIN: &str = r#"
+import os, sys
+print("preloaded", "sidefx" in sys.modules, "sidefx.__main__" in sys.modules, flush=True)
+print("main ran", os.path.exists("main_ran"), flush=True)
+"#;
+
+#[test]
+fn a_forged_report_naming_a_packages_main_module_runs_no_program_before_the_run() {
+    // A package of the folder's venv whose `__main__` does something where it runs (as
+    // `pytest.__main__` would load the folder's conftest.py): importing it is running it.
+    let (dir, _) = util::project(&[("a/forge.py", FORGE_MAIN), ("a/check.py", CHECK_MAIN)]);
+    let venv = dir.path().join("a/.venv");
+    let status = std::process::Command::new(pyrun_mcp_tests::python())
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(status.success(), "python -m venv failed");
+    let site = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .flatten()
+        .map(|python| python.path().join("site-packages"))
+        .find(|site| site.is_dir())
+        .expect("the venv's site-packages");
+    std::fs::create_dir(site.join("sidefx")).unwrap();
+    std::fs::write(site.join("sidefx/__init__.py"), "").unwrap();
+    std::fs::write(
+        site.join("sidefx/__main__.py"),
+        "open('main_ran', 'w').close()\n",
+    )
+    .unwrap();
+    let mut server = StdioServer::start(dir.path(), &[]);
+    let forged = run(&mut server, "a/forge.py", json!({}));
+    ended_normally(&forged);
+    assert_eq!(
+        forged["structuredContent"]["python"]["venv"], "a/.venv",
+        "{forged}"
+    );
+    let checked = Start::Warm.run(&mut server, dir.path(), "a/check.py", &[]);
+    ended_normally(&checked);
+    // The package itself was learned from the report (so the report was read), its
+    // `__main__` was not imported, and nothing ran in the folder.
+    assert!(
+        stdout(&checked).contains("preloaded True False"),
+        "{checked}"
+    );
+    assert!(stdout(&checked).contains("main ran False"), "{checked}");
+    assert!(!dir.path().join("a/main_ran").exists());
+    server.close();
+}
