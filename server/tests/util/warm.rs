@@ -122,7 +122,7 @@ pub fn warm_up(server: &mut StdioServer, warmup: Value) {
 /// Whether the spare `pid` serves runs like `call` (`run_python`'s or `run_python_code`'s
 /// arguments): its working folder as runs see it, and for inline code in a project, that folder
 /// first on its `PYTHONPATH` (a script's spare has only the support folder there).
-fn of_kind(pid: u32, call: &Value) -> bool {
+pub fn of_kind(pid: u32, call: &Value) -> bool {
     let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
     let python_path = environ
