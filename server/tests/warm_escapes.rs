@@ -386,3 +386,35 @@ fn a_forged_report_naming_a_packages_main_module_runs_no_program_before_the_run(
     assert!(!dir.path().join("a/main_ran").exists());
     server.close();
 }
+
+const WRITE_NEW_PROJECT: &str = r#"
+try:
+    open("c/data.txt", "a").write("evil\n")
+    print("wrote", flush=True)
+except OSError as e:
+    print("refused", e.errno, flush=True)
+"#;
+
+#[test]
+fn a_project_folder_made_after_a_top_level_spare_started_stays_read_only_to_its_run() {
+    // A script directly in the projects folder writes top-level files, never a project's.
+    let (dir, _) = util::project(&[("top.py", WRITE_NEW_PROJECT), ("a/keep.txt", "a\n")]);
+    let mut server = StdioServer::start(dir.path(), &[]);
+    warm::warm_up(
+        &mut server,
+        json!({"file_name": warm::warmup_beside(dir.path(), "top.py")}),
+    );
+    // The spare waits with a view made before project `c` existed.
+    std::fs::create_dir(dir.path().join("c")).unwrap();
+    std::fs::write(dir.path().join("c/data.txt"), "c\n").unwrap();
+    let result = run(&mut server, "top.py", json!({}));
+    ended_normally(&result);
+    assert!(stdout(&result).contains("refused"), "{result}");
+    let warm_result = Start::Warm.run(&mut server, dir.path(), "top.py", &[]);
+    assert!(stdout(&warm_result).contains("refused"), "{warm_result}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("c/data.txt")).unwrap(),
+        "c\n"
+    );
+    server.close();
+}

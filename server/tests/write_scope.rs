@@ -256,26 +256,28 @@ attempt("a_existing", lambda: write("a/data.txt", "evil\n", "a"))
 attempt("a_rename", lambda: os.rename("a", "a_moved"))
 attempt("made_git", lambda: write("made/.git/config", "[core]\n\tfsmonitor = evil\n"))
 "##;
-    let (dir, _) = util::project(&[("top.py", &script(body)), ("a/data.txt", "a\n")]);
-    let mut server = StdioServer::start(dir.path(), &[]);
-    let result = run(&mut server, "top.py");
-    require_view(&result);
-    let tried = attempts(&result);
-    done(&tried, &["top_new", "made_git"]);
-    refused(&tried, &["a_new", "a_existing"]);
-    // A folder it made is its own, but a protected name inside does not stay.
-    assert!(!dir.path().join("made/.git").exists());
-    assert_eq!(
-        result["structuredContent"]["quarantined"],
-        json!(["made/.git"]),
-        "{result}"
-    );
-    // A read-only bind cannot be moved away (EBUSY): the folder stays where it is.
-    assert_ne!(tried["a_rename"], "DONE", "{tried:?}");
-    assert_eq!(read(dir.path(), "top.txt"), "mine\n");
-    assert_eq!(read(dir.path(), "a/data.txt"), "a\n");
-    assert!(!dir.path().join("a/x").exists());
-    server.close();
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[("top.py", &script(body)), ("a/data.txt", "a\n")]);
+        let mut server = start.server(dir.path(), &[]);
+        let result = start.run(&mut server, dir.path(), "top.py", &[]);
+        require_view(&result);
+        let tried = attempts(&result);
+        done(&tried, &["top_new", "made_git"]);
+        refused(&tried, &["a_new", "a_existing"]);
+        // A folder it made is its own, but a protected name inside does not stay.
+        assert!(!dir.path().join("made/.git").exists());
+        assert_eq!(
+            result["structuredContent"]["quarantined"],
+            json!(["made/.git"]),
+            "{result}"
+        );
+        // A read-only bind cannot be moved away (EBUSY): the folder stays where it is.
+        assert_ne!(tried["a_rename"], "DONE", "{tried:?}");
+        assert_eq!(read(dir.path(), "top.txt"), "mine\n");
+        assert_eq!(read(dir.path(), "a/data.txt"), "a\n");
+        assert!(!dir.path().join("a/x").exists());
+        server.close();
+    }
 }
 
 #[test]
@@ -286,20 +288,32 @@ attempt("here", lambda: write("inline.txt"))
 attempt("b", lambda: write("/projects/b/inline.txt"))
 "##,
     );
-    let (dir, _) = util::project(&[("a/keep.txt", "a\n"), ("b/keep.txt", "b\n")]);
-    let mut server = StdioServer::start(dir.path(), &["--allow-inline-code"]);
-    let result = server.call("run_python_code", json!({"code": code, "project": "a"}));
-    require_view(&result);
-    let tried = attempts(&result);
-    done(&tried, &["here"]);
-    refused(&tried, &["b"]);
-    assert!(dir.path().join("a/inline.txt").exists());
-    // Without a project it works in its scratch and writes nothing of the projects folder.
-    let code = script(r##"attempt("a", lambda: write("/projects/a/none.txt"))"##);
-    let result = server.call("run_python_code", json!({"code": code}));
-    refused(&attempts(&result), &["a"]);
-    assert!(!dir.path().join("a/none.txt").exists());
-    server.close();
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[("a/keep.txt", "a\n"), ("b/keep.txt", "b\n")]);
+        let mut server = start.server(dir.path(), &["--allow-inline-code"]);
+        let result = start.call(
+            &mut server,
+            "run_python_code",
+            json!({"code": code, "project": "a"}),
+            json!({"code": "pass", "project": "a"}),
+        );
+        require_view(&result);
+        let tried = attempts(&result);
+        done(&tried, &["here"]);
+        refused(&tried, &["b"]);
+        assert!(dir.path().join("a/inline.txt").exists());
+        // Without a project it works in its scratch and writes nothing of the projects folder.
+        let code = script(r##"attempt("a", lambda: write("/projects/a/none.txt"))"##);
+        let result = start.call(
+            &mut server,
+            "run_python_code",
+            json!({"code": code}),
+            json!({"code": "pass"}),
+        );
+        refused(&attempts(&result), &["a"]);
+        assert!(!dir.path().join("a/none.txt").exists());
+        server.close();
+    }
 }
 
 #[test]
