@@ -107,11 +107,12 @@ pub fn warm_up(server: &mut StdioServer, warmup: Value) {
     let before = waiting_spares(server.pid());
     let result = server.call(warmup_tool, warmup.clone());
     assert_eq!(result["isError"], false, "the warm-up failed: {result}");
-    // Another key's spare may get ready meanwhile: only one of this kind counts.
+    // Another key's spare may get ready meanwhile: only one of this kind counts, once the
+    // server has read its READY (it keeps the spare in the same step, without waiting).
     let ready = pyrun_mcp_tests::procs::holds_within(SPARE_READY_WITHIN, || {
         waiting_spares(server.pid())
             .difference(&before)
-            .any(|&pid| of_kind(pid, &warmup))
+            .any(|&pid| of_kind(pid, &warmup) && ready_was_read(pid))
     });
     assert!(
         ready,
@@ -142,6 +143,22 @@ pub fn of_kind(pid: u32, call: &Value) -> bool {
     let wanted = wanted.to_string_lossy();
     let wanted = wanted.trim_end_matches('/');
     cwd == Path::new(wanted) && (first_import == wanted) == inline
+}
+
+/// Whether the server has read all the spare `pid` wrote on its stdout (its READY): the pipe,
+/// opened again through /proc without reading from it, holds nothing.
+fn ready_was_read(pid: u32) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let pipe = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(format!("/proc/{pid}/fd/1"));
+    let read = pipe.is_ok_and(|pipe| rustix::io::ioctl_fionread(&pipe).is_ok_and(|n| n == 0));
+    if read {
+        // The server's task keeps the spare right after that read, in the same step.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    read
 }
 
 /// The harmless script beside `file` (written on the host when missing), relative to the
