@@ -262,6 +262,9 @@ pub struct RunState {
     pub quarantined: Vec<String>,
     /// The interpreter it runs with.
     pub python: PythonInfo,
+    /// Once it has ended: it ran in an interpreter the server started ahead of it (a warm run).
+    #[serde(default)]
+    pub warm: bool,
 }
 
 /// One line of `list_runs`.

@@ -411,10 +411,13 @@ impl Runner {
         #[cfg(target_os = "linux")]
         let key = self.warm.enabled().then(|| WarmKey::of(&req));
         #[cfg(target_os = "linux")]
+        #[cfg(target_os = "linux")]
+        let scope_now = |scratch: &Path| Launch::of(&req, scratch).scope(&sandbox);
+        #[cfg(target_os = "linux")]
         let spare = match &key {
             Some(key) => {
                 let wait = req.timeout.min(WAIT_FOR_STARTING);
-                self.warm.take_or_wait(key, wait).await
+                self.warm.take_or_wait(key, &scope_now, wait).await
             }
             None => None,
         };
@@ -588,8 +591,6 @@ impl Runner {
             .warm
             .enabled()
             .then(|| WarmKey::resident(python, cwd, owner));
-        #[cfg(target_os = "linux")]
-        let spare = key.as_ref().and_then(|key| self.warm.take(key));
         #[cfg(not(target_os = "linux"))]
         let _ = owner;
         let sandbox = self
@@ -597,6 +598,13 @@ impl Runner {
             .get()
             .await
             .map_err(RunError::SandboxUnavailable)?;
+        #[cfg(target_os = "linux")]
+        let scope_now = |scratch: &Path| {
+            let place = Placement::in_project(cwd, scratch);
+            sandbox.run_scope(&sandbox.project_of(place.project_dir))
+        };
+        #[cfg(target_os = "linux")]
+        let spare = key.as_ref().and_then(|key| self.warm.take(key, &scope_now));
         #[cfg(target_os = "linux")]
         let (slot, spare) = match spare {
             Some(spare) => (spare.slot, Some(spare.child)),

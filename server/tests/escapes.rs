@@ -1,6 +1,7 @@
 //! The escapes a hostile script tried against the sandbox, each tried again for real through the
-//! server binary (its own spawn path, policy and slots) and expected to fail safely. Every attack
-//! aims only at what the test made itself: a canary process, a temp file, a temp folder.
+//! server binary (its own spawn path, policy and slots) and expected to fail safely, in a run
+//! started cold (`--warm off`) and in one handed to a warm interpreter (`util::warm`). Every
+//! attack aims only at what the test made itself: a canary process, a temp file, a temp folder.
 #![cfg(target_os = "linux")]
 
 use std::collections::BTreeMap;
@@ -10,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::util;
+use crate::util::warm::Start;
 use pyrun_mcp_tests::stdio::StdioServer;
 use pyrun_mcp_tests::TempProjects;
 use serde_json::{json, Value};
@@ -68,12 +70,19 @@ fn other_user() -> Option<u32> {
     rustix::process::geteuid().is_root().then_some(61_234)
 }
 
-/// The servers to try an attack on: as the test's own user, and as [`other_user`] when there is
-/// one (its projects folder made that user's, and the interpreter one that user can reach).
-fn servers_for(files: &[(&str, &str)]) -> Vec<(TempProjects, StdioServer, Option<u32>)> {
+/// The servers to try an attack on, starting runs as `start` says: as the test's own user, and
+/// as [`other_user`] when there is one (its projects folder made that user's, and the
+/// interpreter one that user can reach).
+fn servers_for(
+    start: Start,
+    files: &[(&str, &str)],
+) -> Vec<(TempProjects, StdioServer, Option<u32>)> {
+    let mut files = files.to_vec();
+    files.push((util::warm::WARMUP_FILE, "pass\n"));
+    let files = &files[..];
     let mut servers = Vec::new();
     let (dir, _) = util::project(files);
-    let server = StdioServer::start(dir.path(), &[]);
+    let server = start.server(dir.path(), &[]);
     servers.push((dir, server, None));
     if let Some(uid) = other_user() {
         let (dir, _) = util::project(files);
@@ -87,7 +96,7 @@ fn servers_for(files: &[(&str, &str)]) -> Vec<(TempProjects, StdioServer, Option
             .into_iter()
             .find(|p| Path::new(p).exists())
             .expect("a system python3 for the unprivileged server");
-        let server = StdioServer::start_as(dir.path(), &["--python", python], Some(uid));
+        let server = start.server_as(dir.path(), &["--python", python], Some(uid));
         servers.push((dir, server, Some(uid)));
     }
     servers
@@ -170,8 +179,12 @@ attempt("file_capability", lambda: os.setxattr("suid_id", "security.capability",
     bytes([1, 0, 0, 2]) + bytes(16)))
 attempt("chmod_plain", lambda: os.chmod("suid_id", 0o755))
 "##;
-    for (dir, mut server, uid) in servers_for(&[("setid.py", &script(body))]) {
-        let result = run(&mut server, "setid.py", &[]);
+    for (start, (dir, mut server, uid)) in Start::BOTH.into_iter().flat_map(|start| {
+        servers_for(start, &[("setid.py", &script(body))])
+            .into_iter()
+            .map(move |s| (start, s))
+    }) {
+        let result = start.run(&mut server, dir.path(), "setid.py", &[]);
         require_layers(&result, &["seccomp"]);
         let tried = attempts(&result);
         all_refused(
@@ -193,7 +206,7 @@ attempt("chmod_plain", lambda: os.chmod("suid_id", 0o755))
         // Ordinary modes still work: a script may make its own files executable or private.
         assert_eq!(
             tried["chmod_plain"], "DONE",
-            "server uid {uid:?}: {tried:?}"
+            "{start:?}, server uid {uid:?}: {tried:?}"
         );
         assert_eq!(set_id_files(dir.path()), Vec::<String>::new());
         server.close();
@@ -218,23 +231,25 @@ attempt("setxattr", lambda: os.setxattr(target, "user.pyrun", b"1"))
 attempt("write", lambda: open(target, "w").write("changed"))
 attempt("rename", lambda: os.rename(target, target + ".moved"))
 "##;
-    let (dir, _) = util::project(&[("outside.py", &script(body))]);
-    let mut server = StdioServer::start(dir.path(), &[]);
-    let target_arg = target.to_str().unwrap();
-    let result = run(&mut server, "outside.py", &[target_arg]);
-    require_layers(&result, &["seccomp", "mount-ns"]);
-    let tried = attempts(&result);
-    all_refused(
-        &tried,
-        &["chmod", "utime", "chown", "setxattr", "write", "rename"],
-        &["EROFS", "EPERM", "EACCES", "ENOENT"],
-    );
-    let after = target.metadata().unwrap();
-    assert_eq!(after.mode(), before.mode());
-    assert_eq!(after.mtime(), before.mtime());
-    assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
-    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
-    server.close();
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[("outside.py", &script(body))]);
+        let mut server = start.server(dir.path(), &[]);
+        let target_arg = target.to_str().unwrap();
+        let result = start.run(&mut server, dir.path(), "outside.py", &[target_arg]);
+        require_layers(&result, &["seccomp", "mount-ns"]);
+        let tried = attempts(&result);
+        all_refused(
+            &tried,
+            &["chmod", "utime", "chown", "setxattr", "write", "rename"],
+            &["EROFS", "EPERM", "EACCES", "ENOENT"],
+        );
+        let after = target.metadata().unwrap();
+        assert_eq!(after.mode(), before.mode());
+        assert_eq!(after.mtime(), before.mtime());
+        assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+        server.close();
+    }
 }
 
 #[test]
@@ -244,19 +259,21 @@ attempt("list_ssl_private", lambda: os.listdir("/etc/ssl/private"))
 attempt("read_shadow", lambda: open("/etc/shadow").read())
 attempt("read_certs", lambda: os.listdir("/etc/ssl/certs"))
 "##;
-    let (dir, _) = util::project(&[("secrets.py", &script(body))]);
-    let mut server = StdioServer::start(dir.path(), &[]);
-    let result = run(&mut server, "secrets.py", &[]);
-    require_layers(&result, &["landlock"]);
-    let tried = attempts(&result);
-    all_refused(
-        &tried,
-        &["list_ssl_private", "read_shadow"],
-        &["EACCES", "ENOENT", "EPERM"],
-    );
-    // What TLS needs stays readable.
-    assert_eq!(tried["read_certs"], "DONE", "{tried:?}");
-    server.close();
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[("secrets.py", &script(body))]);
+        let mut server = start.server(dir.path(), &[]);
+        let result = start.run(&mut server, dir.path(), "secrets.py", &[]);
+        require_layers(&result, &["landlock"]);
+        let tried = attempts(&result);
+        all_refused(
+            &tried,
+            &["list_ssl_private", "read_shadow"],
+            &["EACCES", "ENOENT", "EPERM"],
+        );
+        // What TLS needs stays readable.
+        assert_eq!(tried["read_certs"], "DONE", "{start:?}: {tried:?}");
+        server.close();
+    }
 }
 
 #[test]
@@ -277,14 +294,23 @@ attempt("own_prlimit", lambda: resource.prlimit(0, resource.RLIMIT_NOFILE, (64, 
 attempt("own_setrlimit", lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
 _results["own_pid"] = str(os.getpid())
 "##;
-    for (_dir, mut server, uid) in servers_for(&[("others.py", &script(body))]) {
+    for (start, (dir, mut server, uid)) in Start::BOTH.into_iter().flat_map(|start| {
+        servers_for(start, &[("others.py", &script(body))])
+            .into_iter()
+            .map(move |s| (start, s))
+    }) {
         // A process of the server's own user: what `prlimit` and `kill` reach without a pid
         // namespace.
         let canary = Canary::start(uid);
         let canary_limit = open_files_limit(canary.pid());
         let server_limit = open_files_limit(server.pid());
         let (canary_pid, server_pid) = (canary.pid().to_string(), server.pid().to_string());
-        let result = run(&mut server, "others.py", &[&canary_pid, &server_pid]);
+        let result = start.run(
+            &mut server,
+            dir.path(),
+            "others.py",
+            &[&canary_pid, &server_pid],
+        );
         require_layers(&result, &["pid-ns", "seccomp"]);
         let tried = attempts(&result);
         let mut refused = Vec::new();
@@ -303,18 +329,21 @@ _results["own_pid"] = str(os.getpid())
         );
         assert_eq!(
             tried["proc_cpuinfo"], "DONE",
-            "server uid {uid:?}: {tried:?}"
+            "{start:?}, server uid {uid:?}: {tried:?}"
         );
         assert_eq!(
             tried["own_prlimit"], "DONE",
-            "server uid {uid:?}: {tried:?}"
+            "{start:?}, server uid {uid:?}: {tried:?}"
         );
         assert_eq!(
             tried["own_setrlimit"], "DONE",
-            "server uid {uid:?}: {tried:?}"
+            "{start:?}, server uid {uid:?}: {tried:?}"
         );
         // Pid 1 is the run's reaper; the interpreter comes right after it.
-        assert_eq!(tried["own_pid"], "2", "server uid {uid:?}: {tried:?}");
+        assert_eq!(
+            tried["own_pid"], "2",
+            "{start:?}, server uid {uid:?}: {tried:?}"
+        );
         assert_eq!(open_files_limit(canary.pid()), canary_limit);
         assert_eq!(open_files_limit(server.pid()), server_limit);
         assert!(
@@ -354,33 +383,41 @@ def clone_parent():
         raise OSError(ctypes.get_errno(), "clone")
 attempt("clone_parent", clone_parent)
 "##;
-    let (dir, _) = util::project(&[("zombies.py", &script(body))]);
-    let mut server = StdioServer::start(dir.path(), &[]);
-    let result = run(&mut server, "zombies.py", &[]);
-    require_layers(&result, &["pid-ns", "seccomp", "cgroup-pids"]);
-    let tried = attempts(&result);
-    assert_eq!(tried["orphans"], "200", "{tried:?}");
-    all_refused(&tried, &["clone_parent"], &["EPERM"]);
-    // Nothing of the run is left under the server: no zombie, no process.
-    std::thread::sleep(Duration::from_millis(200));
-    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", server.pid()))
-        .unwrap_or_default();
-    let zombies: Vec<&str> = children
-        .split_whitespace()
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[("zombies.py", &script(body))]);
+        let mut server = start.server(dir.path(), &[]);
+        let result = start.run(&mut server, dir.path(), "zombies.py", &[]);
+        require_layers(&result, &["pid-ns", "seccomp", "cgroup-pids"]);
+        let tried = attempts(&result);
+        assert_eq!(tried["orphans"], "200", "{start:?}: {tried:?}");
+        all_refused(&tried, &["clone_parent"], &["EPERM"]);
+        // Nothing of the run is left under the server: no zombie, and besides the spare a warm
+        // server starts for the next run, no process.
+        let left = util::warm::left_besides_spares(server.pid(), Duration::from_secs(5));
+        assert!(
+            left.is_empty(),
+            "{start:?}: left under the server: {left:?}"
+        );
+        let zombies: Vec<u32> = util::warm::descendants(server.pid())
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                    s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
             })
-        })
-        .collect();
-    assert!(zombies.is_empty(), "zombies under the server: {zombies:?}");
-    let again = run(&mut server, "zombies.py", &[]);
-    assert_eq!(attempts(&again)["orphans"], "200");
-    server.close();
+            .collect();
+        assert!(
+            zombies.is_empty(),
+            "{start:?}: zombies under the server: {zombies:?}"
+        );
+        let again = run(&mut server, "zombies.py", &[]);
+        assert_eq!(attempts(&again)["orphans"], "200");
+        server.close();
+    }
 }
 
 #[test]
@@ -414,24 +451,26 @@ def fexecve():
 attempt("memfd_fexecve", fexecve)
 attempt("memfd_proc_path", lambda: run("/proc/self/fd/%d" % mem))
 "##;
-    let (dir, _) = util::project(&[("exec.py", &script(body))]);
-    let mut server = StdioServer::start(dir.path(), &[]);
-    let result = run(&mut server, "exec.py", &[]);
-    require_layers(&result, &["landlock", "seccomp", "mount-ns"]);
-    let tried = attempts(&result);
-    all_refused(
-        &tried,
-        &[
-            "elf_projects",
-            "shebang_projects",
-            "elf_scratch",
-            "shebang_scratch",
-            "memfd_fexecve",
-            "memfd_proc_path",
-        ],
-        &["EACCES", "EPERM", "ENOENT"],
-    );
-    server.close();
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[("exec.py", &script(body))]);
+        let mut server = start.server(dir.path(), &[]);
+        let result = start.run(&mut server, dir.path(), "exec.py", &[]);
+        require_layers(&result, &["landlock", "seccomp", "mount-ns"]);
+        let tried = attempts(&result);
+        all_refused(
+            &tried,
+            &[
+                "elf_projects",
+                "shebang_projects",
+                "elf_scratch",
+                "shebang_scratch",
+                "memfd_fexecve",
+                "memfd_proc_path",
+            ],
+            &["EACCES", "EPERM", "ENOENT"],
+        );
+        server.close();
+    }
 }
 
 #[test]
@@ -450,46 +489,48 @@ def make_hg():
     open(".hg/hgrc", "w").write("[hooks]\n")
 attempt("hg_first", make_hg)
 "##;
-    let (dir, _) = util::project(&[
-        ("persist.py", &script(body)),
-        (".git/config", "[core]\n"),
-        (".git/hooks/README", "hooks\n"),
-        (".venv/lib/site.py", "# venv\n"),
-        (".env", "PYTHON_TIMEOUT=30\n"),
-        (".vscode/settings.json", "{}\n"),
-    ]);
-    let mut server = StdioServer::start(dir.path(), &[]);
-    let result = run(&mut server, "persist.py", &[]);
-    require_layers(&result, &["mount-ns"]);
-    let tried = attempts(&result);
-    all_refused(
-        &tried,
-        &[
-            "git_config",
-            "git_hook",
-            "venv_pth",
-            "dotenv",
-            "vscode",
-            "git_remove",
-        ],
-        &["EROFS", "EACCES", "EPERM", "EBUSY"],
-    );
-    assert_eq!(tried["ordinary"], "DONE", "{tried:?}");
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join(".git/config")).unwrap(),
-        "[core]\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join(".env")).unwrap(),
-        "PYTHON_TIMEOUT=30\n"
-    );
-    assert!(!dir.path().join(".git/hooks/pre-commit").exists());
-    // `.hg` did not exist when the run started, so the run could make it; it did not stay.
-    assert_eq!(tried["hg_first"], "DONE", "{tried:?}");
-    assert!(!dir.path().join(".hg").exists());
-    let quarantined = result["structuredContent"]["quarantined"].to_string();
-    assert!(quarantined.contains(".hg"), "{result}");
-    server.close();
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[
+            ("persist.py", &script(body)),
+            (".git/config", "[core]\n"),
+            (".git/hooks/README", "hooks\n"),
+            (".venv/lib/site.py", "# venv\n"),
+            (".env", "PYTHON_TIMEOUT=30\n"),
+            (".vscode/settings.json", "{}\n"),
+        ]);
+        let mut server = start.server(dir.path(), &[]);
+        let result = start.run(&mut server, dir.path(), "persist.py", &[]);
+        require_layers(&result, &["mount-ns"]);
+        let tried = attempts(&result);
+        all_refused(
+            &tried,
+            &[
+                "git_config",
+                "git_hook",
+                "venv_pth",
+                "dotenv",
+                "vscode",
+                "git_remove",
+            ],
+            &["EROFS", "EACCES", "EPERM", "EBUSY"],
+        );
+        assert_eq!(tried["ordinary"], "DONE", "{tried:?}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(".git/config")).unwrap(),
+            "[core]\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(".env")).unwrap(),
+            "PYTHON_TIMEOUT=30\n"
+        );
+        assert!(!dir.path().join(".git/hooks/pre-commit").exists());
+        // `.hg` did not exist when the run started, so the run could make it; it did not stay.
+        assert_eq!(tried["hg_first"], "DONE", "{tried:?}");
+        assert!(!dir.path().join(".hg").exists());
+        let quarantined = result["structuredContent"]["quarantined"].to_string();
+        assert!(quarantined.contains(".hg"), "{result}");
+        server.close();
+    }
 }
 
 #[test]
@@ -505,22 +546,24 @@ try:
 except RuntimeError:
     _results["traceback"] = traceback.format_exc()
 "##;
-    let (dir, _) = util::project(&[("sub/where.py", &script(body))]);
-    let mut server = StdioServer::start(dir.path(), &[]);
-    let result = run(&mut server, "sub/where.py", &[]);
-    require_layers(&result, &["mount-ns"]);
-    let seen = attempts(&result);
-    assert_eq!(seen["cwd"], "/projects/sub", "{seen:?}");
-    assert_eq!(seen["file"], "/projects/sub/where.py", "{seen:?}");
-    assert_eq!(seen["home"], "/tmp", "{seen:?}");
-    let host = dir.path().canonicalize().unwrap();
-    let host = host.to_str().unwrap();
-    let everything = result.to_string();
-    assert!(
-        !everything.contains(host),
-        "the host path {host} reached the client: {everything}"
-    );
-    server.close();
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[("sub/where.py", &script(body))]);
+        let mut server = start.server(dir.path(), &[]);
+        let result = start.run(&mut server, dir.path(), "sub/where.py", &[]);
+        require_layers(&result, &["mount-ns"]);
+        let seen = attempts(&result);
+        assert_eq!(seen["cwd"], "/projects/sub", "{seen:?}");
+        assert_eq!(seen["file"], "/projects/sub/where.py", "{seen:?}");
+        assert_eq!(seen["home"], "/tmp", "{seen:?}");
+        let host = dir.path().canonicalize().unwrap();
+        let host = host.to_str().unwrap();
+        let everything = result.to_string();
+        assert!(
+            !everything.contains(host),
+            "the host path {host} reached the client: {everything}"
+        );
+        server.close();
+    }
 }
 
 #[test]
@@ -533,22 +576,24 @@ attempt("remove", lambda: os.remove("data.txt"))
 attempt("mkdir", lambda: os.mkdir("newdir"))
 attempt("write_scratch", lambda: open(os.path.join(os.environ["HOME"], "ok.txt"), "w").write("x"))
 "##;
-    let (dir, _) = util::project(&[("ro.py", &script(body)), ("data.txt", "keep\n")]);
-    let mut server = StdioServer::start(dir.path(), &["--read-only-projects"]);
-    let result = run(&mut server, "ro.py", &[]);
-    require_layers(&result, &["landlock", "mount-ns"]);
-    let tried = attempts(&result);
-    assert_eq!(tried["read_own_source"], "DONE", "{tried:?}");
-    assert_eq!(tried["write_scratch"], "DONE", "{tried:?}");
-    all_refused(
-        &tried,
-        &["write_new", "append_existing", "remove", "mkdir"],
-        &["EROFS", "EACCES", "EPERM"],
-    );
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join("data.txt")).unwrap(),
-        "keep\n"
-    );
-    assert!(!dir.path().join("made.txt").exists());
-    server.close();
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[("ro.py", &script(body)), ("data.txt", "keep\n")]);
+        let mut server = start.server(dir.path(), &["--read-only-projects"]);
+        let result = start.run(&mut server, dir.path(), "ro.py", &[]);
+        require_layers(&result, &["landlock", "mount-ns"]);
+        let tried = attempts(&result);
+        assert_eq!(tried["read_own_source"], "DONE", "{tried:?}");
+        assert_eq!(tried["write_scratch"], "DONE", "{tried:?}");
+        all_refused(
+            &tried,
+            &["write_new", "append_existing", "remove", "mkdir"],
+            &["EROFS", "EACCES", "EPERM"],
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("data.txt")).unwrap(),
+            "keep\n"
+        );
+        assert!(!dir.path().join("made.txt").exists());
+        server.close();
+    }
 }

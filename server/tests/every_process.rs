@@ -1,6 +1,7 @@
 //! One hostile payload in every kind of process the server starts for a caller — a run, a
 //! background run, inline code, a session — through the real binary over stdio: each kind is
-//! built by the same sandbox profile, so each must refuse the same attacks. (An install's
+//! built by the same sandbox profile, so each must refuse the same attacks, started cold
+//! (`--warm off`) and handed to a warm interpreter (`util::warm`; sessions start cold). (An install's
 //! processes get the payload from a planted `.pth`: `install_packages::code_planted_…`.)
 #![cfg(target_os = "linux")]
 
@@ -8,7 +9,7 @@ use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use pyrun_mcp_tests::stdio::StdioServer;
+use crate::util::warm::{self, Start};
 use pyrun_mcp_tests::TempProjects;
 use serde_json::{json, Value};
 
@@ -129,57 +130,74 @@ fn every_kind_of_process_refuses_the_same_hostile_payload() {
         args[0], args[1], args[2], args[3]
     );
     std::fs::write(projects.join("app/attack.py"), format!("{call}\n")).unwrap();
-    let mut server = StdioServer::start(&projects, &["--allow-inline-code"]);
+    for start in Start::BOTH {
+        let mut server = start.server(&projects, &["--allow-inline-code"]);
+        let warmup = json!({"file_name": warm::warmup_beside(&projects, "app/attack.py")});
 
-    // A run.
-    let run = server.call("run_python", json!({"file_name": "app/attack.py"}));
-    assert_refused(
-        "run_python",
-        run["structuredContent"]["stdout"].as_str().unwrap_or(""),
-    );
+        // A run.
+        let run = start.call(
+            &mut server,
+            "run_python",
+            json!({"file_name": "app/attack.py"}),
+            warmup.clone(),
+        );
+        assert_refused(
+            &format!("run_python, {start:?}"),
+            run["structuredContent"]["stdout"].as_str().unwrap_or(""),
+        );
 
-    // A background run, followed to its end.
-    let started = server.call("start_python", json!({"file_name": "app/attack.py"}));
-    let run_id = started["structuredContent"]["run_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{started}"))
-        .to_owned();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let state = loop {
-        let state = server.call("get_run", json!({"run_id": run_id, "wait_seconds": 10}));
-        let status = state["structuredContent"]["status"].as_str().unwrap_or("");
-        if !matches!(status, "running" | "queued") || Instant::now() > deadline {
-            break state;
+        // A background run, followed to its end.
+        if start == Start::Warm {
+            warm::warm_up(&mut server, warmup.clone());
         }
-    };
-    assert_refused(
-        "start_python",
-        state["structuredContent"]["stdout"].as_str().unwrap_or(""),
-    );
+        let started = server.call("start_python", json!({"file_name": "app/attack.py"}));
+        let run_id = started["structuredContent"]["run_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{started}"))
+            .to_owned();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let state = loop {
+            let state = server.call("get_run", json!({"run_id": run_id, "wait_seconds": 10}));
+            let status = state["structuredContent"]["status"].as_str().unwrap_or("");
+            if !matches!(status, "running" | "queued") || Instant::now() > deadline {
+                break state;
+            }
+        };
+        start.check(&state["structuredContent"], &state);
+        assert_refused(
+            &format!("start_python, {start:?}"),
+            state["structuredContent"]["stdout"].as_str().unwrap_or(""),
+        );
 
-    // Inline code, importing from its project.
-    let inline = server.call("run_python_code", json!({"code": call, "project": "app"}));
-    assert_refused(
-        "run_python_code",
-        inline["structuredContent"]["stdout"].as_str().unwrap_or(""),
-    );
+        // Inline code, importing from its project.
+        let inline = start.call(
+            &mut server,
+            "run_python_code",
+            json!({"code": call, "project": "app"}),
+            json!({"code": "pass", "project": "app"}),
+        );
+        assert_refused(
+            &format!("run_python_code, {start:?}"),
+            inline["structuredContent"]["stdout"].as_str().unwrap_or(""),
+        );
 
-    // A session.
-    let session = server.call("session_start", json!({"project": "app"}));
-    let id = session["structuredContent"]["session_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{session}"))
-        .to_owned();
-    let exec: Value = server.call("session_exec", json!({"session_id": id, "code": call}));
-    assert_refused(
-        "session_exec",
-        exec["structuredContent"]["stdout"].as_str().unwrap_or(""),
-    );
+        // A session.
+        let session = server.call("session_start", json!({"project": "app"}));
+        let id = session["structuredContent"]["session_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{session}"))
+            .to_owned();
+        let exec: Value = server.call("session_exec", json!({"session_id": id, "code": call}));
+        assert_refused(
+            &format!("session_exec, {start:?}"),
+            exec["structuredContent"]["stdout"].as_str().unwrap_or(""),
+        );
+        server.close();
+    }
 
     let after = std::fs::metadata(&outside).unwrap();
     assert_eq!(after.permissions().mode() & 0o7777, 0o600);
     assert_eq!(after.modified().unwrap(), mtime);
     assert!(canary.accept().is_err(), "the canary port was reached");
-    server.close();
     segment(&key, "remove");
 }

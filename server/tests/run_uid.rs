@@ -9,6 +9,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::util::warm::{self, Start};
 use pyrun_mcp_tests::stdio::StdioServer;
 use serde_json::{json, Value};
 
@@ -55,6 +56,14 @@ if sys.argv[3] == "wait":
             break
         time.sleep(0.05)
 "#;
+
+/// The parent of `pid` as the host sees it.
+fn parent_of(pid: &str) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1).map(str::to_string))
+        .unwrap_or_default()
+}
 
 /// Kernel uids (real, effective, saved, fs) of `pid`.
 fn kernel_uids(pid: &str) -> Vec<String> {
@@ -146,61 +155,96 @@ fn a_root_servers_runs_and_sessions_have_a_kernel_uid_of_their_own_and_make_the_
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
-    let marker = format!("pyrun-kuid-{stamp}");
-    let mut server = StdioServer::start(dir.path(), &["--allow-inline-code"]);
+    for start in Start::BOTH {
+        let marker = format!("pyrun-kuid-{stamp}-{start:?}");
+        let _ = std::fs::remove_file(project.join("stop"));
+        let mut server = start.server(dir.path(), &["--allow-inline-code"]);
+        let warmup = json!({"file_name": warm::warmup_beside(dir.path(), "app/probe.py")});
 
-    let plain = server.call(
-        "run_python",
-        json!({"file_name": "app/probe.py", "args": ["--marker", "plain", "no"]}),
-    );
-    let layers = plain["structuredContent"]["sandbox"].to_string();
-    assert!(layers.contains("run-uid"), "no run-uid layer: {plain}");
-    assert_confined(&report(&plain), "a run");
-    assert_made_by_owner(&project, "plain");
-
-    // A background run waits: its processes are looked at from outside.
-    let started = server.call(
-        "start_python",
-        json!({"file_name": "app/probe.py", "args": ["--marker", marker, "wait"]}),
-    );
-    assert!(started["isError"] != json!(true), "{started}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let made = project.join(format!("made-{marker}.txt"));
-    while !made.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut pids = Vec::new();
-    while pids.len() < 2 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-        pids = run_processes(&marker, server.pid());
-    }
-    let uids: Vec<(String, Vec<String>)> = pids
-        .iter()
-        .map(|pid| (pid.clone(), kernel_uids(pid)))
-        .collect();
-    std::fs::write(project.join("stop"), "").expect("stop");
-    assert!(pids.len() >= 2, "the run's pid 1 and interpreter: {pids:?}");
-    for (pid, ids) in &uids {
-        assert_eq!(ids.len(), 4, "{pid}: {uids:?}");
-        assert!(
-            ids.iter().all(|id| id != "0" && *id == ids[0]),
-            "a run's process holds kernel uid 0 or mixed ids: {uids:?}"
+        let plain = start.call(
+            &mut server,
+            "run_python",
+            json!({"file_name": "app/probe.py", "args": ["--marker", "plain", "no"]}),
+            warmup.clone(),
         );
-    }
-    assert_made_by_owner(&project, &marker);
+        let layers = plain["structuredContent"]["sandbox"].to_string();
+        assert!(layers.contains("run-uid"), "no run-uid layer: {plain}");
+        assert_confined(&report(&plain), "a run");
+        assert_made_by_owner(&project, "plain");
 
-    // A session's interpreter: the same uid, the same reach.
-    let session = server.call("session_start", json!({"project": "app"}));
-    let id = session["structuredContent"]["session_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no session: {session}"))
-        .to_string();
-    let code = "import sys\nsys.argv = ['probe.py', '--marker', 'session', 'no']\n\
-                exec(open('probe.py').read())\n";
-    let reply = server.call("session_exec", json!({"session_id": id, "code": code}));
-    assert_confined(&report(&reply), "a session");
-    assert_made_by_owner(&project, "session");
-    server.call("session_stop", json!({"session_id": id}));
+        // A background run waits: its processes are looked at from outside. A warm run's
+        // interpreter carries the driver's command line, not the script's: it is the spare that
+        // waited for the run, and the run's pid 1 its parent.
+        let mut spare = Vec::new();
+        if start == Start::Warm {
+            warm::warm_up(&mut server, warmup.clone());
+            for pid in warm::waiting_spares(server.pid()) {
+                if warm::of_kind(pid, &warmup) {
+                    spare.push(pid.to_string());
+                    spare.push(parent_of(&pid.to_string()));
+                }
+            }
+            assert_eq!(spare.len(), 2, "one spare for app/: {spare:?}");
+        }
+        let started = server.call(
+            "start_python",
+            json!({"file_name": "app/probe.py", "args": ["--marker", marker, "wait"]}),
+        );
+        assert!(started["isError"] != json!(true), "{started}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let made = project.join(format!("made-{marker}.txt"));
+        while !made.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut pids = Vec::new();
+        while pids.len() < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            pids = match start {
+                Start::Cold => run_processes(&marker, server.pid()),
+                Start::Warm => spare.clone(),
+            };
+        }
+        let uids: Vec<(String, Vec<String>)> = pids
+            .iter()
+            .map(|pid| (pid.clone(), kernel_uids(pid)))
+            .collect();
+        std::fs::write(project.join("stop"), "").expect("stop");
+        assert!(pids.len() >= 2, "the run's pid 1 and interpreter: {pids:?}");
+        for (pid, ids) in &uids {
+            assert_eq!(ids.len(), 4, "{pid}: {uids:?}");
+            assert!(
+                ids.iter().all(|id| id != "0" && *id == ids[0]),
+                "a run's process holds kernel uid 0 or mixed ids: {uids:?}"
+            );
+        }
+        assert_made_by_owner(&project, &marker);
+        // Those were the run's processes: it ran as `start` says.
+        let run_id = started["structuredContent"]["run_id"]
+            .as_str()
+            .unwrap_or("");
+        let ended = loop {
+            let state = server.call("get_run", json!({"run_id": run_id, "wait_seconds": 10}));
+            let status = state["structuredContent"]["status"].as_str().unwrap_or("");
+            if !matches!(status, "running" | "queued") || Instant::now() > deadline {
+                break state;
+            }
+        };
+        start.check(&ended["structuredContent"], &ended);
+
+        // A session's interpreter: the same uid, the same reach.
+        let session = server.call("session_start", json!({"project": "app"}));
+        let id = session["structuredContent"]["session_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {session}"))
+            .to_string();
+        let code = "import sys\nsys.argv = ['probe.py', '--marker', 'session', 'no']\n\
+                    exec(open('probe.py').read())\n";
+        let reply = server.call("session_exec", json!({"session_id": id, "code": code}));
+        assert_confined(&report(&reply), "a session");
+        assert_made_by_owner(&project, "session");
+        server.call("session_stop", json!({"session_id": id}));
+        server.close();
+    }
 }
 
 #[test]

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::util;
+use crate::util::warm::{self, Start};
 use pyrun_mcp_tests::stdio::StdioServer;
 use serde_json::{json, Value};
 
@@ -92,27 +93,32 @@ if os.fork() == 0:
 time.sleep(120)
 "#
     );
-    let (dir, _) = util::project(&[("escape.py", &script)]);
-    let mut server = StdioServer::start(dir.path(), &[]);
-    let result = server.call(
-        "run_python",
-        json!({"file_name": "escape.py", "timeout_seconds": 2}),
-    );
-    assert_eq!(result["structuredContent"]["timed_out"], true, "{result}");
-    let size = |name: &str| std::fs::metadata(dir.path().join(name)).map_or(0, |m| m.len());
-    assert!(
-        size("daemon.beat") > 0,
-        "the daemon never started: {result}"
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    let before = (size("daemon.beat"), size("session.beat"));
-    std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(
-        (size("daemon.beat"), size("session.beat")),
-        before,
-        "a daemon or new-session child outlived the run"
-    );
-    server.close();
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[("escape.py", &script)]);
+        let mut server = start.server(dir.path(), &[]);
+        let warmup = json!({"file_name": warm::warmup_beside(dir.path(), "escape.py")});
+        let result = start.call(
+            &mut server,
+            "run_python",
+            json!({"file_name": "escape.py", "timeout_seconds": 2}),
+            warmup,
+        );
+        assert_eq!(result["structuredContent"]["timed_out"], true, "{result}");
+        let size = |name: &str| std::fs::metadata(dir.path().join(name)).map_or(0, |m| m.len());
+        assert!(
+            size("daemon.beat") > 0,
+            "the daemon never started: {result}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let before = (size("daemon.beat"), size("session.beat"));
+        std::thread::sleep(Duration::from_secs(1));
+        assert_eq!(
+            (size("daemon.beat"), size("session.beat")),
+            before,
+            "{start:?}: a daemon or new-session child outlived the run"
+        );
+        server.close();
+    }
 }
 
 #[test]
@@ -199,92 +205,99 @@ for folder in os.environ.get("PATH", "").split(":"):
 
 #[test]
 fn a_run_lives_in_a_minimal_world_where_host_paths_do_not_exist() {
-    let (dir, _) = util::project(&[("look.py", LOOK_UP)]);
-    let state = tempfile::tempdir().unwrap();
-    let audit = state.path().join("audit.jsonl");
-    let mut server = StdioServer::start(
-        dir.path(),
-        &[
-            "--state-dir",
-            state.path().to_str().unwrap(),
-            "--audit-log",
-            audit.to_str().unwrap(),
-        ],
-    );
-    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-    let binary = pyrun_mcp_tests::bin_path("pyrun-mcp-server");
-    // The interpreter may live in the home folder (pyenv): its folder and the empty stub parents
-    // on the way exist for the run, nothing else of the home does.
-    let first = server.call("run_python", json!({"file_name": "look.py"}));
-    let prefix = stdout(&first)
-        .lines()
-        .find_map(|l| l.strip_prefix("PREFIX ").map(str::to_owned))
-        .unwrap_or_else(|| panic!("{first}"));
-    let home_entries: Vec<String> = std::fs::read_dir(&home)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.path().display().to_string())
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut hidden = vec![
-        "/home".to_owned(),
-        "/etc/shadow".to_owned(),
-        "/etc/passwd".to_owned(),
-        "/var".to_owned(),
-        state.path().display().to_string(),
-        audit.display().to_string(),
-        binary.display().to_string(),
-        dir.path().display().to_string(),
-    ];
-    hidden.extend(
-        home_entries
-            .into_iter()
-            .filter(|entry| !Path::new(&prefix).starts_with(entry))
-            .take(20),
-    );
-    let mut args: Vec<String> = hidden.clone();
-    // What a run needs is there.
-    let present = [
-        "/usr/lib",
-        "/etc/ld.so.cache",
-        "/dev/null",
-        "/dev/shm",
-        "/projects",
-    ];
-    args.extend(present.iter().map(|p| p.to_string()));
-    let result = server.call("run_python", json!({"file_name": "look.py", "args": args}));
-    if !layers(&result).iter().any(|l| l == "mount-ns") {
-        eprintln!("SKIP: this kernel gives runs no file view");
-        return;
-    }
-    let out = stdout(&result);
-    for path in &hidden {
-        assert!(
-            out.contains(&format!("ENOENT {path}\n")),
-            "{path} exists for the run: {result}"
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[("look.py", LOOK_UP)]);
+        let state = tempfile::tempdir().unwrap();
+        let audit = state.path().join("audit.jsonl");
+        let mut server = start.server(
+            dir.path(),
+            &[
+                "--state-dir",
+                state.path().to_str().unwrap(),
+                "--audit-log",
+                audit.to_str().unwrap(),
+            ],
         );
-    }
-    for path in present {
-        assert!(out.contains(&format!("FOUND {path}\n")), "{path}: {result}");
-    }
-    // Its own UTS namespace, with a name that is not the machine's.
-    assert!(out.contains("HOSTNAME pyrun\n"), "{result}");
-    // PATH names only folders of that world: none is missing, none is the home folder's.
-    let entries: Vec<&str> = out
-        .lines()
-        .filter(|l| l.starts_with("PATH-ENTRY "))
-        .collect();
-    assert!(!entries.is_empty(), "{result}");
-    for entry in entries {
-        assert!(entry.ends_with(" True"), "{entry}: {result}");
-        let folder = entry.split(' ').nth(1).unwrap_or_default();
-        assert!(
-            !folder.starts_with(&home) || folder.starts_with(&prefix),
-            "{entry}: {result}"
+        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+        let binary = pyrun_mcp_tests::bin_path("pyrun-mcp-server");
+        // The interpreter may live in the home folder (pyenv): its folder and the empty stub parents
+        // on the way exist for the run, nothing else of the home does.
+        let first = server.call("run_python", json!({"file_name": "look.py"}));
+        let prefix = stdout(&first)
+            .lines()
+            .find_map(|l| l.strip_prefix("PREFIX ").map(str::to_owned))
+            .unwrap_or_else(|| panic!("{first}"));
+        let home_entries: Vec<String> = std::fs::read_dir(&home)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.path().display().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut hidden = vec![
+            "/home".to_owned(),
+            "/etc/shadow".to_owned(),
+            "/etc/passwd".to_owned(),
+            "/var".to_owned(),
+            state.path().display().to_string(),
+            audit.display().to_string(),
+            binary.display().to_string(),
+            dir.path().display().to_string(),
+        ];
+        hidden.extend(
+            home_entries
+                .into_iter()
+                .filter(|entry| !Path::new(&prefix).starts_with(entry))
+                .take(20),
         );
+        let mut args: Vec<String> = hidden.clone();
+        // What a run needs is there.
+        let present = [
+            "/usr/lib",
+            "/etc/ld.so.cache",
+            "/dev/null",
+            "/dev/shm",
+            "/projects",
+        ];
+        args.extend(present.iter().map(|p| p.to_string()));
+        let result = start.call(
+            &mut server,
+            "run_python",
+            json!({"file_name": "look.py", "args": args}),
+            json!({"file_name": "look.py"}),
+        );
+        if !layers(&result).iter().any(|l| l == "mount-ns") {
+            eprintln!("SKIP: this kernel gives runs no file view");
+            return;
+        }
+        let out = stdout(&result);
+        for path in &hidden {
+            assert!(
+                out.contains(&format!("ENOENT {path}\n")),
+                "{path} exists for the run: {result}"
+            );
+        }
+        for path in present {
+            assert!(out.contains(&format!("FOUND {path}\n")), "{path}: {result}");
+        }
+        // Its own UTS namespace, with a name that is not the machine's.
+        assert!(out.contains("HOSTNAME pyrun\n"), "{result}");
+        // PATH names only folders of that world: none is missing, none is the home folder's.
+        let entries: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("PATH-ENTRY "))
+            .collect();
+        assert!(!entries.is_empty(), "{result}");
+        for entry in entries {
+            assert!(entry.ends_with(" True"), "{entry}: {result}");
+            let folder = entry.split(' ').nth(1).unwrap_or_default();
+            assert!(
+                !folder.starts_with(&home) || folder.starts_with(&prefix),
+                "{entry}: {result}"
+            );
+        }
+        server.close();
     }
-    server.close();
 }
 
 const MULTIPROCESSING: &str = r#"

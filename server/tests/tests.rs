@@ -46,6 +46,7 @@ mod startup;
 mod stdio;
 mod stdio_paths;
 mod venv_bytecode;
+mod warm_escapes;
 mod warm_runs;
 mod warm_start;
 mod write_scope;

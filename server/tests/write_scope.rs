@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::util;
+use crate::util::warm::Start;
 use pyrun_mcp_tests::stdio::StdioServer;
 use serde_json::{json, Value};
 
@@ -91,31 +92,33 @@ attempt("b_new", lambda: write("../b/new.txt"))
 attempt("b_remove", lambda: os.remove("../b/data.txt"))
 attempt("top_new", lambda: write("../top.txt"))
 "##;
-    let (dir, _) = util::project(&[
-        ("a/run.py", &script(body)),
-        ("a/data.txt", "a\n"),
-        ("b/data.txt", "b\n"),
-        ("b/.git/config", "[core]\n"),
-        ("b/.git/hooks/README", "hooks\n"),
-    ]);
-    let mut server = StdioServer::start(dir.path(), &[]);
-    let result = run(&mut server, "a/run.py");
-    require_view(&result);
-    let tried = attempts(&result);
-    done(&tried, &["own_new", "own_existing", "own_subfolder"]);
-    refused(
-        &tried,
-        &[
-            "b_hook", "b_config", "b_data", "b_new", "b_remove", "top_new",
-        ],
-    );
-    assert_eq!(read(dir.path(), "a/out.txt"), "mine\n");
-    assert_eq!(read(dir.path(), "a/data.txt"), "a\nmore\n");
-    assert_eq!(read(dir.path(), "b/data.txt"), "b\n");
-    assert_eq!(read(dir.path(), "b/.git/config"), "[core]\n");
-    assert!(!dir.path().join("b/.git/hooks/pre-commit").exists());
-    assert!(!dir.path().join("b/new.txt").exists());
-    server.close();
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[
+            ("a/run.py", &script(body)),
+            ("a/data.txt", "a\n"),
+            ("b/data.txt", "b\n"),
+            ("b/.git/config", "[core]\n"),
+            ("b/.git/hooks/README", "hooks\n"),
+        ]);
+        let mut server = start.server(dir.path(), &[]);
+        let result = start.run(&mut server, dir.path(), "a/run.py", &[]);
+        require_view(&result);
+        let tried = attempts(&result);
+        done(&tried, &["own_new", "own_existing", "own_subfolder"]);
+        refused(
+            &tried,
+            &[
+                "b_hook", "b_config", "b_data", "b_new", "b_remove", "top_new",
+            ],
+        );
+        assert_eq!(read(dir.path(), "a/out.txt"), "mine\n");
+        assert_eq!(read(dir.path(), "a/data.txt"), "a\nmore\n");
+        assert_eq!(read(dir.path(), "b/data.txt"), "b\n");
+        assert_eq!(read(dir.path(), "b/.git/config"), "[core]\n");
+        assert!(!dir.path().join("b/.git/hooks/pre-commit").exists());
+        assert!(!dir.path().join("b/new.txt").exists());
+        server.close();
+    }
 }
 
 #[test]
@@ -195,28 +198,30 @@ attempt("venv_cfg", lambda: write("tools/env/lib/evil.pth", "import evil\n"))
 attempt("pycache", lambda: write("sub/__pycache__/m.cpython-311.pyc", "forged"))
 attempt("dotenv", lambda: write("sub/.env", "X=2\n"))
 "##;
-    let (dir, _) = util::project(&[
-        ("a/run.py", &script(body)),
-        ("a/sub/lib/.git/config", "[core]\n"),
-        ("a/tools/env/pyvenv.cfg", "home = /usr/bin\n"),
-        ("a/tools/env/lib/site.py", "\n"),
-        ("a/sub/__pycache__/m.cpython-311.pyc", "real"),
-        ("a/sub/.env", "X=1\n"),
-    ]);
-    let mut server = StdioServer::start(dir.path(), &[]);
-    let result = run(&mut server, "a/run.py");
-    require_view(&result);
-    refused(
-        &attempts(&result),
-        &["deep_git", "venv_cfg", "pycache", "dotenv"],
-    );
-    assert_eq!(read(dir.path(), "a/sub/lib/.git/config"), "[core]\n");
-    assert_eq!(
-        read(dir.path(), "a/sub/__pycache__/m.cpython-311.pyc"),
-        "real"
-    );
-    assert!(!dir.path().join("a/tools/env/lib/evil.pth").exists());
-    server.close();
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[
+            ("a/run.py", &script(body)),
+            ("a/sub/lib/.git/config", "[core]\n"),
+            ("a/tools/env/pyvenv.cfg", "home = /usr/bin\n"),
+            ("a/tools/env/lib/site.py", "\n"),
+            ("a/sub/__pycache__/m.cpython-311.pyc", "real"),
+            ("a/sub/.env", "X=1\n"),
+        ]);
+        let mut server = start.server(dir.path(), &[]);
+        let result = start.run(&mut server, dir.path(), "a/run.py", &[]);
+        require_view(&result);
+        refused(
+            &attempts(&result),
+            &["deep_git", "venv_cfg", "pycache", "dotenv"],
+        );
+        assert_eq!(read(dir.path(), "a/sub/lib/.git/config"), "[core]\n");
+        assert_eq!(
+            read(dir.path(), "a/sub/__pycache__/m.cpython-311.pyc"),
+            "real"
+        );
+        assert!(!dir.path().join("a/tools/env/lib/evil.pth").exists());
+        server.close();
+    }
 }
 
 #[test]
@@ -251,26 +256,28 @@ attempt("a_existing", lambda: write("a/data.txt", "evil\n", "a"))
 attempt("a_rename", lambda: os.rename("a", "a_moved"))
 attempt("made_git", lambda: write("made/.git/config", "[core]\n\tfsmonitor = evil\n"))
 "##;
-    let (dir, _) = util::project(&[("top.py", &script(body)), ("a/data.txt", "a\n")]);
-    let mut server = StdioServer::start(dir.path(), &[]);
-    let result = run(&mut server, "top.py");
-    require_view(&result);
-    let tried = attempts(&result);
-    done(&tried, &["top_new", "made_git"]);
-    refused(&tried, &["a_new", "a_existing"]);
-    // A folder it made is its own, but a protected name inside does not stay.
-    assert!(!dir.path().join("made/.git").exists());
-    assert_eq!(
-        result["structuredContent"]["quarantined"],
-        json!(["made/.git"]),
-        "{result}"
-    );
-    // A read-only bind cannot be moved away (EBUSY): the folder stays where it is.
-    assert_ne!(tried["a_rename"], "DONE", "{tried:?}");
-    assert_eq!(read(dir.path(), "top.txt"), "mine\n");
-    assert_eq!(read(dir.path(), "a/data.txt"), "a\n");
-    assert!(!dir.path().join("a/x").exists());
-    server.close();
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[("top.py", &script(body)), ("a/data.txt", "a\n")]);
+        let mut server = start.server(dir.path(), &[]);
+        let result = start.run(&mut server, dir.path(), "top.py", &[]);
+        require_view(&result);
+        let tried = attempts(&result);
+        done(&tried, &["top_new", "made_git"]);
+        refused(&tried, &["a_new", "a_existing"]);
+        // A folder it made is its own, but a protected name inside does not stay.
+        assert!(!dir.path().join("made/.git").exists());
+        assert_eq!(
+            result["structuredContent"]["quarantined"],
+            json!(["made/.git"]),
+            "{result}"
+        );
+        // A read-only bind cannot be moved away (EBUSY): the folder stays where it is.
+        assert_ne!(tried["a_rename"], "DONE", "{tried:?}");
+        assert_eq!(read(dir.path(), "top.txt"), "mine\n");
+        assert_eq!(read(dir.path(), "a/data.txt"), "a\n");
+        assert!(!dir.path().join("a/x").exists());
+        server.close();
+    }
 }
 
 #[test]
@@ -281,20 +288,32 @@ attempt("here", lambda: write("inline.txt"))
 attempt("b", lambda: write("/projects/b/inline.txt"))
 "##,
     );
-    let (dir, _) = util::project(&[("a/keep.txt", "a\n"), ("b/keep.txt", "b\n")]);
-    let mut server = StdioServer::start(dir.path(), &["--allow-inline-code"]);
-    let result = server.call("run_python_code", json!({"code": code, "project": "a"}));
-    require_view(&result);
-    let tried = attempts(&result);
-    done(&tried, &["here"]);
-    refused(&tried, &["b"]);
-    assert!(dir.path().join("a/inline.txt").exists());
-    // Without a project it works in its scratch and writes nothing of the projects folder.
-    let code = script(r##"attempt("a", lambda: write("/projects/a/none.txt"))"##);
-    let result = server.call("run_python_code", json!({"code": code}));
-    refused(&attempts(&result), &["a"]);
-    assert!(!dir.path().join("a/none.txt").exists());
-    server.close();
+    for start in Start::BOTH {
+        let (dir, _) = util::project(&[("a/keep.txt", "a\n"), ("b/keep.txt", "b\n")]);
+        let mut server = start.server(dir.path(), &["--allow-inline-code"]);
+        let result = start.call(
+            &mut server,
+            "run_python_code",
+            json!({"code": code, "project": "a"}),
+            json!({"code": "pass", "project": "a"}),
+        );
+        require_view(&result);
+        let tried = attempts(&result);
+        done(&tried, &["here"]);
+        refused(&tried, &["b"]);
+        assert!(dir.path().join("a/inline.txt").exists());
+        // Without a project it works in its scratch and writes nothing of the projects folder.
+        let code = script(r##"attempt("a", lambda: write("/projects/a/none.txt"))"##);
+        let result = start.call(
+            &mut server,
+            "run_python_code",
+            json!({"code": code}),
+            json!({"code": "pass"}),
+        );
+        refused(&attempts(&result), &["a"]);
+        assert!(!dir.path().join("a/none.txt").exists());
+        server.close();
+    }
 }
 
 #[test]

@@ -55,12 +55,14 @@ except ImportError:
 _READY = b"\x00pyrun-warm-ready\n"
 _MAX_JOB = 1 << 20
 _MAX_REPORT = 256 * 1024
-# Modules never preloaded: their import is the point (prints, opens a browser, starts a GUI),
-# or they are this server's own.
+# Modules never preloaded: their import is the point (prints, opens a browser, starts a GUI,
+# runs the regression tests: `test.autotest`), or they are this server's own. No part of a name
+# may be `__main__` either: `venv.__main__`, `unittest.__main__`, `pip.__main__` run a program
+# with the driver's argv, in the run's working folder, before any run asked for it.
 _NEVER = {
     "__main__", "__mp_main__", "this", "antigravity", "__hello__", "__phello__", "idlelib",
     "tkinter", "turtle", "turtledemo", "site", "sitecustomize", "usercustomize", "_pyrun_warm",
-    "_pyrun_session",
+    "_pyrun_session", "test",
 }
 _DRIVER_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -103,10 +105,11 @@ def _allowed_module(module):
 
 
 def _valid_name(name):
+    parts = name.split(".")
     return (
         0 < len(name) <= 200
-        and all(part.isidentifier() for part in name.split("."))
-        and name.split(".")[0] not in _NEVER
+        and all(part.isidentifier() and part != "__main__" for part in parts)
+        and parts[0] not in _NEVER
     )
 
 
@@ -254,7 +257,9 @@ def _report_at_exit(path):
         )
         data = "\n".join(names).encode()[:_MAX_REPORT]
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            # Never through a link, and never waiting on a FIFO the script put there.
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+            fd = os.open(path, flags, 0o600)
         except OSError:
             return
         try:

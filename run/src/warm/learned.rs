@@ -59,15 +59,17 @@ pub(crate) const MAX_REPORT: u64 = 256 * 1024;
 /// The longest preload argument passed to the driver (one argv string: Linux takes 128 KiB).
 const MAX_ARG: usize = 120 * 1024;
 
-/// Whether `name` is a module name the driver may be asked to import: dotted identifiers.
+/// Whether `name` is a module name the driver may be asked to import: dotted identifiers, none
+/// of them `__main__` (importing `venv.__main__` or `pip.__main__` runs that program).
 pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 200
         && name.split('.').all(|part| {
             let mut chars = part.chars();
-            chars
-                .next()
-                .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+            part != "__main__"
+                && chars
+                    .next()
+                    .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
                 && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
         })
 }
@@ -148,6 +150,8 @@ mod tests {
             "a/b",
             "é",
             "a-b",
+            "venv.__main__",
+            "__main__",
             &"x".repeat(201),
         ] {
             assert!(!valid_name(bad), "{bad}");

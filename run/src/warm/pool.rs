@@ -1,7 +1,9 @@
 //! The spares: warm interpreters waiting for their run, at most one per key and `max` in all,
 //! each stopped after `idle` unused, replaced in the background after each run of its key.
-//! Taking one checks it is alive and that its environment's packages did not change since it
-//! started (an install in between makes it stale: it is stopped and the run starts cold).
+//! Taking one checks it is alive, that its environment's packages did not change since it
+//! started (an install in between makes it stale: it is stopped and the run starts cold), and
+//! that the run's sandbox scope is still the one its view was made for (a protected name that
+//! appeared since, e.g. a `.env`, would be writable in the older view).
 
 use std::collections::HashMap;
 use std::io;
@@ -19,7 +21,7 @@ use super::{WarmSettings, READY, REPORT_NAME, WARM_DRIVER};
 use crate::launch::{Launch, Program, Starter};
 use crate::runner::{RunError, Spawned};
 use crate::slots::SlotLease;
-use pyrun_sandbox::Sandbox;
+use pyrun_sandbox::{RunScope, Sandbox};
 
 /// How long a spare may take to import its preload set and say READY.
 const READY_WITHIN: Duration = Duration::from_secs(60);
@@ -36,6 +38,8 @@ pub(crate) struct Spare {
     pub(crate) child: Spawned,
     pub(crate) slot: SlotLease,
     stamp: Option<Stamp>,
+    /// What its view was made for: writable part and protected names, as found at its start.
+    scope: RunScope,
     ready: Instant,
 }
 
@@ -79,25 +83,37 @@ impl Warm {
         self.shared.lock().spares.len()
     }
 
-    /// The key's spare, when one is ready, alive and not stale.
-    pub(crate) fn take(&self, key: &WarmKey) -> Option<Spare> {
+    /// The key's spare, when one is ready, alive and not stale: `scope_now` says the run's
+    /// scope as found now, with the spare's slot folder (a cold start would make its view for
+    /// that one).
+    pub(crate) fn take(
+        &self,
+        key: &WarmKey,
+        scope_now: &dyn Fn(&Path) -> RunScope,
+    ) -> Option<Spare> {
         let mut spare = self.shared.lock().spares.remove(key)?;
         let fresh = spare.ready.elapsed() < self.settings.idle
             && !spare.child.has_exited()
             && spare.stamp.is_some()
-            && key.stamp() == spare.stamp;
+            && key.stamp() == spare.stamp
+            && scope_now(spare.slot.dir()) == spare.scope;
         fresh.then_some(spare)
     }
 
     /// The key's spare: one ready, or one already starting that gets ready within `wait` (it is
     /// ahead of any start the run could make now).
-    pub(crate) async fn take_or_wait(&self, key: &WarmKey, wait: Duration) -> Option<Spare> {
-        if let Some(spare) = self.take(key) {
+    pub(crate) async fn take_or_wait(
+        &self,
+        key: &WarmKey,
+        scope_now: &(dyn Fn(&Path) -> RunScope + Sync),
+        wait: Duration,
+    ) -> Option<Spare> {
+        if let Some(spare) = self.take(key, scope_now) {
             return Some(spare);
         }
         let mut starting = self.shared.lock().starting.get(key).cloned()?;
         let _ = tokio::time::timeout(wait, starting.changed()).await;
-        self.take(key)
+        self.take(key, scope_now)
     }
 
     /// Reads what the run in `slot_dir` imported (the driver's report, the run's own file:
@@ -295,6 +311,7 @@ async fn start_spare(
         child,
         slot,
         stamp,
+        scope,
         ready: Instant::now(),
     };
     Ok((spare, noisy))

@@ -286,14 +286,15 @@ impl PyRunServer {
         if at_end && status.has_ended() {
             record.mark_end_seen();
         }
-        let (exit_code, error, quarantined) = match record.end() {
+        let (exit_code, error, quarantined, warm) = match record.end() {
             Some(RunEnd::Finished(outcome)) => (
                 outcome.exit_code,
                 None,
                 pyrun_run::quarantine::moved_paths(&outcome.quarantined),
+                outcome.warm,
             ),
-            Some(RunEnd::Failed(reason)) => (None, Some(reason.clone()), Vec::new()),
-            None => (None, None, Vec::new()),
+            Some(RunEnd::Failed(reason)) => (None, Some(reason.clone()), Vec::new(), false),
+            None => (None, None, Vec::new(), false),
         };
         let mut presented = match record.end() {
             Some(RunEnd::Finished(outcome)) => match &outcome.artifacts {
@@ -321,6 +322,7 @@ impl PyRunServer {
             skipped_artifacts: std::mem::take(&mut presented.skipped),
             quarantined,
             python: self.python_info(record.python.as_deref()),
+            warm,
         };
         let text = render_state(&state, !at_end);
         let mut result = structured(text, &state);

@@ -5,6 +5,8 @@
 //! are the workspace's one harness (`pyrun_mcp_tests`).
 
 pub mod http;
+#[cfg(target_os = "linux")]
+pub mod warm;
 
 use std::path::Path;
 use std::process::Command;
