@@ -53,7 +53,7 @@ pub(crate) const DEFAULT_PRELOAD: &[&str] = &[
 ];
 
 /// Names kept per environment and caller at most.
-const MAX_NAMES: usize = 4096;
+const MAX_NAMES: usize = 2048;
 /// The longest report read, in bytes.
 pub(crate) const MAX_REPORT: u64 = 256 * 1024;
 /// The longest preload argument passed to the driver (one argv string: Linux takes 128 KiB).
@@ -103,6 +103,11 @@ impl Learned {
                 self.names.insert(name.to_owned());
             }
         }
+    }
+
+    /// Forgets the learned names (a spare that imported them did not get ready).
+    pub(crate) fn forget_names(&mut self) {
+        self.names.clear();
     }
 
     /// The driver's argument: the defaults, the operator's names, then the learned ones, without

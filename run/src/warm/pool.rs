@@ -24,7 +24,7 @@ use crate::slots::SlotLease;
 use pyrun_sandbox::{RunScope, Sandbox};
 
 /// How long a spare may take to import its preload set and say READY.
-const READY_WITHIN: Duration = Duration::from_secs(60);
+const READY_WITHIN: Duration = Duration::from_secs(30);
 /// The longest list of noisy names a driver may send.
 const MAX_NOISY: u64 = 64 * 1024;
 /// Starts of one spare at most (a second one without the names the first found noisy).
@@ -171,7 +171,10 @@ impl Warm {
                         shared.learn_noisy(&key, &noisy);
                     }
                     Err(e) => {
+                        // What runs taught this key may be what stalls it (a report is a run's
+                        // own file): its next spares import the defaults and --preload only.
                         tracing::debug!(error = %e, "a warm interpreter did not start");
+                        shared.forget_learned(&key);
                         break;
                     }
                 }
@@ -230,6 +233,13 @@ impl Shared {
             || Learned::default().preload_arg(operator),
             |l| l.preload_arg(operator),
         )
+    }
+
+    /// Drops the names runs taught the key (its noisy names stay).
+    fn forget_learned(&self, key: &WarmKey) {
+        if let Some(learned) = self.lock().learned.get_mut(&key.learn_key()) {
+            learned.forget_names();
+        }
     }
 
     /// Names a spare of the key found noisy: never preloaded for it again.
