@@ -422,10 +422,7 @@ impl Runner {
             None => None,
         };
         #[cfg(target_os = "linux")]
-        let (slot, spare) = match spare {
-            Some(spare) => (spare.slot, Some(spare.child)),
-            None => (self.starter.take_slot(&sandbox)?, None),
-        };
+        let (slot, spare) = self.slot_of(spare, &sandbox)?;
         #[cfg(not(target_os = "linux"))]
         let slot = self.starter.take_slot(&sandbox)?;
         let output = slot.dir().join(OUTPUT_DIR_NAME);
@@ -606,10 +603,7 @@ impl Runner {
         #[cfg(target_os = "linux")]
         let spare = key.as_ref().and_then(|key| self.warm.take(key, &scope_now));
         #[cfg(target_os = "linux")]
-        let (slot, spare) = match spare {
-            Some(spare) => (spare.slot, Some(spare.child)),
-            None => (self.starter.take_slot(&sandbox)?, None),
-        };
+        let (slot, spare) = self.slot_of(spare, &sandbox)?;
         #[cfg(not(target_os = "linux"))]
         let slot = self.starter.take_slot(&sandbox)?;
         let launch = Launch {
@@ -676,6 +670,19 @@ impl Runner {
         }
         .run()
         .await
+    }
+
+    /// The slot a run takes: its spare's (with the spare's process), or a free one.
+    #[cfg(target_os = "linux")]
+    fn slot_of(
+        &self,
+        spare: Option<super::warm::Spare>,
+        sandbox: &Sandbox,
+    ) -> Result<(SlotLease, Option<Spawned>), RunError> {
+        Ok(match spare {
+            Some(spare) => (spare.slot, Some(spare.child)),
+            None => (self.starter.take_slot(sandbox)?, None),
+        })
     }
 
     /// Linux: the run's process. With warm runs on, a spare of its kind when one was ready, or

@@ -225,7 +225,10 @@ def _shadow_names(folder):
                 names.add(entry[: -len(suffix)])
                 break
         else:
-            if os.path.isfile(os.path.join(folder, entry, "__init__.py")):
+            # A package is a folder with an `__init__` of any suffix (`__init__.pyc`, an
+            # extension module), as the path finder sees it.
+            package = os.path.join(folder, entry, "__init__")
+            if any(os.path.isfile(package + suffix) for suffix in suffixes):
                 names.add(entry)
     return names
 
@@ -332,7 +335,9 @@ def _serve():
 
     job = _read_job(job_fd)
     if job is None:
-        os._exit(0)
+        # Not a success: the server closed the pipe (it stops a spare so), or something else
+        # read the job. A run whose script never ran must not say exit 0.
+        os._exit(70)
     if job.get("stdin"):
         os.dup2(job_fd, 0)
     os.close(job_fd)

@@ -92,6 +92,29 @@ impl WarmKey {
         }
     }
 
+    /// Whether an interpreter of this key would run, as it starts, a file a run can write: a
+    /// `sitecustomize` or `usercustomize` in inline code's project folder (it is on
+    /// `PYTHONPATH`). Such a key gets no spare (it would run that code outside any call), and a
+    /// spare made before the file came serves no run (it would miss it). Installed code (a
+    /// venv's `.pth` files, its packages) is what a preload imports anyway, per caller.
+    pub(crate) fn startup_runs_project_code(&self) -> bool {
+        let Place::Inline(dir) = &self.place else {
+            return false;
+        };
+        std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries.filter_map(Result::ok).any(|entry| {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                ["sitecustomize", "usercustomize"].iter().any(|hook| {
+                    name.as_ref() == *hook
+                        || name
+                            .strip_prefix(hook)
+                            .is_some_and(|rest| rest.starts_with('.'))
+                })
+            })
+        })
+    }
+
     pub(crate) fn python(&self) -> Option<&PythonEnv> {
         self.python.as_deref()
     }
@@ -193,6 +216,33 @@ mod tests {
         assert_ne!(key.stamp().unwrap(), before);
         std::fs::remove_dir_all(&site).unwrap();
         assert_eq!(key.stamp(), None);
+    }
+
+    #[test]
+    fn a_customize_hook_in_inline_codes_folder_is_project_code_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = |place| WarmKey {
+            python: None,
+            place,
+            caller: None,
+        };
+        let inline = key(Place::Inline(dir.path().to_path_buf()));
+        let script = key(Place::Script(dir.path().to_path_buf()));
+        assert!(!inline.startup_runs_project_code());
+        std::fs::write(dir.path().join("sitecustomize_notes.txt"), "").unwrap();
+        assert!(!inline.startup_runs_project_code());
+        for hook in [
+            "sitecustomize.py",
+            "usercustomize.cpython-311-x86_64-linux-gnu.so",
+        ] {
+            std::fs::write(dir.path().join(hook), "").unwrap();
+            assert!(inline.startup_runs_project_code(), "{hook}");
+            // A script's folder is not on the path when the interpreter starts.
+            assert!(!script.startup_runs_project_code());
+            std::fs::remove_file(dir.path().join(hook)).unwrap();
+        }
+        std::fs::create_dir(dir.path().join("sitecustomize")).unwrap();
+        assert!(inline.startup_runs_project_code());
     }
 
     #[test]

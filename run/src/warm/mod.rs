@@ -32,7 +32,7 @@ use std::time::Duration;
 #[cfg(target_os = "linux")]
 pub(crate) use key::WarmKey;
 #[cfg(target_os = "linux")]
-pub(crate) use pool::{await_ready, job_frame, Warm};
+pub(crate) use pool::{await_ready, job_frame, Spare, Warm};
 
 /// The driver's file name in the server's support folder.
 pub const WARM_DRIVER: &str = "_pyrun_warm.py";

@@ -93,6 +93,7 @@ impl Warm {
     ) -> Option<Spare> {
         let mut spare = self.shared.lock().spares.remove(key)?;
         let fresh = spare.ready.elapsed() < self.settings.idle
+            && !key.startup_runs_project_code()
             && !spare.child.has_exited()
             && spare.stamp.is_some()
             && key.stamp() == spare.stamp
@@ -140,6 +141,16 @@ impl Warm {
         {
             let mut state = self.shared.lock();
             if state.spares.contains_key(&key) || state.starting.contains_key(&key) {
+                return;
+            }
+            // Starts in flight count against --warm-max too: each holds a slot, an interpreter
+            // and its preload's memory until READY, and one quick run in each of many folders
+            // would otherwise start as many at once.
+            if state.starting.len() >= self.settings.max {
+                return;
+            }
+            // Code a run can write would run when the spare starts, outside any call.
+            if key.startup_runs_project_code() {
                 return;
             }
             state.starting.insert(key.clone(), started.subscribe());
@@ -365,6 +376,14 @@ pub(crate) fn job_frame(
     stdin: bool,
     scratch: &Path,
 ) -> Option<Vec<u8>> {
+    // What exec would refuse (a NUL, one string over MAX_ARG_STRLEN, 128 KiB) starts cold and
+    // fails there, as with --warm off; a spare would take it and run.
+    if args
+        .iter()
+        .any(|a| a.contains('\0') || a.len() >= 128 * 1024)
+    {
+        return None;
+    }
     let text = |p: &Path| p.to_str().map(str::to_owned);
     let argv: Vec<String> = std::iter::once(text(script)?)
         .chain(args.iter().cloned())
