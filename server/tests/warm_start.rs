@@ -152,3 +152,29 @@ fn a_project_file_named_like_a_preloaded_module_wins_as_in_a_cold_run() {
     assert_eq!(stdout(&result), "json\n", "{result}");
     server.close();
 }
+
+#[test]
+fn a_sitecustomize_in_inline_codes_project_runs_only_inside_calls() {
+    // Each start of an interpreter in `a` appends a line: inside a call only, never in a spare
+    // waiting for the next call.
+    let hook = "import os\nwith open(os.path.join(os.path.dirname(__file__), 'starts.txt'), 'a') as f:\n    f.write('start\\n')\n";
+    let projects = TempProjects::named("p").file("a/sitecustomize.py", hook);
+    let mut server = StdioServer::start(projects.path(), &["--allow-inline-code"]);
+    let starts = projects.path().join("a/starts.txt");
+    for n in 1..=3 {
+        let result = server.call(
+            "run_python_code",
+            json!({"code": "print('ok')", "project": "a"}),
+        );
+        assert_eq!(stdout(&result), "ok\n", "{result}");
+        assert!(!warm(&result), "{result}");
+        std::thread::sleep(Duration::from_millis(1500));
+        let lines = std::fs::read_to_string(&starts).unwrap_or_default();
+        assert_eq!(
+            lines.lines().count(),
+            n,
+            "the project's sitecustomize ran outside a call: {lines:?}"
+        );
+    }
+    server.close();
+}
