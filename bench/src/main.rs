@@ -60,6 +60,10 @@ struct Args {
     /// Measure only the list_packages row (200 packages over stdio); with --only-sessions, both.
     #[arg(long)]
     only_packages: bool,
+    /// Measure only the per-call overhead: raw spawns, then run_python over stdio, /mcp and /sse
+    /// (each call interleaved with a raw spawn).
+    #[arg(long)]
+    only_overhead: bool,
 }
 
 const SCRIPT: &str = "hello_world.py";
@@ -125,25 +129,27 @@ async fn main() -> anyhow::Result<()> {
 
     // 1. Start-up to the first tools/list reply over stdio.
     let mut startup = Samples::default();
-    for _ in 0..args.startups {
+    let startups = if args.only_overhead { 0 } else { args.startups };
+    for _ in 0..startups {
         let t = Instant::now();
         let mut s = StdioSession::start(bin, &projects, &python_arg).await?;
         s.request(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
             .await?;
         startup.push(t.elapsed());
     }
-    report.row(
-        &format!(
-            "start-up → first tools/list (stdio, median of {})",
-            args.startups
-        ),
-        ms(startup.median()),
-        "—".into(),
-        format!("p99 {}", ms(startup.p99())),
-    );
-
-    // 1b. list_packages of a venv with 200 packages (no run: its metadata is read).
-    packages_row(&mut report, bin, &python, &python_arg, args.calls).await?;
+    if !args.only_overhead {
+        report.row(
+            &format!(
+                "start-up → first tools/list (stdio, median of {})",
+                args.startups
+            ),
+            ms(startup.median()),
+            "—".into(),
+            format!("p99 {}", ms(startup.p99())),
+        );
+        // 1b. list_packages of a venv with 200 packages (no run: its metadata is read).
+        packages_row(&mut report, bin, &python, &python_arg, args.calls).await?;
+    }
 
     // 2. The physical limit: python itself.
     let raw = raw_spawns(&python, &projects, args.calls).await?;
@@ -200,6 +206,10 @@ async fn main() -> anyhow::Result<()> {
             ),
             format!("overhead {:+.2} ms", s.overhead_ms()),
         );
+    }
+    if args.only_overhead {
+        report.print(&machine);
+        return Ok(());
     }
 
     // 4. Load: N clients over /mcp, and the raw spawn ceiling with N workers.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::paths::{ProjectDir, ProjectPath};
 use super::python_env::PythonEnv;
 use super::runner::{RunError, RunRequest, RunSource, Spawned, INLINE_FILE_NAME, MPL_BACKEND};
-use super::slots::{is_empty_private_dir, Slot, SlotError, SlotLease, SlotPool, OUTPUT_DIR_NAME};
+use super::slots::{Slot, SlotError, SlotLease, SlotPool, OUTPUT_DIR_NAME};
 #[cfg(target_os = "linux")]
 use pyrun_sandbox::SandboxError;
 use pyrun_sandbox::{RunScope, Sandbox, SandboxMode};
@@ -29,14 +29,12 @@ pub(crate) struct Starter {
 }
 
 impl Starter {
-    /// A free slot of `sandbox`, its output folder ready.
-    pub(crate) fn take_slot(&self, sandbox: &Sandbox) -> Result<SlotLease, RunError> {
-        let slot = self.slots.take(sandbox).map_err(|e| match e {
+    /// A free slot of `sandbox` (its output folder is there, empty).
+    pub(crate) async fn take_slot(&self, sandbox: &Sandbox) -> Result<SlotLease, RunError> {
+        self.slots.take(sandbox).await.map_err(|e| match e {
             SlotError::Scratch(e) => RunError::Scratch(e),
             SlotError::Sandbox(e) => RunError::Sandbox(e),
-        })?;
-        make_output_dir(&slot.dir().join(OUTPUT_DIR_NAME)).map_err(RunError::Scratch)?;
-        Ok(slot)
+        })
     }
 
     /// Linux: the sandbox starts the run (its own `clone`/`exec` child applies every layer
@@ -415,19 +413,6 @@ impl RunExtras {
             .chain(path)
             .chain(backend)
             .chain(search)
-    }
-}
-
-/// Makes the run's empty output folder (owner-only, like the scratch it is in), unless the slot
-/// kept it from its last run (a reusable slot holds it only empty, real and private).
-pub(crate) fn make_output_dir(dir: &Path) -> io::Result<()> {
-    #[cfg_attr(not(unix), allow(unused_mut))]
-    let mut builder = std::fs::DirBuilder::new();
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    match builder.create(dir) {
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && is_empty_private_dir(dir) => Ok(()),
-        other => other,
     }
 }
 

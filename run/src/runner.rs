@@ -422,9 +422,9 @@ impl Runner {
             None => None,
         };
         #[cfg(target_os = "linux")]
-        let (slot, spare) = self.slot_of(spare, &sandbox)?;
+        let (slot, spare) = self.slot_of(spare, &sandbox).await?;
         #[cfg(not(target_os = "linux"))]
-        let slot = self.starter.take_slot(&sandbox)?;
+        let slot = self.starter.take_slot(&sandbox).await?;
         let output = slot.dir().join(OUTPUT_DIR_NAME);
         let inline = match req.source {
             RunSource::Inline { code, .. } => {
@@ -603,9 +603,9 @@ impl Runner {
         #[cfg(target_os = "linux")]
         let spare = key.as_ref().and_then(|key| self.warm.take(key, &scope_now));
         #[cfg(target_os = "linux")]
-        let (slot, spare) = self.slot_of(spare, &sandbox)?;
+        let (slot, spare) = self.slot_of(spare, &sandbox).await?;
         #[cfg(not(target_os = "linux"))]
-        let slot = self.starter.take_slot(&sandbox)?;
+        let slot = self.starter.take_slot(&sandbox).await?;
         let launch = Launch {
             place: Placement::in_project(cwd, slot.dir()),
             program: Program::Support(module),
@@ -674,14 +674,14 @@ impl Runner {
 
     /// The slot a run takes: its spare's (with the spare's process), or a free one.
     #[cfg(target_os = "linux")]
-    fn slot_of(
+    async fn slot_of(
         &self,
         spare: Option<super::warm::Spare>,
         sandbox: &Sandbox,
     ) -> Result<(SlotLease, Option<Spawned>), RunError> {
         Ok(match spare {
             Some(spare) => (spare.slot, Some(spare.child)),
-            None => (self.starter.take_slot(sandbox)?, None),
+            None => (self.starter.take_slot(sandbox).await?, None),
         })
     }
 

@@ -3,10 +3,16 @@
 //!
 //! Making them per run cost more than everything else the server does for a run (two `mkdir`s
 //! on ext4 with their `rmdir`s and block discards, two cgroups, a ruleset of a dozen paths). A
-//! slot goes back to the pool after its run only when nothing of the run is left: the directory
-//! is empty (and gets mode 0700 back) and no process is in its cgroups. Otherwise it is cleaned
-//! on a blocking thread, off the run's response path, and then returned, or dropped (removing
-//! its directory and cgroups) when it cannot be cleaned.
+//! slot goes back to the pool after its run only when nothing of the run is left: no process is
+//! in its cgroups, its `/dev/shm` is empty, and its directory holds only its empty output folder
+//! (both with mode 0700). That check runs on a blocking thread after the run's lease is dropped,
+//! off the run's response path; until it has passed the slot is in no one's hands, and a run
+//! that needs a slot meanwhile waits for it rather than making a new one. A slot that fails the
+//! check is cleaned there too and then returned, or dropped (removing its directory and cgroups)
+//! when it cannot be cleaned; runs do not wait for a clean-up.
+//!
+//! Each slot's output folder (`PYRUN_OUTPUT_DIR`) is made with the slot and kept from run to run
+//! (made again by the check when a run's artifacts took it): a slot handed out has it, empty.
 //!
 //! The scratch root is named `pyrun-mcp-<pid>-…`: a server killed before it could remove its
 //! root (SIGKILL, power loss) leaves it behind, and the next server to start removes the roots
@@ -34,9 +40,18 @@ pub enum SlotError {
 /// The free slots of one runner, under one private scratch root (removed with the pool).
 #[derive(Debug)]
 pub struct SlotPool {
-    free: Mutex<Vec<Slot>>,
+    free: Mutex<Free>,
+    /// Fired each time a check of a returned slot ends (the slot free, or being cleaned).
+    checked: tokio::sync::Notify,
     next: AtomicU64,
     root: tempfile::TempDir,
+}
+
+#[derive(Debug, Default)]
+struct Free {
+    slots: Vec<Slot>,
+    /// Slots returned by their run whose check has not ended yet.
+    checking: usize,
 }
 
 impl Drop for SlotPool {
@@ -44,7 +59,7 @@ impl Drop for SlotPool {
         // Each slot removes its own rules and directory first; then whatever is left in the root
         // (`TempDir`'s own removal gives up on a folder its owner cannot enter).
         if let Ok(free) = self.free.get_mut() {
-            free.clear();
+            free.slots.clear();
         }
         let _ = remove_tree(self.root.path());
     }
@@ -66,21 +81,25 @@ impl Slot {
         &self.rules
     }
 
-    /// True (after restoring its mode) when the slot holds nothing of an earlier run: nothing
-    /// but, maybe, its own empty output folder (kept from run to run: making and removing it
-    /// each time cost a `mkdir` and an `rmdir`).
+    /// True when the slot holds nothing of an earlier run: no process in its cgroups (looked at
+    /// first: once none is left, nothing can change what is looked at next), and nothing in its
+    /// directory but its own empty output folder (made when a run's artifacts took it), both
+    /// given back mode 0700 if a run changed it.
     fn is_reusable(&self) -> bool {
-        let is_real_dir = std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.is_dir());
-        is_real_dir
-            && std::fs::read_dir(&self.dir).is_ok_and(|entries| {
-                entries.into_iter().all(|entry| {
-                    entry.is_ok_and(|e| {
-                        e.file_name() == OUTPUT_DIR_NAME && is_empty_private_dir(&e.path())
-                    })
+        if !self.rules.is_idle() || !is_private_dir(&self.dir) {
+            return false;
+        }
+        let output = self.dir.join(OUTPUT_DIR_NAME);
+        let mut has_output = false;
+        let only_output = std::fs::read_dir(&self.dir).is_ok_and(|entries| {
+            entries.into_iter().all(|entry| {
+                entry.is_ok_and(|e| {
+                    has_output = e.file_name() == OUTPUT_DIR_NAME;
+                    has_output && is_empty_private_dir(&output)
                 })
             })
-            && private(&self.dir).is_ok()
-            && self.rules.is_idle()
+        });
+        only_output && (has_output || make_private_dir(&output).is_ok())
     }
 
     /// Kills what the run left in the slot's cgroups and empties its directory (blocking).
@@ -89,7 +108,7 @@ impl Slot {
         // First: a scratch the run made unreadable (`chmod 000 $HOME`) cannot be listed.
         let is_real_dir = std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.is_dir());
         let emptied = is_real_dir
-            && private(&self.dir).is_ok()
+            && set_private(&self.dir).is_ok()
             && match std::fs::read_dir(&self.dir) {
                 Ok(entries) => entries.flatten().all(|entry| {
                     let path = entry.path();
@@ -128,15 +147,31 @@ impl SlotPool {
                 .spawn(move || sweep_stale_roots(&temp));
         }
         Ok(Self {
-            free: Mutex::new(Vec::new()),
+            free: Mutex::new(Free::default()),
+            checked: tokio::sync::Notify::new(),
             next: AtomicU64::new(0),
             root,
         })
     }
 
-    /// A free slot, or a new one with `sandbox`'s rules. Dropping the lease gives it back.
-    pub fn take(self: &Arc<Self>, sandbox: &Sandbox) -> Result<SlotLease, SlotError> {
-        let free = self.free.lock().ok().and_then(|mut free| free.pop());
+    /// A free slot (waiting for the checks of slots just returned, a few syscalls each), or a
+    /// new one with `sandbox`'s rules. Dropping the lease gives it back.
+    pub async fn take(self: &Arc<Self>, sandbox: &Sandbox) -> Result<SlotLease, SlotError> {
+        let free = loop {
+            let mut checked = std::pin::pin!(self.checked.notified());
+            {
+                let mut free = self.lock();
+                if let Some(slot) = free.slots.pop() {
+                    break Some(slot);
+                }
+                if free.checking == 0 {
+                    break None;
+                }
+                // Registered before the lock is let go: a check that ends now is not missed.
+                checked.as_mut().enable();
+            }
+            checked.await;
+        };
         let slot = match free {
             Some(slot) => slot,
             None => self.make(sandbox)?,
@@ -154,48 +189,72 @@ impl SlotPool {
 
     /// Slots ready for a run now.
     pub fn free_count(&self) -> usize {
-        self.free.lock().map_or(0, |free| free.len())
+        self.lock().slots.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Free> {
+        self.free.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn make(&self, sandbox: &Sandbox) -> Result<Slot, SlotError> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let dir = self.root.path().join(format!("slot-{n}"));
-        #[cfg(unix)]
-        let made = {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new().mode(0o700).create(&dir)
-        };
-        #[cfg(not(unix))]
-        let made = std::fs::create_dir(&dir);
-        made.map_err(SlotError::Scratch)?;
+        make_private_dir(&dir).map_err(SlotError::Scratch)?;
+        if let Err(e) = make_private_dir(&dir.join(OUTPUT_DIR_NAME)) {
+            let _ = remove_tree(&dir);
+            return Err(SlotError::Scratch(e));
+        }
         match sandbox.slot(&dir) {
             Ok(rules) => Ok(Slot { dir, rules }),
             Err(e) => {
-                let _ = std::fs::remove_dir(&dir);
+                let _ = remove_tree(&dir);
                 Err(e.into())
             }
         }
     }
 
-    fn put(&self, slot: Slot) {
-        if let Ok(mut free) = self.free.lock() {
-            free.push(slot);
-        }
-    }
-
+    /// Checks a slot its run gave back, on a blocking thread (at once without a runtime):
+    /// free again when nothing of the run is left, else cleaned (no run waits for that).
     fn give_back(self: Arc<Self>, slot: Slot) {
-        if slot.is_reusable() {
-            return self.put(slot);
-        }
-        let clean = move || {
+        self.lock().checking += 1;
+        let check = Check(self);
+        let check = move || {
+            if slot.is_reusable() {
+                check.done(Some(slot));
+                return;
+            }
+            let pool = check.done(None);
             if slot.clean() {
-                self.put(slot);
+                pool.lock().slots.push(slot);
             }
         };
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn_blocking(clean)),
-            Err(_) => clean(),
+            Ok(runtime) => drop(runtime.spawn_blocking(check)),
+            Err(_) => check(),
         }
+    }
+}
+
+/// A returned slot's check in progress: runs that want a slot wait for it to end, also when it
+/// never ran (its thread refused at shutdown).
+struct Check(Arc<SlotPool>);
+
+impl Check {
+    /// Ends the check, putting `slot` back when it passed.
+    fn done(self, slot: Option<Slot>) -> Arc<SlotPool> {
+        if let Some(slot) = slot {
+            self.0.lock().slots.push(slot);
+        }
+        Arc::clone(&self.0)
+    }
+}
+
+impl Drop for Check {
+    fn drop(&mut self) {
+        let mut free = self.0.lock();
+        free.checking = free.checking.saturating_sub(1);
+        drop(free);
+        self.0.checked.notify_waiters();
     }
 }
 
@@ -318,18 +377,40 @@ fn open_dir_at(
     Ok(rustix::fs::openat(dir, name, flags, Mode::empty())?)
 }
 
-/// Gives `dir` back its owner-only mode, whatever a run set.
 /// The name of a run's output folder inside its slot's scratch (`PYRUN_OUTPUT_DIR`).
 pub const OUTPUT_DIR_NAME: &str = "output";
 
-/// A real folder (not a link to one), empty, given back its owner-only mode.
-pub fn is_empty_private_dir(dir: &Path) -> bool {
-    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir())
-        && std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none())
-        && private(dir).is_ok()
+/// A real folder (not a link to one), empty, with (given back) its owner-only mode.
+fn is_empty_private_dir(dir: &Path) -> bool {
+    is_private_dir(dir) && std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none())
 }
 
-fn private(dir: &Path) -> io::Result<()> {
+/// A real folder (not a link to one), with its owner-only mode (given back if a run changed it:
+/// a `chmod` only then).
+fn is_private_dir(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir).is_ok_and(|meta| {
+        #[cfg(unix)]
+        let private = {
+            use std::os::unix::fs::PermissionsExt;
+            meta.permissions().mode() & 0o7777 == 0o700
+        };
+        #[cfg(not(unix))]
+        let private = true;
+        meta.is_dir() && (private || set_private(dir).is_ok())
+    })
+}
+
+/// Makes the owner-only folder `dir`.
+fn make_private_dir(dir: &Path) -> io::Result<()> {
+    #[cfg_attr(not(unix), allow(unused_mut))]
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Gives `dir` back its owner-only mode, whatever a run set.
+fn set_private(dir: &Path) -> io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -375,18 +456,34 @@ mod tests {
         Sandbox::new(SandboxPolicy::bare(SandboxMode::Off)).unwrap()
     }
 
+    /// A slot taken outside any runtime: its lease's drop checks it at once.
+    fn take(pool: &Arc<SlotPool>, sandbox: &Sandbox) -> SlotLease {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(pool.take(sandbox)).unwrap()
+    }
+
+    /// The names in a slot's folder: a clean one holds only its empty output folder.
+    fn entries(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
     #[test]
     fn an_untouched_slot_is_reused_as_is() {
         let pool = Arc::new(SlotPool::new().unwrap());
         let sandbox = off();
-        let first = pool.take(&sandbox).unwrap();
+        let first = take(&pool, &sandbox);
         let dir = first.dir().to_path_buf();
         drop(first);
         assert_eq!(pool.free_count(), 1);
-        let again = pool.take(&sandbox).unwrap();
+        let again = take(&pool, &sandbox);
         assert_eq!(again.dir(), dir);
         // Two at once get two different directories.
-        let other = pool.take(&sandbox).unwrap();
+        let other = take(&pool, &sandbox);
         assert_ne!(other.dir(), again.dir());
     }
 
@@ -394,7 +491,7 @@ mod tests {
     fn a_used_slot_comes_back_empty_and_private() {
         let pool = Arc::new(SlotPool::new().unwrap());
         let sandbox = off();
-        let lease = pool.take(&sandbox).unwrap();
+        let lease = take(&pool, &sandbox);
         let dir = lease.dir().to_path_buf();
         std::fs::create_dir_all(dir.join(".local/lib/site-packages")).unwrap();
         std::fs::write(dir.join(".local/lib/site-packages/evil.pth"), "import os").unwrap();
@@ -409,13 +506,10 @@ mod tests {
         }
         // No runtime here: the slot is cleaned at once.
         drop(lease);
-        let again = pool.take(&sandbox).unwrap();
+        let again = take(&pool, &sandbox);
         assert_eq!(again.dir(), dir);
-        assert_eq!(
-            std::fs::read_dir(&dir).unwrap().count(),
-            0,
-            "slot not emptied"
-        );
+        assert_eq!(entries(&dir), [OUTPUT_DIR_NAME], "slot not emptied");
+        assert_eq!(entries(&dir.join(OUTPUT_DIR_NAME)).len(), 0);
         assert!(
             outside.path().join("keep.txt").exists(),
             "cleaning followed a symlink out of the slot"
@@ -426,6 +520,45 @@ mod tests {
             let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o700);
         }
+    }
+
+    /// In the server the check runs after the lease is dropped, on a blocking thread: the next
+    /// run waits for it and gets the same slot (a new one would build its cgroups and view), and
+    /// never a slot that still holds something of the last run.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_returned_slot_is_checked_before_the_next_run_gets_it() {
+        let pool = Arc::new(SlotPool::new().unwrap());
+        let sandbox = off();
+        let lease = pool.take(&sandbox).await.unwrap();
+        let dir = lease.dir().to_path_buf();
+        assert_eq!(
+            entries(&dir),
+            [OUTPUT_DIR_NAME],
+            "a new slot has its output folder"
+        );
+        for _ in 0..20 {
+            let returned = pool.take(&sandbox).await.unwrap();
+            assert_ne!(returned.dir(), dir, "a slot in use was handed out twice");
+            let again = returned.dir().to_path_buf();
+            drop(returned);
+            let next = pool.take(&sandbox).await.unwrap();
+            assert_eq!(
+                next.dir(),
+                again,
+                "a new slot was made while one was being checked"
+            );
+        }
+        let dirty = pool.take(&sandbox).await.unwrap();
+        std::fs::write(dirty.dir().join("left.txt"), "x").unwrap();
+        std::fs::remove_dir(dirty.dir().join(OUTPUT_DIR_NAME)).unwrap();
+        drop(dirty);
+        let after = pool.take(&sandbox).await.unwrap();
+        assert_eq!(
+            entries(after.dir()),
+            [OUTPUT_DIR_NAME],
+            "handed out before it was clean"
+        );
+        drop(lease);
     }
 
     #[cfg(unix)]
@@ -532,18 +665,14 @@ mod tests {
         // The run's clean-up: a locked tree, and the scratch itself locked.
         let pool = Arc::new(SlotPool::new().unwrap());
         let sandbox = off();
-        let lease = pool.take(&sandbox).unwrap();
+        let lease = take(&pool, &sandbox);
         let dir = lease.dir().to_path_buf();
         locked_tree(&dir, outside.path());
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o000)).unwrap();
         drop(lease);
         assert_eq!(pool.free_count(), 1, "the slot was not cleaned for reuse");
         assert_eq!(mode(&dir), 0o700);
-        assert_eq!(
-            std::fs::read_dir(&dir).unwrap().count(),
-            0,
-            "slot not emptied"
-        );
+        assert_eq!(entries(&dir), [OUTPUT_DIR_NAME], "slot not emptied");
         assert_eq!(mode(outside.path()), 0o750, "the walk followed a symlink");
         assert!(outside.path().join("keep.txt").exists());
 
@@ -569,7 +698,7 @@ mod tests {
     fn slots_and_their_root_go_with_the_pool() {
         let pool = Arc::new(SlotPool::new().unwrap());
         let root = pool.root.path().to_path_buf();
-        let lease = pool.take(&off()).unwrap();
+        let lease = take(&pool, &off());
         std::fs::write(lease.dir().join("x"), "1").unwrap();
         drop(lease);
         drop(pool);

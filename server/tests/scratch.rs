@@ -132,9 +132,17 @@ fn a_locked_folder_goes_and_the_slot_is_private_again(mode: SandboxMode) {
         .collect();
     assert_eq!(slots.len(), 1, "{slots:?}");
     let slot = &slots[0];
-    // Cleaned off the response path: give it a moment.
+    // Cleaned off the response path: give it a moment. What stays is the slot's own empty
+    // output folder, kept for its next run.
+    let only_empty_output = |slot: &Path| {
+        let names: Vec<_> = std::fs::read_dir(slot)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        names == ["output"]
+            && std::fs::read_dir(slot.join("output")).is_ok_and(|mut d| d.next().is_none())
+    };
     let cleaned = holds_within(Duration::from_secs(10), || {
-        mode_of(slot) == 0o700 && std::fs::read_dir(slot).is_ok_and(|mut d| d.next().is_none())
+        mode_of(slot) == 0o700 && only_empty_output(slot)
     });
     assert!(
         cleaned,

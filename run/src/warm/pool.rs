@@ -311,7 +311,7 @@ async fn start_spare(
     preload: String,
 ) -> Result<(Spare, Vec<String>), RunError> {
     let stamp = key.stamp();
-    let slot = starter.take_slot(sandbox)?;
+    let slot = starter.take_slot(sandbox).await?;
     let args = [super::driver_arg(&preload)];
     let launch = Launch {
         place: key.placement(slot.dir()),

@@ -2,9 +2,10 @@
 //! sessions that hear it.
 //!
 //! Steps: the first session to subscribe starts the watcher (so a server no client opened watches
-//! nothing). The OS watcher (`notify`: inotify, FSEvents, ReadDirectoryChangesW) watches each
-//! served folder on its own, not recursively, so hidden folders such as `.git` or `.venv` cost no
-//! watches and their churn wakes nothing. An event that names a served path marks the folder dirty;
+//! nothing). The OS watcher (Linux: inotify of our own, see [`os`]; elsewhere `notify`: FSEvents,
+//! ReadDirectoryChangesW) watches each served folder on its own, not recursively, so hidden
+//! folders such as `.git` or `.venv` cost no watches and their churn wakes nothing. An event that
+//! names a served path marks the folder dirty;
 //! [`DEBOUNCE`] later the folder is walked again (which also watches new folders and drops gone
 //! ones), and only when the set of served files differs does every session hear `list_changed`.
 //!
@@ -14,18 +15,17 @@
 //! finish in [`NOTIFY_TIMEOUT`] is dropped, so a stuck client stalls no one.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
-use notify::{EventKind, RecursiveMode, Watcher as _};
 use rmcp::service::Peer;
 use rmcp::RoleServer;
 use tokio::sync::{watch, Notify};
 
 use crate::mcp::reply::NOTIFY_TIMEOUT;
-use pyrun_run::paths::{is_served_name, ListedFile, ProjectRoot};
+use pyrun_run::paths::{ListedFile, ProjectRoot};
 
 /// Quiet time after the first event before the folder is walked again: a burst of changes
 /// (a `git checkout`, a script writing many files) makes one notification.
@@ -122,24 +122,17 @@ impl ProjectWatch {
 
 /// The watcher's life: set up, then one debounced walk per burst of events, forever (it ends
 /// with the runtime).
-async fn watch_folder(inner: Arc<Inner>) -> notify::Result<()> {
+async fn watch_folder(inner: Arc<Inner>) -> std::io::Result<()> {
     let dirty = Arc::new(AtomicBool::new(false));
     let wake = Arc::new(Notify::new());
-    let root = inner.root.path().to_path_buf();
-    let handler = {
-        let (dirty, wake, root) = (dirty.clone(), wake.clone(), root.clone());
-        move |event: notify::Result<notify::Event>| {
-            let relevant = match &event {
-                Ok(event) => touches_served_files(&root, event),
-                Err(_) => true, // an overflow or a lost watch: walk again to be sure
-            };
-            if relevant {
-                dirty.store(true, Ordering::Release);
-                wake.notify_one();
-            }
+    let changed = {
+        let (dirty, wake) = (dirty.clone(), wake.clone());
+        move || {
+            dirty.store(true, Ordering::Release);
+            wake.notify_one();
         }
     };
-    let watcher = notify::recommended_watcher(handler)?;
+    let watcher = os::FolderWatcher::new(inner.root.path(), changed)?;
     let walker = Arc::new(Mutex::new(Walker {
         watcher,
         watched: HashSet::new(),
@@ -171,7 +164,7 @@ async fn watch_folder(inner: Arc<Inner>) -> notify::Result<()> {
 
 /// The OS watcher and what it watches.
 struct Walker {
-    watcher: notify::RecommendedWatcher,
+    watcher: os::FolderWatcher,
     watched: HashSet<PathBuf>,
     files: Vec<ListedFile>,
 }
@@ -182,12 +175,12 @@ impl Walker {
         let (files, folders) = root.walk_served();
         let now: HashSet<PathBuf> = folders.into_iter().collect();
         for gone in self.watched.difference(&now) {
-            let _ = self.watcher.unwatch(gone);
+            self.watcher.unwatch(gone);
         }
         self.watched.retain(|f| now.contains(f));
         for folder in now {
             if !self.watched.contains(&folder) {
-                match self.watcher.watch(&folder, RecursiveMode::NonRecursive) {
+                match self.watcher.watch(&folder) {
                     Ok(()) => {
                         self.watched.insert(folder);
                     }
@@ -206,26 +199,200 @@ fn same_names(a: &[ListedFile], b: &[ListedFile]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.relative == y.relative)
 }
 
-/// Whether an event may change what is listed: a create, remove or rename of a served path.
-fn touches_served_files(root: &Path, event: &notify::Event) -> bool {
-    let kind = matches!(
-        event.kind,
-        EventKind::Create(_)
-            | EventKind::Remove(_)
-            | EventKind::Modify(notify::event::ModifyKind::Name(_))
-            | EventKind::Any
-            | EventKind::Other
-    );
-    if !kind && !event.need_rescan() {
-        return false;
+/// Linux: inotify with only the events that can change a listing (an entry created, deleted or
+/// moved in a watched folder, the folder itself gone, a lost event). `notify`'s fixed mask also
+/// holds opens, writes and attribute changes, so every file a run opened or wrote in the projects
+/// folder (its script, each project module it imports) woke a server thread for nothing.
+#[cfg(target_os = "linux")]
+mod os {
+    use std::collections::HashMap;
+    use std::ffi::CStr;
+    use std::io;
+    use std::mem::MaybeUninit;
+    use std::os::fd::OwnedFd;
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use rustix::event::{EventfdFlags, PollFd, PollFlags};
+    use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
+    use rustix::io::Errno;
+
+    use pyrun_run::paths::is_served_name;
+
+    /// Watches folders one by one (not recursively); a thread of its own reads the events, until
+    /// the watcher is dropped.
+    pub(super) struct FolderWatcher {
+        fd: Arc<OwnedFd>,
+        /// Written on drop: the reading thread ends.
+        stop: Arc<OwnedFd>,
+        watches: HashMap<PathBuf, i32>,
     }
-    event.paths.is_empty()
-        || event.paths.iter().any(|path| {
-            path.strip_prefix(root).is_ok_and(|rel| {
-                rel.components()
-                    .all(|c| is_served_name(&c.as_os_str().to_string_lossy()))
+
+    impl FolderWatcher {
+        /// `changed` is called after each batch of events that holds one that may change a
+        /// listing.
+        pub(super) fn new(_root: &Path, changed: impl Fn() + Send + 'static) -> io::Result<Self> {
+            let flags = inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK;
+            let fd = Arc::new(inotify::init(flags)?);
+            let stop = Arc::new(rustix::event::eventfd(
+                0,
+                EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK,
+            )?);
+            let (events, stopped) = (fd.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("pyrun-watch".into())
+                .spawn(move || read_events(&events, &stopped, changed))?;
+            Ok(Self {
+                fd,
+                stop,
+                watches: HashMap::new(),
             })
-        })
+        }
+
+        /// Watches `folder` (a real folder: a link in its place is not followed).
+        pub(super) fn watch(&mut self, folder: &Path) -> io::Result<()> {
+            let flags = WatchFlags::CREATE
+                | WatchFlags::DELETE
+                | WatchFlags::MOVED_FROM
+                | WatchFlags::MOVED_TO
+                | WatchFlags::DELETE_SELF
+                | WatchFlags::MOVE_SELF
+                | WatchFlags::ONLYDIR
+                | WatchFlags::DONT_FOLLOW
+                | WatchFlags::EXCL_UNLINK;
+            let wd = inotify::add_watch(&*self.fd, folder, flags)?;
+            self.watches.insert(folder.to_path_buf(), wd);
+            Ok(())
+        }
+
+        pub(super) fn unwatch(&mut self, folder: &Path) {
+            if let Some(wd) = self.watches.remove(folder) {
+                let _ = inotify::remove_watch(&*self.fd, wd);
+            }
+        }
+    }
+
+    impl Drop for FolderWatcher {
+        fn drop(&mut self) {
+            let _ = rustix::io::write(&*self.stop, &1u64.to_ne_bytes());
+        }
+    }
+
+    /// Waits for events (or `stop`), then reads the queue until it is empty.
+    fn read_events(fd: &OwnedFd, stop: &OwnedFd, changed: impl Fn()) {
+        let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+        loop {
+            let mut ready = [
+                PollFd::new(fd, PollFlags::IN),
+                PollFd::new(stop, PollFlags::IN),
+            ];
+            match rustix::event::poll(&mut ready, None) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(error) => return lost(error, &changed),
+            }
+            if !ready[1].revents().is_empty() {
+                return;
+            }
+            let mut relevant = false;
+            let mut reader = inotify::Reader::new(fd, &mut buf);
+            loop {
+                match reader.next() {
+                    Ok(event) => relevant |= may_change_listing(event.events(), event.file_name()),
+                    Err(Errno::AGAIN) => break,
+                    Err(Errno::INTR) => {}
+                    Err(error) => return lost(error, &changed),
+                }
+            }
+            if relevant {
+                changed();
+            }
+        }
+    }
+
+    /// The watch cannot go on: one last walk, and a warning.
+    fn lost(error: Errno, changed: &impl Fn()) {
+        tracing::warn!(%error, "the projects folder is no longer watched: clients are not told when files appear or go");
+        changed();
+    }
+
+    /// Whether an event may change what is listed: a served name created, deleted or moved in a
+    /// watched (served) folder, the folder itself gone, or events lost.
+    pub(super) fn may_change_listing(flags: ReadFlags, name: Option<&CStr>) -> bool {
+        if flags
+            .intersects(ReadFlags::QUEUE_OVERFLOW | ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF)
+        {
+            return true;
+        }
+        // A watch removed: unwatched, or its folder gone (which the events above said).
+        if flags.contains(ReadFlags::IGNORED) {
+            return false;
+        }
+        name.is_none_or(|name| is_served_name(&name.to_string_lossy()))
+    }
+}
+
+/// Elsewhere: `notify` (FSEvents, ReadDirectoryChangesW), its events filtered here.
+#[cfg(not(target_os = "linux"))]
+mod os {
+    use std::io;
+    use std::path::Path;
+
+    use notify::{EventKind, RecursiveMode, Watcher as _};
+
+    use pyrun_run::paths::is_served_name;
+
+    pub(super) struct FolderWatcher(notify::RecommendedWatcher);
+
+    impl FolderWatcher {
+        /// `changed` is called for each event that may change a listing of `root`.
+        pub(super) fn new(root: &Path, changed: impl Fn() + Send + 'static) -> io::Result<Self> {
+            let root = root.to_path_buf();
+            let handler = move |event: notify::Result<notify::Event>| {
+                let relevant = match &event {
+                    Ok(event) => touches_served_files(&root, event),
+                    Err(_) => true, // an overflow or a lost watch: walk again to be sure
+                };
+                if relevant {
+                    changed();
+                }
+            };
+            notify::recommended_watcher(handler)
+                .map(Self)
+                .map_err(io::Error::other)
+        }
+
+        pub(super) fn watch(&mut self, folder: &Path) -> io::Result<()> {
+            self.0
+                .watch(folder, RecursiveMode::NonRecursive)
+                .map_err(io::Error::other)
+        }
+
+        pub(super) fn unwatch(&mut self, folder: &Path) {
+            let _ = self.0.unwatch(folder);
+        }
+    }
+
+    /// Whether an event may change what is listed: a create, remove or rename of a served path.
+    pub(super) fn touches_served_files(root: &Path, event: &notify::Event) -> bool {
+        let kind = matches!(
+            event.kind,
+            EventKind::Create(_)
+                | EventKind::Remove(_)
+                | EventKind::Modify(notify::event::ModifyKind::Name(_))
+                | EventKind::Any
+                | EventKind::Other
+        );
+        if !kind && !event.need_rescan() {
+            return false;
+        }
+        event.paths.is_empty()
+            || event.paths.iter().any(|path| {
+                path.strip_prefix(root).is_ok_and(|rel| {
+                    rel.components()
+                        .all(|c| is_served_name(&c.as_os_str().to_string_lossy()))
+                })
+            })
+    }
 }
 
 async fn notify_peers(inner: &Inner) {
@@ -243,15 +410,78 @@ async fn notify_peers(inner: &Inner) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    fn event(kind: EventKind, path: PathBuf) -> notify::Event {
-        notify::Event::new(kind).add_path(path)
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn only_served_names_created_deleted_or_moved_count() {
+        use super::os::may_change_listing;
+        use rustix::fs::inotify::ReadFlags;
+        for flags in [
+            ReadFlags::CREATE,
+            ReadFlags::DELETE,
+            ReadFlags::MOVED_FROM,
+            ReadFlags::MOVED_TO,
+        ] {
+            assert!(may_change_listing(flags, Some(c"a.py")), "{flags:?}");
+            assert!(
+                may_change_listing(flags | ReadFlags::ISDIR, Some(c"sub")),
+                "{flags:?}"
+            );
+            for hidden in [c".git", c"__pycache__", c".env", c"venv"] {
+                assert!(
+                    !may_change_listing(flags, Some(hidden)),
+                    "{flags:?} {hidden:?}"
+                );
+            }
+        }
+        // The watched folder itself gone, or events lost: walk again.
+        assert!(may_change_listing(ReadFlags::DELETE_SELF, None));
+        assert!(may_change_listing(ReadFlags::MOVE_SELF, None));
+        assert!(may_change_listing(ReadFlags::QUEUE_OVERFLOW, None));
+        // A watch removed says nothing of its own.
+        assert!(!may_change_listing(ReadFlags::IGNORED, None));
     }
 
+    /// What the server asks the kernel for: a run that opens, reads and writes a project file
+    /// wakes nothing (notify's mask queued an event for each), one that makes a file does.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn opening_and_writing_a_file_wakes_nothing_and_making_one_does() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        use std::time::{Duration, Instant};
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.py"), "print(1)").unwrap();
+        let wakes = Arc::new(AtomicUsize::new(0));
+        let counter = wakes.clone();
+        let mut watcher = super::os::FolderWatcher::new(dir.path(), move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+        watcher.watch(dir.path()).unwrap();
+        for _ in 0..5 {
+            let text = std::fs::read_to_string(dir.path().join("a.py")).unwrap();
+            std::fs::write(dir.path().join("a.py"), text).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(wakes.load(Ordering::SeqCst), 0, "woken by opens or writes");
+        std::fs::write(dir.path().join("b.py"), "").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while wakes.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(wakes.load(Ordering::SeqCst) > 0, "a new file woke nothing");
+    }
+
+    #[cfg(not(target_os = "linux"))]
     #[test]
     fn only_creates_removes_and_renames_of_served_paths_count() {
+        use super::os::touches_served_files;
         use notify::event::{CreateKind, DataChange, ModifyKind, RemoveKind, RenameMode};
+        use notify::EventKind;
+        use std::path::{Path, PathBuf};
+        fn event(kind: EventKind, path: PathBuf) -> notify::Event {
+            notify::Event::new(kind).add_path(path)
+        }
         let root = Path::new("/p");
         let create = EventKind::Create(CreateKind::File);
         assert!(touches_served_files(root, &event(create, "/p/a.py".into())));
