@@ -49,7 +49,12 @@ pub trait Session {
 
 /// The harness's stdio JSON-RPC driver (a reader thread per server); requests block this task,
 /// which the bench's one-at-a-time calls allow.
-pub struct StdioSession(StdioServer);
+pub struct StdioSession {
+    server: StdioServer,
+    /// The launch of a server started with [`StdioSession::start_with`]: it holds the server's
+    /// temporary state folder, kept as long as the server.
+    _launch: Option<ServerLaunch>,
+}
 
 impl StdioSession {
     pub async fn start(bin: &Path, projects: &Path, extra: &[&str]) -> anyhow::Result<Self> {
@@ -57,17 +62,49 @@ impl StdioSession {
             .args(extra)
             .log("warn")
             .try_stdio()?;
-        Ok(Self(server))
+        Ok(Self {
+            server,
+            _launch: None,
+        })
+    }
+
+    /// Like [`StdioSession::start`], with `env` added to the server's environment and its log
+    /// (`PYRUN_LOG=log`) written to `log_file` when one is given.
+    pub async fn start_with(
+        bin: &Path,
+        projects: &Path,
+        extra: &[&str],
+        env: &[(&str, &Path)],
+        log: &str,
+        log_file: Option<&Path>,
+    ) -> anyhow::Result<Self> {
+        let mut launch = ServerLaunch::new(bin, projects).args(extra).log(log);
+        for (name, value) in env {
+            launch = launch.env(name, value.as_os_str());
+        }
+        let mut cmd = launch.command("stdio", None);
+        let stderr = match log_file {
+            Some(file) => std::process::Stdio::from(std::fs::File::create(file)?),
+            None => std::process::Stdio::null(),
+        };
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(stderr);
+        let server = StdioServer::attach(cmd.spawn()?).map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(Self {
+            server,
+            _launch: Some(launch),
+        })
     }
 
     pub fn pid(&self) -> u32 {
-        self.0.pid()
+        self.server.pid()
     }
 }
 
 impl Session for StdioSession {
     async fn request(&mut self, message: Value) -> anyhow::Result<Value> {
-        self.0.try_request(message).map_err(anyhow::Error::msg)
+        self.server.try_request(message).map_err(anyhow::Error::msg)
     }
 }
 

@@ -9,6 +9,7 @@ mod packages;
 mod procs;
 mod sessions;
 mod stats;
+mod warm;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -64,6 +65,32 @@ struct Args {
     /// (each call interleaved with a raw spawn).
     #[arg(long)]
     only_overhead: bool,
+    /// Measure only warm runs (issue 30): run_python in a pre-started spare against `--warm off`
+    /// and the raw spawn, CPU and memory per run, and the unsandboxed fork limit.
+    #[arg(long)]
+    warm: bool,
+    /// Warm rows: milliseconds between two calls to one server at an assistant's cadence.
+    #[arg(long, default_value_t = 1000)]
+    warm_cadence_ms: u64,
+    /// Warm rows: calls per server at the cadence.
+    #[arg(long, default_value_t = 30)]
+    warm_calls: usize,
+    /// Warm rows: runs before the memory figure.
+    #[arg(long, default_value_t = 1000)]
+    warm_memory_runs: usize,
+    /// Warm rows: a venv with numpy and pandas (hard-linked into a projects folder as `.venv`),
+    /// e.g. target/test-deps/workload; with --workload-python, adds the numpy+pandas rows.
+    #[arg(long, requires = "workload_python")]
+    workload_venv: Option<PathBuf>,
+    /// Warm rows: the venv's base interpreter (the numpy servers' --python).
+    #[arg(long, requires = "workload_venv")]
+    workload_python: Option<PathBuf>,
+    /// Warm rows: numpy+pandas calls per server.
+    #[arg(long, default_value_t = 15)]
+    workload_calls: usize,
+    /// Warm rows: the warm servers' debug logs (pyrun_run=debug) are written to this folder.
+    #[arg(long)]
+    warm_log_dir: Option<PathBuf>,
 }
 
 const SCRIPT: &str = "hello_world.py";
@@ -116,6 +143,29 @@ async fn main() -> anyhow::Result<()> {
     let mut report = Report { rows: Vec::new() };
     let machine = machine_line(&python);
     eprintln!("{machine}");
+    if args.warm {
+        let workload = match (&args.workload_venv, &args.workload_python) {
+            (Some(v), Some(p)) => Some((std::path::absolute(v)?, p.clone())),
+            _ => None,
+        };
+        let opts = warm::Options {
+            cadence_calls: args.warm_calls,
+            cadence: Duration::from_millis(args.warm_cadence_ms),
+            back_to_back: args.calls,
+            memory_runs: args.warm_memory_runs,
+            workload,
+            workload_calls: args.workload_calls,
+            log_dir: args.warm_log_dir.clone(),
+        };
+        let rows = warm::measure(bin, &projects, &python, &python_arg, &opts).await?;
+        println!("{machine}\n");
+        println!("| measure | median / p90 | ratio to raw | note |");
+        println!("|---|---|---|---|");
+        for warm::Row(a, b, c, d) in rows {
+            println!("| {a} | {b} | {c} | {d} |");
+        }
+        return Ok(());
+    }
     if args.only_sessions || args.only_packages {
         if args.only_packages {
             packages_row(&mut report, bin, &python, &python_arg, args.calls).await?;

@@ -32,6 +32,10 @@ impl Samples {
         self.quantile(0.5)
     }
 
+    pub fn p90(&self) -> Duration {
+        self.quantile(0.9)
+    }
+
     pub fn p99(&self) -> Duration {
         self.quantile(0.99)
     }
