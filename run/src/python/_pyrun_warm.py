@@ -26,8 +26,9 @@ PRELOAD is a comma-separated list of module names (possibly empty). Steps:
 7. The script runs as `__main__` in a fresh module, with `sys.argv`, `sys.orig_argv`, `sys.path[0]`
    and `__file__` as CPython sets them. SystemExit leaves as it would; another uncaught exception
    goes to `sys.excepthook` without this driver's frame, and the exit status is 1.
-8. At exit, last of the atexit handlers, the names of the modules loaded from the allowed places
-   are written to "report" (a file of the run's scratch): what the server learns to preload.
+8. At exit, last of the atexit handlers, the names of the modules the run loaded from the allowed
+   places are written to "report" (a file of the run's scratch): what the server learns to
+   preload (it keeps what earlier reports said).
 """
 
 import sys
@@ -247,13 +248,16 @@ def _drop_shadowed(folders):
 def _report_at_exit(path):
     """Step 8: registered before the script, so it runs after the script's own handlers."""
 
+    # Only what the run added: the server keeps what earlier reports taught it.
+    at_job = set(sys.modules)
+
     def report():
         if os.getpid() != _PID:
             return
         names = sorted(
             name
             for name, module in list(sys.modules.items())
-            if name not in _BASELINE
+            if name not in at_job
             and _valid_name(name)
             and module is not None
             and _allowed_module(module)
