@@ -1,7 +1,7 @@
 //! How a run's interpreter is started: where it works (`Placement`), what it runs (`Program`),
 //! with which arguments (`Launch`), in which environment (`RunExtras`, `Starter::run_env`), and
 //! the start itself (`Starter::spawn`: Linux through the sandbox's own `clone`/`exec` child,
-//! elsewhere a `Command` the sandbox confines). The runner decides when; this decides how. It is
+//! elsewhere a `Command` the sandbox confines), or why it failed (`RunError`). The runner decides when; this decides how. It is
 //! shared (`Arc<Starter>`) so that warm interpreters are started off a run's path the same way.
 
 use std::ffi::{OsStr, OsString};
@@ -11,11 +11,39 @@ use std::sync::Arc;
 
 use super::paths::{ProjectDir, ProjectPath};
 use super::python_env::PythonEnv;
-use super::runner::{RunError, RunRequest, RunSource, Spawned, INLINE_FILE_NAME, MPL_BACKEND};
 use super::slots::{Slot, SlotError, SlotLease, SlotPool, OUTPUT_DIR_NAME};
+use pyrun_sandbox::{RunScope, Sandbox, SandboxError, SandboxMode};
+
+/// The file inline code is written to, in the run's scratch.
+pub const INLINE_FILE_NAME: &str = "_pyrun_inline.py";
+/// The matplotlib backend the server ships (`MPLBACKEND`): `plt.show()` saves PNG artifacts.
+pub const MPL_BACKEND: &str = "module://_pyrun_mpl_backend";
+
+/// A started interpreter, awaitable (Linux: the sandbox's own child; elsewhere tokio's).
 #[cfg(target_os = "linux")]
-use pyrun_sandbox::SandboxError;
-use pyrun_sandbox::{RunScope, Sandbox, SandboxMode};
+pub(crate) type Spawned = super::child::AsyncChild;
+#[cfg(not(target_os = "linux"))]
+pub(crate) type Spawned = tokio::process::Child;
+
+/// Why a run did not start. The text is for the server's log: it may name host paths (a cgroup
+/// folder, the interpreter); clients see `client_message::ClientMessage`'s mapping of it.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// `what` is the step that failed, in fixed words.
+    #[error("the Python interpreter could not be started: {what}: {source}")]
+    Spawn {
+        what: &'static str,
+        source: io::Error,
+    },
+    #[error("a scratch directory for the run could not be created: {0}")]
+    Scratch(io::Error),
+    #[error("the run was refused because the sandbox could not be applied: {0}")]
+    Sandbox(#[from] SandboxError),
+    #[error("the run was refused because the sandbox could not be set up: {0}")]
+    SandboxUnavailable(Arc<SandboxError>),
+    #[error("the run was cancelled before it started")]
+    CancelledWhileQueued,
+}
 
 /// What starting an interpreter needs: the runner's interpreter, the scrubbed server
 /// environment, the slots runs take.
@@ -260,17 +288,6 @@ pub(crate) struct Placement<'a> {
 }
 
 impl<'a> Placement<'a> {
-    pub(crate) fn of(source: RunSource<'a>, scratch: &'a Path) -> Self {
-        match source {
-            RunSource::Script(script) => Self {
-                cwd: Some(script.directory()),
-                project_dir: script.directory(),
-                import_dir: None,
-            },
-            RunSource::Inline { cwd, .. } => Self::in_project(cwd, scratch),
-        }
-    }
-
     /// Code that is not a file of the projects folder (inline code, a session): in `cwd` with
     /// its imports from there first, or in the scratch.
     pub(crate) fn in_project(cwd: Option<&'a ProjectDir>, scratch: &'a Path) -> Self {
@@ -315,19 +332,6 @@ impl<'a> Launch<'a> {
     /// What the run may write of the projects folder (its project), and the protected names there.
     pub(crate) fn scope(&self, sandbox: &Sandbox) -> RunScope {
         sandbox.run_scope(&sandbox.project_of(self.place.project_dir))
-    }
-
-    pub(crate) fn of(req: &'a RunRequest<'a>, scratch: &'a Path) -> Self {
-        Self {
-            place: Placement::of(req.source, scratch),
-            program: match req.source {
-                RunSource::Script(script) => Program::Script(script),
-                RunSource::Inline { .. } => Program::Scratch(INLINE_FILE_NAME),
-            },
-            args: req.args,
-            stdin_piped: req.stdin.is_some(),
-            python: req.python.as_deref(),
-        }
     }
 }
 

@@ -45,8 +45,8 @@ use super::slots::{SlotLease, SlotPool};
 use super::turns::CallerTurns;
 use super::warm::WarmSettings;
 #[cfg(target_os = "linux")]
-use super::warm::{await_ready, driver_arg, job_frame, Warm, WarmKey, WARM_DRIVER};
-use pyrun_sandbox::{RunScope, Sandbox, SandboxError};
+use super::warm::{await_ready, driver_arg, job_frame, Place, Warm, WarmKey, WARM_DRIVER};
+use pyrun_sandbox::{RunScope, Sandbox};
 
 /// How long pipes are read after the process group is gone. Data the script wrote before dying is
 /// already in the pipe; only a process that escaped the group can keep a pipe open this long.
@@ -176,19 +176,11 @@ pub struct ArtifactTarget {
     pub retention: Duration,
 }
 
+pub(crate) use super::launch::Spawned;
+pub use super::launch::{RunError, INLINE_FILE_NAME, MPL_BACKEND};
 pub use super::slots::OUTPUT_DIR_NAME;
-/// The file inline code is written to, in the run's scratch.
-pub const INLINE_FILE_NAME: &str = "_pyrun_inline.py";
 /// How inline code is named in logs and messages.
 const INLINE_SHOWN: &str = "<inline>";
-/// The matplotlib backend the server ships (`MPLBACKEND`): `plt.show()` saves PNG artifacts.
-pub const MPL_BACKEND: &str = "module://_pyrun_mpl_backend";
-
-/// A started interpreter, awaitable (Linux: the sandbox's own child; elsewhere tokio's).
-#[cfg(target_os = "linux")]
-pub(crate) type Spawned = super::child::AsyncChild;
-#[cfg(not(target_os = "linux"))]
-pub(crate) type Spawned = tokio::process::Child;
 
 /// What happened, in plain data.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,26 +205,6 @@ pub struct RunOutcome {
     pub quarantined: Vec<Quarantined>,
     /// It ran in an interpreter started ahead of it (a warm run).
     pub warm: bool,
-}
-
-/// Why a run did not start. The text is for the server's log: it may name host paths (a cgroup
-/// folder, the interpreter); clients see `client_message::ClientMessage`'s mapping of it.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// `what` is the step that failed, in fixed words.
-    #[error("the Python interpreter could not be started: {what}: {source}")]
-    Spawn {
-        what: &'static str,
-        source: io::Error,
-    },
-    #[error("a scratch directory for the run could not be created: {0}")]
-    Scratch(io::Error),
-    #[error("the run was refused because the sandbox could not be applied: {0}")]
-    Sandbox(#[from] SandboxError),
-    #[error("the run was refused because the sandbox could not be set up: {0}")]
-    SandboxUnavailable(Arc<SandboxError>),
-    #[error("the run was cancelled before it started")]
-    CancelledWhileQueued,
 }
 
 pub struct Runner {
@@ -409,10 +381,10 @@ impl Runner {
             .await
             .map_err(RunError::SandboxUnavailable)?;
         #[cfg(target_os = "linux")]
-        let key = self.warm.enabled().then(|| WarmKey::of(&req));
+        let key = self.warm.enabled().then(|| warm_key(&req));
         #[cfg(target_os = "linux")]
         #[cfg(target_os = "linux")]
-        let scope_now = |scratch: &Path| Launch::of(&req, scratch).scope(&sandbox);
+        let scope_now = |scratch: &Path| launch_of(&req, scratch).scope(&sandbox);
         #[cfg(target_os = "linux")]
         let spare = match &key {
             Some(key) => {
@@ -434,7 +406,7 @@ impl Runner {
             }
             RunSource::Script(_) => None,
         };
-        let launch = Launch::of(&req, slot.dir());
+        let launch = launch_of(&req, slot.dir());
         let scope = launch.scope(&sandbox);
         let started = Instant::now();
         #[cfg(target_os = "linux")]
@@ -755,6 +727,43 @@ impl Runner {
     pub fn shutdown_token(&self) -> &CancellationToken {
         &self.shutdown
     }
+}
+
+/// Where a run of `source` works, with `scratch` its slot's folder.
+fn placement_of<'a>(source: RunSource<'a>, scratch: &'a Path) -> Placement<'a> {
+    match source {
+        RunSource::Script(script) => Placement {
+            cwd: Some(script.directory()),
+            project_dir: script.directory(),
+            import_dir: None,
+        },
+        RunSource::Inline { cwd, .. } => Placement::in_project(cwd, scratch),
+    }
+}
+
+/// How `req` starts, with `scratch` its slot's folder.
+fn launch_of<'a>(req: &'a RunRequest<'a>, scratch: &'a Path) -> Launch<'a> {
+    Launch {
+        place: placement_of(req.source, scratch),
+        program: match req.source {
+            RunSource::Script(script) => Program::Script(script),
+            RunSource::Inline { .. } => Program::Scratch(INLINE_FILE_NAME),
+        },
+        args: req.args,
+        stdin_piped: req.stdin.is_some(),
+        python: req.python.as_deref(),
+    }
+}
+
+/// The kind of run `req` is, for its warm spare.
+#[cfg(target_os = "linux")]
+fn warm_key(req: &RunRequest<'_>) -> WarmKey {
+    let place = match req.source {
+        RunSource::Script(script) => Place::Script(script.directory().to_path_buf()),
+        RunSource::Inline { cwd: Some(dir), .. } => Place::Inline(dir.absolute().to_path_buf()),
+        RunSource::Inline { cwd: None, .. } => Place::Scratch,
+    };
+    WarmKey::new(req.python.clone(), place, req.caller)
 }
 
 /// Writes inline code where the run will find it: a new file (never through a link or over

@@ -10,11 +10,10 @@ use std::time::SystemTime;
 use crate::launch::Placement;
 use crate::paths::ProjectDir;
 use crate::python_env::PythonEnv;
-use crate::runner::{RunRequest, RunSource};
 
 /// Where the runs of a key work.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Place {
+pub(crate) enum Place {
     /// A script of this folder, run in it.
     Script(PathBuf),
     /// Inline code run in this project folder, its imports from there first.
@@ -41,16 +40,11 @@ pub(crate) struct LearnKey {
 }
 
 impl WarmKey {
-    pub(crate) fn of(req: &RunRequest<'_>) -> Self {
-        let place = match req.source {
-            RunSource::Script(script) => Place::Script(script.directory().to_path_buf()),
-            RunSource::Inline { cwd: Some(dir), .. } => Place::Inline(dir.absolute().to_path_buf()),
-            RunSource::Inline { cwd: None, .. } => Place::Scratch,
-        };
+    pub(crate) fn new(python: Option<Arc<PythonEnv>>, place: Place, caller: Option<&str>) -> Self {
         Self {
-            python: req.python.clone(),
+            python,
             place,
-            caller: req.caller.map(str::to_owned),
+            caller: caller.map(str::to_owned),
         }
     }
 

@@ -30,7 +30,7 @@ mod pool;
 use std::time::Duration;
 
 #[cfg(target_os = "linux")]
-pub(crate) use key::WarmKey;
+pub(crate) use key::{Place, WarmKey};
 #[cfg(target_os = "linux")]
 pub(crate) use pool::{await_ready, job_frame, Spare, Warm};
 

@@ -18,8 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::key::{LearnKey, Stamp, WarmKey};
 use super::learned::{Learned, MAX_REPORT};
 use super::{WarmSettings, READY, REPORT_NAME, WARM_DRIVER};
-use crate::launch::{Launch, Program, Starter};
-use crate::runner::{RunError, Spawned};
+use crate::launch::{Launch, Program, RunError, Spawned, Starter};
 use crate::slots::SlotLease;
 use pyrun_sandbox::{RunScope, Sandbox};
 
