@@ -28,6 +28,8 @@ const READY_WITHIN: Duration = Duration::from_secs(30);
 const MAX_NOISY: u64 = 64 * 1024;
 /// Starts of one spare at most (a second one without the names the first found noisy).
 const ATTEMPTS: usize = 2;
+/// Keys whose last start time is kept at most (the map starts over beyond).
+const MAX_TIMINGS: usize = 1024;
 /// How often stopped-for-idleness spares are looked for, at most.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
@@ -57,7 +59,9 @@ struct Shared {
 struct State {
     spares: HashMap<WarmKey, Spare>,
     /// Spares being started: closed (the sender dropped) once each is ready or failed.
-    starting: HashMap<WarmKey, watch::Receiver<()>>,
+    starting: HashMap<WarmKey, (watch::Receiver<()>, Instant)>,
+    /// How long each key's last spare took to get ready.
+    took: HashMap<WarmKey, Duration>,
     learned: HashMap<LearnKey, Learned>,
     sweeping: bool,
 }
@@ -100,8 +104,10 @@ impl Warm {
         fresh.then_some(spare)
     }
 
-    /// The key's spare: one ready, or one already starting that gets ready within `wait` (it is
-    /// ahead of any start the run could make now).
+    /// The key's spare: one ready, or one already starting that is past half its expected
+    /// start (the key's last spare's), waited for within `wait`. A spare that only just began
+    /// is left to the next run: waiting for it would cost more than the run's own start
+    /// (calls back to back).
     pub(crate) async fn take_or_wait(
         &self,
         key: &WarmKey,
@@ -111,7 +117,15 @@ impl Warm {
         if let Some(spare) = self.take(key, scope_now) {
             return Some(spare);
         }
-        let mut starting = self.shared.lock().starting.get(key).cloned()?;
+        let mut starting = {
+            let state = self.shared.lock();
+            let (starting, since) = state.starting.get(key).cloned()?;
+            let expected = state.took.get(key).copied().unwrap_or_default();
+            if since.elapsed() * 2 < expected {
+                return None;
+            }
+            starting
+        };
         let _ = tokio::time::timeout(wait, starting.changed()).await;
         self.take(key, scope_now)
     }
@@ -152,7 +166,9 @@ impl Warm {
             if key.startup_runs_project_code() {
                 return;
             }
-            state.starting.insert(key.clone(), started.subscribe());
+            state
+                .starting
+                .insert(key.clone(), (started.subscribe(), Instant::now()));
             if !state.sweeping {
                 state.sweeping = true;
                 sweep_idle(Arc::downgrade(&self.shared), self.settings.idle);
@@ -195,6 +211,10 @@ impl Warm {
                 state.starting.remove(&key);
                 match made {
                     Some(spare) if !shared.shutdown.is_cancelled() => {
+                        if state.took.len() >= MAX_TIMINGS {
+                            state.took.clear();
+                        }
+                        state.took.insert(key.clone(), begun.elapsed());
                         tracing::debug!(
                             took_ms = begun.elapsed().as_millis() as u64,
                             rss_kib = resident_kib(&spare.child),
