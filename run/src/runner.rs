@@ -375,11 +375,7 @@ impl Runner {
         live.mark_started();
 
         // The slot is dropped after the process tree below: it goes back only once the run is dead.
-        let sandbox = self
-            .sandbox
-            .get()
-            .await
-            .map_err(RunError::SandboxUnavailable)?;
+        let sandbox = self.probed_sandbox().await?;
         #[cfg(target_os = "linux")]
         let key = self.warm.enabled().then(|| warm_key(&req));
         #[cfg(target_os = "linux")]
@@ -562,11 +558,7 @@ impl Runner {
             .then(|| WarmKey::resident(python, cwd, owner));
         #[cfg(not(target_os = "linux"))]
         let _ = owner;
-        let sandbox = self
-            .sandbox
-            .get()
-            .await
-            .map_err(RunError::SandboxUnavailable)?;
+        let sandbox = self.probed_sandbox().await?;
         #[cfg(target_os = "linux")]
         let scope_now = |scratch: &Path| {
             let place = Placement::in_project(cwd, scratch);
@@ -642,6 +634,14 @@ impl Runner {
         }
         .run()
         .await
+    }
+
+    /// The sandbox, once probed.
+    async fn probed_sandbox(&self) -> Result<Arc<Sandbox>, RunError> {
+        self.sandbox
+            .get()
+            .await
+            .map_err(RunError::SandboxUnavailable)
     }
 
     /// The slot a run takes: its spare's (with the spare's process), or a free one.
