@@ -152,6 +152,9 @@ enum RustName<'a> {
     Constant(&'a str),
     /// `router()`: a fn.
     Call(&'a str),
+    /// `run_call`, `keep_ended`: a module, fn or field. Only names with an underscore are
+    /// checked: one plain word (`run`, `reply`) is everywhere in the code and proves nothing.
+    Snake(&'a str),
 }
 
 fn is_ident(s: &str) -> bool {
@@ -193,6 +196,10 @@ fn classify(text: &str) -> Option<RustName<'_>> {
     {
         return Some(RustName::Constant(bare));
     }
+    let snake = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+    if first.is_ascii_lowercase() && bare.contains('_') && bare.chars().all(snake) {
+        return Some(RustName::Snake(bare));
+    }
     None
 }
 
@@ -201,7 +208,8 @@ fn classify(text: &str) -> Option<RustName<'_>> {
 /// `b` (a fn or constant of one of its `impl` blocks, a trait's item, an enum's variant), and so
 /// on down the path; a path that starts at another crate (`std::process::Command`, a name
 /// imported from one such as `AsyncFd`) holds when the code uses each of its later names. A bare
-/// `Type` or `CONSTANT` holds when the code defines or uses it; `f()` when some fn is called `f`.
+/// `Type`, `CONSTANT` or `snake_name` holds when the code defines or uses it; `f()` when some fn
+/// is called `f`.
 pub fn unknown_names(
     doc_name: &str,
     spans: &[Span],
@@ -224,6 +232,12 @@ pub fn unknown_names(
             RustName::Call(f) => {
                 (!code.fns.contains(f)).then(|| format!("no fn of the code is called `{f}`"))
             }
+            RustName::Snake(w) => (!code.words.contains(w)).then(|| {
+                format!(
+                    "the code never uses `{w}` (gone or renamed? if it is no Rust name, write it \
+                     without backticks)"
+                )
+            }),
         };
         if let Some(problem) = problem {
             problems.push(format!(
@@ -394,11 +408,12 @@ mod tests {
     #[test]
     fn bare_types_constants_and_calls_must_exist() {
         assert!(
-            check("`Sandbox` `PROTECTED_NAMES` `spawn()` `--flag` `run_python` `HEAD`").is_empty()
+            check("`Sandbox` `PROTECTED_NAMES` `spawn()` `--flag` `slot_granting` `HEAD` `x`")
+                .is_empty()
         );
         assert_eq!(
-            check("`Sandboxes` `PROTECTED_PATHS` `spawn_all()`").len(),
-            3
+            check("`Sandboxes` `PROTECTED_PATHS` `spawn_all()` `run_call`").len(),
+            4
         );
     }
 
