@@ -4,7 +4,8 @@
 //! dozen entries and the workspace few test binaries.
 //!
 //! It lives in the harness crate's unit tests, a binary `cargo test --workspace` builds and runs
-//! anyway (no feature needed, and it links only the harness), so the check adds no test binary.
+//! anyway (no feature needed; it links the harness and its dev-dependencies, not the server), so
+//! the check adds no test binary.
 //! Each rule is a pure function over text or cargo's metadata (`architecture`, `crates`, `rooms`),
 //! unit-tested there with planted false claims; the tests below feed them the real repository.
 
