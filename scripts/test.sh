@@ -85,21 +85,29 @@ check_layer_deps() {
     fi
 }
 
-# The MCP layer's rooms (server/src/mcp/: one per tool family) never import each other; what two
-# need lives in a shared module (reply, call, …); only the handler names them all. A room is named
-# in `use`/paths as `super::ROOM` or `crate::mcp::ROOM`.
+# The MCP layer's tool rooms (the entries of server/src/mcp/tools/, one per tool family) never
+# import each other; what two need lives in mcp/call/ or mcp/present/; nothing below the rooms names
+# one, only the handler composes them all. A room is named as `super::ROOM` or `tools::ROOM`.
 check_rooms() {
-    local rooms='run|background|inline|sessions|packages|tasks|resources|prompts|artifacts|backends'
-    local room file found=0
-    for file in server/src/mcp/*.rs server/src/mcp/*/*.rs; do
-        # The handler composes the rooms: it may name them all.
-        [[ $file == server/src/mcp/handler.rs || $file == server/src/mcp/mod.rs ]] && continue
-        room=$(basename "${file%.rs}")
-        [[ $room == mod ]] && room=$(basename "$(dirname "$file")")
-        # A room may name itself (its own submodules); any other room is an import sideways.
-        if grep -nE "(super|crate::mcp)::($rooms)\b" "$file" |
-            grep -vE "(super|crate::mcp)::$room\b"; then
-            echo "$file imports another tool room (above): move what both need to a shared module"
+    # The rooms are the entries of server/src/mcp/tools/, whatever their names.
+    local rooms room file found=0
+    rooms=$(find server/src/mcp/tools -mindepth 1 -maxdepth 1 ! -name mod.rs -printf '%f\n' |
+        sed 's/\.rs$//' | paste -sd '|')
+    for file in $(find server/src/mcp -name '*.rs' | sort); do
+        # The handler composes the rooms, `tools/mod.rs` declares them: they may name them all.
+        [[ $file == server/src/mcp/protocol/handler.rs || $file == server/src/mcp/tools/mod.rs ]] && continue
+        if [[ $file == server/src/mcp/tools/* ]]; then
+            # A room may name itself (its own submodules); any other room is an import sideways.
+            room=${file#server/src/mcp/tools/}
+            room=${room%%/*}
+            room=${room%.rs}
+            if grep -nE "(super|tools)::($rooms)\b" "$file" | grep -vE "(super|tools)::$room\b"; then
+                echo "$file imports another tool room (above): move what both need to call/ or present/"
+                found=1
+            fi
+        elif grep -nE "mcp::tools\b" "$file"; then
+            # Below the rooms (call/, present/, protocol/): nothing imports a room back.
+            echo "$file imports a tool room (above): only the handler composes them"
             found=1
         fi
     done
@@ -108,7 +116,7 @@ check_rooms() {
         echo "server/src/app imports the MCP layer (above): keep MCP state in mcp::McpState"
         found=1
     fi
-    ((found == 0)) && echo "no tool room of server/src/mcp imports another; app imports nothing of mcp"
+    ((found == 0)) && echo "no tool room of server/src/mcp/tools imports another; app imports nothing of mcp"
 }
 
 # The server's root keeps a dozen entries at most: each says what its room is (ARCHITECTURE.md).
