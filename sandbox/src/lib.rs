@@ -47,12 +47,10 @@ use std::path::{Path, PathBuf};
 mod linux;
 #[cfg(target_os = "linux")]
 use linux::ChildSteps;
-pub mod helpers;
 pub mod os;
 #[cfg(all(unix, not(target_os = "linux")))]
 mod other_unix;
 mod protected;
-mod python;
 #[cfg(target_os = "linux")]
 pub mod spawn;
 #[cfg(unix)]
@@ -61,7 +59,6 @@ mod unix_limits;
 mod windows;
 
 pub use protected::RunScope;
-pub use python::{python_facts, python_read_paths, resolve_python, PythonError, PythonFacts};
 #[cfg(windows)]
 pub use windows::RunJob;
 
@@ -240,7 +237,8 @@ pub const RUN_PYCACHE_DIR: &str = "/pycache";
 pub const RUN_SUPPORT_DIR: &str = "/pyrun";
 
 /// What a run may touch. System directories Python needs (`/usr`, `/lib*`, `/etc/ld.so.cache`, a few
-/// devices) are added by the sandbox itself; see [`python_read_paths`] for the interpreter's own.
+/// devices) are added by the sandbox itself; the interpreter's own trees are the caller's to add
+/// (the run layer asks the interpreter which it reads).
 #[derive(Clone, Debug)]
 pub struct SandboxPolicy {
     pub mode: SandboxMode,
@@ -344,6 +342,8 @@ pub enum SandboxError {
          ABI 4, Linux 6.7, is needed)"
     )]
     PortRulesUnavailable { abi: i64 },
+    /// The caller could not learn the trees an interpreter reads (the run layer asks it), so
+    /// no policy could be made for it.
     #[error("cannot ask the interpreter {python} for its paths: {reason}")]
     PythonPaths { python: PathBuf, reason: String },
     #[cfg(target_os = "linux")]
