@@ -223,7 +223,7 @@ pub fn room_problems(files: &[ServerFile]) -> Vec<String> {
                 named.line,
                 named.written,
                 if folders { "the protocol layer (mcp/protocol/) and mcp/tools/mod.rs" } else { "mcp/handler.rs and mcp/mod.rs" },
-                if folders { "to present/ or protocol/" } else { "to a shared module" },
+                if folders { "to call/, present/ or protocol/" } else { "to a shared module" },
             ));
         }
     }
@@ -290,7 +290,7 @@ mod tests {
     fn a_sideways_import_between_rooms_is_named() {
         assert_eq!(
             folders(file("mcp/tools/inline.rs", "fn f() {}\nuse super::sessions::start;")),
-            ["server/src/mcp/tools/inline.rs:2: the room `inline` names the room `sessions` (`super::sessions::start`): tool rooms are named only by the protocol layer (mcp/protocol/) and mcp/tools/mod.rs; move what both need to present/ or protocol/"]
+            ["server/src/mcp/tools/inline.rs:2: the room `inline` names the room `sessions` (`super::sessions::start`): tool rooms are named only by the protocol layer (mcp/protocol/) and mcp/tools/mod.rs; move what both need to call/, present/ or protocol/"]
         );
         assert_eq!(
             folders(file(
