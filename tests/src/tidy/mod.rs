@@ -312,7 +312,7 @@ fn no_tool_room_names_another() {
             })
         })
         .collect();
-    let (rooms_module, found) = rooms::rooms(&server);
+    let found = rooms::rooms(&server);
     assert!(
         found.len() >= 5,
         "only {} tool rooms found: {found:?}",
@@ -330,11 +330,8 @@ fn no_tool_room_names_another() {
     };
     let mut planted = server;
     planted.push(rooms::ServerFile {
-        path: format!("{}/{first}/planted.rs", rooms_module.join("/")),
-        text: format!(
-            "use crate::{}::{second}::Anything;",
-            rooms_module.join("::")
-        ),
+        path: format!("mcp/tools/{first}/planted.rs"),
+        text: format!("use crate::mcp::tools::{second}::Anything;"),
     });
     let problems = rooms::room_problems(&planted);
     assert_eq!(problems.len(), 1, "{problems:#?}");
