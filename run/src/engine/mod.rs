@@ -480,7 +480,7 @@ impl Engine {
                 "runs still ending after {CLOSE_GRACE:?}; stopping anyway"
             );
         }
-        let helpers = tokio::task::spawn_blocking(|| pyrun_sandbox::helpers::close(HELPERS_GRACE));
+        let helpers = tokio::task::spawn_blocking(|| crate::helpers::close(HELPERS_GRACE));
         if let Ok(killed @ 1..) = helpers.await {
             tracing::debug!(killed, "helper processes killed at shutdown");
         }
