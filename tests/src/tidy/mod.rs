@@ -4,7 +4,8 @@
 //! dozen entries and the workspace few test binaries.
 //!
 //! It lives in the harness crate's unit tests, a binary `cargo test --workspace` builds and runs
-//! anyway (no feature needed, and it links only the harness), so the check adds no test binary.
+//! anyway (no feature needed; it links the harness and its dev-dependencies, not the server), so
+//! the check adds no test binary.
 //! Each rule is a pure function over text or cargo's metadata (`architecture`, `crates`, `rooms`),
 //! unit-tested there with planted false claims; the tests below feed them the real repository.
 
@@ -187,19 +188,7 @@ fn assert_none(what: &str, problems: &[String]) {
 
 #[test]
 fn architecture_md_names_only_paths_that_exist() {
-    let root = workspace_root();
-    let (files, dirs) = walk(&root);
-    let top_level = dirs
-        .iter()
-        .chain(&files)
-        .filter(|p| !p.contains('/'))
-        .cloned()
-        .collect();
-    let repo = architecture::RepoTree {
-        top_level,
-        files,
-        dirs,
-    };
+    let repo = repo_tree();
     let spans = architecture::code_spans(&architecture_md());
     let (named, problems) = architecture::missing_paths("ARCHITECTURE.md", &spans, &repo);
     assert_none("ARCHITECTURE.md names paths that do not exist", &problems);
@@ -218,9 +207,42 @@ fn architecture_md_names_only_paths_that_exist() {
     assert_eq!(problems.len(), 2, "{problems:#?}");
 }
 
+/// The repository as the path checks see it.
+fn repo_tree() -> architecture::RepoTree {
+    let (files, dirs) = walk(&workspace_root());
+    let top_level = dirs
+        .iter()
+        .chain(&files)
+        .filter(|p| !p.contains('/'))
+        .cloned()
+        .collect();
+    architecture::RepoTree {
+        top_level,
+        files,
+        dirs,
+    }
+}
+
 #[test]
 fn architecture_md_names_only_rust_names_the_code_has() {
-    let code = CodeIndex::build(rust_files());
+    let mut code = CodeIndex::build(rust_files());
+    // The manifests' names count as the code's too (a test target named in the text).
+    for package in metadata()["packages"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let targets = package["targets"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        code.words.extend(
+            targets
+                .iter()
+                .filter_map(|t| t["name"].as_str())
+                .map(str::to_owned),
+        );
+    }
     let externals = external_crates();
     let spans = architecture::code_spans(&architecture_md());
     let (named, problems) =
@@ -235,10 +257,20 @@ fn architecture_md_names_only_rust_names_the_code_has() {
     );
 
     // The same document with false claims planted fails, naming each.
-    let planted = "`Sandbox::slot_writing` `pyrun_run::background::RemoteRuns` `SandboxProbes`";
+    let planted =
+        "`Sandbox::slot_writing` `pyrun_run::background::RemoteRuns` `SandboxProbes` `run_callz`";
     let spans = architecture::code_spans(&format!("{}\n{planted}", architecture_md()));
     let (_, problems) = architecture::unknown_names("ARCHITECTURE.md", &spans, &code, &externals);
-    assert_eq!(problems.len(), 3, "{problems:#?}");
+    assert_eq!(problems.len(), 4, "{problems:#?}");
+
+    // A name said to be of (or in) a file or folder is defined there.
+    let spans = architecture::code_spans(&architecture_md());
+    let repo = repo_tree();
+    let problems = architecture::misplaced_names("ARCHITECTURE.md", &spans, &code, &repo);
+    assert_none("ARCHITECTURE.md places names where they are not", &problems);
+    let planted = architecture::code_spans("`Runner::run` of `run/src/launch.rs`");
+    let problems = architecture::misplaced_names("ARCHITECTURE.md", &planted, &code, &repo);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
 }
 
 #[test]
@@ -280,7 +312,7 @@ fn no_tool_room_names_another() {
             })
         })
         .collect();
-    let (rooms_module, found) = rooms::rooms(&server);
+    let found = rooms::rooms(&server);
     assert!(
         found.len() >= 5,
         "only {} tool rooms found: {found:?}",
@@ -298,11 +330,8 @@ fn no_tool_room_names_another() {
     };
     let mut planted = server;
     planted.push(rooms::ServerFile {
-        path: format!("{}/{first}/planted.rs", rooms_module.join("/")),
-        text: format!(
-            "use crate::{}::{second}::Anything;",
-            rooms_module.join("::")
-        ),
+        path: format!("mcp/tools/{first}/planted.rs"),
+        text: format!("use crate::mcp::tools::{second}::Anything;"),
     });
     let problems = rooms::room_problems(&planted);
     assert_eq!(problems.len(), 1, "{problems:#?}");
