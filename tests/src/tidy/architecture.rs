@@ -1,6 +1,7 @@
 //! ARCHITECTURE.md against the repository: every path it names in backticks exists, and every
 //! Rust name it names in backticks (`Type`, `Type::method`, `module::function`, `CONSTANT`) is
-//! one the code defines — or, for a name of another crate, one the code uses.
+//! one the code defines — or, for a name of another crate, one the code uses; and a name it places
+//! in a file ("`X` of `path`", a code map entry's lead "`path` — `X`") is defined there.
 
 use std::collections::BTreeSet;
 
