@@ -23,7 +23,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::artifacts::{self, ArtifactStore};
-use crate::background::{BackgroundRequest, BackgroundRuns, RunRecord, StartError, LOCAL_BACKEND};
+use crate::background::{
+    BackgroundRequest, BackgroundRuns, RunKind, RunRecord, StartError, LOCAL_BACKEND,
+};
 use crate::bytecode_cache::BytecodeCache;
 use crate::caller::Caller;
 use crate::install::Installs;
@@ -37,7 +39,7 @@ use crate::sandbox_probe::SandboxProbe;
 use crate::session::Sessions;
 use crate::state_dir;
 use backend::{Backends, JobSpec, PrepareError, RemoteBackend};
-use placement::{Placement, RunMode};
+use placement::{Placement, Registration, RunMode};
 use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode};
 pub use settings::EngineSettings;
 
@@ -97,7 +99,7 @@ pub struct FileRun {
     pub backend: Option<Arc<dyn RemoteBackend>>,
 }
 
-/// Where [`Engine::start`] put a run.
+/// Where [`Engine::start_call`] put a run.
 #[derive(Debug)]
 pub enum Started {
     /// Not started: the call runs it itself ([`Engine::run_in_call`]).
@@ -240,68 +242,77 @@ impl Engine {
 
     // --- file runs ---
 
-    /// The caller's file run, placed as `mode` asks ([`placement::place`]): registered in the
-    /// background (locally, or packed and sent to its remote backend), or left to the call.
-    pub async fn start(
-        &self,
-        owner: &Caller,
-        run: &FileRun,
-        mode: RunMode,
-    ) -> Result<Started, StartRefused> {
-        let Placement::Registry {
-            kind,
-            pool,
-            listed,
-            hand_over_after,
-            or_in_call,
-        } = placement::place(mode, run.backend.is_some(), self.detach_after)
+    /// A file run the call waits for (`run_python`), placed by [`placement::place_call`]:
+    /// left to the call ([`Self::run_in_call`]), or registered in the background (locally, or
+    /// packed and sent to its remote backend) for the call to follow until it hands it over.
+    pub async fn start_call(&self, owner: &Caller, run: &FileRun) -> Result<Started, StartRefused> {
+        let Placement::Registry(place) =
+            placement::place_call(run.backend.is_some(), self.detach_after)
         else {
             return Ok(Started::InCall);
         };
+        match self.register(owner, run, place).await {
+            Ok(record) => Ok(Started::Registered {
+                record,
+                hand_over_after: place.hand_over_after,
+            }),
+            // With no room, a run the call waits for goes on as a plain call.
+            Err(StartRefused::Full(_)) if place.or_in_call => Ok(Started::InCall),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A file run that goes on in the background (`start_python`, `kind` background, or a
+    /// task), listed at once; locally, or packed and sent to its remote backend.
+    pub async fn start_background(
+        &self,
+        owner: &Caller,
+        run: &FileRun,
+        kind: RunKind,
+    ) -> Result<Arc<RunRecord>, StartRefused> {
+        self.register(owner, run, placement::place_background(kind))
+            .await
+    }
+
+    /// Starts `run` in the registry as `place` says.
+    async fn register(
+        &self,
+        owner: &Caller,
+        run: &FileRun,
+        place: Registration,
+    ) -> Result<Arc<RunRecord>, StartRefused> {
         let key = owner.key();
         let request = BackgroundRequest {
             script: run.script.clone(),
             args: run.args.clone(),
             stdin: run.stdin.clone(),
             timeout: run.timeout,
-            pool,
+            pool: place.pool,
             python: run.python.clone(),
         };
-        let record = match &run.backend {
-            Some(backend) => {
-                // Asked before packing: a caller at its quota costs no snapshot.
-                self.runs.has_room(&key)?;
-                let spec = JobSpec {
-                    args: &run.args,
-                    stdin: run.stdin.as_deref(),
-                    timeout: run.timeout,
-                    max_output: self.runner.max_output(),
-                };
-                let job = backend.prepare(&run.script, spec).await?;
-                // Its pool and interpreter are the remote side's business.
-                let request = BackgroundRequest {
-                    python: None,
-                    pool: crate::runner::Pool::Background,
-                    ..request
-                };
-                let name = backend.name();
-                let record = self
-                    .runs
-                    .start_remote(&key, kind, &request, listed, name, job)?;
-                tracing::info!(%owner, run_id = %record.id, script = %record.file_name, backend = name, "remote run started");
-                record
-            }
-            None => match self.runs.start(&key, kind, request, listed) {
-                Ok(record) => record,
-                // With no room, a run the call waits for goes on as a plain call.
-                Err(_) if or_in_call => return Ok(Started::InCall),
-                Err(e) => return Err(e.into()),
-            },
+        let Some(backend) = &run.backend else {
+            return Ok(self.runs.start(&key, place.kind, request, place.listed)?);
         };
-        Ok(Started::Registered {
-            record,
-            hand_over_after,
-        })
+        // Asked before packing: a caller at its quota costs no snapshot.
+        self.runs.has_room(&key)?;
+        let spec = JobSpec {
+            args: &run.args,
+            stdin: run.stdin.as_deref(),
+            timeout: run.timeout,
+            max_output: self.runner.max_output(),
+        };
+        let job = backend.prepare(&run.script, spec).await?;
+        // Its pool and interpreter are the remote side's business.
+        let request = BackgroundRequest {
+            python: None,
+            ..request
+        };
+        let name = backend.name();
+        let record = self
+            .runs
+            .start_remote(&key, place.kind, &request, place.listed, name, job)?;
+        tracing::info!(%owner, run_id = %record.id, script = %record.file_name, backend = name, "remote run started");
+        Ok(record)
     }
 
     /// A run the call waits for, made ready: a capture, and a new run id under which the files

@@ -7,7 +7,7 @@ use super::backend::{BackendFuture, BackendHealth};
 use super::placement::RunMode;
 use super::settings::tests::settings;
 use super::*;
-use crate::background::RemoteRun;
+use crate::background::{RemoteRun, RunKind};
 
 /// A remote backend that counts the jobs it was asked to pack and packs none.
 #[derive(Debug, Default)]
@@ -76,7 +76,7 @@ async fn a_run_the_call_waits_for_stays_in_the_call_without_detach_after() {
     let f = engine(|_| {});
     let started = f
         .engine
-        .start(&Caller::Local, &file_run(&f.script, None), RunMode::Call)
+        .start_call(&Caller::Local, &file_run(&f.script, None))
         .await
         .unwrap();
     assert!(matches!(started, Started::InCall), "{started:?}");
@@ -90,11 +90,11 @@ async fn a_detachable_run_without_room_goes_on_in_the_call_but_a_background_run_
         s.background.max_per_caller = 0;
     });
     let run = file_run(&f.script, None);
-    let started = f.engine.start(&Caller::Local, &run, RunMode::Call).await;
+    let started = f.engine.start_call(&Caller::Local, &run).await;
     assert!(matches!(started, Ok(Started::InCall)), "{started:?}");
     let refused = f
         .engine
-        .start(&Caller::Local, &run, RunMode::Background)
+        .start_background(&Caller::Local, &run, RunKind::Background)
         .await
         .unwrap_err();
     assert!(
@@ -111,10 +111,12 @@ async fn a_remote_run_at_the_callers_quota_is_refused_before_its_project_is_pack
     let backend = Arc::new(Counting::default());
     let f = engine(|s| s.background.max_per_caller = 0);
     let run = file_run(&f.script, Some(backend.clone()));
-    for mode in [RunMode::Call, RunMode::Background, RunMode::Task] {
+    let refused = f.engine.start_call(&Caller::Local, &run).await.unwrap_err();
+    assert!(matches!(refused, StartRefused::Full(_)), "{refused:?}");
+    for kind in [RunKind::Background, RunKind::Task] {
         let refused = f
             .engine
-            .start(&Caller::Local, &run, mode)
+            .start_background(&Caller::Local, &run, kind)
             .await
             .unwrap_err();
         assert!(matches!(refused, StartRefused::Full(_)), "{refused:?}");
@@ -130,7 +132,7 @@ async fn a_remote_run_whose_job_cannot_be_made_is_refused_and_not_registered() {
     let run = file_run(&f.script, chosen);
     let refused = f
         .engine
-        .start(&Caller::Local, &run, RunMode::Background)
+        .start_background(&Caller::Local, &run, RunKind::Task)
         .await
         .unwrap_err();
     assert!(

@@ -2,7 +2,7 @@
 //! the prologue of a file run (the script proven, the time limit checked, its environment found),
 //! the Python environment of a folder, and the host's folders cut from what a client reads.
 
-pub(super) mod remote_run;
+pub(super) mod start_run;
 pub(super) mod waited_run;
 
 use std::future::Future;
@@ -20,8 +20,10 @@ use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
 use crate::mcp::present::reply::{effective_timeout, python_info_of, PythonInfo, NOTIFY_TIMEOUT};
 use crate::mcp::protocol::handler::PyRunServer;
+use pyrun_run::engine::placement::RunMode;
+use pyrun_run::engine::Engine;
 use pyrun_run::paths::{ProjectDir, ProjectPath};
-use pyrun_run::python_env::{EnvError, PythonEnv};
+use pyrun_run::python_env::PythonEnv;
 
 /// How often a run that the caller follows with a progress token reports that it is still going.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -118,16 +120,21 @@ pub async fn with_progress<F: Future, P: Into<Progress>>(
 }
 
 impl PyRunServer {
+    /// The run layer's front door.
+    pub(super) fn engine(&self) -> &Engine {
+        &self.app.engine
+    }
+
     /// The prologue of every file run: the argument count and the script noted for the audit
-    /// log, the script proven, the time limit checked against `limit`, its environment found.
+    /// log, the script proven, the time limit checked against `mode`'s, its environment found.
     pub(super) async fn script_call(
         &self,
         args: &RunPythonArgs,
-        limit: Duration,
+        mode: RunMode,
         notes: &CallNotes,
     ) -> Result<ScriptCall, ClientMessage> {
         notes.note(|n| n.arg_count = Some(args.args.len()));
-        let script = match self.app.root.resolve_script(&args.file_name) {
+        let script = match self.engine().root().resolve_script(&args.file_name) {
             Ok(script) => script,
             Err(e) => {
                 notes.asked_file(&args.file_name);
@@ -135,6 +142,7 @@ impl PyRunServer {
             }
         };
         notes.note(|n| n.file_name = Some(script.relative().to_owned()));
+        let limit = self.engine().time_limit(mode);
         let timeout = effective_timeout(args.limit.timeout_seconds, limit)?;
         let python = self.run_env(script.directory()).await?;
         Ok(ScriptCall {
@@ -151,7 +159,7 @@ impl PyRunServer {
         given: Option<&str>,
     ) -> Result<Option<ProjectDir>, ClientMessage> {
         match given {
-            Some(project) => match self.app.root.resolve_project(Some(project)) {
+            Some(project) => match self.engine().root().resolve_project(Some(project)) {
                 Ok(dir) => Ok(Some(dir)),
                 Err(e) => Err(e.into()),
             },
@@ -164,57 +172,39 @@ impl PyRunServer {
     /// view, runs see their scratch at its host path too: it is cut to the slot's name
     /// (`slot-3/_pyrun_inline.py`).
     pub(super) fn without_host_folder(&self, text: &str) -> String {
-        self.app.without_host_folder(text)
+        self.engine().without_host_folder(text)
     }
 
     /// The environment a run in `dir` uses (its nearest checked venv, or the server's
     /// interpreter), or why it is refused.
     pub(super) async fn python_env(&self, dir: &Path) -> Result<Arc<PythonEnv>, ClientMessage> {
-        self.find_env(dir).await.map_err(ClientMessage::from)
+        self.engine()
+            .python_env(dir)
+            .await
+            .map_err(ClientMessage::from)
     }
 
-    /// [`Self::python_env`] for a run: `None` (the runner's own interpreter) when the
-    /// interpreter could not be asked what it is, so that the run is refused as before, by the
-    /// sandbox's probe that asks it too (or, with the sandbox off, fails as that interpreter does).
+    /// The engine's `run_env`: `None` is the runner's own interpreter.
     pub(super) async fn run_env(
         &self,
         dir: &Path,
     ) -> Result<Option<Arc<PythonEnv>>, ClientMessage> {
-        match self.find_env(dir).await {
-            Ok(env) => Ok(Some(env)),
-            Err(EnvError::Interpreter(e)) => {
-                tracing::warn!(error = %e, "the interpreter could not be asked what it is");
-                Ok(None)
-            }
-            Err(e) => Err(e.into()),
-        }
+        self.engine()
+            .run_env(dir)
+            .await
+            .map_err(ClientMessage::from)
     }
 
-    /// [`Self::run_env`] of code that runs in `project`, or with none in its scratch: then the
-    /// projects folder's own environment.
+    /// The engine's `project_env`: the environment of code that runs in `project` (or in its
+    /// scratch, then the projects folder's).
     pub(super) async fn project_env(
         &self,
         project: Option<&ProjectDir>,
     ) -> Result<Option<Arc<PythonEnv>>, ClientMessage> {
-        let dir = project.map_or(self.app.root.path(), |dir| dir.absolute());
-        self.run_env(dir).await
-    }
-
-    /// `PythonEnvs::for_dir`: a few `stat`s, done in place once the interpreters have been asked
-    /// what they are; the first time, on a blocking thread (that asks them).
-    async fn find_env(&self, dir: &Path) -> Result<Arc<PythonEnv>, EnvError> {
-        let envs = &self.app.python_envs;
-        if envs.interpreters().asked() {
-            return envs.for_dir(dir);
-        }
-        let (envs, dir) = (envs.clone(), dir.to_path_buf());
-        tokio::task::spawn_blocking(move || envs.for_dir(&dir))
+        self.engine()
+            .project_env(project)
             .await
-            .unwrap_or_else(|_| {
-                Err(EnvError::Interpreter(Arc::new(
-                    pyrun_sandbox::SandboxError::ProbeLost,
-                )))
-            })
+            .map_err(ClientMessage::from)
     }
 
     /// What a result says of the interpreter: `env`'s, else the server's own (a run whose
@@ -222,7 +212,7 @@ impl PyRunServer {
     pub(super) fn python_info(&self, env: Option<&PythonEnv>) -> PythonInfo {
         match env {
             Some(env) => python_info_of(env),
-            None => match self.app.python_envs.default_env() {
+            None => match self.engine().python_envs().default_env() {
                 Ok(env) => python_info_of(&env),
                 Err(_) => PythonInfo {
                     version: String::new(),

@@ -14,21 +14,17 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::client_message::ClientMessage;
-use crate::mcp::call::{call_notes, RunPythonArgs, ScriptCall};
+use crate::mcp::call::{call_notes, RunPythonArgs};
 use crate::mcp::present::artifact_blocks::{self, Presented};
 use crate::mcp::present::reply::{
-    fmt_secs, listing, millis, refusal, rfc3339, runs_full, structured, truncation_note, PAGE_BYTES,
+    fmt_secs, listing, millis, refusal, rfc3339, structured, truncation_note, PAGE_BYTES,
 };
 use crate::mcp::present::run_hint;
 use crate::mcp::protocol::apps::run_viewer_tool_meta;
 use crate::mcp::protocol::handler::PyRunServer;
-use pyrun_run::artifacts::is_run_id;
-use pyrun_run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord, LOCAL_BACKEND};
-use pyrun_run::caller::Caller;
+use pyrun_run::background::{RunEnd, RunKind, RunRecord, LOCAL_BACKEND};
+use pyrun_run::engine::placement::RunMode;
 use pyrun_run::live_output::Stream;
-use pyrun_run::paths::ProjectPath;
-use pyrun_run::python_env::PythonEnv;
-use pyrun_run::runner::Pool;
 /// The longest `get_run` waits for news.
 const MAX_WAIT_SECS: f64 = 30.0;
 /// How long `cancel_run` waits for the killed run to be reaped before it answers.
@@ -76,38 +72,22 @@ impl PyRunServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let notes = call_notes(&ctx);
-        let ScriptCall {
-            script,
-            timeout,
-            python,
-        } = match self
-            .script_call(&args, self.app.runs.settings().timeout, &notes)
-            .await
-        {
+        let call = match self.script_call(&args, RunMode::Background, &notes).await {
             Ok(call) => call,
             Err(message) => return Ok(refusal(message)),
         };
         let owner = self.caller(&ctx);
         let asked_timeout = args.limit.timeout_seconds;
-        let remote = match self.remote_backend(&args) {
-            Ok(remote) => remote,
+        let run = match self.file_run(&call, &args) {
+            Ok(run) => run,
             Err(message) => return Ok(refusal(message)),
         };
-        let record = match remote {
-            Some(runpod) => {
-                let kind = RunKind::Background;
-                let started = self
-                    .start_remote(&runpod, &owner, &script, &args, timeout, kind, true)
-                    .await;
-                match started {
-                    Ok(record) => record,
-                    Err(message) => return Ok(refusal(message)),
-                }
-            }
-            None => match self.start_local(&owner, script, args, timeout, python) {
-                Ok(record) => record,
-                Err(message) => return Ok(refusal(message)),
-            },
+        let started = self
+            .engine()
+            .start_background(&owner, &run, RunKind::Background);
+        let record = match started.await {
+            Ok(record) => record,
+            Err(refused) => return Ok(refusal(self.start_refused(refused))),
         };
         tracing::info!(%owner, run_id = %record.id, script = %record.file_name, "background run started");
         let status = record.status();
@@ -120,7 +100,7 @@ impl PyRunServer {
         );
         let hint = run_hint::capped(
             asked_timeout,
-            self.app.runs.settings().timeout,
+            self.engine().time_limit(RunMode::Background),
             run_hint::BACKGROUND_TIMEOUT,
         );
         if let Some(hint) = &hint {
@@ -202,8 +182,8 @@ impl PyRunServer {
     ) -> Result<CallToolResult, ErrorData> {
         let owner = self.caller(&ctx);
         let runs: Vec<RunSummary> = self
-            .app
-            .runs
+            .engine()
+            .runs()
             .list(&owner.key())
             .iter()
             .map(|record| summary(record))
@@ -230,28 +210,6 @@ impl PyRunServer {
 }
 
 impl PyRunServer {
-    /// A `start_python` on this machine.
-    fn start_local(
-        &self,
-        owner: &Caller,
-        script: ProjectPath,
-        args: RunPythonArgs,
-        timeout: Duration,
-        python: Option<Arc<PythonEnv>>,
-    ) -> Result<Arc<RunRecord>, ClientMessage> {
-        let runs = &self.app.runs;
-        let request = BackgroundRequest {
-            script,
-            args: args.args,
-            stdin: args.stdin,
-            timeout,
-            pool: Pool::Background,
-            python,
-        };
-        runs.start(&owner.key(), RunKind::Background, request, true)
-            .map_err(|e| runs_full(e, runs.settings()))
-    }
-
     /// The caller's run with this id, or the one message for unknown, expired and foreign ids.
     fn find_run(
         &self,
@@ -259,14 +217,13 @@ impl PyRunServer {
         id: &str,
     ) -> Result<Arc<RunRecord>, ClientMessage> {
         let owner = self.caller(ctx);
-        let found = is_run_id(id)
-            .then(|| self.app.runs.get(&owner.key(), id))
-            .flatten();
-        found.ok_or_else(|| self.unknown_run(id))
+        self.engine()
+            .find_run(&owner.key(), id)
+            .ok_or_else(|| self.unknown_run(id))
     }
 
     fn unknown_run(&self, id: &str) -> ClientMessage {
-        let retention = self.app.runs.settings().retention;
+        let retention = self.engine().runs().settings().retention;
         ClientMessage::new("no run with id ")
             .given(id)
             .then(" (runs are kept for ")

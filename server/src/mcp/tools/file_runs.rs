@@ -13,7 +13,6 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::app::App;
 use crate::audit::CallNotes;
 use crate::client_message::push_escaped;
 use crate::mcp::call::waited_run::{report_value, RunReport};
@@ -22,10 +21,12 @@ use crate::mcp::present::reply::{fmt_secs, millis, refusal, structured, PAGE_BYT
 use crate::mcp::present::run_hint;
 use crate::mcp::protocol::apps::run_viewer_tool_meta;
 use crate::mcp::protocol::handler::PyRunServer;
-use pyrun_run::background::{BackgroundRequest, RunKind, RunRecord};
+use pyrun_run::background::{BackgroundRuns, RunRecord};
+use pyrun_run::engine::placement::RunMode;
+use pyrun_run::engine::Started;
 use pyrun_run::live_output::Stream;
 use pyrun_run::paths::ProjectPath;
-use pyrun_run::runner::{Pool, RunRequest};
+use pyrun_run::runner::RunRequest;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListFilesArgs {
@@ -58,70 +59,40 @@ impl PyRunServer {
     ) -> Result<CallToolResult, ErrorData> {
         // What the audit log learns of this call: names, counts and the outcome, never values.
         let notes = call_notes(&ctx);
-        let ScriptCall {
-            script,
-            timeout,
-            python,
-        } = match self
-            .script_call(&args, self.app.config.timeout, &notes)
-            .await
-        {
+        let call = match self.script_call(&args, RunMode::Call, &notes).await {
             Ok(call) => call,
             Err(message) => return Ok(refusal(message)),
         };
         let caller = self.caller(&ctx);
-        let remote = match self.remote_backend(&args) {
-            Ok(remote) => remote,
+        // In the call, or (a remote run, or with --detach-after) in the background registry,
+        // unlisted until it is handed over: the engine's choice.
+        let started = match self.file_run(&call, &args) {
+            Ok(run) => self.engine().start_call(&caller, &run).await,
             Err(message) => return Ok(refusal(message)),
         };
-        if let Some(runpod) = remote {
-            // A remote run is a background run the call waits for, handed over like a local
-            // one with --detach-after.
-            let kind = RunKind::Background;
-            let started = self
-                .start_remote(&runpod, &caller, &script, &args, timeout, kind, false)
-                .await;
-            let record = match started {
-                Ok(record) => record,
-                Err(message) => return Ok(refusal(message)),
-            };
-            let after = self
-                .app
-                .config
-                .background
-                .detach_after
-                .unwrap_or(Duration::MAX);
-            let result = self
-                .run_detachable(record, &script, after, timeout, &ctx, &notes)
-                .await;
-            return Ok(self.with_cap_note(result, &args));
-        }
-        if let Some(after) = self.app.config.background.detach_after {
-            let request = BackgroundRequest {
-                script: script.clone(),
-                args: args.args.clone(),
-                stdin: args.stdin.clone(),
-                timeout,
-                pool: Pool::Foreground,
-                python: python.clone(),
-            };
-            // When no background run can be kept, the run goes on as a plain call.
-            if let Ok(record) =
-                self.app
-                    .runs
-                    .start(&caller.key(), RunKind::Background, request, false)
-            {
-                let result = self
-                    .run_detachable(record, &script, after, timeout, &ctx, &notes)
-                    .await;
-                return Ok(self.with_cap_note(result, &args));
-            }
-        }
-        let request = RunRequest {
+        let ScriptCall {
+            script,
+            timeout,
             python,
-            ..RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout)
+        } = call;
+        let result = match started {
+            Err(refused) => return Ok(refusal(self.start_refused(refused))),
+            Ok(Started::Registered {
+                record,
+                hand_over_after,
+            }) => {
+                let after = hand_over_after.unwrap_or(Duration::MAX);
+                self.run_detachable(record, &script, after, timeout, &ctx, &notes)
+                    .await
+            }
+            Ok(Started::InCall) => {
+                let request = RunRequest {
+                    python,
+                    ..RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout)
+                };
+                self.run_in_call(request, &caller, &ctx, &notes).await
+            }
         };
-        let result = self.run_in_call(request, &caller, &ctx, &notes).await;
         Ok(self.with_cap_note(result, &args))
     }
 
@@ -135,15 +106,11 @@ impl PyRunServer {
         &self,
         Parameters(args): Parameters<ListFilesArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let root = &self.app.root;
-        let dir = match root.resolve_dir(args.directory.as_deref()) {
+        let dir = match self.engine().root().resolve_dir(args.directory.as_deref()) {
             Ok(dir) => dir,
             Err(e) => return Ok(refusal(e.into())),
         };
-        let app = self.app.clone();
-        let files = tokio::task::spawn_blocking(move || app.root.list_scripts(&dir))
-            .await
-            .unwrap_or_default();
+        let files = self.engine().list_scripts(dir).await;
         let text = if files.is_empty() {
             "(no Python files)".to_owned()
         } else {
@@ -166,7 +133,7 @@ impl PyRunServer {
     fn with_cap_note(&self, mut result: CallToolResult, args: &RunPythonArgs) -> CallToolResult {
         if let Some(note) = run_hint::capped(
             args.limit.timeout_seconds,
-            self.app.config.timeout,
+            self.engine().time_limit(RunMode::Call),
             run_hint::RUN_TIMEOUT,
         ) {
             run_hint::add(&mut result, &note);
@@ -187,7 +154,7 @@ impl PyRunServer {
         notes: &CallNotes,
     ) -> CallToolResult {
         let mut owned = OwnedRun {
-            app: &self.app,
+            runs: self.engine().runs(),
             record: &record,
             handed_over: false,
         };
@@ -211,7 +178,7 @@ impl PyRunServer {
         };
         if !ended {
             owned.handed_over = true;
-            self.app.runs.show(&record);
+            self.engine().runs().show(&record);
             return self.handed_over(&record, script, after);
         }
         if self.too_long_to_show(&record.live) {
@@ -268,11 +235,8 @@ impl PyRunServer {
             stderr_truncated: stderr.truncated,
             duration_ms: millis(record.duration()),
             sandbox: self
-                .app
-                .runner
-                .sandbox()
+                .engine()
                 .layers_now()
-                .unwrap_or_default()
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),
@@ -297,7 +261,7 @@ impl PyRunServer {
 /// A run started for a `run_python` call that may hand it over: killed and forgotten with the
 /// call unless it was handed over.
 struct OwnedRun<'a> {
-    app: &'a App,
+    runs: &'a BackgroundRuns,
     record: &'a RunRecord,
     handed_over: bool,
 }
@@ -306,7 +270,7 @@ impl Drop for OwnedRun<'_> {
     fn drop(&mut self) {
         if !self.handed_over {
             self.record.cancel();
-            self.app.runs.remove(&self.record.id);
+            self.runs.remove(&self.record.id);
         }
     }
 }

@@ -21,6 +21,7 @@ use crate::mcp::present::reply::{check_code, effective_timeout, refusal};
 use crate::mcp::present::run_hint;
 use crate::mcp::protocol::apps::run_viewer_tool_meta;
 use crate::mcp::protocol::handler::PyRunServer;
+use pyrun_run::engine::placement::RunMode;
 use pyrun_run::runner::{RunRequest, RunSource};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -73,7 +74,10 @@ impl PyRunServer {
             Ok(project) => project,
             Err(message) => return Ok(refusal(message)),
         };
-        let timeout = match effective_timeout(args.limit.timeout_seconds, self.app.config.timeout) {
+        let timeout = match effective_timeout(
+            args.limit.timeout_seconds,
+            self.engine().time_limit(RunMode::Call),
+        ) {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
@@ -93,7 +97,7 @@ impl PyRunServer {
         let mut result = self.run_in_call(request, &caller, &ctx, &notes).await;
         if let Some(note) = run_hint::capped(
             args.limit.timeout_seconds,
-            self.app.config.timeout,
+            self.engine().time_limit(RunMode::Call),
             run_hint::RUN_TIMEOUT,
         ) {
             run_hint::add(&mut result, &note);

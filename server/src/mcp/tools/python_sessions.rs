@@ -25,6 +25,7 @@ use crate::mcp::present::reply::{
     structured, truncation_note,
 };
 use crate::mcp::protocol::handler::PyRunServer;
+use pyrun_run::engine::placement::RunMode;
 use pyrun_run::session::{ExecError, ExecOutcome, Session, SessionError, INTERRUPT_GRACE};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -134,8 +135,8 @@ impl PyRunServer {
             Err(message) => return Ok(refusal(message)),
         };
         let started = self
-            .app
-            .sessions
+            .engine()
+            .sessions()
             .start(&caller.key(), project.as_ref(), shown, python.as_deref())
             .await;
         let session = match started {
@@ -182,7 +183,10 @@ impl PyRunServer {
         if let Err(message) = check_code(&args.code, self.app.config.inline.max_code_bytes) {
             return Ok(refusal(message));
         }
-        let timeout = match effective_timeout(args.timeout_seconds, self.app.config.timeout) {
+        let timeout = match effective_timeout(
+            args.timeout_seconds,
+            self.engine().time_limit(RunMode::Call),
+        ) {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
@@ -190,7 +194,7 @@ impl PyRunServer {
             Ok(session) => session,
             Err(message) => return Ok(refusal(message)),
         };
-        let sessions = &self.app.sessions;
+        let sessions = self.engine().sessions();
         match sessions.exec(&session, args.code, timeout, &ctx.ct).await {
             Ok(outcome) => {
                 notes.note(|n| n.timed_out = outcome.timed_out);
@@ -219,7 +223,10 @@ impl PyRunServer {
             Err(message) => return Ok(refusal(message)),
         };
         let owner = self.caller(&ctx);
-        self.app.sessions.stop(&owner.key(), &session.id).await;
+        self.engine()
+            .sessions()
+            .stop(&owner.key(), &session.id)
+            .await;
         let text = format!("Closed Python session {}.", session.id);
         let stopped = StartedSession {
             session_id: session.id.clone(),
@@ -241,8 +248,8 @@ impl PyRunServer {
     ) -> Result<CallToolResult, ErrorData> {
         let owner = self.caller(&ctx);
         let sessions: Vec<SessionSummary> = self
-            .app
-            .sessions
+            .engine()
+            .sessions()
             .list(&owner.key())
             .iter()
             .map(|session| summary(session))
@@ -271,8 +278,8 @@ impl PyRunServer {
         id: &str,
     ) -> Result<std::sync::Arc<Session>, ClientMessage> {
         let owner = self.caller(ctx);
-        self.app
-            .sessions
+        self.engine()
+            .sessions()
             .get(&owner.key(), id)
             .ok_or_else(|| self.unknown_session(id))
     }
@@ -281,7 +288,7 @@ impl PyRunServer {
         ClientMessage::new("no Python session with id ")
             .given(id)
             .then(" (sessions close after ")
-            .duration(self.app.sessions.settings().idle_timeout)
+            .duration(self.engine().sessions().settings().idle_timeout)
             .then(" unused, when their interpreter ends, and with a server restart)")
             .hint("start one with session_start; list_sessions shows yours")
     }

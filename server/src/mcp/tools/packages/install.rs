@@ -133,12 +133,12 @@ impl PyRunServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let notes = call_notes(&ctx);
-        let Some(installs) = self.app.installs.clone() else {
+        let Some(installs) = self.engine().installs().cloned() else {
             return Ok(refusal(ClientMessage::new(
                 "package installs are off on this server",
             )));
         };
-        let project = match self.app.root.resolve_project(Some(&args.project)) {
+        let project = match self.engine().root().resolve_project(Some(&args.project)) {
             Ok(dir) => dir,
             Err(e) => return Ok(refusal(e.into())),
         };
@@ -292,7 +292,7 @@ impl PyRunServer {
             "" | "." => given.to_owned(),
             dir => format!("{dir}/{given}"),
         };
-        let file = match self.app.root.resolve_file(&inside) {
+        let file = match self.engine().root().resolve_file(&inside) {
             Ok(file) => file,
             Err(PathError::NotFound(_)) => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -307,7 +307,7 @@ impl PyRunServer {
         if !in_project {
             return Err(ClientMessage::quoting(given).then(" is not a file of the project"));
         }
-        let root = self.app.root.clone();
+        let root = self.engine().root().clone();
         let read = tokio::task::spawn_blocking(move || root.read_file(&file, cap))
             .await
             .unwrap_or(Err(ReadError::Changed));

@@ -62,7 +62,11 @@ impl PyRunServer {
         &self,
         Parameters(args): Parameters<ListPackagesArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let project = match self.app.root.resolve_project(args.project.as_deref()) {
+        let project = match self
+            .engine()
+            .root()
+            .resolve_project(args.project.as_deref())
+        {
             Ok(dir) => dir,
             Err(e) => return Ok(refusal(e.into())),
         };
@@ -71,7 +75,7 @@ impl PyRunServer {
             Err(message) => return Ok(refusal(message)),
         };
         let python = python_info_of(&env);
-        let projects = self.app.root.path().to_path_buf();
+        let projects = self.engine().root().path().to_path_buf();
         let found = tokio::task::spawn_blocking(move || installed(&env.site_packages, &projects))
             .await
             .unwrap_or_default();
