@@ -95,6 +95,9 @@ use super::live_output::LiveOutput;
 use super::package_index::PackageIndex;
 use super::paths::ProjectDir;
 use super::requirement::Requirement;
+use super::supervise::Ending;
+#[cfg(target_os = "linux")]
+use super::supervise::{Limits, Process, Sink};
 use super::uv_lock::CheckedLock;
 use pyrun_sandbox::{python_read_paths, Grant, ResourceLimits, Sandbox, SandboxError, SandboxMode};
 
@@ -282,7 +285,7 @@ impl Installs {
             }
         };
         Ok(Self {
-            env: super::runner::scrubbed_env(std::env::vars_os(), &[]),
+            env: super::launch::scrubbed_env(std::env::vars_os(), &[]),
             permits: Semaphore::new(settings.max_concurrent.max(1)),
             settings,
             projects,
@@ -383,7 +386,7 @@ impl Installs {
             deadline,
             cancel,
         };
-        let ok = |ended: &Ended| matches!(ended, Ended::Exited(Some(0)));
+        let ok = |ended: &Ending| ended.exit_code() == Some(0);
 
         // 1. Fetch, with the network: only what the server made runs (uv, or a venv of the
         // install's own scratch that no run can reach), never the project's venv, which any run
@@ -392,7 +395,7 @@ impl Installs {
             .slot_granting(scratch.path(), &[Grant::writable(&cache)])
             .map_err(|e| InstallError::Sandbox(Arc::new(e)))?;
         let mut step = InstallStep::Fetch;
-        let mut ended = Ended::Exited(Some(0));
+        let mut ended = Ending::success();
         for command in self.fetch_commands(scratch.path(), &cache, &req.wanted)? {
             if ok(&ended) {
                 ended = steps.run(&online, &fetch_slot, &command).await?;
@@ -462,12 +465,9 @@ impl Installs {
         Ok(InstallOutcome {
             installer: self.installer(),
             step,
-            exit_code: match ended {
-                Ended::Exited(code) => code,
-                _ => None,
-            },
-            timed_out: matches!(ended, Ended::TimedOut),
-            cancelled: matches!(ended, Ended::Cancelled),
+            exit_code: ended.exit_code(),
+            timed_out: ended.timed_out(),
+            cancelled: ended.cancelled(),
             created_venv: created && step == InstallStep::Install,
             venv: relative,
             duration: started.elapsed(),
@@ -901,15 +901,6 @@ impl Command {
     }
 }
 
-/// How a step ended.
-#[derive(Debug, Clone, Copy)]
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-enum Ended {
-    Exited(Option<i32>),
-    TimedOut,
-    Cancelled,
-}
-
 /// What every step of one install shares.
 struct Steps<'a> {
     installs: &'a Installs,
@@ -928,9 +919,7 @@ impl Steps<'_> {
         sandbox: &Sandbox,
         slot: &pyrun_sandbox::SandboxSlot,
         cmd: &Command,
-    ) -> Result<Ended, InstallError> {
-        use super::live_output::Stream;
-        use super::runner::{read_live, ProcessTree, DRAIN_GRACE, REAP_GRACE};
+    ) -> Result<Ending, InstallError> {
         let spec = pyrun_sandbox::spawn::Spec {
             program: &cmd.program,
             argv0: None,
@@ -951,48 +940,19 @@ impl Steps<'_> {
                 }
                 other => InstallError::Sandbox(Arc::new(other)),
             })?;
-        let mut child =
-            super::child::AsyncChild::new(child).map_err(|source| InstallError::Spawn {
-                what: "the installer's pipes could not be registered",
-                source,
-            })?;
-        let tree = ProcessTree::of(child.id());
-        let stop = CancellationToken::new();
-        // Both pipes into one stream: the installer's lines in the order they came.
-        let out = tokio::spawn(read_live(
-            child.stdout.take(),
-            Arc::clone(self.live),
-            Stream::Stdout,
-            stop.clone(),
-        ));
-        let err = tokio::spawn(read_live(
-            child.stderr.take(),
-            Arc::clone(self.live),
-            Stream::Stdout,
-            stop.clone(),
-        ));
-        let ended = tokio::select! {
-            status = child.wait() => Ended::Exited(status.ok().and_then(|s| s.code())),
-            _ = tokio::time::sleep_until(self.deadline) => Ended::TimedOut,
-            _ = self.cancel.cancelled() => Ended::Cancelled,
-            _ = self.installs.shutdown.cancelled() => Ended::Cancelled,
+        let child = super::child::AsyncChild::new(child).map_err(|source| InstallError::Spawn {
+            what: "the installer's pipes could not be registered",
+            source,
+        })?;
+        let limits = Limits {
+            deadline: self.deadline,
+            cancel: self.cancel,
+            shutdown: &self.installs.shutdown,
         };
-        tree.kill();
-        if !matches!(ended, Ended::Exited(_)) {
-            let _ = child.start_kill();
-            let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
-        }
-        let grace = {
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(DRAIN_GRACE).await;
-                stop.cancel();
-            })
-        };
-        let _ = out.await;
-        let _ = err.await;
-        grace.abort();
-        Ok(ended)
+        let supervised = Process::new(child)
+            .supervise(Sink::Merged(self.live), limits)
+            .await;
+        Ok(supervised.ending)
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -1001,7 +961,7 @@ impl Steps<'_> {
         _sandbox: &Sandbox,
         _slot: &pyrun_sandbox::SandboxSlot,
         _cmd: &Command,
-    ) -> Result<Ended, InstallError> {
+    ) -> Result<Ending, InstallError> {
         let _ = (
             self.installs,
             self.scratch,

@@ -13,7 +13,7 @@
 //! backend, the session driver); `python_env` picks and checks the interpreter and virtual
 //! environment of a folder; `packages` reads what an environment has installed; `session` keeps
 //! persistent Python sessions; `launch` starts an interpreter (where, what, with which
-//! environment); `warm` keeps interpreters started ahead of their runs (Linux). The kernel side is the `pyrun_sandbox` crate, below this layer;
+//! environment); `supervise` waits on every child the layer starts and kills its tree; `warm` keeps interpreters started ahead of their runs (Linux). The kernel side is the `pyrun_sandbox` crate, below this layer;
 //! the words shared with clients (run status and kind) are `pyrun_api`'s.
 
 pub mod artifacts;
@@ -39,6 +39,7 @@ pub mod runner;
 pub mod sandbox_probe;
 pub mod session;
 pub mod slots;
+mod supervise;
 mod turns;
 pub mod uv_lock;
 #[cfg(target_os = "linux")]
