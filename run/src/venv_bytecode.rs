@@ -34,14 +34,14 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use pyrun_sandbox::{python_read_paths, Grant, ResourceLimits, Sandbox, SandboxMode};
+use pyrun_sandbox::{Grant, ResourceLimits, Sandbox, SandboxMode};
 
 use tokio_util::sync::CancellationToken;
 
 use super::bytecode_cache::Fnv;
 use super::child::AsyncChild;
 use super::live_output::{LiveOutput, Stream};
-use super::python_env::PythonEnv;
+use super::python_env::{python_read_paths, PythonEnv};
 use super::supervise::{Ending, Limits, Process, Sink};
 
 /// The stamp at the top of a venv's cache: the fingerprint, then the venv's host folder.

@@ -39,9 +39,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pyrun_sandbox::{python_read_paths, ResourceLimits, Sandbox, SandboxError, SandboxMode};
+use pyrun_sandbox::{ResourceLimits, Sandbox, SandboxError, SandboxMode};
 
 use super::{InstallError, InstallSettings, Installs};
+use crate::python_env::python_read_paths;
 
 /// Larger bounds than a run's: uv and pip resolve on threads and unpack large wheels.
 pub fn install_limits(timeout: Duration) -> ResourceLimits {

@@ -16,9 +16,11 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::protected::RunScope;
-use super::unix_limits::RlimitTable;
-use super::{Grant, SandboxError, SandboxMode, SandboxPolicy};
+use crate::error::SandboxError;
+use crate::policy::{Grant, SandboxMode, SandboxPolicy};
+use crate::policy::{RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR, RUN_SUPPORT_DIR};
+use crate::protected::RunScope;
+use crate::unix_limits::RlimitTable;
 use cgroup::{RunCgroups, SlotCgroups};
 use idmap::Idmaps;
 use landlock::FsRules;
@@ -447,12 +449,12 @@ impl LinuxSandbox {
         Some(template.shown.iter().any(|tree| path.starts_with(tree)))
     }
 
-    /// Where a run sees the host path `path`: under [`RUN_PROJECTS_DIR`](crate::RUN_PROJECTS_DIR)
+    /// Where a run sees the host path `path`: under [`RUN_PROJECTS_DIR`]
     /// when it lies in the projects folder and runs have a view; as it is otherwise.
     pub(super) fn view_path(&self, path: &Path) -> PathBuf {
         let projects = self.view.as_ref().and_then(|t| t.projects.as_deref());
         match projects.map(|projects| path.strip_prefix(projects)) {
-            Some(Ok(rel)) => Path::new(crate::RUN_PROJECTS_DIR).join(rel),
+            Some(Ok(rel)) => Path::new(RUN_PROJECTS_DIR).join(rel),
             _ => path.to_path_buf(),
         }
     }
@@ -475,10 +477,10 @@ fn hidden_by_view(policy: &SandboxPolicy) -> Vec<(&Path, &'static str)> {
         .filter(|tree| !bound.iter().flatten().any(|b| tree.starts_with(b)))
         .filter_map(|tree| {
             [
-                crate::RUN_SCRATCH_DIR,
-                crate::RUN_PROJECTS_DIR,
-                crate::RUN_PYCACHE_DIR,
-                crate::RUN_SUPPORT_DIR,
+                RUN_SCRATCH_DIR,
+                RUN_PROJECTS_DIR,
+                RUN_PYCACHE_DIR,
+                RUN_SUPPORT_DIR,
             ]
             .into_iter()
             .find(|dir| tree.starts_with(dir))

@@ -1,12 +1,14 @@
 //! The interpreter: found once ([`resolve_python`]), then asked once at start-up which trees it
 //! reads ([`python_read_paths`]: prefixes, stdlib, site-packages), or that with its version and
-//! its site-packages folders ([`python_facts`]), in one start.
+//! its site-packages folders ([`python_facts`]), in one start. What it reads goes into the
+//! sandbox's policy (`SandboxPolicy::read_paths`); the sandbox itself never starts it. Each
+//! question is a helper process ([`crate::helpers`]), killed if the server closes meanwhile.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::SandboxError;
+use pyrun_sandbox::SandboxError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PythonError {

@@ -83,8 +83,16 @@ impl Registry {
             let mut state = self.lock();
             state.starting -= 1;
             self.changed.notify_all();
-            let child = spawned?;
-            let handle = KillHandle::of(&child);
+            let mut child = spawned?;
+            let handle = match KillHandle::of(&child) {
+                Ok(handle) => handle,
+                Err(e) => {
+                    // Not killable by `close`: not run at all.
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(e);
+                }
+            };
             if state.closing {
                 handle.kill();
             }
@@ -154,27 +162,29 @@ fn read_both(child: &mut Child) -> io::Result<(Vec<u8>, Vec<u8>)> {
 
 /// What [`close`] keeps of each running helper: enough to kill it, valid while registered
 /// (Unix: the child is not reaped before it is unregistered, so its pid stays its own;
-/// Windows: its `Child` owns the process handle until after that).
-#[derive(Debug, Clone, Copy)]
+/// Windows: a process handle of the registry's own, so it names that process however long it
+/// is kept). The kill itself is the sandbox crate's (`pyrun_sandbox::os`), where the `unsafe`
+/// of the Windows call lives.
+#[derive(Debug)]
 struct KillHandle {
     #[cfg(unix)]
     pid: u32,
     #[cfg(windows)]
-    handle: usize,
+    process: std::os::windows::io::OwnedHandle,
 }
 
 impl KillHandle {
-    fn of(child: &Child) -> Self {
+    fn of(child: &Child) -> io::Result<Self> {
         #[cfg(unix)]
         let handle = Self { pid: child.id() };
         #[cfg(windows)]
         let handle = {
-            use std::os::windows::io::AsRawHandle;
+            use std::os::windows::io::AsHandle;
             Self {
-                handle: child.as_raw_handle() as usize,
+                process: child.as_handle().try_clone_to_owned()?,
             }
         };
-        handle
+        Ok(handle)
     }
 
     fn kill(&self) {
@@ -186,13 +196,9 @@ impl KillHandle {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
         #[cfg(windows)]
-        // SAFETY: the handle belongs to a `Child` that is alive while it is registered, and
-        // `kill` is only called on registered handles, under the registry's lock.
-        unsafe {
-            windows_sys::Win32::System::Threading::TerminateProcess(
-                self.handle as windows_sys::Win32::Foundation::HANDLE,
-                1,
-            );
+        {
+            use std::os::windows::io::AsHandle;
+            let _ = pyrun_sandbox::os::terminate_process(self.process.as_handle());
         }
     }
 }
@@ -222,11 +228,10 @@ fn wait_unreaped(child: &mut Child) -> io::Result<()> {
     child.wait().map(drop)
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 
-    #[cfg(unix)]
     #[test]
     fn close_kills_a_running_helper_waits_for_its_reaping_and_refuses_new_ones() {
         static HELPERS: Registry = Registry::new();
