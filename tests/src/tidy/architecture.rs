@@ -1,6 +1,7 @@
 //! ARCHITECTURE.md against the repository: every path it names in backticks exists, and every
 //! Rust name it names in backticks (`Type`, `Type::method`, `module::function`, `CONSTANT`) is
-//! one the code defines — or, for a name of another crate, one the code uses.
+//! one the code defines — or, for a name of another crate, one the code uses; and a name it places
+//! in a file ("`X` of `path`", a code map entry's lead "`path` — `X`") is defined there.
 
 use std::collections::BTreeSet;
 
@@ -11,6 +12,8 @@ use super::rust_source::CodeIndex;
 pub struct Span {
     pub line: usize,
     pub text: String,
+    /// The prose between the previous span and this one, spaces collapsed.
+    pub after_previous: String,
 }
 
 /// The inline code spans of a Markdown text, outside fenced code blocks. A span may run over a
@@ -31,7 +34,7 @@ pub fn code_spans(markdown: &str) -> Vec<Span> {
     }
     let chars: Vec<char> = prose.chars().collect();
     let mut spans = Vec::new();
-    let (mut i, mut line) = (0, 1);
+    let (mut i, mut line, mut previous_end) = (0, 1, 0);
     while i < chars.len() {
         if chars[i] == '\n' {
             line += 1;
@@ -63,8 +66,11 @@ pub fn code_spans(markdown: &str) -> Vec<Span> {
             Some(end) => {
                 let body: String = chars[body_start..end].iter().collect();
                 let lines_inside = body.matches('\n').count();
+                let between: String = chars[previous_end..i].iter().collect();
+                previous_end = end + run;
                 spans.push(Span {
                     line,
+                    after_previous: between.split_whitespace().collect::<Vec<_>>().join(" "),
                     text: body
                         .replace('\n', " ")
                         .split_whitespace()
@@ -100,45 +106,123 @@ pub fn missing_paths(doc_name: &str, spans: &[Span], repo: &RepoTree) -> (usize,
     let mut problems = Vec::new();
     for span in spans {
         let path = span.text.as_str();
-        if path.contains(char::is_whitespace)
-            || path.contains("://")
-            || path.starts_with('/')
-            || path.contains('*')
-            || path.contains('{')
-        {
-            continue;
-        }
-        let first = path.split('/').next().unwrap_or_default();
-        if path.contains('/') && repo.top_level.contains(first) {
-            named += 1;
-            let trimmed = path.trim_end_matches('/');
-            let exists = if path.ends_with('/') {
-                repo.dirs.contains(trimmed)
-            } else {
-                repo.files.contains(trimmed) || repo.dirs.contains(trimmed)
-            };
-            if !exists {
-                problems.push(format!(
-                    "{doc_name}:{}: names `{path}`, which does not exist",
-                    span.line
-                ));
+        match repo_path(path, repo) {
+            Some(RepoPath::Rooted) => {
+                named += 1;
+                let trimmed = path.trim_end_matches('/');
+                let exists = if path.ends_with('/') {
+                    repo.dirs.contains(trimmed)
+                } else {
+                    repo.files.contains(trimmed) || repo.dirs.contains(trimmed)
+                };
+                if !exists {
+                    problems.push(format!(
+                        "{doc_name}:{}: names `{path}`, which does not exist",
+                        span.line
+                    ));
+                }
             }
-        } else if CHECKED_RELATIVE.iter().any(|ext| path.ends_with(ext))
-            && path
-                .chars()
-                .all(|c| c.is_alphanumeric() || "_-./".contains(c))
-        {
-            named += 1;
-            let suffix = format!("/{path}");
-            if !repo.files.iter().any(|f| f.ends_with(&suffix) || f == path) {
-                problems.push(format!(
-                    "{doc_name}:{}: names `{path}`, but no file of the repository is (or ends in) that path",
-                    span.line
-                ));
+            Some(RepoPath::Relative) => {
+                named += 1;
+                if !repo.files.iter().any(|f| same_file(f, path)) {
+                    problems.push(format!(
+                        "{doc_name}:{}: names `{path}`, but no file of the repository is (or ends in) that path",
+                        span.line
+                    ));
+                }
             }
+            None => {}
         }
     }
     (named, problems)
+}
+
+/// How a span names a repository path, if it does.
+#[derive(Debug, PartialEq, Eq)]
+enum RepoPath {
+    /// From a top-level entry: `server/src/app/`, `.github/workflows/ci.yml`.
+    Rooted,
+    /// The end of a path: `transport/http.rs`, `runner.rs`.
+    Relative,
+}
+
+fn repo_path(path: &str, repo: &RepoTree) -> Option<RepoPath> {
+    let not_a_path = path.contains(char::is_whitespace)
+        || path.contains("://")
+        || path.starts_with('/')
+        || path.contains('*')
+        || path.contains('{');
+    let first = path.split('/').next().unwrap_or_default();
+    if not_a_path {
+        None
+    } else if path.contains('/') && repo.top_level.contains(first) {
+        Some(RepoPath::Rooted)
+    } else if CHECKED_RELATIVE.iter().any(|ext| path.ends_with(ext))
+        && path
+            .chars()
+            .all(|c| c.is_alphanumeric() || "_-./".contains(c))
+    {
+        Some(RepoPath::Relative)
+    } else {
+        None
+    }
+}
+
+/// Whether a file of the repository is the one a (relative or rooted) path names.
+fn same_file(file: &str, path: &str) -> bool {
+    file == path || file.ends_with(&format!("/{path}"))
+}
+
+/// Every name the document places in a file or folder that does not define it, as messages:
+/// "`PROTECTED_NAMES` of `sandbox/src/policy.rs`", "`run_alone` in `server/tests/util/mod.rs`",
+/// and a code map entry's lead, "`run/src/caller.rs` — `Caller`: …".
+pub fn misplaced_names(
+    doc_name: &str,
+    spans: &[Span],
+    code: &CodeIndex,
+    repo: &RepoTree,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for pair in spans.windows(2) {
+        let (first, second) = (&pair[0], &pair[1]);
+        let (name, place) = match second.after_previous.as_str() {
+            "of" | "in" => (first, second),
+            "—" => (second, first),
+            _ => continue,
+        };
+        if classify(&name.text).is_none() {
+            continue;
+        }
+        let Some(kind) = repo_path(&place.text, repo) else {
+            continue;
+        };
+        let last = name
+            .text
+            .trim_end_matches("()")
+            .rsplit("::")
+            .next()
+            .unwrap_or_default();
+        // A name the code does not define at all is the existence check's to report.
+        let Some(files) = code.defined_in.get(last) else {
+            continue;
+        };
+        let folder = place.text.trim_end_matches('/');
+        let inside = |f: &&String| match kind {
+            RepoPath::Rooted => f.as_str() == folder || f.starts_with(&format!("{folder}/")),
+            RepoPath::Relative => same_file(f, folder),
+        };
+        if !files.iter().any(|f| inside(&f)) {
+            let defined: Vec<&str> = files.iter().map(String::as_str).collect();
+            problems.push(format!(
+                "{doc_name}:{}: places `{}` in `{}`, but it is defined in {}",
+                name.line,
+                name.text,
+                place.text,
+                defined.join(", ")
+            ));
+        }
+    }
+    problems
 }
 
 /// The kind of Rust name a span is, if it is one.
@@ -152,6 +236,9 @@ enum RustName<'a> {
     Constant(&'a str),
     /// `router()`: a fn.
     Call(&'a str),
+    /// `run_call`, `keep_ended`: a module, fn or field. Only names with an underscore are
+    /// checked: one plain word (`run`, `reply`) is everywhere in the code and proves nothing.
+    Snake(&'a str),
 }
 
 fn is_ident(s: &str) -> bool {
@@ -193,6 +280,10 @@ fn classify(text: &str) -> Option<RustName<'_>> {
     {
         return Some(RustName::Constant(bare));
     }
+    let snake = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+    if first.is_ascii_lowercase() && bare.contains('_') && bare.chars().all(snake) {
+        return Some(RustName::Snake(bare));
+    }
     None
 }
 
@@ -201,7 +292,8 @@ fn classify(text: &str) -> Option<RustName<'_>> {
 /// `b` (a fn or constant of one of its `impl` blocks, a trait's item, an enum's variant), and so
 /// on down the path; a path that starts at another crate (`std::process::Command`, a name
 /// imported from one such as `AsyncFd`) holds when the code uses each of its later names. A bare
-/// `Type` or `CONSTANT` holds when the code defines or uses it; `f()` when some fn is called `f`.
+/// `Type`, `CONSTANT` or `snake_name` holds when the code defines or uses it; `f()` when some fn
+/// is called `f`.
 pub fn unknown_names(
     doc_name: &str,
     spans: &[Span],
@@ -224,6 +316,12 @@ pub fn unknown_names(
             RustName::Call(f) => {
                 (!code.fns.contains(f)).then(|| format!("no fn of the code is called `{f}`"))
             }
+            RustName::Snake(w) => (!code.words.contains(w)).then(|| {
+                format!(
+                    "the code never uses `{w}` (gone or renamed? if it is no Rust name, write it \
+                     without backticks)"
+                )
+            }),
         };
         if let Some(problem) = problem {
             problems.push(format!(
@@ -353,6 +451,7 @@ mod tests {
     fn spans_are_read_outside_fences_and_across_lines() {
         let spans = code_spans("a `one` b ``two ` x``\n```\n`fenced`\n```\n`three\nlines` `four`");
         let texts: Vec<_> = spans.iter().map(|s| (s.line, s.text.as_str())).collect();
+        assert_eq!(spans[1].after_previous, "b");
         assert_eq!(
             texts,
             [(1, "one"), (1, "two ` x"), (5, "three lines"), (6, "four")]
@@ -394,11 +493,12 @@ mod tests {
     #[test]
     fn bare_types_constants_and_calls_must_exist() {
         assert!(
-            check("`Sandbox` `PROTECTED_NAMES` `spawn()` `--flag` `run_python` `HEAD`").is_empty()
+            check("`Sandbox` `PROTECTED_NAMES` `spawn()` `--flag` `slot_granting` `HEAD` `x`")
+                .is_empty()
         );
         assert_eq!(
-            check("`Sandboxes` `PROTECTED_PATHS` `spawn_all()`").len(),
-            3
+            check("`Sandboxes` `PROTECTED_PATHS` `spawn_all()` `run_call`").len(),
+            4
         );
     }
 
@@ -427,6 +527,30 @@ mod tests {
                 "ARCHITECTURE.md:2: names `tools/gone.rs`, but no file of the repository is (or ends in) that path",
                 "ARCHITECTURE.md:2: names `gone.rs`, but no file of the repository is (or ends in) that path",
                 "ARCHITECTURE.md:2: names `docs/gone/`, which does not exist",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_name_placed_in_a_file_that_does_not_define_it_is_named() {
+        let repo = RepoTree {
+            top_level: ["sandbox"].map(String::from).into(),
+            files: ["sandbox/src/lib.rs", "sandbox/src/helpers.rs"]
+                .map(String::from)
+                .into(),
+            dirs: ["sandbox", "sandbox/src"].map(String::from).into(),
+        };
+        let doc = "the names (`PROTECTED_NAMES` of `sandbox/src/lib.rs`), `helpers::output` in\n\
+                   `helpers.rs`, `Sandbox::spawn` in `sandbox/src/`, `close` of `helpers.rs`\n\
+                   `PROTECTED_NAMES` of `sandbox/src/helpers.rs`; `Sandbox`, `sandbox/src/helpers.rs`\n\
+                   - `sandbox/src/lib.rs` — `Sandbox`: the entry\n\
+                   - `sandbox/src/helpers.rs` — `Sandbox`: the entry";
+        let problems = misplaced_names("ARCHITECTURE.md", &code_spans(doc), &code(), &repo);
+        assert_eq!(
+            problems,
+            [
+                "ARCHITECTURE.md:3: places `PROTECTED_NAMES` in `sandbox/src/helpers.rs`, but it is defined in sandbox/src/lib.rs",
+                "ARCHITECTURE.md:5: places `Sandbox` in `sandbox/src/helpers.rs`, but it is defined in sandbox/src/lib.rs",
             ]
         );
     }

@@ -238,6 +238,8 @@ pub struct CodeIndex {
     pub fns: BTreeSet<String>,
     /// Every identifier the code uses, and every word of its string literals.
     pub words: BTreeSet<String>,
+    /// Item or member name → the files (paths from the repository root) that define one so named.
+    pub defined_in: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// What a `{` opens, for the items found inside it.
@@ -365,7 +367,7 @@ impl CodeIndex {
                             "trait" | "enum" => {
                                 if let Some(name) = ident(k + 1) {
                                     self.types.insert(name.to_owned());
-                                    self.file_item(&stack, name);
+                                    self.file_item(&stack, name, &file.path);
                                     let kind = if word == "trait" {
                                         FrameKind::Trait
                                     } else {
@@ -382,13 +384,13 @@ impl CodeIndex {
                                     {
                                         self.types.insert(name.to_owned());
                                     }
-                                    self.file_item(&stack, name);
+                                    self.file_item(&stack, name, &file.path);
                                     k += 1;
                                 }
                             }
                             "mod" => {
                                 if let Some(name) = ident(k + 1) {
-                                    self.file_item(&stack, name);
+                                    self.file_item(&stack, name, &file.path);
                                     self.modules.entry(name.to_owned()).or_default();
                                     pending = Some(Frame::Module(name.to_owned()));
                                     k += 1;
@@ -397,7 +399,7 @@ impl CodeIndex {
                             "fn" => {
                                 if let Some(name) = ident(k + 1) {
                                     self.fns.insert(name.to_owned());
-                                    self.file_item(&stack, name);
+                                    self.file_item(&stack, name, &file.path);
                                     k += 1;
                                 }
                             }
@@ -411,14 +413,14 @@ impl CodeIndex {
                                     !matches!(*n, "fn" | "unsafe" | "async" | "extern" | "_")
                                 }) {
                                     if punct(j + 1) == Some(':') {
-                                        self.file_item(&stack, name);
+                                        self.file_item(&stack, name, &file.path);
                                         k = j;
                                     }
                                 }
                             }
                             "macro_rules" if punct(k + 1) == Some('!') => {
                                 if let Some(name) = ident(k + 2) {
-                                    self.file_item(&stack, name);
+                                    self.file_item(&stack, name, &file.path);
                                     k += 2;
                                 }
                             }
@@ -453,7 +455,13 @@ impl CodeIndex {
 
     /// Files an item under the innermost module, type or trait it is directly in (items inside fn
     /// bodies are nobody's).
-    fn file_item(&mut self, stack: &[Frame], name: &str) {
+    fn file_item(&mut self, stack: &[Frame], name: &str, path: &str) {
+        if !matches!(stack.last(), Some(Frame::Other) | None) {
+            self.defined_in
+                .entry(name.to_owned())
+                .or_default()
+                .insert(path.to_owned());
+        }
         match stack.last() {
             Some(Frame::Module(m)) => {
                 self.modules

@@ -6,18 +6,20 @@
 //! watches for it and kills the run's process tree. Every task is checked against its caller:
 //! anyone else is told the task does not exist, as for an id never issued.
 //!
-//! `Tasks` (`task_store.rs`, in the server's `McpState`) keeps the tasks; `run_python_as_task`
+//! `Tasks` (`store.rs`, in the server's `McpState`) keeps the tasks; `run_python_as_task`
 //! starts one for the handler.
+
+pub(in crate::mcp) mod store;
 
 use rmcp::model::{CallToolRequestParams, CallToolResponse};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
-use super::call::{call_notes, RunPythonArgs, ScriptCall};
-use super::handler::PyRunServer;
-use super::reply::{refusal, runs_full};
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
+use crate::mcp::call::{call_notes, RunPythonArgs, ScriptCall};
+use crate::mcp::present::reply::{refusal, runs_full};
+use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::background::{BackgroundRequest, RunKind, RunRecord};
 use pyrun_run::paths::ProjectPath;
 use pyrun_run::runner::Pool;
@@ -26,7 +28,7 @@ impl PyRunServer {
     /// `run_python` for a client that declared the Tasks extension: the run goes to the
     /// background registry (kind `task`, the background time limit and pool) and the call
     /// returns a task at once. Bad arguments are answered as the tool would, without a task.
-    pub(super) async fn run_python_as_task(
+    pub(in crate::mcp) async fn run_python_as_task(
         &self,
         request: CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,

@@ -18,13 +18,13 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::call::call_notes;
-use super::handler::PyRunServer;
-use super::reply::{
+use crate::client_message::ClientMessage;
+use crate::mcp::call::call_notes;
+use crate::mcp::present::reply::{
     check_code, effective_timeout, fmt_secs, listing, millis, push_section, refusal, rfc3339,
     structured, truncation_note,
 };
-use crate::client_message::ClientMessage;
+use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::session::{ExecError, ExecOutcome, Session, SessionError, INTERRUPT_GRACE};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -108,7 +108,7 @@ pub struct SessionList {
     pub sessions: Vec<SessionSummary>,
 }
 
-#[tool_router(router = sessions_router, vis = "pub(super)")]
+#[tool_router(router = sessions_router, vis = "pub(in crate::mcp)")]
 impl PyRunServer {
     /// Start a persistent Python session: an interpreter that keeps variables, imports and open
     /// files between session_exec calls, under the same sandbox and limits as run_python. With

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use pyrun_api::OutputCut;
 use pyrun_run::live_output::{LiveOutput, Stream};
 
-use super::artifact_blocks::RUNS_PREFIX;
+use crate::mcp::present::artifact_blocks::RUNS_PREFIX;
 
 /// What a result shows of one stream.
 #[derive(Debug, Default)]

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use rmcp::model::{CallToolResult, ContentBlock};
 
-use super::reply::fmt_secs;
 use crate::config::Config;
+use crate::mcp::present::reply::fmt_secs;
 use pyrun_run::runner::RunOutcome;
 use pyrun_sandbox::SandboxMode;
 

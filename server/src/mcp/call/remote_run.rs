@@ -1,15 +1,15 @@
 //! Runs on a remote backend (`--runpod-endpoint`), shared by the rooms that start file runs: the
 //! `backend` argument checked against what is configured, a run prepared (its project packed,
-//! refused when over RunPod's limit) and started in the background registry like any run, and
-//! the `backend` property the server adds to those tools' schema when it has a remote backend.
+//! refused when over RunPod's limit) and started in the background registry like any run (the
+//! `backend` property of those tools' schema is `protocol/backend_schema.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::call::RunPythonArgs;
-use super::handler::PyRunServer;
-use super::reply::runs_full;
 use crate::client_message::ClientMessage;
+use crate::mcp::call::RunPythonArgs;
+use crate::mcp::present::reply::runs_full;
+use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_remote::runpod::{JobSpec, RunPod, BACKEND as RUNPOD};
 use pyrun_run::background::{BackgroundRequest, RunKind, RunRecord, LOCAL_BACKEND};
 use pyrun_run::caller::Caller;
@@ -18,7 +18,7 @@ use pyrun_run::runner::Pool;
 
 impl PyRunServer {
     /// The backends this server offers, `local` first.
-    pub(super) fn backends(&self) -> Vec<&'static str> {
+    pub(in crate::mcp) fn backends(&self) -> Vec<&'static str> {
         let mut names = vec![LOCAL_BACKEND];
         if self.app.runpod.is_some() {
             names.push(RUNPOD);
@@ -27,7 +27,7 @@ impl PyRunServer {
     }
 
     /// The remote backend the call names; `None`: a local run.
-    pub(super) fn remote_backend(
+    pub(in crate::mcp) fn remote_backend(
         &self,
         args: &RunPythonArgs,
     ) -> Result<Option<Arc<RunPod>>, ClientMessage> {
@@ -49,7 +49,7 @@ impl PyRunServer {
     /// Packs the script's project and starts its run on `runpod`, registered for `owner` like
     /// any background run (`listed: false` for a `run_python` that waits for it).
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn start_remote(
+    pub(in crate::mcp) async fn start_remote(
         &self,
         runpod: &RunPod,
         owner: &Caller,

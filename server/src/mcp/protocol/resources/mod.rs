@@ -9,6 +9,9 @@
 //! same refusals; hidden and protected names get theirs. What a read returns is
 //! `project_files`'.
 
+pub(in crate::mcp) mod project_files;
+pub(in crate::mcp) mod read_budget;
+pub(in crate::mcp) mod run_artifacts;
 pub mod watch;
 
 use std::sync::Arc;
@@ -21,13 +24,13 @@ use rmcp::model::{
 };
 use rmcp::ErrorData;
 
-use super::project_files::{
-    contents, mime_type, not_found, project_uri, read_served, Refused, PROJECTS_PREFIX,
-};
-use super::read_budget::{ReadBudget, ReadShare};
-use super::McpState;
 use crate::app::App;
 use crate::client_message::ClientMessage;
+use crate::mcp::protocol::resources::project_files::{
+    contents, mime_type, not_found, project_uri, read_served, Refused, PROJECTS_PREFIX,
+};
+use crate::mcp::protocol::resources::read_budget::{ReadBudget, ReadShare};
+use crate::mcp::McpState;
 use pyrun_run::caller::Caller;
 use pyrun_run::paths::PathError;
 

@@ -13,15 +13,17 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 
-use super::artifact_blocks::{self, Presented};
-use super::call::{with_progress, Progress};
-use super::handler::PyRunServer;
-use super::live_chunks::ChunkCursor;
-use super::output_cut;
-use super::reply::{fmt_secs, millis, push_section, refusal, to_array, truncation_note};
-use super::run_hint;
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
+use crate::mcp::call::{with_progress, Progress};
+use crate::mcp::present::artifact_blocks::{self, Presented};
+use crate::mcp::present::live_chunks::ChunkCursor;
+use crate::mcp::present::output_cut;
+use crate::mcp::present::reply::{
+    fmt_secs, millis, push_section, refusal, to_array, truncation_note,
+};
+use crate::mcp::present::run_hint;
+use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::background::{RunEnd, RunRecord, LOCAL_BACKEND};
 use pyrun_run::caller::Caller;
 use pyrun_run::live_output::{LiveOutput, Stream};
@@ -34,7 +36,7 @@ pub use pyrun_api::RunReport;
 /// A report's JSON as its `Serialize` writes it, but moving the output strings instead of
 /// copying them: a run's result then holds its (up to twice `--max-output-bytes`) output fewer
 /// times.
-pub(super) fn report_value(report: RunReport) -> serde_json::Value {
+pub(in crate::mcp) fn report_value(report: RunReport) -> serde_json::Value {
     use serde_json::Value;
     let fields = [
         ("stdout", Value::String(report.stdout)),
@@ -95,7 +97,7 @@ impl PyRunServer {
     /// A run the call waits for (`run_python`, `run_python_code`): its output followed with
     /// progress notifications when the caller asked for them, the files it leaves kept under a
     /// new run id for the caller, its result or a refusal.
-    pub(super) async fn run_in_call(
+    pub(in crate::mcp) async fn run_in_call(
         &self,
         request: RunRequest<'_>,
         caller: &Caller,
@@ -168,7 +170,7 @@ impl PyRunServer {
     }
 
     /// Whether a stream of `live` is longer than a result shows.
-    pub(super) fn too_long_to_show(&self, live: &LiveOutput) -> bool {
+    pub(in crate::mcp) fn too_long_to_show(&self, live: &LiveOutput) -> bool {
         let budget = self.app.config.max_result_output_bytes as u64;
         [Stream::Stdout, Stream::Stderr]
             .into_iter()
@@ -267,7 +269,7 @@ impl PyRunServer {
 
     /// The `run_python` result of a run of the registry that has ended (its output copied: a
     /// task's run stays readable with get_run).
-    pub(super) async fn ended_result(
+    pub(in crate::mcp) async fn ended_result(
         &self,
         record: &RunRecord,
         caller: &Caller,
@@ -303,7 +305,7 @@ impl PyRunServer {
 
     /// A run's progress message: `running train.py (12 s): epoch 3/10 loss 0.41` (inline code:
     /// `running inline code …`).
-    pub(super) fn run_message(
+    pub(in crate::mcp) fn run_message(
         &self,
         source: RunSource<'_>,
         live: &LiveOutput,
@@ -369,7 +371,7 @@ impl PyRunServer {
 /// Where a result reads a run's output: its capture, and the run id under which the whole stays
 /// readable (when it does).
 #[derive(Clone, Copy)]
-pub(super) struct RunOutput<'a> {
+pub(in crate::mcp) struct RunOutput<'a> {
     pub live: &'a LiveOutput,
     pub kept_as: Option<&'a str>,
 }

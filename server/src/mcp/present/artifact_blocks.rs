@@ -13,11 +13,11 @@ use std::sync::Arc;
 use base64::Engine as _;
 use rmcp::model::{CallToolResult, ContentBlock, Resource};
 
-use super::image_fit::{self, Fit};
-use super::reply::encode_segments;
-use super::table_preview;
 use crate::app::App;
 use crate::client_message::push_escaped;
+use crate::mcp::present::image_fit::{self, Fit};
+use crate::mcp::present::reply::encode_segments;
+use crate::mcp::present::table_preview;
 use pyrun_run::artifacts::{Artifact, ArtifactStore, Collected};
 
 /// Characters of table previews one result shows in all; later tables are links only.

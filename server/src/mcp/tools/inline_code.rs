@@ -15,12 +15,12 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::apps::run_viewer_tool_meta;
-use super::call::{call_notes, TimeLimit};
-use super::handler::PyRunServer;
-use super::reply::{check_code, effective_timeout, refusal};
-use super::run_call::RunReport;
-use super::run_hint;
+use crate::mcp::call::waited_run::RunReport;
+use crate::mcp::call::{call_notes, TimeLimit};
+use crate::mcp::present::reply::{check_code, effective_timeout, refusal};
+use crate::mcp::present::run_hint;
+use crate::mcp::protocol::apps::run_viewer_tool_meta;
+use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::runner::{RunRequest, RunSource};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -43,7 +43,7 @@ pub struct RunPythonCodeArgs {
     pub limit: TimeLimit,
 }
 
-#[tool_router(router = inline_router, vis = "pub(super)")]
+#[tool_router(router = inline_router, vis = "pub(in crate::mcp)")]
 impl PyRunServer {
     /// Run Python code sent in the call and return its output and exit code, under the same
     /// sandbox and limits as run_python. The code runs from a private scratch folder (never

@@ -2,6 +2,9 @@
 //! the prologue of a file run (the script proven, the time limit checked, its environment found),
 //! the Python environment of a folder, and the host's folders cut from what a client reads.
 
+pub(super) mod remote_run;
+pub(super) mod waited_run;
+
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
@@ -13,10 +16,10 @@ use rmcp::RoleServer;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::handler::PyRunServer;
-use super::reply::{effective_timeout, python_info_of, PythonInfo, NOTIFY_TIMEOUT};
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
+use crate::mcp::present::reply::{effective_timeout, python_info_of, PythonInfo, NOTIFY_TIMEOUT};
+use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::paths::{ProjectDir, ProjectPath};
 use pyrun_run::python_env::{EnvError, PythonEnv};
 
@@ -39,7 +42,7 @@ pub struct RunPythonArgs {
     pub limit: TimeLimit,
     /// Where the run goes: `local` (this machine, the default) or a configured remote backend.
     /// Left out of the derived schema: the server lists it, with its configured backends, only
-    /// when it has a remote one (see `backend_arg::with_backend_argument`).
+    /// when it has a remote one (see `backend_schema::with_backend_argument`).
     #[serde(default)]
     #[schemars(skip)]
     pub backend: Option<String>,

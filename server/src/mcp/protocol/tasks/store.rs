@@ -1,6 +1,6 @@
 //! The MCP tasks of one server (in its `McpState`): rmcp's [`TaskManager`] and who owns each task
 //! (task id → owner key and run id), so every `tasks/*` request is checked against its caller.
-//! The tasks room (`tasks.rs`) starts them.
+//! The tasks module (`mod.rs`) starts them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

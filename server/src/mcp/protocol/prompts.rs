@@ -12,10 +12,10 @@ use rmcp::model::{
 use rmcp::ErrorData;
 use serde_json::Value;
 
-use super::project_files::{self, Refused};
-use super::read_budget::ReadBudget;
 use crate::app::App;
 use crate::client_message::{push_escaped, ClientMessage};
+use crate::mcp::protocol::resources::project_files::{self, Refused};
+use crate::mcp::protocol::resources::read_budget::ReadBudget;
 use pyrun_run::caller::Caller;
 
 /// The prompts' names, in the order `prompts/list` gives them.

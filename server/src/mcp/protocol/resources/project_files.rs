@@ -8,10 +8,10 @@ use base64::Engine as _;
 use rmcp::model::ResourceContents;
 use rmcp::ErrorData;
 
-use super::read_budget::{ReadBudget, ReadShare};
-use super::reply::encode_segments;
 use crate::app::App;
 use crate::client_message::ClientMessage;
+use crate::mcp::present::reply::encode_segments;
+use crate::mcp::protocol::resources::read_budget::{ReadBudget, ReadShare};
 use pyrun_run::caller::Caller;
 use pyrun_run::mime::OCTET_STREAM;
 use pyrun_run::paths::{PathError, ProjectFile, ProjectRoot, ReadError};

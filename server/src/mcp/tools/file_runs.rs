@@ -13,15 +13,15 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::apps::run_viewer_tool_meta;
-use super::call::{call_notes, with_progress, RunPythonArgs, ScriptCall};
-use super::handler::PyRunServer;
-use super::reply::{fmt_secs, millis, refusal, structured, PAGE_BYTES};
-use super::run_call::{report_value, RunReport};
-use super::run_hint;
 use crate::app::App;
 use crate::audit::CallNotes;
 use crate::client_message::push_escaped;
+use crate::mcp::call::waited_run::{report_value, RunReport};
+use crate::mcp::call::{call_notes, with_progress, RunPythonArgs, ScriptCall};
+use crate::mcp::present::reply::{fmt_secs, millis, refusal, structured, PAGE_BYTES};
+use crate::mcp::present::run_hint;
+use crate::mcp::protocol::apps::run_viewer_tool_meta;
+use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::background::{BackgroundRequest, RunKind, RunRecord};
 use pyrun_run::live_output::Stream;
 use pyrun_run::paths::ProjectPath;
@@ -42,7 +42,7 @@ pub struct FileList {
     pub files: Vec<String>,
 }
 
-#[tool_router(router = run_router, vis = "pub(super)")]
+#[tool_router(router = run_router, vis = "pub(in crate::mcp)")]
 impl PyRunServer {
     /// Run a Python file from the projects folder and return its output and exit code.
     #[tool(

@@ -14,10 +14,10 @@ use rmcp::model::{ReadResourceResult, ResourceContents};
 use rmcp::ErrorData;
 use serde_json::json;
 
-use super::artifact_blocks::{encode, FILES_SEGMENT, RUNS_PREFIX};
-use super::output_cut::parse_output_uri;
-use super::read_budget::{ReadBudget, ReadShare};
 use crate::app::App;
+use crate::mcp::present::artifact_blocks::{encode, FILES_SEGMENT, RUNS_PREFIX};
+use crate::mcp::present::output_cut::parse_output_uri;
+use crate::mcp::protocol::resources::read_budget::{ReadBudget, ReadShare};
 use pyrun_run::artifacts::{is_run_id, ArtifactError};
 use pyrun_run::caller::Caller;
 use pyrun_run::live_output::Stream;
@@ -148,7 +148,7 @@ fn is_text(mime: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::artifact_blocks::artifact_uri;
+    use crate::mcp::present::artifact_blocks::artifact_uri;
 
     #[test]
     fn uris_encode_each_segment_and_decode_back() {

@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::client_message::ClientMessage;
 use crate::mcp::call::{call_notes, with_progress};
-use crate::mcp::handler::PyRunServer;
-use crate::mcp::reply::{millis, refusal};
+use crate::mcp::present::reply::{millis, refusal};
+use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::install::{
     InstallOutcome, InstallRequest, InstallStep, Installer, Installs, Wanted,
 };

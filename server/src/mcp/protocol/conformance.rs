@@ -565,7 +565,7 @@ macro_rules! fixture_handlers {
             request: rmcp::model::CompleteRequestParams,
             _ctx: rmcp::service::RequestContext<rmcp::RoleServer>,
         ) -> Result<rmcp::model::CompleteResult, rmcp::ErrorData> {
-            $crate::mcp::fixtures::complete(&request)
+            $crate::mcp::protocol::fixtures::complete(&request)
         }
         #[allow(deprecated)]
         async fn set_level(

@@ -15,9 +15,9 @@ use rmcp::{tool, tool_router, ErrorData};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::handler::PyRunServer;
-use super::reply::{python_info_of, refusal, structured, PythonInfo};
 use crate::client_message::push_escaped;
+use crate::mcp::present::reply::{python_info_of, refusal, structured, PythonInfo};
+use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::packages::installed;
 
 mod install;

@@ -22,14 +22,15 @@ use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 
-use super::artifact_blocks::RUNS_PREFIX;
-use super::read_budget::{ReadBudget, ShareHold};
-use super::reply::NOTIFY_TIMEOUT;
-use super::resources::watch::ProjectWatch;
-use super::task_store::Tasks;
-use super::{apps, artifacts, fixtures, prompts, resources};
+use super::{apps, fixtures, prompts, resources};
 use crate::app::{protection, App};
 use crate::audit::{CallNotes, Channel, FinishedCall, TransportKind};
+use crate::mcp::present::artifact_blocks::RUNS_PREFIX;
+use crate::mcp::present::reply::NOTIFY_TIMEOUT;
+use crate::mcp::protocol::resources::read_budget::{ReadBudget, ShareHold};
+use crate::mcp::protocol::resources::run_artifacts as artifacts;
+use crate::mcp::protocol::resources::watch::ProjectWatch;
+use crate::mcp::protocol::tasks::store::Tasks;
 use pyrun_run::caller::Caller;
 
 /// What every session of one server shares: the MCP tasks and the projects folder's watcher.
@@ -37,10 +38,10 @@ use pyrun_run::caller::Caller;
 /// MCP), then handed to each session's [`PyRunServer`].
 #[derive(Debug)]
 pub struct McpState {
-    pub(super) tasks: Tasks,
-    pub(super) watch: ProjectWatch,
+    pub(in crate::mcp) tasks: Tasks,
+    pub(in crate::mcp) watch: ProjectWatch,
     /// The bytes `resources/read` and prompts may hold at once.
-    pub(super) reads: ReadBudget,
+    pub(in crate::mcp) reads: ReadBudget,
 }
 
 impl McpState {
@@ -61,7 +62,7 @@ impl McpState {
 pub struct PyRunServer {
     pub(crate) app: Arc<App>,
     /// What this server's sessions share.
-    pub(super) state: Arc<McpState>,
+    pub(in crate::mcp) state: Arc<McpState>,
     /// Over stdio: the local user. Over HTTP: `None`, each request carries its own caller.
     local: Option<Caller>,
     tool_router: ToolRouter<Self>,
@@ -113,14 +114,17 @@ impl PyRunServer {
         };
         if app.runpod.is_some() {
             router += Self::backends_router();
-            super::backend_arg::with_backend_argument(&mut router, &[LOCAL_BACKEND, RUNPOD]);
+            crate::mcp::protocol::backend_schema::with_backend_argument(
+                &mut router,
+                &[LOCAL_BACKEND, RUNPOD],
+            );
         }
         router
     }
 
     /// Who sent this request: the stdio client, or what the HTTP auth layer admitted (an HTTP
     /// request without one counts as anonymous: the least it could be).
-    pub(super) fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
+    pub(in crate::mcp) fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
         if let Some(local) = &self.local {
             return local.clone();
         }

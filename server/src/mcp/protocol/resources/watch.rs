@@ -24,7 +24,7 @@ use rmcp::service::Peer;
 use rmcp::RoleServer;
 use tokio::sync::{watch, Notify};
 
-use crate::mcp::reply::NOTIFY_TIMEOUT;
+use crate::mcp::present::reply::NOTIFY_TIMEOUT;
 use pyrun_run::paths::{ListedFile, ProjectRoot};
 
 /// Quiet time after the first event before the folder is walked again: a burst of changes

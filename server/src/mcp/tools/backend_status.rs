@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::handler::PyRunServer;
-use super::reply::structured;
+use crate::mcp::present::reply::structured;
+use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_remote::runpod::{ApiError, BACKEND as RUNPOD};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -37,7 +37,7 @@ pub struct BackendStatus {
     pub error: Option<String>,
 }
 
-#[tool_router(router = backends_router, vis = "pub(super)")]
+#[tool_router(router = backends_router, vis = "pub(in crate::mcp)")]
 impl PyRunServer {
     /// The remote backend's health: its workers (idle, running, throttled), its jobs (in queue,
     /// in progress) and whether the server's API key works.

@@ -13,15 +13,15 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::apps::run_viewer_tool_meta;
-use super::artifact_blocks::{self, Presented};
-use super::call::{call_notes, RunPythonArgs, ScriptCall};
-use super::handler::PyRunServer;
-use super::reply::{
+use crate::client_message::ClientMessage;
+use crate::mcp::call::{call_notes, RunPythonArgs, ScriptCall};
+use crate::mcp::present::artifact_blocks::{self, Presented};
+use crate::mcp::present::reply::{
     fmt_secs, listing, millis, refusal, rfc3339, runs_full, structured, truncation_note, PAGE_BYTES,
 };
-use super::run_hint;
-use crate::client_message::ClientMessage;
+use crate::mcp::present::run_hint;
+use crate::mcp::protocol::apps::run_viewer_tool_meta;
+use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::artifacts::is_run_id;
 use pyrun_run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord, LOCAL_BACKEND};
 use pyrun_run::caller::Caller;
@@ -60,7 +60,7 @@ pub struct ListRunsArgs {}
 
 pub use pyrun_api::{RunList, RunState, RunSummary, StartedRun};
 
-#[tool_router(router = background_router, vis = "pub(super)")]
+#[tool_router(router = background_router, vis = "pub(in crate::mcp)")]
 impl PyRunServer {
     /// Start a Python file in the background and return its run id at once; follow it with
     /// get_run. For scripts that take longer than a tool call may wait (training, downloads).

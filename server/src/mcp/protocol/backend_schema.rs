@@ -12,7 +12,7 @@ use pyrun_run::background::LOCAL_BACKEND;
 const TOOLS_WITH_BACKEND: [&str; 2] = ["run_python", "start_python"];
 
 /// Adds the `backend` argument, naming the configured backends, to the tools that take it.
-pub(super) fn with_backend_argument<S>(router: &mut ToolRouter<S>, backends: &[&str]) {
+pub(in crate::mcp) fn with_backend_argument<S>(router: &mut ToolRouter<S>, backends: &[&str]) {
     for name in TOOLS_WITH_BACKEND {
         let Some(route) = router.map.get_mut(name) else {
             continue;
