@@ -1,5 +1,7 @@
 //! pyrun-run, the run layer of pyrun-mcp: everything between "run this file" and a finished
-//! process, and nothing of HTTP or MCP. `paths` proves a caller's path inside the projects folder
+//! process, and nothing of HTTP or MCP. `engine` is its one front door: built from one settings
+//! struct, it owns the parts below and decides where a run goes; `state_dir` makes the
+//! owner-only folders they keep files in. `paths` proves a caller's path inside the projects folder
 //! ([`paths::ProjectPath`]); `runner` starts, limits, times out, cancels and kills runs (the only
 //! place that does); `live_output` holds a run's output as it arrives; `background` keeps the
 //! runs that go on while their caller does other things; `caller` names who asks (the identity
@@ -24,6 +26,7 @@ pub mod caller;
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)] // tokio's fd registration; see the module header
 mod child;
+pub mod engine;
 pub mod helpers;
 pub mod ids;
 pub mod install;
@@ -41,6 +44,7 @@ pub mod runner;
 pub mod sandbox_probe;
 pub mod session;
 pub mod slots;
+pub mod state_dir;
 mod turns;
 pub mod uv_lock;
 #[cfg(target_os = "linux")]

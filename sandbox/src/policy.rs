@@ -253,3 +253,87 @@ impl Grant {
         self.held.as_deref().unwrap_or(&self.at)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// The code of a file before its tests, without comment lines.
+    fn code(path: &Path) -> String {
+        let text = std::fs::read_to_string(path).unwrap();
+        let before_tests = text.split("#[cfg(test)]").next().unwrap_or_default();
+        before_tests
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// What `lib.rs` re-exports: the names a module would reach back up for.
+    fn facade_names(lib: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        for statement in lib.split("pub use ").skip(1) {
+            let statement = statement.split(';').next().unwrap_or_default();
+            let listed = match statement.split_once('{') {
+                Some((_, list)) => list.trim_end_matches('}').to_owned(),
+                None => statement.rsplit("::").next().unwrap_or_default().to_owned(),
+            };
+            names.extend(listed.split(',').map(|n| n.trim().to_owned()));
+        }
+        names.retain(|n| !n.is_empty());
+        names
+    }
+
+    fn files(dir: &Path, found: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                files(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push(path);
+            }
+        }
+    }
+
+    #[test]
+    fn the_policy_imports_nothing_of_the_crate_and_no_module_reaches_back_into_the_facade() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let policy = code(&src.join("policy.rs"));
+        assert!(
+            !policy.contains("crate::") && !policy.contains("super::"),
+            "policy.rs must stay the ground floor"
+        );
+        let facade = facade_names(&code(&src.join("lib.rs")));
+        assert!(facade.iter().any(|n| n == "SandboxPolicy"), "{facade:?}");
+        let mut all = Vec::new();
+        files(&src, &mut all);
+        for path in all.iter().filter(|p| !p.ends_with("lib.rs")) {
+            let code = code(path);
+            // In a file directly in src/, `super` is the crate root too.
+            let mut roots = vec!["crate::"];
+            if path.parent() == Some(src.as_path()) {
+                roots.push("super::");
+            }
+            for root in roots {
+                for (at, _) in code.match_indices(root) {
+                    let rest = &code[at + root.len()..];
+                    let named = match rest.strip_prefix('{') {
+                        Some(list) => list[..list.find('}').unwrap_or(list.len())].to_owned(),
+                        None => rest
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect(),
+                    };
+                    for name in named.split(',').map(|n| n.trim()) {
+                        assert!(
+                            !facade.iter().any(|f| f == name),
+                            "{} imports `{root}{name}` through lib.rs, the façade: import it \
+                             from its module",
+                            path.display()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,6 +1,7 @@
 //! ARCHITECTURE.md against the repository: every path it names in backticks exists, and every
 //! Rust name it names in backticks (`Type`, `Type::method`, `module::function`, `CONSTANT`) is
-//! one the code defines — or, for a name of another crate, one the code uses.
+//! one the code defines — or, for a name of another crate, one the code uses; and a name it places
+//! in a file ("`X` of `path`", a code map entry's lead "`path` — `X`") is defined there.
 
 use std::collections::BTreeSet;
 
@@ -173,7 +174,8 @@ fn same_file(file: &str, path: &str) -> bool {
 }
 
 /// Every name the document places in a file or folder that does not define it, as messages:
-/// "`PROTECTED_NAMES` of `sandbox/src/policy.rs`", "`run_alone` in `server/tests/util/mod.rs`".
+/// "`PROTECTED_NAMES` of `sandbox/src/policy.rs`", "`run_alone` in `server/tests/util/mod.rs`",
+/// and a code map entry's lead, "`run/src/caller.rs` — `Caller`: …".
 pub fn misplaced_names(
     doc_name: &str,
     spans: &[Span],
@@ -182,8 +184,13 @@ pub fn misplaced_names(
 ) -> Vec<String> {
     let mut problems = Vec::new();
     for pair in spans.windows(2) {
-        let (name, place) = (&pair[0], &pair[1]);
-        if !matches!(place.after_previous.as_str(), "of" | "in") || classify(&name.text).is_none() {
+        let (first, second) = (&pair[0], &pair[1]);
+        let (name, place) = match second.after_previous.as_str() {
+            "of" | "in" => (first, second),
+            "—" => (second, first),
+            _ => continue,
+        };
+        if classify(&name.text).is_none() {
             continue;
         }
         let Some(kind) = repo_path(&place.text, repo) else {
@@ -535,11 +542,16 @@ mod tests {
         };
         let doc = "the names (`PROTECTED_NAMES` of `sandbox/src/lib.rs`), `helpers::output` in\n\
                    `helpers.rs`, `Sandbox::spawn` in `sandbox/src/`, `close` of `helpers.rs`\n\
-                   `PROTECTED_NAMES` of `sandbox/src/helpers.rs`; `Sandbox`, `sandbox/src/helpers.rs`";
+                   `PROTECTED_NAMES` of `sandbox/src/helpers.rs`; `Sandbox`, `sandbox/src/helpers.rs`\n\
+                   - `sandbox/src/lib.rs` — `Sandbox`: the entry\n\
+                   - `sandbox/src/helpers.rs` — `Sandbox`: the entry";
         let problems = misplaced_names("ARCHITECTURE.md", &code_spans(doc), &code(), &repo);
         assert_eq!(
             problems,
-            ["ARCHITECTURE.md:3: places `PROTECTED_NAMES` in `sandbox/src/helpers.rs`, but it is defined in sandbox/src/lib.rs"]
+            [
+                "ARCHITECTURE.md:3: places `PROTECTED_NAMES` in `sandbox/src/helpers.rs`, but it is defined in sandbox/src/lib.rs",
+                "ARCHITECTURE.md:5: places `Sandbox` in `sandbox/src/helpers.rs`, but it is defined in sandbox/src/lib.rs",
+            ]
         );
     }
 }

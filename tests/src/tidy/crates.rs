@@ -77,22 +77,26 @@ pub const FORBIDDEN: [(&str, &[&str]); 5] = [
 /// graph again.
 pub const MAX_TEST_BINARIES: usize = 8;
 
+/// The elements of a JSON array, or none when the value is not one.
+pub fn items(value: &Value) -> &[Value] {
+    value.as_array().map(Vec::as_slice).unwrap_or_default()
+}
+
+/// Whether a cargo target is of this kind (`lib`, `bin`, `test`, …).
+pub fn has_kind(target: &Value, kind: &str) -> bool {
+    items(&target["kind"]).iter().any(|k| k == kind)
+}
+
 /// The normal dependencies (not dev, not build) each workspace package declares on another
 /// workspace package, from `cargo metadata --no-deps`.
 pub fn workspace_edges(metadata: &Value) -> BTreeMap<String, BTreeSet<String>> {
-    let packages = metadata["packages"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let packages = items(&metadata["packages"]);
     let members: BTreeSet<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
     packages
         .iter()
         .filter_map(|p| {
             let name = p["name"].as_str()?;
-            let deps = p["dependencies"]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default()
+            let deps = items(&p["dependencies"])
                 .iter()
                 .filter(|d| d["kind"].is_null())
                 .filter_map(|d| d["name"].as_str())
@@ -154,24 +158,14 @@ pub fn forbidden_reached(krate: &str, reached: &BTreeSet<String>) -> Vec<String>
 
 /// The workspace's integration test binaries (targets of kind `test`), as `package/target`.
 pub fn test_binaries(metadata: &Value) -> Vec<String> {
-    let packages = metadata["packages"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let packages = items(&metadata["packages"]);
     packages
         .iter()
         .flat_map(|p| {
             let package = p["name"].as_str().unwrap_or("?");
-            p["targets"]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default()
+            items(&p["targets"])
                 .iter()
-                .filter(|t| {
-                    t["kind"]
-                        .as_array()
-                        .is_some_and(|k| k.iter().any(|k| k == "test"))
-                })
+                .filter(|t| has_kind(t, "test"))
                 .map(move |t| format!("{package}/{}", t["name"].as_str().unwrap_or("?")))
         })
         .collect()

@@ -4,7 +4,8 @@
 //! dozen entries and the workspace few test binaries.
 //!
 //! It lives in the harness crate's unit tests, a binary `cargo test --workspace` builds and runs
-//! anyway (no feature needed, and it links only the harness), so the check adds no test binary.
+//! anyway (no feature needed; it links the harness and its dev-dependencies, not the server), so
+//! the check adds no test binary.
 //! Each rule is a pure function over text or cargo's metadata (`architecture`, `crates`, `rooms`),
 //! unit-tested there with planted false claims; the tests below feed them the real repository.
 
@@ -101,26 +102,15 @@ fn rust_files() -> &'static [SourceFile] {
     FILES.get_or_init(|| {
         let root = workspace_root();
         let mut out = Vec::new();
-        for package in metadata()["packages"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-        {
+        for package in crates::items(&metadata()["packages"]) {
             let Some(manifest) = package["manifest_path"].as_str() else {
                 continue;
             };
             let Some(dir) = Path::new(manifest).parent() else {
                 continue;
             };
-            let targets = package["targets"]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            let lib = targets.iter().find(|t| {
-                t["kind"]
-                    .as_array()
-                    .is_some_and(|k| k.iter().any(|k| k == "lib"))
-            });
+            let targets = crates::items(&package["targets"]);
+            let lib = targets.iter().find(|t| crates::has_kind(t, "lib"));
             let crate_name = lib
                 .and_then(|t| t["name"].as_str())
                 .map(str::to_owned)
@@ -160,10 +150,7 @@ fn rust_files() -> &'static [SourceFile] {
 /// where a path the document names may start outside the workspace.
 fn external_crates() -> BTreeSet<String> {
     let lock = std::fs::read_to_string(workspace_root().join("Cargo.lock")).unwrap_or_default();
-    let members: BTreeSet<String> = metadata()["packages"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    let members: BTreeSet<String> = crates::items(&metadata()["packages"])
         .iter()
         .filter_map(|p| p["name"].as_str())
         .map(|n| n.replace('-', "_"))
@@ -222,30 +209,28 @@ fn repo_tree() -> architecture::RepoTree {
     }
 }
 
+/// What the workspace's code defines and uses.
+fn code_index() -> &'static CodeIndex {
+    static INDEX: OnceLock<CodeIndex> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let mut code = CodeIndex::build(rust_files());
+        // The manifests' target names count as the code's too (a test binary named in the text).
+        for package in crates::items(&metadata()["packages"]) {
+            let targets = crates::items(&package["targets"]);
+            let names = targets.iter().filter_map(|t| t["name"].as_str());
+            code.words.extend(names.map(str::to_owned));
+        }
+        code
+    })
+}
+
 #[test]
 fn architecture_md_names_only_rust_names_the_code_has() {
-    let mut code = CodeIndex::build(rust_files());
-    // The manifests' names count as the code's too (a test target named in the text).
-    for package in metadata()["packages"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        let targets = package["targets"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        code.words.extend(
-            targets
-                .iter()
-                .filter_map(|t| t["name"].as_str())
-                .map(str::to_owned),
-        );
-    }
+    let code = code_index();
     let externals = external_crates();
     let spans = architecture::code_spans(&architecture_md());
     let (named, problems) =
-        architecture::unknown_names("ARCHITECTURE.md", &spans, &code, &externals);
+        architecture::unknown_names("ARCHITECTURE.md", &spans, code, &externals);
     assert_none(
         "ARCHITECTURE.md names what the code does not have",
         &problems,
@@ -259,16 +244,20 @@ fn architecture_md_names_only_rust_names_the_code_has() {
     let planted =
         "`Sandbox::slot_writing` `pyrun_run::background::RemoteRuns` `SandboxProbes` `run_callz`";
     let spans = architecture::code_spans(&format!("{}\n{planted}", architecture_md()));
-    let (_, problems) = architecture::unknown_names("ARCHITECTURE.md", &spans, &code, &externals);
+    let (_, problems) = architecture::unknown_names("ARCHITECTURE.md", &spans, code, &externals);
     assert_eq!(problems.len(), 4, "{problems:#?}");
+}
 
-    // A name said to be of (or in) a file or folder is defined there.
+#[test]
+fn architecture_md_places_names_where_they_are_defined() {
+    let (code, repo) = (code_index(), repo_tree());
     let spans = architecture::code_spans(&architecture_md());
-    let repo = repo_tree();
-    let problems = architecture::misplaced_names("ARCHITECTURE.md", &spans, &code, &repo);
+    let problems = architecture::misplaced_names("ARCHITECTURE.md", &spans, code, &repo);
     assert_none("ARCHITECTURE.md places names where they are not", &problems);
-    let planted = architecture::code_spans("`Runner::run` of `run/src/launch.rs`");
-    let problems = architecture::misplaced_names("ARCHITECTURE.md", &planted, &code, &repo);
+
+    // A false placement planted fails, naming it.
+    let planted = architecture::code_spans("- `run/src/launch.rs` — `Runner`: the runner");
+    let problems = architecture::misplaced_names("ARCHITECTURE.md", &planted, code, &repo);
     assert_eq!(problems.len(), 1, "{problems:#?}");
 }
 
@@ -311,7 +300,7 @@ fn no_tool_room_names_another() {
             })
         })
         .collect();
-    let (rooms_module, found) = rooms::rooms(&server);
+    let found = rooms::rooms(&server);
     assert!(
         found.len() >= 5,
         "only {} tool rooms found: {found:?}",
@@ -329,11 +318,8 @@ fn no_tool_room_names_another() {
     };
     let mut planted = server;
     planted.push(rooms::ServerFile {
-        path: format!("{}/{first}/planted.rs", rooms_module.join("/")),
-        text: format!(
-            "use crate::{}::{second}::Anything;",
-            rooms_module.join("::")
-        ),
+        path: format!("mcp/tools/{first}/planted.rs"),
+        text: format!("use crate::mcp::tools::{second}::Anything;"),
     });
     let problems = rooms::room_problems(&planted);
     assert_eq!(problems.len(), 1, "{problems:#?}");
@@ -369,7 +355,11 @@ fn server_src_keeps_a_dozen_entries_at_most() {
 fn the_workspace_keeps_few_test_binaries() {
     let binaries = crates::test_binaries(metadata());
     assert!(
-        binaries.len() <= crates::MAX_TEST_BINARIES && !binaries.is_empty(),
+        !binaries.is_empty(),
+        "no integration test binary found in cargo's metadata"
+    );
+    assert!(
+        binaries.len() <= crates::MAX_TEST_BINARIES,
         "{} integration test binaries, more than {} (each links the crate graph again; add a module to the crate's one binary instead): {}",
         binaries.len(),
         crates::MAX_TEST_BINARIES,

@@ -1,7 +1,8 @@
 //! The MCP layer's room rules, read from the server's source: the tool rooms (the entries of
 //! `server/src/mcp/tools/`, so a new room is included the day it is made) never name each other;
 //! only the protocol layer (the handler's dispatch) and the modules that declare the rooms name
-//! them; `present/` names no room; `server/src/app` names nothing of `mcp`.
+//! them, so `call/` and `present/`, below the rooms, name none; `server/src/app` names nothing of
+//! `mcp`.
 //!
 //! A name is a path the code writes from `crate::`, `super::` or `self::` (in `use` trees too),
 //! resolved against the file's place in the crate, so `use super::sessions` in `tools/run.rs` and
@@ -140,90 +141,66 @@ pub struct ServerFile {
     pub text: String,
 }
 
-/// Where the rooms are: `mcp/tools/` (the layout by folders), or, before it, the rooms of the
-/// flat `mcp/` this list names.
-const FLAT_ROOMS: [&str; 10] = [
-    "run",
-    "background",
-    "inline",
-    "sessions",
-    "packages",
-    "tasks",
-    "resources",
-    "prompts",
-    "artifacts",
-    "backends",
-];
+/// The module the rooms are in.
+const ROOMS_MODULE: [&str; 2] = ["mcp", "tools"];
 
 /// The tool rooms, from the files themselves: each entry of `mcp/tools/` (a file or a folder).
-pub fn rooms(files: &[ServerFile]) -> (Vec<String>, BTreeSet<String>) {
-    let tools: BTreeSet<String> = files
+pub fn rooms(files: &[ServerFile]) -> BTreeSet<String> {
+    files
         .iter()
         .filter_map(|f| f.path.strip_prefix("mcp/tools/"))
         .filter_map(|rest| rest.split('/').next())
         .map(|entry| entry.trim_end_matches(".rs").to_owned())
         .filter(|entry| entry != "mod")
-        .collect();
-    if tools.is_empty() {
-        (
-            vec!["mcp".to_owned()],
-            FLAT_ROOMS.iter().map(|r| r.to_string()).collect(),
-        )
-    } else {
-        (vec!["mcp".to_owned(), "tools".to_owned()], tools)
-    }
+        .collect()
+}
+
+/// The room a module path is in (itself or one of its submodules), if any.
+fn room_of<'a>(path: &'a [String], rooms: &BTreeSet<String>) -> Option<&'a String> {
+    let inside =
+        path.len() > ROOMS_MODULE.len() && path.iter().zip(ROOMS_MODULE).all(|(a, b)| a == b);
+    inside
+        .then(|| &path[ROOMS_MODULE.len()])
+        .filter(|room| rooms.contains(*room))
 }
 
 /// Every arrow the room rules forbid, as messages naming the file, the line and the path.
 pub fn room_problems(files: &[ServerFile]) -> Vec<String> {
-    let (rooms_module, rooms) = rooms(files);
-    let folders = rooms_module.len() == 2;
+    let rooms = rooms(files);
     let mut problems = Vec::new();
     for file in files {
         let module = module_path(&file.path);
-        // The room a file belongs to, if it is in one.
-        let own_room = (module.len() > rooms_module.len() && module.starts_with(&rooms_module))
-            .then(|| module[rooms_module.len()].clone())
-            .filter(|r| rooms.contains(r));
-        // Who may name every room: the modules that declare them, and (in the layout by
-        // folders) the protocol layer, whose handler dispatches to them.
-        let composes = if folders {
-            matches!(file.path.as_str(), "mcp/mod.rs" | "mcp/tools/mod.rs")
-                || file.path.starts_with("mcp/protocol/")
-        } else {
-            matches!(file.path.as_str(), "mcp/mod.rs" | "mcp/handler.rs")
-        };
+        let own_room = room_of(&module, &rooms);
+        // Who may name every room: the modules that declare them, and the protocol layer, whose
+        // handler dispatches to them.
+        let composes = matches!(file.path.as_str(), "mcp/mod.rs" | "mcp/tools/mod.rs")
+            || file.path.starts_with("mcp/protocol/");
         for named in named_paths(&module, &file.text) {
             if file.path.starts_with("app/")
                 && named.path.first().map(String::as_str) == Some("mcp")
             {
                 problems.push(format!(
-                    "server/src/{}:{}: `app` names the MCP layer (`{}`): app sits below mcp; keep MCP state in mcp",
+                    "server/src/{}:{}: `app` names the MCP layer (`{}`): app sits below mcp; \
+                     keep MCP state in mcp",
                     file.path, named.line, named.written
                 ));
                 continue;
             }
-            let named_room = (named.path.len() > rooms_module.len()
-                && named.path.starts_with(&rooms_module))
-            .then(|| &named.path[rooms_module.len()])
-            .filter(|r| rooms.contains(*r));
-            let Some(named_room) = named_room else {
+            let Some(named_room) = room_of(&named.path, &rooms) else {
                 continue;
             };
-            if composes || own_room.as_ref() == Some(named_room) {
+            if composes || own_room == Some(named_room) {
                 continue;
             }
-            let who = match &own_room {
+            let who = match own_room {
                 Some(room) => format!("the room `{room}` names the room `{named_room}`"),
                 None => format!("this module names the room `{named_room}`"),
             };
             problems.push(format!(
-                "server/src/{}:{}: {who} (`{}`): tool rooms are named only by {}; move what both need {}",
-                file.path,
-                named.line,
-                named.written,
-                if folders { "the protocol layer (mcp/protocol/) and mcp/tools/mod.rs" } else { "mcp/handler.rs and mcp/mod.rs" },
-                if folders { "to call/, present/ or protocol/" } else { "to a shared module" },
+                "server/src/{}:{}: {who} (`{}`): tool rooms are named only by the protocol layer \
+                 (mcp/protocol/) and mcp/tools/mod.rs; move what both need to call/, present/ or \
+                 protocol/",
+                file.path, named.line, named.written,
             ));
         }
     }
@@ -265,7 +242,7 @@ mod tests {
         );
     }
 
-    fn folders(extra: ServerFile) -> Vec<String> {
+    fn layout_with(extra: ServerFile) -> Vec<String> {
         let mut files = vec![
             file("mcp/mod.rs", "mod tools; mod protocol; mod present;"),
             file("mcp/tools/mod.rs", "pub mod run; pub mod sessions; pub mod packages;"),
@@ -283,17 +260,17 @@ mod tests {
 
     #[test]
     fn rooms_by_folders_pass_when_no_room_names_another() {
-        assert!(folders(file("mcp/present/cut.rs", "")).is_empty());
+        assert!(layout_with(file("mcp/present/cut.rs", "")).is_empty());
     }
 
     #[test]
     fn a_sideways_import_between_rooms_is_named() {
         assert_eq!(
-            folders(file("mcp/tools/inline.rs", "fn f() {}\nuse super::sessions::start;")),
+            layout_with(file("mcp/tools/inline.rs", "fn f() {}\nuse super::sessions::start;")),
             ["server/src/mcp/tools/inline.rs:2: the room `inline` names the room `sessions` (`super::sessions::start`): tool rooms are named only by the protocol layer (mcp/protocol/) and mcp/tools/mod.rs; move what both need to call/, present/ or protocol/"]
         );
         assert_eq!(
-            folders(file(
+            layout_with(file(
                 "mcp/tools/packages/list.rs",
                 "use super::super::run::x;"
             ))
@@ -301,7 +278,7 @@ mod tests {
             1
         );
         assert_eq!(
-            folders(file(
+            layout_with(file(
                 "mcp/tools/inline.rs",
                 "use crate::mcp::tools; fn f() { tools::run::go() }"
             ))
@@ -313,34 +290,14 @@ mod tests {
     #[test]
     fn present_names_no_room_and_app_nothing_of_mcp() {
         assert_eq!(
-            folders(file(
+            layout_with(file(
                 "mcp/present/hint.rs",
                 "use crate::mcp::tools::run::RunArgs;"
             ))
             .len(),
             1
         );
-        let problems = folders(file("app/build.rs", "use crate::mcp::McpState;"));
+        let problems = layout_with(file("app/build.rs", "use crate::mcp::McpState;"));
         assert_eq!(problems, ["server/src/app/build.rs:1: `app` names the MCP layer (`crate::mcp::McpState`): app sits below mcp; keep MCP state in mcp"]);
-    }
-
-    #[test]
-    fn the_flat_layout_keeps_its_rule_until_the_folders_land() {
-        let files = vec![
-            file("mcp/handler.rs", "use super::{run, sessions};"),
-            file("mcp/run.rs", "use super::reply;"),
-            file("mcp/reply.rs", "use super::sessions::x;"),
-            file(
-                "mcp/packages/install.rs",
-                "use super::super::run::x; use super::mod_item;",
-            ),
-        ];
-        let problems = room_problems(&files);
-        assert_eq!(problems.len(), 2, "{problems:#?}");
-        assert!(problems[0]
-            .starts_with("server/src/mcp/reply.rs:1: this module names the room `sessions`"));
-        assert!(problems[1].starts_with(
-            "server/src/mcp/packages/install.rs:1: the room `packages` names the room `run`"
-        ));
     }
 }
