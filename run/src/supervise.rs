@@ -67,6 +67,11 @@ impl Ending {
         Self::Exited(Some(ExitStatus::default()))
     }
 
+    /// It exited by itself with code 0.
+    pub(crate) fn succeeded(&self) -> bool {
+        self.exit_code() == Some(0)
+    }
+
     /// Its exit code, when it exited by itself with one.
     pub(crate) fn exit_code(&self) -> Option<i32> {
         match self {
