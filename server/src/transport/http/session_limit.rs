@@ -1,4 +1,6 @@
-//! The cap on live sessions (Streamable HTTP and SSE together): past it, new sessions get 503.
+//! The caps on live sessions (Streamable HTTP and SSE together): past the server's cap, or past
+//! one caller's share of it (`--max-sessions-per-caller`), a new session gets 503. The share
+//! keeps one caller from taking every slot while others wait.
 
 use std::sync::Arc;
 
@@ -8,49 +10,77 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
+use super::session_owner::SessionOwners;
 use crate::client_message::ClientMessage;
 use crate::transport::sse::SseSessions;
+use pyrun_run::caller::Caller;
 
-/// Counts the live sessions of both transports against one maximum.
+/// Counts the live sessions of both transports against one maximum, and each caller's against
+/// its share.
 #[derive(Clone)]
 pub struct SessionLimit {
     max: usize,
+    per_caller: usize,
     max_body_bytes: usize,
-    mcp: Arc<LocalSessionManager>,
+    mcp: SessionOwners,
     sse: Arc<SseSessions>,
+}
+
+/// Which cap a new session would pass.
+enum Full {
+    Server,
+    Caller,
 }
 
 impl SessionLimit {
     pub fn new(
-        max: usize,
+        (max, per_caller): (usize, usize),
         max_body_bytes: usize,
-        mcp: Arc<LocalSessionManager>,
+        mcp: SessionOwners,
         sse: Arc<SseSessions>,
     ) -> Self {
         Self {
             max,
+            per_caller,
             max_body_bytes,
             mcp,
             sse,
         }
     }
 
-    async fn is_full(&self) -> bool {
-        let live = self.mcp.sessions.read().await.len() + self.sse.len();
-        live >= self.max
+    async fn is_full(&self, caller: Option<&Caller>) -> Option<Full> {
+        let live = self.mcp.live().await + self.sse.len();
+        if live >= self.max {
+            return Some(Full::Server);
+        }
+        let caller = caller?;
+        let own = self.mcp.count(caller).await + self.sse.count(caller);
+        (own >= self.per_caller).then_some(Full::Caller)
     }
 
-    fn refuse(&self) -> Response {
-        tracing::warn!(max = self.max, "refused a new session: limit reached");
-        let mut response = (
-            StatusCode::SERVICE_UNAVAILABLE,
-            ClientMessage::new("Service Unavailable: ")
-                .number(self.max)
-                .then(" live sessions is this server's limit (--max-sessions); retry later"),
-        )
-            .into_response();
+    fn refuse(&self, full: Full) -> Response {
+        let message = match full {
+            Full::Server => {
+                tracing::warn!(max = self.max, "refused a new session: limit reached");
+                ClientMessage::new("Service Unavailable: ")
+                    .number(self.max)
+                    .then(" live sessions is this server's limit (--max-sessions); retry later")
+            }
+            Full::Caller => {
+                tracing::warn!(
+                    max = self.per_caller,
+                    "refused a new session: the caller's share is taken"
+                );
+                ClientMessage::new("Service Unavailable: ")
+                    .number(self.per_caller)
+                    .then(
+                        " live sessions of yours is this server's limit per caller \
+                         (--max-sessions-per-caller); close one or retry later",
+                    )
+            }
+        };
+        let mut response = (StatusCode::SERVICE_UNAVAILABLE, message).into_response();
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
@@ -64,8 +94,10 @@ pub async fn limit_sse_sessions(
     request: Request,
     next: Next,
 ) -> Response {
-    if request.method() == Method::GET && limit.is_full().await {
-        return limit.refuse();
+    if request.method() == Method::GET {
+        if let Some(full) = limit.is_full(request.extensions().get::<Caller>()).await {
+            return limit.refuse(full);
+        }
     }
     next.run(request).await
 }
@@ -88,8 +120,10 @@ pub async fn limit_mcp_sessions(
             return (StatusCode::PAYLOAD_TOO_LARGE, message).into_response();
         }
     };
-    if is_initialize(&bytes) && limit.is_full().await {
-        return limit.refuse();
+    if is_initialize(&bytes) {
+        if let Some(full) = limit.is_full(parts.extensions.get::<Caller>()).await {
+            return limit.refuse(full);
+        }
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
