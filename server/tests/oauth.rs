@@ -1480,3 +1480,88 @@ async fn one_caller_cannot_take_every_http_session() {
     let _theirs = McpSession::open(&server.server, Some(other)).await;
     let _also_theirs = SseSession::open(&server.server, Some(other)).await;
 }
+
+/// A share of 2 in 4 (`--max-sessions 4` with `--oauth`): after whatever `flood` does with the
+/// first caller's token, the second caller still opens both of its sessions.
+async fn the_other_caller_keeps_its_share_after<F, Fut>(flood: F)
+where
+    F: FnOnce(OAuthServer, String) -> Fut,
+    Fut: std::future::Future<Output = OAuthServer>,
+{
+    let server = start(&["--max-sessions", "4"]);
+    let (_, first) = server.tokens().await;
+    let (_, second) = server.tokens().await;
+    let flooder = s(&first["access_token"]).to_owned();
+    let other = s(&second["access_token"]).to_owned();
+    let server = flood(server, flooder).await;
+    let _one = McpSession::open(&server.server, Some(&other)).await;
+    let _two = McpSession::open(&server.server, Some(&other)).await;
+}
+
+#[tokio::test]
+async fn an_initialize_naming_an_unreadable_session_opens_none() {
+    the_other_caller_keeps_its_share_after(|server, flooder| async move {
+        for id in 0..6 {
+            let mut headers = token_headers(&flooder);
+            headers.insert("mcp-session-id", HeaderValue::from_bytes(b"\xff").unwrap());
+            let answer = mcp_post(
+                &server.http,
+                &server.server.mcp_url(),
+                &headers,
+                &initialize_request(id),
+            )
+            .await;
+            assert_eq!(answer.status(), StatusCode::NOT_FOUND, "initialize {id}");
+        }
+        server
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn concurrent_initializes_never_pass_a_callers_share() {
+    the_other_caller_keeps_its_share_after(|server, flooder| async move {
+        let (url, headers) = (server.server.mcp_url(), token_headers(&flooder));
+        let requests: Vec<Value> = (0..24).map(initialize_request).collect();
+        let opened = futures::future::join_all(
+            requests
+                .iter()
+                .map(|request| mcp_post(&server.http, &url, &headers, request)),
+        )
+        .await
+        .into_iter()
+        .filter(|answer| answer.status() == StatusCode::OK)
+        .count();
+        assert!(opened <= 2, "{opened} sessions opened with a share of 2");
+        server
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn initializes_whose_client_hangs_up_at_once_still_count_for_their_caller() {
+    use tokio::io::AsyncWriteExt;
+
+    the_other_caller_keeps_its_share_after(|server, flooder| async move {
+        let body = initialize_request(1).to_string();
+        let url = reqwest::Url::parse(&server.server.mcp_url()).unwrap();
+        let address = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer {flooder}\r\n\
+             accept: application/json, text/event-stream\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        // Hang up after a few hundred microseconds to a few milliseconds: some requests end
+        // before the session is made, some after, none with an answer read.
+        for attempt in 0..16u64 {
+            let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+            stream.write_all(head.as_bytes()).await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_micros(250 * attempt)).await;
+            drop(stream);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        server
+    })
+    .await;
+}

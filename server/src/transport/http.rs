@@ -41,7 +41,7 @@ pub use auth::{Authenticator, RequiredToken};
 use body_timeout::BodyTimeout;
 pub use host_check::HostPolicy;
 use session_limit::SessionLimit;
-use session_owner::SessionOwners;
+use session_owner::{CallerSessions, SessionBook};
 
 /// Time a connection gets to send a request head, idle keep-alive included (it needs hyper's
 /// timer to take effect; see `accept`): a half-sent request is cut off within it.
@@ -126,13 +126,14 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
     // A stream still open resumes as before; a finished one is dropped at the session's next
     // message.
     mcp_sessions.session_config.completed_cache_ttl = Duration::ZERO;
-    let mcp_sessions = Arc::new(mcp_sessions);
+    // Each session recorded with the caller that made it (see `session_owner`).
+    let book = Arc::new(SessionBook::default());
+    let mcp_sessions = Arc::new(CallerSessions::new(mcp_sessions, book.clone()));
     let sse_sessions = Arc::new(SseSessions::default());
-    let owners = SessionOwners::new(mcp_sessions.clone());
     let limit = SessionLimit::new(
         (settings.max_sessions, settings.max_sessions_per_caller),
         settings.max_body_bytes,
-        owners.clone(),
+        book.clone(),
         sse_sessions.clone(),
     );
 
@@ -160,7 +161,7 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
     let mcp = ServiceBuilder::new()
         .layer(from_fn(read_hold::hold_read_shares))
         .layer(from_fn_with_state(
-            owners,
+            book,
             session_owner::keep_sessions_to_their_callers,
         ))
         .layer(from_fn_with_state(

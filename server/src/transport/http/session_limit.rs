@@ -1,6 +1,8 @@
 //! The caps on live sessions (Streamable HTTP and SSE together): past the server's cap, or past
 //! one caller's share of it (`--max-sessions-per-caller`), a new session gets 503. The share
-//! keeps one caller from taking every slot while others wait.
+//! keeps one caller from taking every slot while others wait. Sessions being opened count too:
+//! a request that may open one holds a [`Reservation`] from its check until its answer, taken
+//! under the same lock as the check, so concurrent opens cannot all pass one free slot.
 
 use std::sync::Arc;
 
@@ -11,7 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 
-use super::session_owner::SessionOwners;
+use super::session_owner::{Reservation, SessionBook};
 use crate::client_message::ClientMessage;
 use crate::transport::sse::SseSessions;
 use pyrun_run::caller::Caller;
@@ -23,7 +25,7 @@ pub struct SessionLimit {
     max: usize,
     per_caller: usize,
     max_body_bytes: usize,
-    mcp: SessionOwners,
+    mcp: Arc<SessionBook>,
     sse: Arc<SseSessions>,
 }
 
@@ -37,7 +39,7 @@ impl SessionLimit {
     pub fn new(
         (max, per_caller): (usize, usize),
         max_body_bytes: usize,
-        mcp: SessionOwners,
+        mcp: Arc<SessionBook>,
         sse: Arc<SseSessions>,
     ) -> Self {
         Self {
@@ -49,14 +51,18 @@ impl SessionLimit {
         }
     }
 
-    async fn is_full(&self, caller: Option<&Caller>) -> Option<Full> {
-        let live = self.mcp.live().await + self.sse.len();
-        if live >= self.max {
-            return Some(Full::Server);
+    /// A place for one more session of `caller`, or the cap it would pass.
+    fn reserve(&self, caller: Option<&Caller>) -> Result<Reservation, Full> {
+        let caller = caller.cloned();
+        let mut book = self.mcp.lock();
+        if book.mcp_and_opening() + self.sse.len() >= self.max {
+            return Err(Full::Server);
         }
-        let caller = caller?;
-        let own = self.mcp.count(caller).await + self.sse.count(caller);
-        (own >= self.per_caller).then_some(Full::Caller)
+        let own = book.of_caller(&caller) + caller.as_ref().map_or(0, |c| self.sse.count(c));
+        if own >= self.per_caller {
+            return Err(Full::Caller);
+        }
+        Ok(self.mcp.reserve(&mut book, caller))
     }
 
     fn refuse(&self, full: Full) -> Response {
@@ -94,15 +100,19 @@ pub async fn limit_sse_sessions(
     request: Request,
     next: Next,
 ) -> Response {
-    if request.method() == Method::GET {
-        if let Some(full) = limit.is_full(request.extensions().get::<Caller>()).await {
-            return limit.refuse(full);
-        }
+    if request.method() != Method::GET {
+        return next.run(request).await;
     }
-    next.run(request).await
+    match limit.reserve(request.extensions().get::<Caller>()) {
+        // Held until the stream's session is in the SSE map (the handler puts it there before
+        // it answers).
+        Ok(_opening) => next.run(request).await,
+        Err(full) => limit.refuse(full),
+    }
 }
 
-/// Middleware for `/mcp`: a POSTed `initialize` without a session id opens a session.
+/// Middleware for `/mcp`: a POSTed `initialize` without a session id opens a session (one with a
+/// session id, even an unreadable one, never does: see `session_owner`).
 pub async fn limit_mcp_sessions(
     State(limit): State<SessionLimit>,
     request: Request,
@@ -120,11 +130,14 @@ pub async fn limit_mcp_sessions(
             return (StatusCode::PAYLOAD_TOO_LARGE, message).into_response();
         }
     };
-    if is_initialize(&bytes) {
-        if let Some(full) = limit.is_full(parts.extensions.get::<Caller>()).await {
-            return limit.refuse(full);
+    let _opening = if is_initialize(&bytes) {
+        match limit.reserve(parts.extensions.get::<Caller>()) {
+            Ok(opening) => Some(opening),
+            Err(full) => return limit.refuse(full),
         }
-    }
+    } else {
+        None
+    };
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
 }
