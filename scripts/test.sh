@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The one test command (README and .ci/run call exactly `bash scripts/test.sh`): formatting, lints,
-# the layering checks, a compile check for Windows and macOS, the publish dry run, then one build
+# a compile check for Windows and macOS, the publish dry run, then one build
 # and one `cargo test --workspace` with the tunnel and the real-client tests on (official SDKs,
 # Inspector, conformance suite, nginx, chromium, the MCP Apps test host, the scripts), and a
-# closing summary with each step's time and the test count.
+# closing summary with each step's time and the test count. The map's checks (crate layers, MCP
+# rooms, ARCHITECTURE.md's paths and names, entry and test-binary counts) are the tidy test that
+# `cargo test` runs (tests/src/tidy/).
 # Real-client tests install what they need (Python venv, Node tools, the MCP Apps test host bundled
 # with esbuild; npm and node on PATH) under target/test-deps/.
 set -euo pipefail
@@ -63,87 +65,6 @@ CC
     chmod +x "$cc"
     step "cargo check --target $target" env "CC_$var=$cc" "AR_$var=ar" LIBSQLITE3_SYS_USE_PKG_CONFIG=1 \
         cargo check --workspace --all-targets --target "$target"
-}
-
-# The layering the architecture promises, from each crate's dependency tree (on any platform):
-# the sandbox crate depends on no async runtime, CLI, MCP, HTTP or JSON crate; the run layer on
-# no MCP, HTTP or CLI crate. Only the sandbox crate (plus one audited module of the run layer)
-# has `unsafe`, which the workspace's lints enforce.
-check_layer_deps() {
-    local crate=$1 forbidden=$2 tree
-    tree=$(cargo tree -p "$crate" -e normal --target all --prefix none --format '{p}') || return 1
-    if grep -E "^($forbidden) " <<<"$tree"; then
-        echo "$crate must not depend on the crates above"
-        return 1
-    fi
-    local names
-    names=$(awk '{print $1}' <<<"$tree" | sort -u)
-    if (($(wc -l <<<"$names") > 30)); then
-        echo "$crate depends on $(wc -l <<<"$names") crates, none of the above"
-    else
-        echo "$crate depends on: $(tr '\n' ' ' <<<"$names")"
-    fi
-}
-
-# The MCP layer's rooms (server/src/mcp/: one per tool family) never import each other; what two
-# need lives in a shared module (reply, call, …); only the handler names them all. A room is named
-# in `use`/paths as `super::ROOM` or `crate::mcp::ROOM`.
-check_rooms() {
-    local rooms='run|background|inline|sessions|packages|tasks|resources|prompts|artifacts|backends'
-    local room file found=0
-    for file in server/src/mcp/*.rs server/src/mcp/*/*.rs; do
-        # The handler composes the rooms: it may name them all.
-        [[ $file == server/src/mcp/handler.rs || $file == server/src/mcp/mod.rs ]] && continue
-        room=$(basename "${file%.rs}")
-        [[ $room == mod ]] && room=$(basename "$(dirname "$file")")
-        # A room may name itself (its own submodules); any other room is an import sideways.
-        if grep -nE "(super|crate::mcp)::($rooms)\b" "$file" |
-            grep -vE "(super|crate::mcp)::$room\b"; then
-            echo "$file imports another tool room (above): move what both need to a shared module"
-            found=1
-        fi
-    done
-    # The shared state sits below the MCP layer: `app` names nothing of it (no import circle).
-    if grep -rnE 'crate::mcp\b|super::mcp\b' server/src/app; then
-        echo "server/src/app imports the MCP layer (above): keep MCP state in mcp::McpState"
-        found=1
-    fi
-    ((found == 0)) && echo "no tool room of server/src/mcp imports another; app imports nothing of mcp"
-}
-
-# The server's root keeps a dozen entries at most: each says what its room is (ARCHITECTURE.md).
-check_server_root() {
-    local entries
-    entries=$(find server/src -mindepth 1 -maxdepth 1 | wc -l)
-    echo "server/src has $entries entries: $(find server/src -mindepth 1 -maxdepth 1 -printf '%f ')"
-    ((entries <= 12))
-}
-
-# Integration tests link once per crate (the ripgrep layout): at most 8 test binaries in the
-# workspace, counted from cargo's own metadata with every feature on.
-check_test_binaries() {
-    local count
-    count=$(cargo metadata --format-version 1 --no-deps --all-features |
-        python3 -c 'import json, sys; m = json.load(sys.stdin); print(sum(1 for p in m["packages"] for t in p["targets"] if "test" in t["kind"]))')
-    echo "$count integration test binaries"
-    ((count <= 8))
-}
-
-# ARCHITECTURE.md stays true: every repository path it names in backticks exists.
-check_architecture_paths() {
-    local path missing=0 named=0
-    # Backtick-quoted paths under a top-level folder of the repository (Markdown backticks).
-    # shellcheck disable=SC2016
-    local pattern='[`](api|sandbox|run|remote|runpod|server|client|tests|bench|scripts|python_projects|docs)/[^` ]*[`]'
-    while read -r path; do
-        named=$((named + 1))
-        if [[ ! -e $path ]]; then
-            echo "ARCHITECTURE.md names $path, which does not exist"
-            missing=1
-        fi
-    done < <(grep -oE "$pattern" ARCHITECTURE.md | tr -d '`' | sort -u)
-    echo "ARCHITECTURE.md: $named paths named"
-    ((named > 0 && missing == 0))
 }
 
 # The GitHub workflows for people who fork, checked against GitHub's workflow schema with
@@ -273,15 +194,6 @@ fi
 
 step "cargo fmt --check" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
-step "pyrun-sandbox dependencies" check_layer_deps pyrun-sandbox 'tokio|clap|rmcp|axum|hyper|http|serde_json|reqwest'
-step "pyrun-run dependencies" check_layer_deps pyrun-run 'rmcp|rmcp-macros|axum|hyper|http|clap|reqwest|schemars'
-step "pyrun-remote dependencies" check_layer_deps pyrun-remote 'rmcp|rmcp-macros|axum|clap|schemars|pyrun-mcp-server'
-step "pyrun-api dependencies" check_layer_deps pyrun-api 'libc|tokio|pyrun-sandbox|landlock|rustix'
-step "pyrun-mcp-client dependencies" check_layer_deps pyrun-mcp-client 'pyrun-sandbox|pyrun-run|pyrun-mcp-server|landlock'
-step "MCP tool rooms" check_rooms
-step "server/src root" check_server_root
-step "integration test binaries" check_test_binaries
-step "ARCHITECTURE.md code map" check_architecture_paths
 step "GitHub workflows (schema)" check_workflows
 # What compiles only with a feature (the test-only conformance fixtures, the ngrok tunnel, the
 # real-client tests): one lint pass with every feature on (a check only: it builds no binary).

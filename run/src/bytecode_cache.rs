@@ -214,7 +214,7 @@ impl BytecodeCache {
                      their sources",
                     python.display()
                 ),
-                Err(e) if pyrun_sandbox::helpers::closing() => {
+                Err(e) if crate::helpers::closing() => {
                     tracing::debug!("bytecode fill ended by the shutdown: {e}")
                 }
                 Err(e) => tracing::warn!("{e}; runs compile the stdlib they import each time"),
@@ -256,7 +256,7 @@ impl BytecodeCache {
         if priority == Priority::Background {
             pyrun_sandbox::os::background_priority(&mut cmd);
         }
-        let output = pyrun_sandbox::helpers::output(&mut cmd).map_err(|e| fail(e.to_string()))?;
+        let output = crate::helpers::output(&mut cmd).map_err(|e| fail(e.to_string()))?;
         let said = String::from_utf8_lossy(&output.stdout);
         match said.trim() {
             _ if !output.status.success() => Err(fail(format!(
@@ -426,7 +426,7 @@ mod tests {
     use super::*;
 
     fn python() -> PathBuf {
-        pyrun_sandbox::resolve_python(None).expect("python3 must be installed for these tests")
+        crate::python_env::resolve_python(None).expect("python3 must be installed for these tests")
     }
 
     #[test]

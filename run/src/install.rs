@@ -94,9 +94,10 @@ use tokio_util::sync::CancellationToken;
 use super::live_output::LiveOutput;
 use super::package_index::PackageIndex;
 use super::paths::ProjectDir;
+use super::python_env::python_read_paths;
 use super::requirement::Requirement;
 use super::uv_lock::CheckedLock;
-use pyrun_sandbox::{python_read_paths, Grant, ResourceLimits, Sandbox, SandboxError, SandboxMode};
+use pyrun_sandbox::{Grant, ResourceLimits, Sandbox, SandboxError, SandboxMode};
 
 /// The name of the environment an install makes and fills, in the project's folder.
 pub const VENV_NAME: &str = ".venv";

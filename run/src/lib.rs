@@ -10,8 +10,9 @@
 //! and session ids; `mime` names file types; `requirement` checks what `install_packages` may ask for; `package_index` is the operator's index installs
 //! fetch from; `install` makes a project's `.venv` and installs into it under its own sandbox
 //! profile; `python_support` writes the modules the server ships for runs (the matplotlib
-//! backend, the session driver); `python_env` picks and checks the interpreter and virtual
-//! environment of a folder; `packages` reads what an environment has installed; `session` keeps
+//! backend, the session driver); `python_env` finds the interpreter at start-up and picks and checks the
+//! interpreter and virtual environment of a folder; `helpers` starts the server's own short
+//! helper processes and kills them when it closes; `packages` reads what an environment has installed; `session` keeps
 //! persistent Python sessions; `launch` starts an interpreter (where, what, with which
 //! environment); `warm` keeps interpreters started ahead of their runs (Linux). The kernel side is the `pyrun_sandbox` crate, below this layer;
 //! the words shared with clients (run status and kind) are `pyrun_api`'s.
@@ -23,6 +24,7 @@ pub mod caller;
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)] // tokio's fd registration; see the module header
 mod child;
+pub mod helpers;
 pub mod ids;
 pub mod install;
 mod launch;

@@ -34,9 +34,11 @@ use pyrun_sandbox::SandboxError;
 
 use super::paths::open_beneath;
 
+mod discovery;
 mod interpreters;
 mod pyvenv_cfg;
 
+pub use discovery::{python_facts, python_read_paths, resolve_python, PythonError, PythonFacts};
 pub use interpreters::{Interpreter, Interpreters};
 pub use pyvenv_cfg::{CfgProblem, PyvenvCfg};
 
@@ -379,7 +381,7 @@ mod tests {
     use super::*;
 
     fn python() -> PathBuf {
-        pyrun_sandbox::resolve_python(None).expect("python3 installed")
+        resolve_python(None).expect("python3 installed")
     }
 
     fn venv(dir: &Path, cfg: &str) {

@@ -51,7 +51,7 @@ impl SandboxProbe {
             match &probed {
                 Ok(sandbox) => tracing::info!(layers = ?sandbox.layers(), "sandbox ready"),
                 // Its interpreter was killed by the server's shutdown: no run will come.
-                Err(e) if pyrun_sandbox::helpers::closing() => {
+                Err(e) if crate::helpers::closing() => {
                     tracing::debug!("sandbox probe ended by the shutdown: {e}")
                 }
                 Err(e) => tracing::error!("the sandbox cannot be set up; every run will fail: {e}"),

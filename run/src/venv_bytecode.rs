@@ -32,10 +32,10 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use pyrun_sandbox::{python_read_paths, Grant, ResourceLimits, Sandbox, SandboxMode};
+use pyrun_sandbox::{Grant, ResourceLimits, Sandbox, SandboxMode};
 
 use super::bytecode_cache::Fnv;
-use super::python_env::PythonEnv;
+use super::python_env::{python_read_paths, PythonEnv};
 
 /// The stamp at the top of a venv's cache: the fingerprint, then the venv's host folder.
 const STAMP: &str = ".pyrun-venv";

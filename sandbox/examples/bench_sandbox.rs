@@ -13,9 +13,11 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use pyrun_sandbox::{
-    python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy, SandboxSlot,
-};
+use pyrun_sandbox::{ResourceLimits, Sandbox, SandboxMode, SandboxPolicy, SandboxSlot};
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+use support::python_read_paths;
 
 #[cfg(not(target_os = "linux"))]
 fn main() {
@@ -47,7 +49,7 @@ fn main() -> anyhow::Result<()> {
     }
     let python = match python {
         Some(p) => p,
-        None => pyrun_sandbox::resolve_python(None)?,
+        None => support::python().to_path_buf(),
     };
     if let Some(files) = project_files {
         return bench_project(runs, &python, limits, files);

@@ -1,7 +1,7 @@
 //! The few process and file calls outside the sandbox proper that need `unsafe`: kept here so
 //! that the server has none of its own.
 
-#[cfg(unix)]
+#[cfg(any(unix, windows))]
 use std::io;
 use std::process::Command;
 
@@ -83,5 +83,26 @@ pub fn idle_thread_priority() {
         if libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) != 0 {
             libc::setpriority(libc::PRIO_PROCESS, 0, 19);
         }
+    }
+}
+
+/// Windows: ends the process `process` is a handle to, with exit code 1 (as `Child::kill`
+/// does), for a caller that holds a handle of its own to it rather than its `Child`: the run
+/// layer's helper registry.
+#[cfg(windows)]
+pub fn terminate_process(process: std::os::windows::io::BorrowedHandle<'_>) -> io::Result<()> {
+    use std::os::windows::io::AsRawHandle;
+    // SAFETY: a borrowed handle is open for the whole call; on a handle that is not a process
+    // the call fails, which is returned.
+    let ok = unsafe {
+        windows_sys::Win32::System::Threading::TerminateProcess(
+            process.as_raw_handle() as windows_sys::Win32::Foundation::HANDLE,
+            1,
+        )
+    };
+    if ok != 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }

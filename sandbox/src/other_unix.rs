@@ -2,8 +2,9 @@
 
 use std::os::unix::process::CommandExt;
 
-use super::unix_limits::RlimitTable;
-use super::{SandboxError, SandboxMode, SandboxPolicy};
+use crate::error::SandboxError;
+use crate::policy::{SandboxMode, SandboxPolicy};
+use crate::unix_limits::RlimitTable;
 
 #[derive(Debug)]
 pub(super) struct UnixSandbox {

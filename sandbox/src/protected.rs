@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use crate::{is_protected_name, RunProject, WriteScope};
+use crate::policy::{is_protected_name, RunProject, WriteScope};
 
 /// The entries that make git take a folder for a repository (its `is_git_directory`).
 const GIT_DIR_PARTS: [&str; 3] = [GIT_HEAD, "objects", "refs"];

@@ -2,7 +2,7 @@
 
 use rustix::process::{setrlimit, Resource, Rlimit};
 
-use super::ResourceLimits;
+use crate::policy::ResourceLimits;
 
 /// The rlimits to set in the child, precomputed so that applying them does not allocate.
 #[derive(Clone, Debug)]

@@ -1,7 +1,7 @@
 //! Windows: one kill-on-close Job Object per run, with memory, CPU-time and process-count limits.
 //!
-//! [`Sandbox::confine`] makes the child start suspended; the runner spawns it, then calls
-//! [`Sandbox::assign_job`] with its process handle, which puts it in its job and only then lets
+//! [`Sandbox::confine`](crate::Sandbox::confine) makes the child start suspended; the runner spawns it, then calls
+//! [`Sandbox::assign_job`](crate::Sandbox::assign_job) with its process handle, which puts it in its job and only then lets
 //! it run: nothing it starts is outside the job, and a quick script cannot exit before it is
 //! assigned (which failed with "Access denied", seen under Wine). The runner keeps the returned
 //! [`RunJob`] for the run's lifetime. Dropping it closes the job's last handle, and Windows kills
@@ -27,7 +27,8 @@ use windows_sys::Win32::System::JobObjects::{
     JOB_OBJECT_LIMIT_PROCESS_TIME,
 };
 
-use super::{ResourceLimits, Sandbox, SandboxError, SandboxMode, SandboxPolicy};
+use crate::error::SandboxError;
+use crate::policy::{ResourceLimits, SandboxMode, SandboxPolicy};
 
 #[derive(Debug)]
 pub(super) struct JobSandbox {
@@ -58,7 +59,7 @@ impl JobSandbox {
         vec!["job-object"]
     }
 
-    /// Starts the child suspended: [`Sandbox::assign_job`] lets it run once it is in its job.
+    /// Starts the child suspended: [`Sandbox::assign_job`](crate::Sandbox::assign_job) lets it run once it is in its job.
     pub(super) fn confine(&self, cmd: &mut std::process::Command) -> Result<(), SandboxError> {
         std::os::windows::process::CommandExt::creation_flags(cmd, CREATE_SUSPENDED);
         Ok(())
@@ -110,19 +111,11 @@ impl JobSandbox {
         }
         Ok(job)
     }
-}
 
-impl Sandbox {
-    /// Windows only: puts a freshly spawned run (its process handle, e.g. tokio's
-    /// `Child::raw_handle()`) into a new kill-on-close Job Object with the run's limits. Keep the
-    /// returned [`RunJob`] until the run ends; dropping it kills every process left in the job.
-    /// On error, kill the child: it must not run outside its job. With `--sandbox off` this
-    /// returns `Ok(None)`.
-    pub fn assign_job(&self, process: RawHandle) -> Result<Option<RunJob>, SandboxError> {
-        let Some(imp) = &self.imp else {
-            return Ok(None);
-        };
-        let job = imp.job()?;
+    /// Puts a freshly spawned run into a new job ([`Sandbox::assign_job`](crate::Sandbox::assign_job)),
+    /// then lets it run.
+    pub(crate) fn assign_job(&self, process: RawHandle) -> Result<RunJob, SandboxError> {
+        let job = self.job()?;
         // SAFETY: both handles are valid for the call; `process` is the caller's child handle.
         let ok = unsafe { AssignProcessToJobObject(job.as_raw_handle() as _, process as _) };
         if ok == 0 {
@@ -132,7 +125,7 @@ impl Sandbox {
             ));
         }
         resume(process).map_err(|e| SandboxError::prepare("ResumeThread", e))?;
-        Ok(Some(RunJob { _job: job }))
+        Ok(RunJob { _job: job })
     }
 }
 

@@ -12,24 +12,12 @@ use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use pyrun_sandbox::{
-    python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy, SandboxSlot,
-};
+use pyrun_sandbox::{ResourceLimits, Sandbox, SandboxMode, SandboxPolicy, SandboxSlot};
 
-/// The interpreter, resolved once (`python3` on PATH may be a slow shim).
-fn python() -> &'static Path {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let out = Command::new("python3")
-            .args(["-c", "import sys; print(sys.executable)"])
-            .output()
-            .expect("python3 must be installed to test the sandbox");
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-    })
-}
+mod support;
+use support::{python, python_read_paths};
 
 struct Fixture {
     _root: tempfile::TempDir,

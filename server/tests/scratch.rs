@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use crate::util;
 use pyrun_mcp_tests::procs::holds_within;
+use pyrun_run::python_env::python_read_paths;
 use pyrun_run::runner::{RunRequest, Runner, RunnerSettings};
-use pyrun_sandbox::{python_read_paths, ResourceLimits, Sandbox, SandboxMode, SandboxPolicy};
+use pyrun_sandbox::{ResourceLimits, Sandbox, SandboxMode, SandboxPolicy};
 use tokio_util::sync::CancellationToken;
 
 /// Runs `body` in a child process of its own (this binary again, alone, with a fresh temp folder),

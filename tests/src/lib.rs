@@ -31,6 +31,8 @@ pub mod python;
 pub mod runpod;
 pub mod server;
 pub mod stdio;
+#[cfg(test)]
+mod tidy;
 pub mod warm;
 
 #[cfg(feature = "real-clients")]

@@ -1,12 +1,14 @@
 //! The interpreters a run may use: `--python` and each `--allow-python`, chosen by the operator
-//! (trusted), each asked once what it is (`pyrun_sandbox::python_facts`: version, site-packages,
+//! (trusted), each asked once what it is (`discovery::python_facts`: version, site-packages,
 //! read trees) by whoever needs it first — the sandbox's probe in the background, or the first
 //! run or listing.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use pyrun_sandbox::{python_facts, PythonFacts, SandboxError};
+use pyrun_sandbox::SandboxError;
+
+use super::discovery::{python_facts, PythonFacts};
 
 use super::pyvenv_cfg::major_minor;
 

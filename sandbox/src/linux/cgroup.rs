@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::{ResourceLimits, SandboxError};
+use crate::error::SandboxError;
+use crate::policy::ResourceLimits;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Controller {

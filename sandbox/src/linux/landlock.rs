@@ -9,7 +9,8 @@ use landlock::{
     Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
 
-use crate::{Grant, SandboxError};
+use crate::error::SandboxError;
+use crate::policy::Grant;
 
 /// The newest ABI this module was written and tested against; newer kernels are used at this level.
 const TESTED_ABI: ABI = ABI::V7;

@@ -1,5 +1,21 @@
 //! Linux sandbox: probes the kernel once, then gives each run the steps its child takes between
 //! clone and exec ([`ChildSteps`], run by `spawn/`; the order is in `lib.rs`).
+//!
+//! [`LinuxSandbox::new`] prepares the layers once, one function each, in this order (each step
+//! needs what the ones before it found):
+//! 1. seccomp: the filter compiled (`seccomp.rs`, `bpf.rs`); the probe's child installs it;
+//! 2. cgroups: which controllers this machine gives a run (`cgroup.rs`);
+//! 3. idmap ([`run_uid_maps`]): whether runs may take a kernel uid of their own, which a root
+//!    server gives only where a pids cgroup bounds a run (`idmap.rs`);
+//! 4. namespaces ([`probed_namespaces`]): the shared user (+ network) namespaces, mapped for
+//!    that uid, and the probe: one forked child tries to join them, make a pid namespace,
+//!    restrict itself with Landlock and install the filter (`namespaces.rs`);
+//! 5. Landlock ([`landlock_rules`]): the policy's trees and the system's (`landlock.rs`);
+//! 6. mount ([`file_view`]): the file view showing what Landlock lets a process read, built once
+//!    to prove it works (`mount.rs`, `world.rs`);
+//! 7. the report ([`LayerReport`]): the layers the probe and the view proved, then the run-uid
+//!    layer settled against the view ([`settle_run_uid`]), rlimits and cgroups, what this
+//!    Landlock ABI adds; `strict` refuses when one is missing.
 
 mod bpf;
 mod cgroup;
@@ -16,9 +32,11 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::protected::RunScope;
-use super::unix_limits::RlimitTable;
-use super::{Grant, SandboxError, SandboxMode, SandboxPolicy};
+use crate::error::SandboxError;
+use crate::policy::{Grant, ResourceLimits, SandboxMode, SandboxPolicy};
+use crate::policy::{RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR, RUN_SUPPORT_DIR};
+use crate::protected::RunScope;
+use crate::unix_limits::RlimitTable;
 use cgroup::{RunCgroups, SlotCgroups};
 use idmap::Idmaps;
 use landlock::FsRules;
@@ -131,194 +149,26 @@ impl LinuxSlot {
 }
 
 impl LinuxSandbox {
+    /// Probes this machine once and prepares every layer it has, in the order of the module
+    /// header; a layer missing under `strict`, or a port rule this kernel cannot enforce, is an
+    /// error.
     pub(super) fn new(policy: SandboxPolicy) -> Result<Self, SandboxError> {
         let filters = SeccompFilters::compile(policy.allow_network)?;
-        let flags = if policy.allow_network {
-            libc::CLONE_NEWUSER
-        } else {
-            libc::CLONE_NEWUSER | libc::CLONE_NEWNET
-        };
+        let flags = namespace_flags(policy.allow_network);
         let cgroups = RunCgroups::probe(&policy.limits);
         let root = rustix::process::geteuid().is_root();
-        // A run's own uid is counted by RLIMIT_NPROC across every run: only a pids cgroup may
-        // bound a run's processes then.
-        let pids_cgroup = policy.limits.processes == 0
-            || cgroups.controllers().any(|c| c == cgroup::Controller::Pids);
-        let idmaps = if root && !pids_cgroup {
-            tracing::warn!(
-                "sandbox: runs keep the server's kernel uid 0: no pids cgroup to bound their \
-                 processes under a uid of their own"
-            );
-            None
-        } else {
-            let owned: Vec<&Path> = [policy.pycache.as_deref(), policy.support.as_deref()]
-                .into_iter()
-                .flatten()
-                .chain(policy.write_paths.iter().map(PathBuf::as_path))
-                .filter(|folder| folder.is_dir())
-                .collect();
-            Idmaps::probe(policy.projects.as_deref(), &owned)
-        };
-        // Made once and joined by every run (cheap), instead of made per run (~0.6 ms for a network
-        // namespace); per-run unshare when the kernel refuses to let a child join them.
-        let mut namespaces =
-            Namespaces::shared(flags, idmaps.as_ref().map(|_| idmap::RUN_KUID)).map(Arc::new);
-        let mut probe = probe(namespaces.as_deref(), flags, &filters);
-        if !probe.namespaces && namespaces.is_some() {
-            tracing::debug!("sandbox: joining shared namespaces failed; unsharing per run");
-            namespaces = None;
-            probe = probe_unshared(flags, &filters);
-        }
-        let mut namespaces = probe
-            .namespaces
-            .then(|| namespaces.unwrap_or_else(|| Arc::new(Namespaces::unshared(flags))));
-        let hidden = if policy.projects.is_some() {
-            hidden_by_view(&policy)
-        } else {
-            Vec::new()
-        };
-        if let Some((tree, under)) = hidden.first() {
-            tracing::warn!(
-                "sandbox: runs get no file view of their own: the interpreter reads {}, which \
-                 lies under {under}, where a run sees something else; use an interpreter (or \
-                 venv) outside {under} for the mount-ns layer",
-                tree.display()
-            );
-        }
-        let fs = FsRules::new(
-            &policy.read_paths,
-            &policy.write_paths,
-            policy.allow_network,
-        )
-        .connecting_only_to(policy.tcp_connect_ports.clone());
-        // Every process gets a view: a run's (the projects at `/projects`) or, without a
-        // projects folder, an install's (its folders at their host paths).
-        let view = match namespaces.as_deref().and_then(Namespaces::user) {
-            Some(user) if hidden.is_empty() => {
-                let template = ViewTemplate {
-                    projects: policy.projects.clone(),
-                    shown: fs.shown(),
-                    writable: match policy.projects {
-                        Some(_) => Vec::new(),
-                        None => policy.write_paths.clone(),
-                    },
-                    pycache: policy.pycache.clone(),
-                    support: policy.support.clone(),
-                };
-                probe_view(&template, user, idmaps.as_ref()).then_some(template)
-            }
-            _ => None,
-        };
+        let idmaps = run_uid_maps(&policy, &cgroups, root);
+        let (namespaces, probe) = probed_namespaces(flags, idmaps.as_ref(), &filters);
+        let fs = landlock_rules(&policy);
+        let view = file_view(&policy, namespaces.as_deref(), &fs, idmaps.as_ref());
 
-        let mut layers = Vec::new();
-        let mut missing = Vec::new();
-        let mut note = |ok: bool, layer: &'static str, why: &'static str| {
-            if ok {
-                layers.push(layer);
-            } else {
-                missing.push((layer, why));
-            }
-        };
-        note(
-            probe.landlock_abi > 0,
-            "landlock",
-            "files outside the allowed trees are readable and writable",
-        );
-        note(
-            probe.seccomp,
-            "seccomp",
-            "dangerous syscalls (ptrace, mount, setsid...) are allowed",
-        );
-        let ns_layer = if policy.allow_network {
-            "user-ns"
-        } else {
-            "user-netns"
-        };
-        note(
-            probe.namespaces,
-            ns_layer,
-            "the network and the server's capabilities are reachable",
-        );
-        let pid_namespace = probe.pid_namespace && crate::spawn::PID_NAMESPACE_SUPPORTED;
-        note(
-            pid_namespace,
-            "pid-ns",
-            "scripts can see, signal and limit other processes of the server's user",
-        );
-        note(
-            view.is_some(),
-            "mount-ns",
-            "files outside the projects folder can have their mode, owner and times changed, \
-             every host path can be looked up, and runs see host paths",
-        );
-        // The uid is the shared namespace's map, and a run under it owns only what its view
-        // attaches idmapped: without a view, runs join namespaces mapped as before.
-        let idmaps = match (idmaps, &view) {
-            (Some(idmaps), Some(_)) => Some(Arc::new(idmaps)),
-            (Some(_), None) => {
-                // Possible here but not given: `strict` refuses (where the filesystem cannot
-                // idmap, only the probe's warning is said).
-                missing.push((
-                    "run-uid",
-                    "runs of this root server keep kernel uid 0 (they have no view to own \
-                     their folders through)",
-                ));
-                if namespaces.as_deref().and_then(Namespaces::user).is_some() {
-                    namespaces = Some(Arc::new(
-                        Namespaces::shared(flags, None)
-                            .unwrap_or_else(|| Namespaces::unshared(flags)),
-                    ));
-                }
-                None
-            }
-            (None, _) => None,
-        };
-        if idmaps.is_some() {
-            layers.push("run-uid");
-        }
-        layers.push("rlimits");
-        layers.push("process-group");
-        let cgroup_controllers: Vec<_> = cgroups.controllers().collect();
-        for c in &cgroup_controllers {
-            layers.push(c.layer());
-        }
-        let pids_bounded = policy.limits.processes == 0
-            || !root
-            || cgroup_controllers.contains(&cgroup::Controller::Pids);
-        if !pids_bounded {
-            missing.push((
-                "cgroup-pids",
-                "the process count is not limited (RLIMIT_NPROC does not apply to root)",
-            ));
-        }
-        if policy.tcp_connect_ports.is_some() {
-            // Fail closed, whatever the mode: the caller relies on the port rule.
-            if probe.landlock_abi < LANDLOCK_NET_ABI {
-                return Err(SandboxError::PortRulesUnavailable {
-                    abi: probe.landlock_abi,
-                });
-            }
-            layers.push("landlock-tcp-ports");
-        }
-        let unscoped = probe.landlock_abi > 0 && probe.landlock_abi < LANDLOCK_SCOPED_ABI;
-        if unscoped {
-            missing.push((
-                "landlock-scopes",
-                "scripts may signal processes of the same user (Landlock ABI < 6)",
-            ));
-        }
-
-        if policy.mode == SandboxMode::Strict && !missing.is_empty() {
-            let missing = missing
-                .iter()
-                .map(|(layer, why)| format!("{layer} ({why})"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            return Err(SandboxError::StrictUnavailable { missing });
-        }
-        for (layer, why) in &missing {
-            tracing::warn!(layer, "sandbox layer unavailable on this machine: {why}");
-        }
+        let mut report = LayerReport::default();
+        let pid_namespace = report.probed(&probe, policy.allow_network, view.is_some());
+        let (idmaps, namespaces) =
+            settle_run_uid(idmaps, view.is_some(), namespaces, flags, &mut report);
+        report.limits(&policy.limits, &cgroups, root);
+        report.landlock_abi(probe.landlock_abi, policy.tcp_connect_ports.is_some())?;
+        let layers = report.settle(policy.mode)?;
 
         Ok(Self {
             layers,
@@ -447,14 +297,264 @@ impl LinuxSandbox {
         Some(template.shown.iter().any(|tree| path.starts_with(tree)))
     }
 
-    /// Where a run sees the host path `path`: under [`RUN_PROJECTS_DIR`](crate::RUN_PROJECTS_DIR)
+    /// Where a run sees the host path `path`: under [`RUN_PROJECTS_DIR`]
     /// when it lies in the projects folder and runs have a view; as it is otherwise.
     pub(super) fn view_path(&self, path: &Path) -> PathBuf {
         let projects = self.view.as_ref().and_then(|t| t.projects.as_deref());
         match projects.map(|projects| path.strip_prefix(projects)) {
-            Some(Ok(rel)) => Path::new(crate::RUN_PROJECTS_DIR).join(rel),
+            Some(Ok(rel)) => Path::new(RUN_PROJECTS_DIR).join(rel),
             _ => path.to_path_buf(),
         }
+    }
+}
+
+/// The namespaces each run enters: a user namespace (no capabilities outside it) and, without
+/// `--allow-network`, a network namespace with only a downed loopback.
+fn namespace_flags(allow_network: bool) -> libc::c_int {
+    if allow_network {
+        libc::CLONE_NEWUSER
+    } else {
+        libc::CLONE_NEWUSER | libc::CLONE_NEWNET
+    }
+}
+
+/// The idmap step (`idmap.rs`): whether runs may take a kernel uid of their own, and the
+/// idmapped clones of the folders they must own then. A run's own uid is counted by
+/// RLIMIT_NPROC across every run: a root server gives one only where a pids cgroup bounds a
+/// run's processes.
+fn run_uid_maps(policy: &SandboxPolicy, cgroups: &RunCgroups, root: bool) -> Option<Idmaps> {
+    let pids_cgroup = policy.limits.processes == 0
+        || cgroups.controllers().any(|c| c == cgroup::Controller::Pids);
+    if root && !pids_cgroup {
+        tracing::warn!(
+            "sandbox: runs keep the server's kernel uid 0: no pids cgroup to bound their \
+             processes under a uid of their own"
+        );
+        return None;
+    }
+    let owned: Vec<&Path> = [policy.pycache.as_deref(), policy.support.as_deref()]
+        .into_iter()
+        .flatten()
+        .chain(policy.write_paths.iter().map(PathBuf::as_path))
+        .filter(|folder| folder.is_dir())
+        .collect();
+    Idmaps::probe(policy.projects.as_deref(), &owned)
+}
+
+/// The namespaces step (`namespaces.rs`), with the probe of every kernel layer: namespaces made
+/// once and joined by every run (cheap), instead of made per run (~0.6 ms for a network
+/// namespace); per-run unshare when the kernel refuses to let a child join them. `None` when
+/// the kernel allows neither.
+fn probed_namespaces(
+    flags: libc::c_int,
+    idmaps: Option<&Idmaps>,
+    filters: &SeccompFilters,
+) -> (Option<Arc<Namespaces>>, Probe) {
+    let mut namespaces = Namespaces::shared(flags, idmaps.map(|_| idmap::RUN_KUID)).map(Arc::new);
+    let mut probe = probe(namespaces.as_deref(), flags, filters);
+    if !probe.namespaces && namespaces.is_some() {
+        tracing::debug!("sandbox: joining shared namespaces failed; unsharing per run");
+        namespaces = None;
+        probe = probe_unshared(flags, filters);
+    }
+    let namespaces = probe
+        .namespaces
+        .then(|| namespaces.unwrap_or_else(|| Arc::new(Namespaces::unshared(flags))));
+    (namespaces, probe)
+}
+
+/// The Landlock step (`landlock.rs`): the policy's trees plus the system's, and the TCP port
+/// rule when the caller names ports.
+fn landlock_rules(policy: &SandboxPolicy) -> FsRules {
+    FsRules::new(
+        &policy.read_paths,
+        &policy.write_paths,
+        policy.allow_network,
+    )
+    .connecting_only_to(policy.tcp_connect_ports.clone())
+}
+
+/// The mount step (`mount.rs`): every process gets a view, a run's (the projects at
+/// `/projects`) or, without a projects folder, an install's (its folders at their host paths),
+/// showing exactly what `fs` lets it read; built once here to prove this machine can. `None`
+/// without a user namespace, or when the view would hide a tree the interpreter reads.
+fn file_view(
+    policy: &SandboxPolicy,
+    namespaces: Option<&Namespaces>,
+    fs: &FsRules,
+    idmaps: Option<&Idmaps>,
+) -> Option<ViewTemplate> {
+    let hidden = if policy.projects.is_some() {
+        hidden_by_view(policy)
+    } else {
+        Vec::new()
+    };
+    if let Some((tree, under)) = hidden.first() {
+        tracing::warn!(
+            "sandbox: runs get no file view of their own: the interpreter reads {}, which \
+             lies under {under}, where a run sees something else; use an interpreter (or \
+             venv) outside {under} for the mount-ns layer",
+            tree.display()
+        );
+        return None;
+    }
+    let user = namespaces.and_then(Namespaces::user)?;
+    let template = ViewTemplate {
+        projects: policy.projects.clone(),
+        shown: fs.shown(),
+        writable: match policy.projects {
+            Some(_) => Vec::new(),
+            None => policy.write_paths.clone(),
+        },
+        pycache: policy.pycache.clone(),
+        support: policy.support.clone(),
+    };
+    probe_view(&template, user, idmaps).then_some(template)
+}
+
+/// The `run-uid` layer, settled once the view is known: a run under the shared namespace's map
+/// owns only what its view attaches idmapped, so without a view runs join namespaces mapped as
+/// before (made again without the map).
+fn settle_run_uid(
+    idmaps: Option<Idmaps>,
+    has_view: bool,
+    mut namespaces: Option<Arc<Namespaces>>,
+    flags: libc::c_int,
+    report: &mut LayerReport,
+) -> (Option<Arc<Idmaps>>, Option<Arc<Namespaces>>) {
+    let idmaps = match (idmaps, has_view) {
+        (Some(idmaps), true) => {
+            report.active.push("run-uid");
+            Some(Arc::new(idmaps))
+        }
+        (Some(_), false) => {
+            // Possible here but not given: `strict` refuses (where the filesystem cannot
+            // idmap, only the probe's warning is said).
+            report.missing.push((
+                "run-uid",
+                "runs of this root server keep kernel uid 0 (they have no view to own \
+                 their folders through)",
+            ));
+            if namespaces.as_deref().and_then(Namespaces::user).is_some() {
+                namespaces = Some(Arc::new(
+                    Namespaces::shared(flags, None).unwrap_or_else(|| Namespaces::unshared(flags)),
+                ));
+            }
+            None
+        }
+        (None, _) => None,
+    };
+    (idmaps, namespaces)
+}
+
+/// The layers a sandbox has, in the order runs report them, and those this machine lacks, each
+/// with what its absence leaves open.
+#[derive(Debug, Default)]
+struct LayerReport {
+    active: Vec<&'static str>,
+    missing: Vec<(&'static str, &'static str)>,
+}
+
+impl LayerReport {
+    fn note(&mut self, ok: bool, layer: &'static str, why: &'static str) {
+        if ok {
+            self.active.push(layer);
+        } else {
+            self.missing.push((layer, why));
+        }
+    }
+
+    /// The layers the probe's child tried, and the view. Returns whether runs get a pid
+    /// namespace (the kernel allows one and the spawner supports it).
+    fn probed(&mut self, probe: &Probe, allow_network: bool, has_view: bool) -> bool {
+        self.note(
+            probe.landlock_abi > 0,
+            "landlock",
+            "files outside the allowed trees are readable and writable",
+        );
+        self.note(
+            probe.seccomp,
+            "seccomp",
+            "dangerous syscalls (ptrace, mount, setsid...) are allowed",
+        );
+        let ns_layer = if allow_network {
+            "user-ns"
+        } else {
+            "user-netns"
+        };
+        self.note(
+            probe.namespaces,
+            ns_layer,
+            "the network and the server's capabilities are reachable",
+        );
+        let pid_namespace = probe.pid_namespace && crate::spawn::PID_NAMESPACE_SUPPORTED;
+        self.note(
+            pid_namespace,
+            "pid-ns",
+            "scripts can see, signal and limit other processes of the server's user",
+        );
+        self.note(
+            has_view,
+            "mount-ns",
+            "files outside the projects folder can have their mode, owner and times changed, \
+             every host path can be looked up, and runs see host paths",
+        );
+        pid_namespace
+    }
+
+    /// The limits: rlimits and the process group always, the cgroup controllers this machine
+    /// has; a root server's process count is bounded by a pids cgroup only.
+    fn limits(&mut self, limits: &ResourceLimits, cgroups: &RunCgroups, root: bool) {
+        self.active.push("rlimits");
+        self.active.push("process-group");
+        let controllers: Vec<_> = cgroups.controllers().collect();
+        for c in &controllers {
+            self.active.push(c.layer());
+        }
+        let pids_bounded =
+            limits.processes == 0 || !root || controllers.contains(&cgroup::Controller::Pids);
+        if !pids_bounded {
+            self.missing.push((
+                "cgroup-pids",
+                "the process count is not limited (RLIMIT_NPROC does not apply to root)",
+            ));
+        }
+    }
+
+    /// What this Landlock ABI adds: TCP port rules (required when the caller names ports: it
+    /// fails closed, whatever the mode) and scopes for signals and abstract sockets.
+    fn landlock_abi(&mut self, abi: i64, tcp_ports: bool) -> Result<(), SandboxError> {
+        if tcp_ports {
+            if abi < LANDLOCK_NET_ABI {
+                return Err(SandboxError::PortRulesUnavailable { abi });
+            }
+            self.active.push("landlock-tcp-ports");
+        }
+        if abi > 0 && abi < LANDLOCK_SCOPED_ABI {
+            self.missing.push((
+                "landlock-scopes",
+                "scripts may signal processes of the same user (Landlock ABI < 6)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `strict` refuses a sandbox with a layer missing; otherwise each missing one is warned
+    /// about. The active layers, in order.
+    fn settle(self, mode: SandboxMode) -> Result<Vec<&'static str>, SandboxError> {
+        if mode == SandboxMode::Strict && !self.missing.is_empty() {
+            let missing = self
+                .missing
+                .iter()
+                .map(|(layer, why)| format!("{layer} ({why})"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(SandboxError::StrictUnavailable { missing });
+        }
+        for (layer, why) in &self.missing {
+            tracing::warn!(layer, "sandbox layer unavailable on this machine: {why}");
+        }
+        Ok(self.active)
     }
 }
 
@@ -475,10 +575,10 @@ fn hidden_by_view(policy: &SandboxPolicy) -> Vec<(&Path, &'static str)> {
         .filter(|tree| !bound.iter().flatten().any(|b| tree.starts_with(b)))
         .filter_map(|tree| {
             [
-                crate::RUN_SCRATCH_DIR,
-                crate::RUN_PROJECTS_DIR,
-                crate::RUN_PYCACHE_DIR,
-                crate::RUN_SUPPORT_DIR,
+                RUN_SCRATCH_DIR,
+                RUN_PROJECTS_DIR,
+                RUN_PYCACHE_DIR,
+                RUN_SUPPORT_DIR,
             ]
             .into_iter()
             .find(|dir| tree.starts_with(dir))

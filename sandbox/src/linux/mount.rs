@@ -45,8 +45,8 @@ use super::mount_op::{
 };
 use super::namespaces::wait_status;
 use super::world::World;
+use crate::policy::{Grant, RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR, RUN_SUPPORT_DIR};
 use crate::protected::Writable;
-use crate::{RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR, RUN_SUPPORT_DIR};
 
 /// What a slot's view holds: host paths (canonical) and what runs may write of the projects.
 #[derive(Debug, Clone)]
@@ -63,7 +63,7 @@ pub(crate) struct ViewSpec<'a> {
     /// (multiprocessing), emptied with the slot.
     pub shm: Option<&'a Path>,
     /// Folders shown at their host paths besides (an install's project and venv).
-    pub grants: &'a [crate::Grant],
+    pub grants: &'a [Grant],
     /// Without `projects`: trees writable (and not executable) at their host paths.
     pub host_writable: &'a [PathBuf],
     pub pycache: Option<&'a Path>,
@@ -113,7 +113,7 @@ impl MountPlan {
             None => spec.scratch.to_path_buf(),
         };
         // Host-path grants, parents before what lies in them (a venv inside its project).
-        let mut grants: Vec<&crate::Grant> = spec.grants.iter().collect();
+        let mut grants: Vec<&Grant> = spec.grants.iter().collect();
         grants.sort_by_key(|g| g.at.components().count());
         for grant in grants {
             // A mount cannot be bound from a descriptor of the server's own mount namespace:
@@ -620,12 +620,12 @@ mod tests {
         let held = std::fs::File::open(&venv).unwrap();
         use std::os::fd::AsRawFd;
         let grants = [
-            crate::Grant {
+            Grant {
                 at: project.clone(),
                 held: None,
                 writable: false,
             },
-            crate::Grant {
+            Grant {
                 at: venv.clone(),
                 held: Some(PathBuf::from(format!("/proc/self/fd/{}", held.as_raw_fd()))),
                 writable: true,

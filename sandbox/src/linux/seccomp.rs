@@ -11,7 +11,7 @@
 //! less: no admin, tracing, keyring, kernel-module, clock-setting or id-changing calls.
 
 use super::bpf::{self, Action, ArgIn, ArgTest, BpfError, FilterSpec, Outcome, Rule};
-use crate::SandboxError;
+use crate::error::SandboxError;
 
 /// Allowed whatever their arguments; any number in neither list nor the argument rules below gets
 /// `ENOSYS`.

@@ -281,7 +281,7 @@ impl App {
                 "runs still ending after {CLOSE_GRACE:?}; stopping anyway"
             );
         }
-        let helpers = tokio::task::spawn_blocking(|| pyrun_sandbox::helpers::close(HELPERS_GRACE));
+        let helpers = tokio::task::spawn_blocking(|| pyrun_run::helpers::close(HELPERS_GRACE));
         if let Ok(killed @ 1..) = helpers.await {
             tracing::debug!(killed, "helper processes killed at shutdown");
         }

@@ -14,7 +14,7 @@ use clap::{CommandFactory, Parser, ValueEnum};
 
 use crate::integrations::{Assistant, BadUrl, RemoteUrl, Target};
 use crate::oauth::cimd::FetchPolicy;
-use pyrun_sandbox::resolve_python;
+use pyrun_run::python_env::resolve_python;
 
 mod artifacts;
 mod audit;
@@ -240,7 +240,7 @@ pub enum ConfigError {
     /// Not a `#[source]`: the message already holds the cause, which `{:#}` would repeat after
     /// the hint.
     #[error("{0}\nhint: install Python 3, or pass --python PATH / set PYTHON_BIN")]
-    NoPython(pyrun_sandbox::PythonError),
+    NoPython(pyrun_run::python_env::PythonError),
     #[error("the interpreter '{python}' cannot run scripts: {answer}\nhint: pyrun-mcp needs Python 3.8 or later; pass --python PATH or set PYTHON_BIN to one (e.g. /usr/bin/python3)")]
     NotPython3 { python: String, answer: String },
     #[error("refusing to serve {folder} ({what}) as the projects folder: every file in it would be readable, and writable, by the scripts run\nhint: pass --projects-dir DIR (PYTHON_PROJECTS_DIR) naming the folder that holds your scripts; if you mean it, add --allow-broad-projects-dir (PYRUN_ALLOW_BROAD_PROJECTS_DIR=1)")]
@@ -303,8 +303,8 @@ pub enum ConfigError {
 
 // Not `#[from]`, which would make the error its own source: `{:#}` would say it twice, once
 // after the hint.
-impl From<pyrun_sandbox::PythonError> for ConfigError {
-    fn from(error: pyrun_sandbox::PythonError) -> Self {
+impl From<pyrun_run::python_env::PythonError> for ConfigError {
+    fn from(error: pyrun_run::python_env::PythonError) -> Self {
         Self::NoPython(error)
     }
 }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use pyrun_sandbox::resolve_python;
+use pyrun_run::python_env::resolve_python;
 
 use super::ConfigError;
 

@@ -1,0 +1,234 @@
+//! What every tool call may need, whatever its room: its audit notes, progress notifications,
+//! the prologue of a file run (the script proven, the time limit checked, its environment found),
+//! the Python environment of a folder, and the host's folders cut from what a client reads.
+
+pub(super) mod remote_run;
+pub(super) mod waited_run;
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{NotificationMetaObject, ProgressNotificationParam, ProgressToken};
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::audit::CallNotes;
+use crate::client_message::ClientMessage;
+use crate::mcp::present::reply::{effective_timeout, python_info_of, PythonInfo, NOTIFY_TIMEOUT};
+use crate::mcp::protocol::handler::PyRunServer;
+use pyrun_run::paths::{ProjectDir, ProjectPath};
+use pyrun_run::python_env::{EnvError, PythonEnv};
+
+/// How often a run that the caller follows with a progress token reports that it is still going.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// The arguments of a run of a Python file (`run_python`, `start_python`, a `run_python` task).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunPythonArgs {
+    /// Path of the .py file, relative to the projects folder (e.g. `hello_world.py` or
+    /// `mathpkg/main.py`; `/projects/mathpkg/main.py` names the same file).
+    pub file_name: String,
+    /// Command-line arguments for the script (its `sys.argv[1:]`).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Text given to the script on standard input; it sees end-of-file at once when omitted.
+    #[serde(default)]
+    pub stdin: Option<String>,
+    #[serde(flatten)]
+    pub limit: TimeLimit,
+    /// Where the run goes: `local` (this machine, the default) or a configured remote backend.
+    /// Left out of the derived schema: the server lists it, with its configured backends, only
+    /// when it has a remote one (see `backend_schema::with_backend_argument`).
+    #[serde(default)]
+    #[schemars(skip)]
+    pub backend: Option<String>,
+}
+
+/// The time limit a run's caller may ask for (`run_python`, `start_python`, `run_python_code`).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TimeLimit {
+    /// Seconds before the run is killed; may lower the server's limit, never raise it.
+    #[serde(default)]
+    pub timeout_seconds: Option<f64>,
+}
+
+/// A file run's arguments, checked.
+pub struct ScriptCall {
+    pub script: ProjectPath,
+    pub timeout: Duration,
+    /// `None`: the runner's own interpreter (see [`PyRunServer::run_env`]).
+    pub python: Option<Arc<PythonEnv>>,
+}
+
+/// What the audit log learns of this call (names, counts and the outcome, never values); a
+/// call the audit log does not follow gets notes nobody reads.
+pub fn call_notes(ctx: &RequestContext<RoleServer>) -> CallNotes {
+    ctx.extensions
+        .get::<CallNotes>()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// One progress report: the message people see, and the `_meta` a caller asked for (a run's
+/// new output).
+pub struct Progress {
+    pub message: ClientMessage,
+    pub meta: Option<NotificationMetaObject>,
+}
+
+impl From<ClientMessage> for Progress {
+    fn from(message: ClientMessage) -> Self {
+        Self {
+            message,
+            meta: None,
+        }
+    }
+}
+
+/// Awaits `work` while telling the caller, every [`PROGRESS_EVERY`], how long it has run and
+/// what `message` says of it then.
+pub async fn with_progress<F: Future, P: Into<Progress>>(
+    ctx: &RequestContext<RoleServer>,
+    token: ProgressToken,
+    message: impl Fn(Duration) -> P,
+    work: F,
+) -> F::Output {
+    tokio::pin!(work);
+    let mut ticks = tokio::time::interval(PROGRESS_EVERY);
+    ticks.tick().await; // the first tick is immediate
+    let started = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            result = &mut work => return result,
+            _ = ticks.tick() => {
+                let elapsed = started.elapsed();
+                let Progress { message, meta } = message(elapsed).into();
+                let mut param = ProgressNotificationParam::new(token.clone(), elapsed.as_secs_f64().floor())
+                    .with_message(message.into_string());
+                param.meta = meta;
+                let send = ctx.peer.notify_progress(param);
+                let _ = tokio::time::timeout(NOTIFY_TIMEOUT, send).await;
+            }
+        }
+    }
+}
+
+impl PyRunServer {
+    /// The prologue of every file run: the argument count and the script noted for the audit
+    /// log, the script proven, the time limit checked against `limit`, its environment found.
+    pub(super) async fn script_call(
+        &self,
+        args: &RunPythonArgs,
+        limit: Duration,
+        notes: &CallNotes,
+    ) -> Result<ScriptCall, ClientMessage> {
+        notes.note(|n| n.arg_count = Some(args.args.len()));
+        let script = match self.app.root.resolve_script(&args.file_name) {
+            Ok(script) => script,
+            Err(e) => {
+                notes.asked_file(&args.file_name);
+                return Err(e.into());
+            }
+        };
+        notes.note(|n| n.file_name = Some(script.relative().to_owned()));
+        let timeout = effective_timeout(args.limit.timeout_seconds, limit)?;
+        let python = self.run_env(script.directory()).await?;
+        Ok(ScriptCall {
+            script,
+            timeout,
+            python,
+        })
+    }
+
+    /// The folder of the projects folder that code works in (`project` of `run_python_code`
+    /// and `session_start`), proven; `None` when none was given (its own scratch folder).
+    pub(super) fn optional_project(
+        &self,
+        given: Option<&str>,
+    ) -> Result<Option<ProjectDir>, ClientMessage> {
+        match given {
+            Some(project) => match self.app.root.resolve_project(Some(project)) {
+                Ok(dir) => Ok(Some(dir)),
+                Err(e) => Err(e.into()),
+            },
+            None => Ok(None),
+        }
+    }
+
+    /// Tracebacks name files by absolute path; show them relative to the projects folder instead,
+    /// so results never reveal where the folder lives on the host. Without the sandbox's own
+    /// view, runs see their scratch at its host path too: it is cut to the slot's name
+    /// (`slot-3/_pyrun_inline.py`).
+    pub(super) fn without_host_folder(&self, text: &str) -> String {
+        self.app.without_host_folder(text)
+    }
+
+    /// The environment a run in `dir` uses (its nearest checked venv, or the server's
+    /// interpreter), or why it is refused.
+    pub(super) async fn python_env(&self, dir: &Path) -> Result<Arc<PythonEnv>, ClientMessage> {
+        self.find_env(dir).await.map_err(ClientMessage::from)
+    }
+
+    /// [`Self::python_env`] for a run: `None` (the runner's own interpreter) when the
+    /// interpreter could not be asked what it is, so that the run is refused as before, by the
+    /// sandbox's probe that asks it too (or, with the sandbox off, fails as that interpreter does).
+    pub(super) async fn run_env(
+        &self,
+        dir: &Path,
+    ) -> Result<Option<Arc<PythonEnv>>, ClientMessage> {
+        match self.find_env(dir).await {
+            Ok(env) => Ok(Some(env)),
+            Err(EnvError::Interpreter(e)) => {
+                tracing::warn!(error = %e, "the interpreter could not be asked what it is");
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// [`Self::run_env`] of code that runs in `project`, or with none in its scratch: then the
+    /// projects folder's own environment.
+    pub(super) async fn project_env(
+        &self,
+        project: Option<&ProjectDir>,
+    ) -> Result<Option<Arc<PythonEnv>>, ClientMessage> {
+        let dir = project.map_or(self.app.root.path(), |dir| dir.absolute());
+        self.run_env(dir).await
+    }
+
+    /// `PythonEnvs::for_dir`: a few `stat`s, done in place once the interpreters have been asked
+    /// what they are; the first time, on a blocking thread (that asks them).
+    async fn find_env(&self, dir: &Path) -> Result<Arc<PythonEnv>, EnvError> {
+        let envs = &self.app.python_envs;
+        if envs.interpreters().asked() {
+            return envs.for_dir(dir);
+        }
+        let (envs, dir) = (envs.clone(), dir.to_path_buf());
+        tokio::task::spawn_blocking(move || envs.for_dir(&dir))
+            .await
+            .unwrap_or_else(|_| {
+                Err(EnvError::Interpreter(Arc::new(
+                    pyrun_sandbox::SandboxError::ProbeLost,
+                )))
+            })
+    }
+
+    /// What a result says of the interpreter: `env`'s, else the server's own (a run whose
+    /// environment is not known here: one handed over, or started without one).
+    pub(super) fn python_info(&self, env: Option<&PythonEnv>) -> PythonInfo {
+        match env {
+            Some(env) => python_info_of(env),
+            None => match self.app.python_envs.default_env() {
+                Ok(env) => python_info_of(&env),
+                Err(_) => PythonInfo {
+                    version: String::new(),
+                    venv: None,
+                },
+            },
+        }
+    }
+}

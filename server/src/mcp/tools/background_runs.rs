@@ -1,0 +1,404 @@
+//! The background room: `start_python`, `get_run`, `cancel_run`, `list_runs`. They adapt
+//! `pyrun_run::background` to MCP: arguments in, a record looked up for its owner, a result out.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::common::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_router, ErrorData, RoleServer};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::client_message::ClientMessage;
+use crate::mcp::call::{call_notes, RunPythonArgs, ScriptCall};
+use crate::mcp::present::artifact_blocks::{self, Presented};
+use crate::mcp::present::reply::{
+    fmt_secs, listing, millis, refusal, rfc3339, runs_full, structured, truncation_note, PAGE_BYTES,
+};
+use crate::mcp::present::run_hint;
+use crate::mcp::protocol::apps::run_viewer_tool_meta;
+use crate::mcp::protocol::handler::PyRunServer;
+use pyrun_run::artifacts::is_run_id;
+use pyrun_run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord, LOCAL_BACKEND};
+use pyrun_run::caller::Caller;
+use pyrun_run::live_output::Stream;
+use pyrun_run::paths::ProjectPath;
+use pyrun_run::python_env::PythonEnv;
+use pyrun_run::runner::Pool;
+/// The longest `get_run` waits for news.
+const MAX_WAIT_SECS: f64 = 30.0;
+/// How long `cancel_run` waits for the killed run to be reaped before it answers.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetRunArgs {
+    #[serde(flatten)]
+    pub run: RunIdArgs,
+    /// Wait up to this many seconds (0 to 30) for the run to end or print more; 0 answers at once.
+    #[serde(default)]
+    pub wait_seconds: Option<f64>,
+    /// Return stdout from this byte offset (the previous answer's next_stdout_offset).
+    #[serde(default)]
+    pub stdout_offset: Option<u64>,
+    /// Return stderr from this byte offset (the previous answer's next_stderr_offset).
+    #[serde(default)]
+    pub stderr_offset: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunIdArgs {
+    /// The id start_python returned.
+    pub run_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListRunsArgs {}
+
+pub use pyrun_api::{RunList, RunState, RunSummary, StartedRun};
+
+#[tool_router(router = background_router, vis = "pub(in crate::mcp)")]
+impl PyRunServer {
+    /// Start a Python file in the background and return its run id at once; follow it with
+    /// get_run. For scripts that take longer than a tool call may wait (training, downloads).
+    #[tool(
+        title = "Start a Python file in the background",
+        annotations(title = "Start a Python file in the background", open_world_hint = false),
+        output_schema = schema_for_output::<StartedRun>(),
+        meta = run_viewer_tool_meta()
+    )]
+    async fn start_python(
+        &self,
+        Parameters(args): Parameters<RunPythonArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let notes = call_notes(&ctx);
+        let ScriptCall {
+            script,
+            timeout,
+            python,
+        } = match self
+            .script_call(&args, self.app.runs.settings().timeout, &notes)
+            .await
+        {
+            Ok(call) => call,
+            Err(message) => return Ok(refusal(message)),
+        };
+        let owner = self.caller(&ctx);
+        let asked_timeout = args.limit.timeout_seconds;
+        let remote = match self.remote_backend(&args) {
+            Ok(remote) => remote,
+            Err(message) => return Ok(refusal(message)),
+        };
+        let record = match remote {
+            Some(runpod) => {
+                let kind = RunKind::Background;
+                let started = self
+                    .start_remote(&runpod, &owner, &script, &args, timeout, kind, true)
+                    .await;
+                match started {
+                    Ok(record) => record,
+                    Err(message) => return Ok(refusal(message)),
+                }
+            }
+            None => match self.start_local(&owner, script, args, timeout, python) {
+                Ok(record) => record,
+                Err(message) => return Ok(refusal(message)),
+            },
+        };
+        tracing::info!(%owner, run_id = %record.id, script = %record.file_name, "background run started");
+        let status = record.status();
+        let mut text = String::new();
+        let _ = write!(
+            text,
+            "Started {} as run {} ({status}).\nFollow it with get_run {{\"run_id\": \"{}\", \
+             \"wait_seconds\": 30}}; stop it with cancel_run.",
+            record.file_name, record.id, record.id
+        );
+        let hint = run_hint::capped(
+            asked_timeout,
+            self.app.runs.settings().timeout,
+            run_hint::BACKGROUND_TIMEOUT,
+        );
+        if let Some(hint) = &hint {
+            let _ = write!(text, "\nhint: {hint}");
+        }
+        let started = StartedRun {
+            run_id: record.id.clone(),
+            status,
+            hint,
+        };
+        Ok(structured(text, &started))
+    }
+
+    /// Read a background run: its status, exit code and output from the given offsets. With
+    /// wait_seconds it waits (up to 30 s) until the run ends or prints more.
+    #[tool(
+        title = "Read a background run",
+        annotations(title = "Read a background run", read_only_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<RunState>()
+    )]
+    async fn get_run(
+        &self,
+        Parameters(args): Parameters<GetRunArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let wait = match args.wait_seconds {
+            None => Duration::ZERO,
+            Some(secs) if (0.0..=MAX_WAIT_SECS).contains(&secs) => Duration::from_secs_f64(secs),
+            Some(secs) => {
+                return Ok(refusal(
+                    ClientMessage::new("wait_seconds must be between 0 and 30, got ").number(secs),
+                ))
+            }
+        };
+        let record = match self.find_run(&ctx, &args.run.run_id) {
+            Ok(record) => record,
+            Err(message) => return Ok(refusal(message)),
+        };
+        let (out, err) = (
+            args.stdout_offset.unwrap_or(0),
+            args.stderr_offset.unwrap_or(0),
+        );
+        if !wait.is_zero() {
+            record.wait_for_news(wait, out, err).await;
+        }
+        Ok(self.run_state(&record, out, err).await)
+    }
+
+    /// Stop a background run: its whole process tree is killed.
+    #[tool(
+        title = "Cancel a background run",
+        annotations(title = "Cancel a background run", destructive_hint = true, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<RunState>()
+    )]
+    async fn cancel_run(
+        &self,
+        Parameters(args): Parameters<RunIdArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let record = match self.find_run(&ctx, &args.run_id) {
+            Ok(record) => record,
+            Err(message) => return Ok(refusal(message)),
+        };
+        record.cancel();
+        let _ = tokio::time::timeout(CANCEL_WAIT, record.ended()).await;
+        Ok(self.run_state(&record, 0, 0).await)
+    }
+
+    /// List your background runs (and MCP task runs), newest first.
+    #[tool(
+        title = "List background runs",
+        annotations(title = "List background runs", read_only_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<RunList>()
+    )]
+    async fn list_runs(
+        &self,
+        Parameters(_): Parameters<ListRunsArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let owner = self.caller(&ctx);
+        let runs: Vec<RunSummary> = self
+            .app
+            .runs
+            .list(&owner.key())
+            .iter()
+            .map(|record| summary(record))
+            .collect();
+        let text = listing(&runs, "(no runs)", |run| {
+            format!(
+                "{}  {:<9}  {}  {}  {} s{}{}",
+                run.run_id,
+                run.status,
+                run.started_at,
+                run.file_name,
+                fmt_secs(Duration::from_millis(run.duration_ms)),
+                run.exit_code
+                    .map(|c| format!("  exit {c}"))
+                    .unwrap_or_default(),
+                run.backend
+                    .as_deref()
+                    .map(|b| format!("  on {b}"))
+                    .unwrap_or_default(),
+            )
+        });
+        Ok(structured(text, &RunList { runs }))
+    }
+}
+
+impl PyRunServer {
+    /// A `start_python` on this machine.
+    fn start_local(
+        &self,
+        owner: &Caller,
+        script: ProjectPath,
+        args: RunPythonArgs,
+        timeout: Duration,
+        python: Option<Arc<PythonEnv>>,
+    ) -> Result<Arc<RunRecord>, ClientMessage> {
+        let runs = &self.app.runs;
+        let request = BackgroundRequest {
+            script,
+            args: args.args,
+            stdin: args.stdin,
+            timeout,
+            pool: Pool::Background,
+            python,
+        };
+        runs.start(&owner.key(), RunKind::Background, request, true)
+            .map_err(|e| runs_full(e, runs.settings()))
+    }
+
+    /// The caller's run with this id, or the one message for unknown, expired and foreign ids.
+    fn find_run(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        id: &str,
+    ) -> Result<Arc<RunRecord>, ClientMessage> {
+        let owner = self.caller(ctx);
+        let found = is_run_id(id)
+            .then(|| self.app.runs.get(&owner.key(), id))
+            .flatten();
+        found.ok_or_else(|| self.unknown_run(id))
+    }
+
+    fn unknown_run(&self, id: &str) -> ClientMessage {
+        let retention = self.app.runs.settings().retention;
+        ClientMessage::new("no run with id ")
+            .given(id)
+            .then(" (runs are kept for ")
+            .duration(retention)
+            .then(" after they end, and are gone after a server restart)")
+    }
+
+    /// A run's state as a tool result, its output read from the given offsets; once it has
+    /// ended, with the files it left (images inline within the budget, a link for each).
+    async fn run_state(&self, record: &RunRecord, out: u64, err: u64) -> CallToolResult {
+        // The status first: when it says ended, the pages read after it hold the final output.
+        let status = record.status();
+        let stdout = record.live.read(Stream::Stdout, out, PAGE_BYTES);
+        let stderr = record.live.read(Stream::Stderr, err, PAGE_BYTES);
+        let at_end = stdout.next_offset == record.live.len(Stream::Stdout)
+            && stderr.next_offset == record.live.len(Stream::Stderr);
+        if at_end && status.has_ended() {
+            record.mark_end_seen();
+        }
+        let (exit_code, error, quarantined, warm) = match record.end() {
+            Some(RunEnd::Finished(outcome)) => (
+                outcome.exit_code,
+                None,
+                pyrun_run::quarantine::moved_paths(&outcome.quarantined),
+                outcome.warm,
+            ),
+            Some(RunEnd::Failed(reason)) => (None, Some(reason.clone()), Vec::new(), false),
+            None => (None, None, Vec::new(), false),
+        };
+        let mut presented = match record.end() {
+            Some(RunEnd::Finished(outcome)) => match &outcome.artifacts {
+                Some(collected) => {
+                    artifact_blocks::present(&self.app, record.owner(), &record.id, collected).await
+                }
+                None => Presented::default(),
+            },
+            _ => Presented::default(),
+        };
+        let state = RunState {
+            run_id: record.id.clone(),
+            file_name: record.file_name.clone(),
+            status,
+            exit_code,
+            stdout: stdout.text,
+            stderr: self.without_host_folder(&stderr.text),
+            next_stdout_offset: stdout.next_offset,
+            next_stderr_offset: stderr.next_offset,
+            stdout_truncated: stdout.truncated,
+            stderr_truncated: stderr.truncated,
+            duration_ms: millis(record.duration()),
+            error,
+            artifacts: std::mem::take(&mut presented.artifacts),
+            skipped_artifacts: std::mem::take(&mut presented.skipped),
+            quarantined,
+            python: self.python_info(record.python.as_deref()),
+            warm,
+        };
+        let text = render_state(&state, !at_end);
+        let mut result = structured(text, &state);
+        presented.add_blocks_to(&mut result);
+        result
+    }
+}
+
+/// The text of a run's state: a status line, the output page, then what to do next.
+fn render_state(state: &RunState, more: bool) -> String {
+    let mut text = format!(
+        "[run {} ({}): {}",
+        state.run_id, state.file_name, state.status
+    );
+    if let Some(code) = state.exit_code {
+        let _ = write!(text, ", exit code {code}");
+    }
+    let _ = write!(
+        text,
+        ", {} s]",
+        fmt_secs(Duration::from_millis(state.duration_ms))
+    );
+    if let Some(error) = &state.error {
+        let _ = write!(text, "\n{error}");
+    }
+    if !state.stdout.is_empty() {
+        text.push('\n');
+        text.push_str(&state.stdout);
+    }
+    if !state.stderr.is_empty() {
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str("--- stderr ---\n");
+        text.push_str(&state.stderr);
+    }
+    if let Some(note) = truncation_note(state.stdout_truncated, state.stderr_truncated) {
+        text.push('\n');
+        text.push_str(&note);
+    }
+    if !state.quarantined.is_empty() {
+        let _ = write!(
+            text,
+            "\n[Protected names the run created were moved to the server's quarantine: {}]",
+            state.quarantined.join(", ")
+        );
+    }
+    if more {
+        let _ = write!(
+            text,
+            "\n[More output: call get_run with stdout_offset {} and stderr_offset {}]",
+            state.next_stdout_offset, state.next_stderr_offset
+        );
+    } else if !state.status.has_ended() {
+        let _ = write!(
+            text,
+            "\n[Still going: call get_run with stdout_offset {}, stderr_offset {} and wait_seconds 30]",
+            state.next_stdout_offset, state.next_stderr_offset
+        );
+    }
+    text
+}
+
+fn summary(record: &RunRecord) -> RunSummary {
+    let exit_code = match record.end() {
+        Some(RunEnd::Finished(outcome)) => outcome.exit_code,
+        _ => None,
+    };
+    RunSummary {
+        run_id: record.id.clone(),
+        file_name: record.file_name.clone(),
+        status: record.status(),
+        exit_code,
+        duration_ms: millis(record.duration()),
+        started_at: rfc3339(record.started_at),
+        kind: record.kind,
+        backend: (record.backend != LOCAL_BACKEND).then(|| record.backend.to_owned()),
+    }
+}

@@ -1,0 +1,312 @@
+//! The run room: `run_python` (a file of the projects folder, waited for; with `--detach-after`
+//! handed over to the background when it runs long) and `list_python_files`.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::common::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_router, ErrorData, RoleServer};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::app::App;
+use crate::audit::CallNotes;
+use crate::client_message::push_escaped;
+use crate::mcp::call::waited_run::{report_value, RunReport};
+use crate::mcp::call::{call_notes, with_progress, RunPythonArgs, ScriptCall};
+use crate::mcp::present::reply::{fmt_secs, millis, refusal, structured, PAGE_BYTES};
+use crate::mcp::present::run_hint;
+use crate::mcp::protocol::apps::run_viewer_tool_meta;
+use crate::mcp::protocol::handler::PyRunServer;
+use pyrun_run::background::{BackgroundRequest, RunKind, RunRecord};
+use pyrun_run::live_output::Stream;
+use pyrun_run::paths::ProjectPath;
+use pyrun_run::runner::{Pool, RunRequest};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListFilesArgs {
+    /// A subfolder of the projects folder to list; the whole folder when omitted.
+    #[serde(default)]
+    pub directory: Option<String>,
+}
+
+/// The runnable files.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FileList {
+    /// Paths relative to the projects folder, with `/` separators, sorted. (The text listing
+    /// shows one per line, with control characters and backslashes escaped.)
+    pub files: Vec<String>,
+}
+
+#[tool_router(router = run_router, vis = "pub(in crate::mcp)")]
+impl PyRunServer {
+    /// Run a Python file from the projects folder and return its output and exit code.
+    #[tool(
+        title = "Run a Python file",
+        annotations(title = "Run a Python file", open_world_hint = false),
+        output_schema = schema_for_output::<RunReport>(),
+        meta = run_viewer_tool_meta()
+    )]
+    async fn run_python(
+        &self,
+        Parameters(args): Parameters<RunPythonArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        // What the audit log learns of this call: names, counts and the outcome, never values.
+        let notes = call_notes(&ctx);
+        let ScriptCall {
+            script,
+            timeout,
+            python,
+        } = match self
+            .script_call(&args, self.app.config.timeout, &notes)
+            .await
+        {
+            Ok(call) => call,
+            Err(message) => return Ok(refusal(message)),
+        };
+        let caller = self.caller(&ctx);
+        let remote = match self.remote_backend(&args) {
+            Ok(remote) => remote,
+            Err(message) => return Ok(refusal(message)),
+        };
+        if let Some(runpod) = remote {
+            // A remote run is a background run the call waits for, handed over like a local
+            // one with --detach-after.
+            let kind = RunKind::Background;
+            let started = self
+                .start_remote(&runpod, &caller, &script, &args, timeout, kind, false)
+                .await;
+            let record = match started {
+                Ok(record) => record,
+                Err(message) => return Ok(refusal(message)),
+            };
+            let after = self
+                .app
+                .config
+                .background
+                .detach_after
+                .unwrap_or(Duration::MAX);
+            let result = self
+                .run_detachable(record, &script, after, timeout, &ctx, &notes)
+                .await;
+            return Ok(self.with_cap_note(result, &args));
+        }
+        if let Some(after) = self.app.config.background.detach_after {
+            let request = BackgroundRequest {
+                script: script.clone(),
+                args: args.args.clone(),
+                stdin: args.stdin.clone(),
+                timeout,
+                pool: Pool::Foreground,
+                python: python.clone(),
+            };
+            // When no background run can be kept, the run goes on as a plain call.
+            if let Ok(record) =
+                self.app
+                    .runs
+                    .start(&caller.key(), RunKind::Background, request, false)
+            {
+                let result = self
+                    .run_detachable(record, &script, after, timeout, &ctx, &notes)
+                    .await;
+                return Ok(self.with_cap_note(result, &args));
+            }
+        }
+        let request = RunRequest {
+            python,
+            ..RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout)
+        };
+        let result = self.run_in_call(request, &caller, &ctx, &notes).await;
+        Ok(self.with_cap_note(result, &args))
+    }
+
+    /// List the Python files that run_python accepts, relative to the projects folder.
+    #[tool(
+        title = "List Python files",
+        annotations(title = "List Python files", read_only_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<FileList>()
+    )]
+    async fn list_python_files(
+        &self,
+        Parameters(args): Parameters<ListFilesArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let root = &self.app.root;
+        let dir = match root.resolve_dir(args.directory.as_deref()) {
+            Ok(dir) => dir,
+            Err(e) => return Ok(refusal(e.into())),
+        };
+        let app = self.app.clone();
+        let files = tokio::task::spawn_blocking(move || app.root.list_scripts(&dir))
+            .await
+            .unwrap_or_default();
+        let text = if files.is_empty() {
+            "(no Python files)".to_owned()
+        } else {
+            // A file name (scripts can make files) must not add lines of its own to the listing.
+            let mut text = String::new();
+            for file in &files {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                push_escaped(&mut text, file);
+            }
+            text
+        };
+        Ok(structured(text, &FileList { files }))
+    }
+}
+
+impl PyRunServer {
+    /// A `timeout_seconds` above the server's limit was cut to it: the result says so.
+    fn with_cap_note(&self, mut result: CallToolResult, args: &RunPythonArgs) -> CallToolResult {
+        if let Some(note) = run_hint::capped(
+            args.limit.timeout_seconds,
+            self.app.config.timeout,
+            run_hint::RUN_TIMEOUT,
+        ) {
+            run_hint::add(&mut result, &note);
+        }
+        result
+    }
+
+    /// `--detach-after`: waits for a run started in the background registry (unlisted) for
+    /// `after`; one that ends in time is reported as usual, one still going is handed over (listed,
+    /// its id returned). Until then the call owns the run: a cancelled or dropped call kills it.
+    async fn run_detachable(
+        &self,
+        record: Arc<RunRecord>,
+        script: &ProjectPath,
+        after: Duration,
+        timeout: Duration,
+        ctx: &RequestContext<RoleServer>,
+        notes: &CallNotes,
+    ) -> CallToolResult {
+        let mut owned = OwnedRun {
+            app: &self.app,
+            record: &record,
+            handed_over: false,
+        };
+        let wait = async {
+            tokio::select! {
+                () = record.ended() => true,
+                () = tokio::time::sleep(after) => false,
+                () = ctx.ct.cancelled() => {
+                    record.cancel();
+                    record.ended().await;
+                    true
+                }
+            }
+        };
+        let ended = match ctx.meta.get_progress_token() {
+            Some(token) => {
+                let message = |elapsed| self.run_message(script.into(), &record.live, elapsed);
+                with_progress(ctx, token, message, wait).await
+            }
+            None => wait.await,
+        };
+        if !ended {
+            owned.handed_over = true;
+            self.app.runs.show(&record);
+            return self.handed_over(&record, script, after);
+        }
+        if self.too_long_to_show(&record.live) {
+            // Its result shows only the head and tail: the record stays (unlisted, its end
+            // seen) so that get_run and the output's link read the whole.
+            owned.handed_over = true;
+            record.mark_end_seen();
+        }
+        self.ended_result(&record, &self.caller(ctx), script, timeout, notes)
+            .await
+    }
+
+    /// The result of a `run_python` handed over to the background.
+    fn handed_over(
+        &self,
+        record: &RunRecord,
+        script: &ProjectPath,
+        after: Duration,
+    ) -> CallToolResult {
+        let stdout = record.live.read(Stream::Stdout, 0, PAGE_BYTES);
+        let stderr = record.live.read(Stream::Stderr, 0, PAGE_BYTES);
+        tracing::info!(run_id = %record.id, script = script.relative(), "run handed over to the background");
+        let mut text = String::new();
+        let _ = write!(
+            text,
+            "{} is still running after {} s; it goes on in the background as run {}.\n\
+             Follow it with get_run {{\"run_id\": \"{}\", \"stdout_offset\": {}, \
+             \"stderr_offset\": {}, \"wait_seconds\": 30}}; stop it with cancel_run.",
+            script.relative(),
+            fmt_secs(after),
+            record.id,
+            record.id,
+            stdout.next_offset,
+            stderr.next_offset,
+        );
+        let stderr_text = self.without_host_folder(&stderr.text);
+        if !stdout.text.is_empty() || !stderr_text.is_empty() {
+            text.push_str("\n--- output so far ---\n");
+            text.push_str(&stdout.text);
+            if !stderr_text.is_empty() {
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str("--- stderr ---\n");
+                text.push_str(&stderr_text);
+            }
+        }
+        let report = RunReport {
+            stdout: stdout.text,
+            stderr: stderr_text,
+            exit_code: None,
+            timed_out: false,
+            stdout_truncated: stdout.truncated,
+            stderr_truncated: stderr.truncated,
+            duration_ms: millis(record.duration()),
+            sandbox: self
+                .app
+                .runner
+                .sandbox()
+                .layers_now()
+                .unwrap_or_default()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            artifacts: Vec::new(),
+            skipped_artifacts: Vec::new(),
+            quarantined: Vec::new(),
+            run_id: Some(record.id.clone()),
+            status: Some(record.status()),
+            python: self.python_info(record.python.as_deref()),
+            hint: None,
+            signal: None,
+            warm: false,
+            stdout_cut: None,
+            stderr_cut: None,
+        };
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(report_value(report));
+        result
+    }
+}
+
+/// A run started for a `run_python` call that may hand it over: killed and forgotten with the
+/// call unless it was handed over.
+struct OwnedRun<'a> {
+    app: &'a App,
+    record: &'a RunRecord,
+    handed_over: bool,
+}
+
+impl Drop for OwnedRun<'_> {
+    fn drop(&mut self) {
+        if !self.handed_over {
+            self.record.cancel();
+            self.app.runs.remove(&self.record.id);
+        }
+    }
+}
