@@ -16,7 +16,7 @@
 //! interpreter and virtual environment of a folder; `helpers` starts the server's own short
 //! helper processes and kills them when it closes; `packages` reads what an environment has installed; `session` keeps
 //! persistent Python sessions; `launch` starts an interpreter (where, what, with which
-//! environment); `warm` keeps interpreters started ahead of their runs (Linux). The kernel side is the `pyrun_sandbox` crate, below this layer;
+//! environment); `supervise` waits on every child the layer starts and kills its tree; `warm` keeps interpreters started ahead of their runs (Linux). The kernel side is the `pyrun_sandbox` crate, below this layer;
 //! the words shared with clients (run status and kind) are `pyrun_api`'s.
 
 pub mod artifacts;
@@ -45,6 +45,7 @@ pub mod sandbox_probe;
 pub mod session;
 pub mod slots;
 pub mod state_dir;
+mod supervise;
 mod turns;
 pub mod uv_lock;
 #[cfg(target_os = "linux")]
