@@ -10,7 +10,9 @@
 # rustup), builds the Windows binaries (debug, at low priority), the stand-in python.exe and
 # bcryptprimitives.dll from scripts/windows/, makes a fresh Wine prefix in a temp folder and
 # ends with `wineserver -k` for that prefix only. Every step runs under `timeout`. Not part of
-# scripts/test.sh: its first build takes ~8 minutes on 2 cores.
+# scripts/test.sh (its first build is a cross build of the whole server: see docs/developing.md);
+# the integration test server/tests/standin_python.rs checks the stand-in against the server's
+# start-up questions on every `cargo test`.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "$0")/common.sh"
@@ -285,6 +287,14 @@ stops_on_ctrl_c() {
     [[ -z $left ]] || { echo "left behind: $left"; return 1; }
 }
 check "http: Ctrl-C stops the server and leaves no run behind" stops_on_ctrl_c
+
+# The stand-in notes each question it had no answer for (scripts/windows/python.c): a question
+# the server asks at start and then shrugs off would pass every check above unseen.
+nothing_unanswered() {
+    local note=$WINEPREFIX/drive_c/pyrun-standin/unanswered.txt
+    [[ ! -e $note ]] || { echo "the server asked the stand-in what it cannot answer: $(cat "$note")"; return 1; }
+}
+check "stand-in: the server asked nothing it cannot answer" nothing_unanswered
 
 total=$((passed + ${#failed[@]}))
 echo "$passed of $total checks passed (build $((built - started)) s, checks $((SECONDS - built)) s)"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The one test command (README and .ci/run call exactly `bash scripts/test.sh`): formatting, lints,
-# a compile check for Windows and macOS, the publish dry run, then one build
-# and one `cargo test --workspace` with the tunnel and the real-client tests on (official SDKs,
-# Inspector, conformance suite, nginx, chromium, the MCP Apps test host, the scripts), and a
-# closing summary with each step's time and the test count. The map's checks (crate layers, MCP
-# rooms, ARCHITECTURE.md's paths and names, entry and test-binary counts) are the tidy test that
-# `cargo test` runs (tests/src/tidy/).
+# The one test command (README and .ci/run call exactly `bash scripts/test.sh`): formatting, one
+# lint pass with every feature on, a compile check for Windows and macOS, the publish dry run,
+# then one build and one `cargo test --workspace` with the tunnel and the real-client tests on
+# (official SDKs, Inspector, conformance suite, nginx, chromium, the MCP Apps test host, the
+# scripts), and a closing summary with each step's time and the test count. The map's checks
+# (crate layers, MCP rooms, ARCHITECTURE.md's paths and names, entry and test-binary counts) are
+# the tidy test that `cargo test` runs (tests/src/tidy/).
 # Real-client tests install what they need (Python venv, Node tools, the MCP Apps test host bundled
 # with esbuild; npm and node on PATH) under target/test-deps/.
 set -euo pipefail
@@ -38,18 +38,15 @@ print_summary() {
     echo "    wall time: $((SECONDS - started)) s"
 }
 
-# Cross-target compile check: only when the target's standard library can be had.
+# Cross-target compile checks, one cargo run for every target whose standard library can be had
+# (each is skipped, and said so, when `rustup target add` fails): in one run the targets' crates
+# share the cores and the host's build scripts and proc macros are built once.
 cross_check() {
-    local target=$1
-    if ! rustup target add "$target" >"$log_dir/rustup.log" 2>&1; then
-        echo "skipped: rustup target add $target failed: $(tail -n 1 "$log_dir/rustup.log")"
-        summary+=("skipped cargo check --target $target (rustup target add failed)")
-        return 0
-    fi
+    local target var names=() targets=() envs=()
     # A type check links nothing, so the C that build scripts compile (ring's, for TLS) goes to a
     # stand-in compiler that says it is gcc and writes empty objects: no C cross-compiler needed.
     # SQLite (rusqlite's bundled C) is declared a system library instead of compiled.
-    local cc="$log_dir/typecheck-cc" var=${target//-/_}
+    local cc="$log_dir/typecheck-cc"
     cat >"$cc" <<'CC'
 #!/bin/sh
 prev=
@@ -63,8 +60,20 @@ for arg in "$@"; do
 done
 CC
     chmod +x "$cc"
-    step "cargo check --target $target" env "CC_$var=$cc" "AR_$var=ar" LIBSQLITE3_SYS_USE_PKG_CONFIG=1 \
-        cargo check --workspace --all-targets --target "$target"
+    for target in "$@"; do
+        if ! rustup target add "$target" >"$log_dir/rustup.log" 2>&1; then
+            echo "skipped: rustup target add $target failed: $(tail -n 1 "$log_dir/rustup.log")"
+            summary+=("skipped cargo check --target $target (rustup target add failed)")
+            continue
+        fi
+        var=${target//-/_}
+        envs+=("CC_$var=$cc" "AR_$var=ar")
+        targets+=(--target "$target")
+        names+=("$target")
+    done
+    ((${#names[@]} > 0)) || return 0
+    step "cargo check --target ${names[*]}" env "${envs[@]}" LIBSQLITE3_SYS_USE_PKG_CONFIG=1 \
+        cargo check --workspace --all-targets "${targets[@]}"
 }
 
 # The GitHub workflows for people who fork, checked against GitHub's workflow schema with
@@ -193,14 +202,15 @@ if [[ ! -d ${CARGO_TARGET_DIR:-target}/debug ]]; then
 fi
 
 step "cargo fmt --check" cargo fmt --all -- --check
-step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
-step "GitHub workflows (schema)" check_workflows
-# What compiles only with a feature (the test-only conformance fixtures, the ngrok tunnel, the
-# real-client tests): one lint pass with every feature on (a check only: it builds no binary).
+# One lint pass, with every feature on: what compiles only with a feature (the test-only
+# conformance fixtures, the ngrok tunnel, the real-client tests) is linted with the rest. The
+# little that compiles only without one (`cfg(not(feature = "tunnel"))`: the tunnel's "not
+# built" answer and its test) is type-checked by the cross checks below, which build the
+# default features. A check only: it builds no binary.
 step "cargo clippy --all-features" cargo clippy --workspace --all-targets --all-features -- -D warnings
+step "GitHub workflows (schema)" check_workflows
 if command -v rustup >/dev/null 2>&1; then
-    cross_check x86_64-pc-windows-gnu
-    cross_check x86_64-apple-darwin
+    cross_check x86_64-pc-windows-gnu x86_64-apple-darwin
 else
     summary+=("skipped cross-target checks (no rustup)")
 fi

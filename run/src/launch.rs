@@ -1,23 +1,51 @@
 //! How a run's interpreter is started: where it works (`Placement`), what it runs (`Program`),
-//! with which arguments (`Launch`), in which environment (`RunExtras`, `Starter::run_env`), and
-//! the start itself (`Starter::spawn`: Linux through the sandbox's own `clone`/`exec` child,
-//! elsewhere a `Command` the sandbox confines), or why it failed (`RunError`). The runner decides when; this decides how. It is
-//! shared (`Arc<Starter>`) so that warm interpreters are started off a run's path the same way.
+//! with which arguments (`Launch`), in which environment (`scrubbed_env`, `RunExtras`,
+//! `Starter::run_env`), and the start itself (`Starter::spawn`: Linux through the sandbox's own
+//! `clone`/`exec` child, elsewhere a `Command` the sandbox confines), or why it failed
+//! (`RunError`). The runner decides when; this decides how, and holds the platform split:
+//! `Starter::start_run` (a warm spare, the warm driver or a cold start on Linux; a cold start
+//! elsewhere), `Starter::hand_over` (a spare given a resident's job) and `Starter::contain` (the
+//! child with its whole tree, in a kill-on-close job on Windows). It is shared (`Arc<Starter>`)
+//! so that warm interpreters are started off a run's path the same way.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::paths::{ProjectDir, ProjectPath};
 use super::python_env::PythonEnv;
 use super::slots::{Slot, SlotError, SlotLease, SlotPool, OUTPUT_DIR_NAME};
+use super::supervise::Process;
+#[cfg(target_os = "linux")]
+use super::warm::{await_ready, driver_arg, job_frame, WARM_DRIVER};
 use pyrun_sandbox::{RunScope, Sandbox, SandboxError, SandboxMode};
 
 /// The file inline code is written to, in the run's scratch.
 pub const INLINE_FILE_NAME: &str = "_pyrun_inline.py";
 /// The matplotlib backend the server ships (`MPLBACKEND`): `plt.show()` saves PNG artifacts.
 pub const MPL_BACKEND: &str = "module://_pyrun_mpl_backend";
+
+/// Variables a script sees from the server's environment; everything else (tokens, API keys) is
+/// dropped unless the user passes it with `--pass-env`.
+const ALLOWED_ENV: &[&str] = &[
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "SYSTEMROOT",
+    "SYSTEMDRIVE",
+    "WINDIR",
+    "PATHEXT",
+    "COMSPEC",
+    "NUMBER_OF_PROCESSORS",
+    "PROCESSOR_ARCHITECTURE",
+];
+
+/// How long a warm driver started for a run may take to say READY (it imports nothing).
+#[cfg(target_os = "linux")]
+const DRIVER_READY_WITHIN: Duration = Duration::from_secs(30);
 
 /// A started interpreter, awaitable (Linux: the sandbox's own child; elsewhere tokio's).
 #[cfg(target_os = "linux")]
@@ -56,7 +84,176 @@ pub(crate) struct Starter {
     pub(crate) venv_bytecode: super::venv_bytecode::VenvBytecode,
 }
 
+/// A run's process, started or taken warm.
+pub(crate) struct Started {
+    pub(crate) process: Process,
+    /// The job frame the warm driver reads before the run's stdin.
+    pub(crate) job: Option<Vec<u8>>,
+    /// It was started ahead of the run.
+    pub(crate) warm: bool,
+}
+
 impl Starter {
+    /// Starts with `python` (the runner's interpreter) in `env` (the scrubbed server
+    /// environment). Fails when no private scratch root can be made.
+    pub(crate) fn new(python: PathBuf, env: Vec<(OsString, OsString)>) -> io::Result<Self> {
+        Ok(Self {
+            python,
+            env,
+            slots: Arc::new(SlotPool::new()?),
+            #[cfg(target_os = "linux")]
+            venv_bytecode: Default::default(),
+        })
+    }
+
+    /// Linux: a run's process. With warm runs on (`warm`), a spare of its kind when one was
+    /// ready, or the warm driver started now (nothing preloaded, so that what the run imports is
+    /// learned), with the job to send it; a driver that does not get ready within `timeout` (or
+    /// its own bound) gives way to a cold start, never a failed call. With warm runs off, a cold
+    /// start.
+    #[cfg(target_os = "linux")]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn start_run(
+        &self,
+        warm: bool,
+        spare: Option<Spawned>,
+        launch: &Launch<'_>,
+        timeout: Duration,
+        sandbox: &Sandbox,
+        slot: &Slot,
+        scope: &RunScope,
+    ) -> Result<Started, RunError> {
+        let cold = || -> Result<Started, RunError> {
+            let child = self.spawn(launch, sandbox, slot, scope)?;
+            Ok(Started {
+                process: self.contain(child, sandbox)?,
+                job: None,
+                warm: false,
+            })
+        };
+        if !warm || sandbox.support_dir().is_none() {
+            return cold();
+        }
+        let seen = Seen::of(launch, sandbox, slot)?;
+        let Some(job) = job_frame(
+            &seen.script,
+            launch.args,
+            &seen.cwd,
+            launch.stdin_piped,
+            &seen.scratch,
+        ) else {
+            return cold();
+        };
+        if let Some(child) = spare {
+            return Ok(Started {
+                process: self.contain(child, sandbox)?,
+                job: Some(job),
+                warm: true,
+            });
+        }
+        let args = [driver_arg("")];
+        let driver = Launch {
+            place: launch.place,
+            program: Program::Support(WARM_DRIVER),
+            args: &args,
+            stdin_piped: true,
+            python: launch.python,
+        };
+        let mut child = self.spawn(&driver, sandbox, slot, scope)?;
+        match await_ready(&mut child, timeout.min(DRIVER_READY_WITHIN)).await {
+            Ok(_) => Ok(Started {
+                process: self.contain(child, sandbox)?,
+                job: Some(job),
+                warm: false,
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "the warm driver did not get ready; the run starts cold");
+                drop(child);
+                cold()
+            }
+        }
+    }
+
+    /// Elsewhere: a cold start (warm runs are Linux's; no spare is ever taken here).
+    #[cfg(not(target_os = "linux"))]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn start_run(
+        &self,
+        warm: bool,
+        spare: Option<Spawned>,
+        launch: &Launch<'_>,
+        timeout: Duration,
+        sandbox: &Sandbox,
+        slot: &Slot,
+        scope: &RunScope,
+    ) -> Result<Started, RunError> {
+        let _ = (warm, spare, timeout);
+        let child = self.spawn(launch, sandbox, slot, scope)?;
+        Ok(Started {
+            process: self.contain(child, sandbox)?,
+            job: None,
+            warm: false,
+        })
+    }
+
+    /// Linux: hands a warm spare a resident's job (`launch`); `None` when it could not take it
+    /// (it is dropped: the caller starts cold in the same slot).
+    #[cfg(target_os = "linux")]
+    pub(crate) async fn hand_over(
+        &self,
+        mut spare: Spawned,
+        launch: &Launch<'_>,
+        sandbox: &Sandbox,
+        slot: &Slot,
+    ) -> Result<Option<Spawned>, RunError> {
+        use tokio::io::AsyncWriteExt;
+        let seen = Seen::of(launch, sandbox, slot)?;
+        let job = job_frame(
+            &seen.script,
+            launch.args,
+            &seen.cwd,
+            launch.stdin_piped,
+            &seen.scratch,
+        );
+        let sent = match (job, spare.stdin.as_mut()) {
+            (Some(job), Some(pipe)) => pipe.write_all(&job).await.is_ok(),
+            _ => false,
+        };
+        Ok(sent.then_some(spare))
+    }
+
+    /// Elsewhere: no spare is ever taken; one would start cold.
+    #[cfg(not(target_os = "linux"))]
+    pub(crate) async fn hand_over(
+        &self,
+        spare: Spawned,
+        launch: &Launch<'_>,
+        sandbox: &Sandbox,
+        slot: &Slot,
+    ) -> Result<Option<Spawned>, RunError> {
+        let _ = (launch, sandbox, slot);
+        drop(spare);
+        Ok(None)
+    }
+
+    /// The child with its whole tree, to be supervised and killed together. Windows: put in a
+    /// kill-on-close Job Object first (on error the child goes: `kill_on_drop`).
+    pub(crate) fn contain(&self, child: Spawned, sandbox: &Sandbox) -> Result<Process, RunError> {
+        #[cfg(windows)]
+        {
+            let job = match child.raw_handle() {
+                Some(handle) => sandbox.assign_job(handle)?,
+                None => None,
+            };
+            Ok(Process::new(child).with_job(job))
+        }
+        #[cfg(not(windows))]
+        {
+            let _ = sandbox;
+            Ok(Process::new(child))
+        }
+    }
+
     /// A free slot of `sandbox` (its output folder is there, empty).
     pub(crate) async fn take_slot(&self, sandbox: &Sandbox) -> Result<SlotLease, RunError> {
         self.slots.take(sandbox).await.map_err(|e| match e {
@@ -219,6 +416,21 @@ impl Starter {
             .map(|(k, v)| (k.as_os_str(), v.as_os_str()));
         kept.chain(set.iter().copied()).collect()
     }
+}
+
+/// The allowlisted part of an environment, plus the names the user passes explicitly.
+pub(crate) fn scrubbed_env(
+    vars: impl Iterator<Item = (OsString, OsString)>,
+    pass: &[String],
+) -> Vec<(OsString, OsString)> {
+    vars.filter(|(name, _)| {
+        let name = name.to_string_lossy();
+        let upper = name.to_ascii_uppercase();
+        ALLOWED_ENV.contains(&upper.as_str())
+            || upper.starts_with("LC_")
+            || pass.iter().any(|p| p == name.as_ref())
+    })
+    .collect()
 }
 
 /// A launch's paths as the run sees them (in the sandbox's own view: `/projects/...`, `/tmp`).
@@ -423,6 +635,22 @@ impl RunExtras {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn env_keeps_only_the_allowlist_and_passed_names() {
+        let vars = [
+            ("PATH", "/bin"),
+            ("LC_ALL", "C"),
+            ("MCP_AUTH_TOKEN", "secret"),
+            ("OPENAI_API_KEY", "sk"),
+            ("MY_SETTING", "1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let kept = scrubbed_env(vars, &["MY_SETTING".to_owned()]);
+        let names: Vec<_> = kept.iter().map(|(k, _)| k.to_string_lossy()).collect();
+        assert_eq!(names, ["PATH", "LC_ALL", "MY_SETTING"]);
+    }
 
     #[test]
     fn bytecode_is_read_from_the_cache_or_scratch_when_sandboxed_and_as_usual_when_off() {

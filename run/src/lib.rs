@@ -1,5 +1,7 @@
 //! pyrun-run, the run layer of pyrun-mcp: everything between "run this file" and a finished
-//! process, and nothing of HTTP or MCP. `paths` proves a caller's path inside the projects folder
+//! process, and nothing of HTTP or MCP. `engine` is its one front door: built from one settings
+//! struct, it owns the parts below and decides where a run goes; `state_dir` makes the
+//! owner-only folders they keep files in. `paths` proves a caller's path inside the projects folder
 //! ([`paths::ProjectPath`]); `runner` starts, limits, times out, cancels and kills runs (the only
 //! place that does); `live_output` holds a run's output as it arrives; `background` keeps the
 //! runs that go on while their caller does other things; `caller` names who asks (the identity
@@ -14,7 +16,7 @@
 //! interpreter and virtual environment of a folder; `helpers` starts the server's own short
 //! helper processes and kills them when it closes; `packages` reads what an environment has installed; `session` keeps
 //! persistent Python sessions; `launch` starts an interpreter (where, what, with which
-//! environment); `warm` keeps interpreters started ahead of their runs (Linux). The kernel side is the `pyrun_sandbox` crate, below this layer;
+//! environment); `supervise` waits on every child the layer starts and kills its tree; `warm` keeps interpreters started ahead of their runs (Linux). The kernel side is the `pyrun_sandbox` crate, below this layer;
 //! the words shared with clients (run status and kind) are `pyrun_api`'s.
 
 pub mod artifacts;
@@ -24,6 +26,7 @@ pub mod caller;
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)] // tokio's fd registration; see the module header
 mod child;
+pub mod engine;
 pub mod helpers;
 pub mod ids;
 pub mod install;
@@ -41,6 +44,8 @@ pub mod runner;
 pub mod sandbox_probe;
 pub mod session;
 pub mod slots;
+pub mod state_dir;
+mod supervise;
 mod turns;
 pub mod uv_lock;
 #[cfg(target_os = "linux")]

@@ -18,59 +18,28 @@
 //! and the interpreter runs that file as the run sees it (`/tmp/_pyrun_inline.py` in the
 //! sandbox's view); the same spawn, layers and limits as a script. It is removed with the run.
 
-use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::ExitStatus;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::sync::Semaphore;
+use tokio::io::{AsyncRead, AsyncWriteExt};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::artifacts::{ArtifactStore, Collected};
-#[cfg(target_os = "linux")]
-use super::launch::Seen;
-use super::launch::{Launch, Placement, Program, Starter};
+use super::launch::{scrubbed_env, Launch, Placement, Program, Started, Starter};
 use super::live_output::{LiveOutput, Stream};
 use super::paths::{ProjectDir, ProjectPath};
 use super::python_env::PythonEnv;
 use super::quarantine::{Quarantine, Quarantined};
 use super::sandbox_probe::SandboxProbe;
-#[cfg(target_os = "linux")]
-use super::slots::Slot;
-use super::slots::{SlotLease, SlotPool};
+use super::slots::SlotLease;
+use super::supervise::{Ending, Limits, Process, Sink, Supervised};
 use super::turns::CallerTurns;
-use super::warm::WarmSettings;
-#[cfg(target_os = "linux")]
-use super::warm::{await_ready, driver_arg, job_frame, Place, Warm, WarmKey, WARM_DRIVER};
+use super::warm::{Place, Spare, Warm, WarmKey, WarmSettings};
 use pyrun_sandbox::{RunScope, Sandbox};
-
-/// How long pipes are read after the process group is gone. Data the script wrote before dying is
-/// already in the pipe; only a process that escaped the group can keep a pipe open this long.
-pub(super) const DRAIN_GRACE: Duration = Duration::from_millis(500);
-/// How long to wait for the kernel to reap a process after SIGKILL.
-pub(super) const REAP_GRACE: Duration = Duration::from_secs(5);
-/// What is read from a pipe at a time.
-const READ_CHUNK: usize = 16 * 1024;
-
-/// Variables a script sees from the server's environment; everything else (tokens, API keys) is
-/// dropped unless the user passes it with `--pass-env`.
-const ALLOWED_ENV: &[&str] = &[
-    "PATH",
-    "LANG",
-    "LANGUAGE",
-    "TZ",
-    "SYSTEMROOT",
-    "SYSTEMDRIVE",
-    "WINDIR",
-    "PATHEXT",
-    "COMSPEC",
-    "NUMBER_OF_PROCESSORS",
-    "PROCESSOR_ARCHITECTURE",
-];
 
 /// What the runner needs from the configuration.
 #[derive(Debug, Clone)]
@@ -220,7 +189,6 @@ pub struct Runner {
     running: AtomicUsize,
     // Before `sandbox`: spares and slots drop their rules (cgroups) before the sandbox removes
     // their parent.
-    #[cfg(target_os = "linux")]
     warm: Warm,
     sandbox: SandboxProbe,
     shutdown: CancellationToken,
@@ -247,13 +215,7 @@ impl Runner {
     ) -> io::Result<Self> {
         let env = scrubbed_env(std::env::vars_os(), &settings.pass_env);
         Ok(Self {
-            starter: Arc::new(Starter {
-                python: settings.python,
-                env,
-                slots: Arc::new(SlotPool::new()?),
-                #[cfg(target_os = "linux")]
-                venv_bytecode: Default::default(),
-            }),
+            starter: Arc::new(Starter::new(settings.python, env)?),
             max_output: settings.max_output_bytes,
             permits: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             background_permits: Arc::new(Semaphore::new(settings.max_background_concurrent.max(1))),
@@ -263,7 +225,6 @@ impl Runner {
                 settings.max_background_concurrent.max(1),
             ],
             running: AtomicUsize::new(0),
-            #[cfg(target_os = "linux")]
             warm: Warm::new(WarmSettings::default(), shutdown.clone()),
             sandbox: sandbox.into(),
             shutdown,
@@ -274,36 +235,20 @@ impl Runner {
     /// Starts runs in interpreters started ahead of them (Linux; elsewhere runs start cold
     /// whatever `settings` says: see `warm`).
     pub fn with_warm(self, settings: WarmSettings) -> Self {
-        #[cfg(target_os = "linux")]
-        {
-            let shutdown = self.shutdown.clone();
-            Self {
-                warm: Warm::new(settings, shutdown),
-                ..self
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = settings;
-            self
+        let shutdown = self.shutdown.clone();
+        Self {
+            warm: Warm::new(settings, shutdown),
+            ..self
         }
     }
 
     /// Warm interpreters ready for a run now.
     pub fn warm_ready(&self) -> usize {
-        #[cfg(target_os = "linux")]
-        {
-            self.warm.ready()
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            0
-        }
+        self.warm.ready()
     }
 
     /// Stops the warm interpreters waiting for runs (the server is closing).
     pub fn close_warm(&self) {
-        #[cfg(target_os = "linux")]
         self.warm.close();
     }
 
@@ -343,17 +288,46 @@ impl Runner {
 
     /// Runs one script to completion, timeout or cancellation. Dropping the returned future kills
     /// the run too.
+    ///
+    /// Its phases, in order: [`Self::admit`] (its turn and a permit), [`Self::place`] (its
+    /// sandbox, slot and files), [`Self::start`] (its process, cold or warm), [`Self::supervise`]
+    /// (stdin, output, its end and its tree killed), [`Self::settle`] (what it left, the
+    /// outcome).
     pub async fn run(
         &self,
         req: RunRequest<'_>,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, RunError> {
+        let _admitted = self.admit(&req, cancel).await?;
+        let live = req
+            .live
+            .clone()
+            .unwrap_or_else(|| Arc::new(LiveOutput::new(self.max_output)));
+        live.mark_started();
+        // Dropped after the process below: the slot goes back only once the run is dead.
+        let mut placed = self.place(&req).await?;
+        let started = Instant::now();
+        let mut run = self.start(&req, &mut placed).await?;
+        let supervised = self.supervise(&req, &mut run, &live, cancel).await;
+        let duration = supervised.tree_dead.saturating_duration_since(started);
+        Ok(self
+            .settle(req, placed, run, supervised.ending, duration, &live)
+            .await)
+    }
+
+    /// Admission: the caller's turn (when callers share the server) and a permit of the run's
+    /// pool, or an error when the call is cancelled or the server shuts down meanwhile.
+    async fn admit(
+        &self,
+        req: &RunRequest<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<Admitted<'_>, RunError> {
         let (pool, index) = match req.pool {
             Pool::Foreground => (&self.permits, 0),
             Pool::Background => (&self.background_permits, 1),
         };
         let turns = self.turns.as_ref().map(|turns| &turns[index]);
-        let _turn = match turns.zip(req.caller) {
+        let turn = match turns.zip(req.caller) {
             Some((turns, caller)) => tokio::select! {
                 turn = turns.take(caller) => Some(turn.ok_or(RunError::CancelledWhileQueued)?),
                 _ = cancel.cancelled() => return Err(RunError::CancelledWhileQueued),
@@ -361,27 +335,25 @@ impl Runner {
             },
             None => None,
         };
-        let _permit = tokio::select! {
+        let permit = tokio::select! {
             permit = pool.clone().acquire_owned() => permit.map_err(|_| RunError::CancelledWhileQueued)?,
             _ = cancel.cancelled() => return Err(RunError::CancelledWhileQueued),
             _ = self.shutdown.cancelled() => return Err(RunError::CancelledWhileQueued),
         };
         self.running.fetch_add(1, Ordering::Relaxed);
-        let _running = DecrementOnDrop(&self.running);
-        let live = req
-            .live
-            .clone()
-            .unwrap_or_else(|| Arc::new(LiveOutput::new(self.max_output)));
-        live.mark_started();
+        Ok(Admitted {
+            _turn: turn,
+            _permit: permit,
+            _running: DecrementOnDrop(&self.running),
+        })
+    }
 
-        // The slot is dropped after the process tree below: it goes back only once the run is dead.
+    /// Placement: the probed sandbox, the run's slot (a spare's of its kind with warm runs on,
+    /// else a free one), its inline code written there, its scope.
+    async fn place(&self, req: &RunRequest<'_>) -> Result<Placed, RunError> {
         let sandbox = self.probed_sandbox().await?;
-        #[cfg(target_os = "linux")]
-        let key = self.warm.enabled().then(|| warm_key(&req));
-        #[cfg(target_os = "linux")]
-        #[cfg(target_os = "linux")]
-        let scope_now = |scratch: &Path| launch_of(&req, scratch).scope(&sandbox);
-        #[cfg(target_os = "linux")]
+        let key = self.warm.enabled().then(|| warm_key(req));
+        let scope_now = |scratch: &Path| launch_of(req, scratch).scope(&sandbox);
         let spare = match &key {
             Some(key) => {
                 let wait = req.timeout.min(WAIT_FOR_STARTING);
@@ -389,11 +361,7 @@ impl Runner {
             }
             None => None,
         };
-        #[cfg(target_os = "linux")]
         let (slot, spare) = self.slot_of(spare, &sandbox).await?;
-        #[cfg(not(target_os = "linux"))]
-        let slot = self.starter.take_slot(&sandbox).await?;
-        let output = slot.dir().join(OUTPUT_DIR_NAME);
         let inline = match req.source {
             RunSource::Inline { code, .. } => {
                 let file = slot.dir().join(INLINE_FILE_NAME);
@@ -402,35 +370,38 @@ impl Runner {
             }
             RunSource::Script(_) => None,
         };
-        let launch = launch_of(&req, slot.dir());
-        let scope = launch.scope(&sandbox);
-        let started = Instant::now();
-        #[cfg(target_os = "linux")]
-        let Started {
-            mut child,
-            job,
-            warm,
-        } = self
-            .start(key.is_some(), spare, &req, &launch, &sandbox, &slot, &scope)
-            .await?;
-        #[cfg(not(target_os = "linux"))]
-        let (mut child, job, warm): (Spawned, Option<Vec<u8>>, bool) = (
-            self.starter.spawn(&launch, &sandbox, &slot, &scope)?,
-            None,
-            false,
-        );
-        // Windows: a kill-on-close Job Object holds the whole tree (on error, kill_on_drop).
-        #[cfg(windows)]
-        let _job = match child.raw_handle() {
-            Some(handle) => sandbox.assign_job(handle)?,
-            None => None,
-        };
-        let tree = ProcessTree::of(child.id());
+        let scope = launch_of(req, slot.dir()).scope(&sandbox);
+        Ok(Placed {
+            sandbox,
+            key,
+            spare,
+            slot,
+            scope,
+            inline,
+        })
+    }
 
+    /// The start: the run's process (`Starter::start_run`: cold, or warm on Linux), its stdin
+    /// fed on a task of its own.
+    async fn start(&self, req: &RunRequest<'_>, placed: &mut Placed) -> Result<Started, RunError> {
+        let launch = launch_of(req, placed.slot.dir());
+        let mut started = self
+            .starter
+            .start_run(
+                placed.key.is_some(),
+                placed.spare.take(),
+                &launch,
+                req.timeout,
+                &placed.sandbox,
+                &placed.slot,
+                &placed.scope,
+            )
+            .await?;
         // A warm driver reads its job first, then the run's stdin follows on the same pipe.
+        let job = started.job.take();
         let input = req.stdin.map(|text| text.as_bytes().to_vec());
         if job.is_some() || input.is_some() {
-            if let Some(mut pipe) = child.stdin.take() {
+            if let Some(mut pipe) = started.process.child.stdin.take() {
                 // A script that does not read its stdin closes the pipe: that is not an error.
                 tokio::spawn(async move {
                     for bytes in [job, input].into_iter().flatten() {
@@ -441,57 +412,52 @@ impl Runner {
                 });
             }
         }
-        let stop_reading = CancellationToken::new();
-        let out = tokio::spawn(read_live(
-            child.stdout.take(),
-            live.clone(),
-            Stream::Stdout,
-            stop_reading.clone(),
-        ));
-        let err = tokio::spawn(read_live(
-            child.stderr.take(),
-            live.clone(),
-            Stream::Stderr,
-            stop_reading.clone(),
-        ));
+        Ok(started)
+    }
 
-        let ending = tokio::select! {
-            status = child.wait() => Ending::Exited(status.ok()),
-            _ = tokio::time::sleep(req.timeout) => Ending::TimedOut,
-            _ = cancel.cancelled() => Ending::Cancelled,
-            _ = self.shutdown.cancelled() => Ending::Cancelled,
+    /// Supervision: the run's output into `live`, its end awaited against its time limit, the
+    /// call's cancellation and the server's shutdown; its whole tree killed whatever happened.
+    async fn supervise(
+        &self,
+        req: &RunRequest<'_>,
+        run: &mut Started,
+        live: &Arc<LiveOutput>,
+        cancel: &CancellationToken,
+    ) -> Supervised {
+        let limits = Limits {
+            deadline: tokio::time::Instant::now() + req.timeout,
+            cancel,
+            shutdown: &self.shutdown,
         };
-        // Whatever happened, nothing of the run may outlive it.
-        tree.kill();
-        let status = match ending {
-            Ending::Exited(status) => status,
-            _ => {
-                let _ = child.start_kill();
-                tokio::time::timeout(REAP_GRACE, child.wait())
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-            }
-        };
-        let duration = started.elapsed();
+        run.process.supervise(Sink::Apart(live), limits).await
+    }
 
-        // Reading ends at EOF, or DRAIN_GRACE from now for a pipe held by an escaped process.
-        let deadline = {
-            let stop = stop_reading.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(DRAIN_GRACE).await;
-                stop.cancel();
-            })
-        };
-        let _ = out.await;
-        let _ = err.await;
-        deadline.abort();
-        #[cfg(target_os = "linux")]
+    /// Settling, once the run's tree is dead: what its kind imported learned and its next spare
+    /// started, its artifacts kept, protected names it made swept, its inline file removed; the
+    /// outcome.
+    async fn settle(
+        &self,
+        req: RunRequest<'_>,
+        placed: Placed,
+        run: Started,
+        ending: Ending,
+        duration: Duration,
+        live: &LiveOutput,
+    ) -> RunOutcome {
+        let Placed {
+            sandbox,
+            key,
+            slot,
+            scope,
+            inline,
+            ..
+        } = placed;
         if let Some(key) = key {
             self.warm.learn(&key, slot.dir());
             self.warm
                 .refill(key, self.starter.clone(), Arc::clone(&sandbox));
         }
+        let output = slot.dir().join(OUTPUT_DIR_NAME);
         let artifacts = collect_artifacts(req.artifacts, output).await;
         let quarantined = self.sweep(&sandbox, &scope).await;
         // Gone with the run, so the slot can be reused (a run that replaced it leaves it to the
@@ -499,7 +465,6 @@ impl Runner {
         if let Some(file) = inline {
             let _ = std::fs::remove_file(file);
         }
-
         let ((stdout, stdout_truncated), (stderr, stderr_truncated)) = if req.live.is_some() {
             (
                 (String::new(), live.truncated(Stream::Stdout)),
@@ -511,19 +476,17 @@ impl Runner {
                 live.take_text(Stream::Stderr),
             )
         };
-        Ok(RunOutcome {
+        let warm = run.warm;
+        // The process before the slot: the slot goes back only once nothing of the run holds it.
+        drop(run);
+        drop(slot);
+        RunOutcome {
             stdout,
             stderr,
-            exit_code: match ending {
-                Ending::Exited(_) => status.and_then(exit_code),
-                _ => None,
-            },
-            signal: match ending {
-                Ending::Exited(_) => status.and_then(signal_of),
-                _ => None,
-            },
-            timed_out: matches!(ending, Ending::TimedOut),
-            cancelled: matches!(ending, Ending::Cancelled),
+            exit_code: ending.exit_code(),
+            signal: ending.signal(),
+            timed_out: ending.timed_out(),
+            cancelled: ending.cancelled(),
             stdout_truncated,
             stderr_truncated,
             duration,
@@ -531,7 +494,7 @@ impl Runner {
             python: req.python,
             quarantined,
             warm,
-        })
+        }
     }
 
     /// Starts a resident run: `module`, one of the server's support modules, with `args`, its
@@ -551,25 +514,17 @@ impl Runner {
         if self.shutdown.is_cancelled() {
             return Err(RunError::CancelledWhileQueued);
         }
-        #[cfg(target_os = "linux")]
         let key = self
             .warm
             .enabled()
             .then(|| WarmKey::resident(python, cwd, owner));
-        #[cfg(not(target_os = "linux"))]
-        let _ = owner;
         let sandbox = self.probed_sandbox().await?;
-        #[cfg(target_os = "linux")]
         let scope_now = |scratch: &Path| {
             let place = Placement::in_project(cwd, scratch);
             sandbox.run_scope(&sandbox.project_of(place.project_dir))
         };
-        #[cfg(target_os = "linux")]
         let spare = key.as_ref().and_then(|key| self.warm.take(key, &scope_now));
-        #[cfg(target_os = "linux")]
         let (slot, spare) = self.slot_of(spare, &sandbox).await?;
-        #[cfg(not(target_os = "linux"))]
-        let slot = self.starter.take_slot(&sandbox).await?;
         let launch = Launch {
             place: Placement::in_project(cwd, slot.dir()),
             program: Program::Support(module),
@@ -578,43 +533,28 @@ impl Runner {
             python,
         };
         let scope = launch.scope(&sandbox);
-        #[cfg(target_os = "linux")]
-        let child = match spare {
-            Some(mut child) => {
-                let seen = Seen::of(&launch, &sandbox, &slot)?;
-                let job = job_frame(&seen.script, args, &seen.cwd, true, &seen.scratch);
-                let sent = match (job, child.stdin.as_mut()) {
-                    (Some(job), Some(pipe)) => pipe.write_all(&job).await.is_ok(),
-                    _ => false,
-                };
-                if sent {
-                    if let Some(key) = key {
-                        self.warm
-                            .refill(key, self.starter.clone(), Arc::clone(&sandbox));
-                    }
-                    child
-                } else {
-                    // A spare that cannot take the job: a cold start in the same slot.
-                    drop(child);
-                    self.starter.spawn(&launch, &sandbox, &slot, &scope)?
-                }
+        let handed = match spare {
+            Some(spare) => {
+                self.starter
+                    .hand_over(spare, &launch, &sandbox, &slot)
+                    .await?
             }
-            None => self.starter.spawn(&launch, &sandbox, &slot, &scope)?,
-        };
-        #[cfg(not(target_os = "linux"))]
-        let child = self.starter.spawn(&launch, &sandbox, &slot, &scope)?;
-        #[cfg(windows)]
-        let job = match child.raw_handle() {
-            Some(handle) => sandbox.assign_job(handle)?,
             None => None,
         };
-        let tree = ProcessTree::of(child.id());
+        let child = match handed {
+            Some(child) => {
+                if let Some(key) = key {
+                    self.warm
+                        .refill(key, self.starter.clone(), Arc::clone(&sandbox));
+                }
+                child
+            }
+            // No spare, or one that could not take the job: a cold start in the same slot.
+            None => self.starter.spawn(&launch, &sandbox, &slot, &scope)?,
+        };
+        let process = self.starter.contain(child, &sandbox)?;
         Ok(ResidentRun {
-            pid: child.id(),
-            child,
-            tree,
-            #[cfg(windows)]
-            _job: job,
+            process,
             _slot: slot,
             sweep: Some(Sweep {
                 sandbox,
@@ -645,82 +585,15 @@ impl Runner {
     }
 
     /// The slot a run takes: its spare's (with the spare's process), or a free one.
-    #[cfg(target_os = "linux")]
     async fn slot_of(
         &self,
-        spare: Option<super::warm::Spare>,
+        spare: Option<Spare>,
         sandbox: &Sandbox,
     ) -> Result<(SlotLease, Option<Spawned>), RunError> {
         Ok(match spare {
             Some(spare) => (spare.slot, Some(spare.child)),
             None => (self.starter.take_slot(sandbox).await?, None),
         })
-    }
-
-    /// Linux: the run's process. With warm runs on, a spare of its kind when one was ready, or
-    /// the warm driver started now (nothing preloaded, so that what the run imports is
-    /// learned), with the job to send it; a driver that does not get ready gives way to a cold
-    /// start, never a failed call. With warm runs off, a cold start.
-    #[cfg(target_os = "linux")]
-    #[allow(clippy::too_many_arguments)]
-    async fn start(
-        &self,
-        warm: bool,
-        spare: Option<Spawned>,
-        req: &RunRequest<'_>,
-        launch: &Launch<'_>,
-        sandbox: &Sandbox,
-        slot: &Slot,
-        scope: &RunScope,
-    ) -> Result<Started, RunError> {
-        let cold = || -> Result<Started, RunError> {
-            Ok(Started {
-                child: self.starter.spawn(launch, sandbox, slot, scope)?,
-                job: None,
-                warm: false,
-            })
-        };
-        if !warm || sandbox.support_dir().is_none() {
-            return cold();
-        }
-        let seen = Seen::of(launch, sandbox, slot)?;
-        let Some(job) = job_frame(
-            &seen.script,
-            req.args,
-            &seen.cwd,
-            req.stdin.is_some(),
-            &seen.scratch,
-        ) else {
-            return cold();
-        };
-        if let Some(child) = spare {
-            return Ok(Started {
-                child,
-                job: Some(job),
-                warm: true,
-            });
-        }
-        let args = [driver_arg("")];
-        let driver = Launch {
-            place: launch.place,
-            program: Program::Support(WARM_DRIVER),
-            args: &args,
-            stdin_piped: true,
-            python: launch.python,
-        };
-        let mut child = self.starter.spawn(&driver, sandbox, slot, scope)?;
-        match await_ready(&mut child, req.timeout.min(DRIVER_READY_WITHIN)).await {
-            Ok(_) => Ok(Started {
-                child,
-                job: Some(job),
-                warm: false,
-            }),
-            Err(e) => {
-                tracing::warn!(error = %e, "the warm driver did not get ready; the run starts cold");
-                drop(child);
-                cold()
-            }
-        }
     }
 
     /// Fires when the server shuts down (runs in flight are killed; residents' owners end theirs).
@@ -756,7 +629,6 @@ fn launch_of<'a>(req: &'a RunRequest<'a>, scratch: &'a Path) -> Launch<'a> {
 }
 
 /// The kind of run `req` is, for its warm spare.
-#[cfg(target_os = "linux")]
 fn warm_key(req: &RunRequest<'_>) -> WarmKey {
     let place = match req.source {
         RunSource::Script(script) => Place::Script(script.directory().to_path_buf()),
@@ -804,58 +676,28 @@ async fn collect_artifacts(target: Option<ArtifactTarget>, output: PathBuf) -> O
     tokio::task::spawn_blocking(keep).await.ok()
 }
 
-/// The allowlisted part of an environment, plus the names the user passes explicitly.
-pub(super) fn scrubbed_env(
-    vars: impl Iterator<Item = (OsString, OsString)>,
-    pass: &[String],
-) -> Vec<(OsString, OsString)> {
-    vars.filter(|(name, _)| {
-        let name = name.to_string_lossy();
-        let upper = name.to_ascii_uppercase();
-        ALLOWED_ENV.contains(&upper.as_str())
-            || upper.starts_with("LC_")
-            || pass.iter().any(|p| p == name.as_ref())
-    })
-    .collect()
-}
-
-/// How long a warm driver started for a run may take to say READY (it imports nothing).
-#[cfg(target_os = "linux")]
-const DRIVER_READY_WITHIN: Duration = Duration::from_secs(30);
-
 /// How long a run waits for its kind's spare when one is being started (after a run of the same
 /// kind moments before: it is ahead of a start the run would make now).
-#[cfg(target_os = "linux")]
 const WAIT_FOR_STARTING: Duration = Duration::from_secs(3);
 
-/// A run's process, started or taken warm.
-#[cfg(target_os = "linux")]
-struct Started {
-    child: Spawned,
-    /// The job frame the warm driver reads before the run's stdin.
-    job: Option<Vec<u8>>,
-    /// It was started ahead of the run.
-    warm: bool,
+/// A run's admission: its turn, its permit, its count among the runs in flight (all given back
+/// on drop).
+struct Admitted<'a> {
+    _turn: Option<OwnedSemaphorePermit>,
+    _permit: OwnedSemaphorePermit,
+    _running: DecrementOnDrop<'a>,
 }
 
-enum Ending {
-    Exited(Option<ExitStatus>),
-    TimedOut,
-    Cancelled,
-}
-
-fn exit_code(status: ExitStatus) -> Option<i32> {
-    status.code()
-}
-
-#[cfg(unix)]
-fn signal_of(status: ExitStatus) -> Option<i32> {
-    std::os::unix::process::ExitStatusExt::signal(&status)
-}
-
-#[cfg(not(unix))]
-fn signal_of(_: ExitStatus) -> Option<i32> {
-    None
+/// A run's place: its sandbox, its slot (with a spare's process when one was taken), what it may
+/// write of the projects folder, its inline file.
+struct Placed {
+    sandbox: Arc<Sandbox>,
+    /// Its kind, with warm runs on.
+    key: Option<WarmKey>,
+    spare: Option<Spawned>,
+    slot: SlotLease,
+    scope: RunScope,
+    inline: Option<PathBuf>,
 }
 
 struct DecrementOnDrop<'a>(&'a AtomicUsize);
@@ -870,11 +712,7 @@ impl Drop for DecrementOnDrop<'_> {
 /// an interrupt, and its whole process tree killed on drop. Fields drop in order: the tree and
 /// the child before the slot goes back.
 pub struct ResidentRun {
-    pid: Option<u32>,
-    child: Spawned,
-    tree: ProcessTree,
-    #[cfg(windows)]
-    _job: Option<pyrun_sandbox::RunJob>,
+    process: Process,
     _slot: SlotLease,
     /// Swept when the run is killed (its owner's end); taken then.
     sweep: Option<Sweep>,
@@ -909,7 +747,7 @@ impl Sweep {
 impl std::fmt::Debug for ResidentRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResidentRun")
-            .field("pid", &self.pid)
+            .field("process", &self.process)
             .finish_non_exhaustive()
     }
 }
@@ -922,9 +760,10 @@ pub type PipeReader = Box<dyn AsyncRead + Send + Unpin>;
 impl ResidentRun {
     /// Its stdin, stdout and stderr pipes (once).
     pub fn take_pipes(&mut self) -> Option<(PipeWriter, PipeReader, PipeReader)> {
-        let stdin = self.child.stdin.take()?;
-        let stdout = self.child.stdout.take()?;
-        let stderr = self.child.stderr.take()?;
+        let child = &mut self.process.child;
+        let stdin = child.stdin.take()?;
+        let stdout = child.stdout.take()?;
+        let stderr = child.stderr.take()?;
         Some((Box::new(stdin), Box::new(stdout), Box::new(stderr)))
     }
 
@@ -933,137 +772,15 @@ impl ResidentRun {
     /// so its pid cannot name another process. Elsewhere: nothing (the owner kills after its
     /// grace).
     pub fn interrupt(&self) {
-        #[cfg(unix)]
-        if let Some(pid) = self
-            .pid
-            .and_then(|id| i32::try_from(id).ok())
-            .and_then(rustix::process::Pid::from_raw)
-        {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
-        }
+        self.process.interrupt();
     }
 
     /// Kills the whole process tree and reaps the child (bounded), then moves what it created
     /// with a protected name to the quarantine (logged: a session has no result to report it in).
     pub async fn kill(mut self) {
-        self.tree.kill();
-        let _ = self.child.start_kill();
-        let _ = tokio::time::timeout(REAP_GRACE, self.child.wait()).await;
+        self.process.kill().await;
         if let Some(sweep) = self.sweep.take() {
             sweep.run().await;
         }
-    }
-}
-
-/// The run's process group: killed explicitly at the end of a run, and on drop when the run's
-/// future is abandoned (client gone, server shutting down).
-pub(super) struct ProcessTree {
-    #[cfg(unix)]
-    group: Option<rustix::process::Pid>,
-}
-
-impl ProcessTree {
-    /// The group of the child with this pid (its group leader).
-    pub(super) fn of(pid: Option<u32>) -> Self {
-        #[cfg(unix)]
-        {
-            let group = pid
-                .and_then(|id| i32::try_from(id).ok())
-                .and_then(rustix::process::Pid::from_raw);
-            Self { group }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = pid;
-            Self {}
-        }
-    }
-
-    pub(super) fn kill(&self) {
-        #[cfg(unix)]
-        if let Some(group) = self.group {
-            // ESRCH just means the group is already gone.
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        }
-    }
-}
-
-impl Drop for ProcessTree {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Reads a pipe to its end (or until told to stop) into the run's live capture, which keeps at
-/// most its cap: memory stays flat however much the script writes, and the script never blocks
-/// on a full pipe.
-pub(super) async fn read_live<R: AsyncRead + Unpin>(
-    pipe: Option<R>,
-    live: Arc<LiveOutput>,
-    which: Stream,
-    stop: CancellationToken,
-) {
-    let Some(mut pipe) = pipe else {
-        return;
-    };
-    let mut chunk = vec![0; READ_CHUNK];
-    loop {
-        let read = tokio::select! {
-            read = pipe.read(&mut chunk) => read,
-            _ = stop.cancelled() => break,
-        };
-        match read {
-            Ok(0) | Err(_) => break,
-            Ok(n) => live.append(which, &chunk[..n]),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn env_keeps_only_the_allowlist_and_passed_names() {
-        let vars = [
-            ("PATH", "/bin"),
-            ("LC_ALL", "C"),
-            ("MCP_AUTH_TOKEN", "secret"),
-            ("OPENAI_API_KEY", "sk"),
-            ("MY_SETTING", "1"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-        let kept = scrubbed_env(vars, &["MY_SETTING".to_owned()]);
-        let names: Vec<_> = kept.iter().map(|(k, _)| k.to_string_lossy()).collect();
-        assert_eq!(names, ["PATH", "LC_ALL", "MY_SETTING"]);
-    }
-
-    #[tokio::test]
-    async fn reading_keeps_the_cap_and_reads_to_the_end() {
-        let data = vec![b'x'; 300_000];
-        let read = |bytes: &'static [u8], cap| async move {
-            let live = Arc::new(LiveOutput::new(cap));
-            read_live(
-                Some(bytes),
-                live.clone(),
-                Stream::Stdout,
-                CancellationToken::new(),
-            )
-            .await;
-            live.take_text(Stream::Stdout)
-        };
-        let data: &'static [u8] = data.leak();
-        let (text, truncated) = read(data, 1000).await;
-        assert_eq!((text.len(), truncated), (1000, true));
-        let (text, truncated) = read(&data[..10], 1000).await;
-        assert_eq!((text.len(), truncated), (10, false));
-        // Exactly the cap is not truncated; the capture never holds more than the cap.
-        let (text, truncated) = read(&data[..1000], 1000).await;
-        assert_eq!((text.len(), truncated), (1000, false));
-        let (text, truncated) = read(data, 100_000).await;
-        assert_eq!(text.len(), 100_000);
-        assert!(text.capacity() <= 100_000, "{}", text.capacity());
-        assert!(truncated);
     }
 }

@@ -16,7 +16,9 @@
 //! 3. otherwise it starts the venv's (checked) base interpreter with `-I -S` (no `.pth`, no
 //!    `sitecustomize`, no environment) in an install-profile sandbox that shows the venv
 //!    read-only and the venv's cache folder writable, nothing of the projects folder besides:
-//!    `py_compile` of each source whose cached `.pyc` does not match its mtime and size. Nothing
+//!    `py_compile` of each source whose cached `.pyc` does not match its mtime and size
+//!    (supervised as every child of the run layer: `supervise`, on the thread's own runtime,
+//!    killed with its tree past `COMPILE_TIMEOUT`). Nothing
 //!    found in the folder is trusted: a venv's own `__pycache__` is never read, only sources;
 //! 4. then it writes the stamp. Before each fingerprint, the caches of venvs whose `pyvenv.cfg` is
 //!    gone are removed.
@@ -34,8 +36,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use pyrun_sandbox::{Grant, ResourceLimits, Sandbox, SandboxMode};
 
+use tokio_util::sync::CancellationToken;
+
 use super::bytecode_cache::Fnv;
+use super::child::AsyncChild;
+use super::live_output::{LiveOutput, Stream};
 use super::python_env::{python_read_paths, PythonEnv};
+use super::supervise::{Ending, Limits, Process, Sink};
 
 /// The stamp at the top of a venv's cache: the fingerprint, then the venv's host folder.
 const STAMP: &str = ".pyrun-venv";
@@ -44,6 +51,8 @@ const OWNER: &str = ".pyrun-owner";
 /// A compile that takes longer is stopped (a huge venv on a loaded machine: the rest compiles
 /// at the next fill, skipping what is done).
 const COMPILE_TIMEOUT: Duration = Duration::from_secs(600);
+/// The compile step's output kept per stream (it prints two numbers; its errors are logged).
+const COMPILE_OUTPUT: usize = 64 * 1024;
 /// A venv's runs within this long of its last look are not looked at again.
 const LOOK_AGAIN: Duration = Duration::from_secs(2);
 /// Venvs remembered at most (their last look and fingerprint).
@@ -135,6 +144,9 @@ struct Worker {
     owner_checked: Option<PathBuf>,
     /// Said once: another server owns it.
     refused: bool,
+    /// This thread's runtime, for the compile step's supervision (`supervise`): made on the
+    /// first compile, on this idle-priority thread.
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl VenvBytecode {
@@ -331,50 +343,66 @@ impl Worker {
             cwd: scratch.path(),
             stdin_piped: false,
         };
-        let mut child = sandbox
+        let child = sandbox
             .spawn(&slot, &spec, scratch.path())
             .map_err(|e| e.to_string())?;
-        // The pipes drain on threads of their own while this one keeps the deadline.
-        let drain = |pipe: Option<std::io::PipeReader>| {
-            std::thread::spawn(move || {
-                let mut bytes = Vec::new();
-                if let Some(mut pipe) = pipe {
-                    let _ = io::Read::read_to_end(&mut pipe, &mut bytes);
-                }
-                bytes
-            })
-        };
-        let (out_reader, err_reader) = (drain(child.stdout.take()), drain(child.stderr.take()));
-        let deadline = Instant::now() + COMPILE_TIMEOUT;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Ok(status),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                Ok(None) => {
-                    let _ = child.start_kill();
-                    let _ = child.wait();
-                    break Err("the compile step took too long".to_string());
-                }
-                Err(e) => break Err(e.to_string()),
-            }
-        };
-        let output = std::process::Output {
-            status: status?,
-            stdout: out_reader.join().unwrap_or_default(),
-            stderr: err_reader.join().unwrap_or_default(),
-        };
-        let said = String::from_utf8_lossy(&output.stdout);
-        let mut counts = said.split_whitespace().map(str::parse::<u64>);
-        match (output.status.success(), counts.next(), counts.next()) {
+        let (status, stdout, stderr) = self.supervise(child)?;
+        let mut counts = stdout.split_whitespace().map(str::parse::<u64>);
+        match (status.success(), counts.next(), counts.next()) {
             (true, Some(Ok(compiled)), Some(Ok(failed))) => Ok((compiled, failed)),
             _ => Err(format!(
-                "the compile step failed ({}): {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
+                "the compile step failed ({status}): {}",
+                stderr.trim()
             )),
         }
+    }
+
+    /// Waits for the compile step (on the thread's runtime) within [`COMPILE_TIMEOUT`], its tree
+    /// killed at its end: its exit status, stdout and stderr (each capped).
+    fn supervise(
+        &mut self,
+        child: pyrun_sandbox::spawn::Child,
+    ) -> Result<(std::process::ExitStatus, String, String), String> {
+        let output = Arc::new(LiveOutput::new(COMPILE_OUTPUT));
+        let never = CancellationToken::new();
+        let supervised = self.runtime()?.block_on(async {
+            let child = AsyncChild::new(child).map_err(|e| e.to_string())?;
+            let limits = Limits {
+                deadline: tokio::time::Instant::now() + COMPILE_TIMEOUT,
+                cancel: &never,
+                shutdown: &never,
+            };
+            let supervised = Process::new(child)
+                .supervise(Sink::Apart(&output), limits)
+                .await;
+            Ok::<_, String>(supervised)
+        })?;
+        match supervised.ending {
+            Ending::Exited(Some(status)) => Ok((
+                status,
+                output.take_text(Stream::Stdout).0,
+                output.take_text(Stream::Stderr).0,
+            )),
+            Ending::Exited(None) => Err("the compile step could not be waited for".to_string()),
+            Ending::TimedOut | Ending::Cancelled => {
+                Err("the compile step took too long".to_string())
+            }
+        }
+    }
+
+    /// The thread's own runtime (made once), on which each compile step is supervised.
+    fn runtime(&mut self) -> Result<&tokio::runtime::Runtime, String> {
+        if self.runtime.is_none() {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .enable_time()
+                .build()
+                .map_err(|e| format!("no runtime: {e}"))?;
+            self.runtime = Some(runtime);
+        }
+        self.runtime
+            .as_ref()
+            .ok_or_else(|| "no runtime".to_string())
     }
 
     /// The install profile for `job`'s interpreter: its trees readable, no network, nothing of

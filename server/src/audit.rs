@@ -284,7 +284,7 @@ impl LogFile {
         // even a link (macOS's /tmp), is the user's choice.
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             if std::fs::symlink_metadata(dir).is_err() {
-                crate::app::state_dir::create_owner_only(dir)?;
+                pyrun_run::state_dir::create_owner_only(dir)?;
             }
         }
         let mut options = std::fs::OpenOptions::new();

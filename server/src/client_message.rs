@@ -13,7 +13,7 @@
 use std::fmt::{self, Write as _};
 use std::io;
 
-use pyrun_remote::runpod::PrepareError;
+use pyrun_run::engine::backend::PrepareError;
 use pyrun_run::install::InstallError;
 use pyrun_run::paths::{PathError, ProjectPath, MAX_PATH_BYTES};
 use pyrun_run::python_env::{CfgProblem, EnvError};
@@ -176,7 +176,7 @@ impl From<PrepareError> for ClientMessage {
                 }
                 message.hint("move large data out of the project folder (the script can fetch it), or run it with backend local")
             }
-            PrepareError::Snapshot(pyrun_remote::snapshot::SnapshotError::Io(kind)) => {
+            PrepareError::Unreadable(kind) => {
                 ClientMessage::new("the project could not be packed for RunPod").kind(kind)
             }
             other => {

@@ -42,6 +42,7 @@ mod scratch;
 mod server_death;
 mod sessions;
 mod settings_checks;
+mod standin_python;
 mod startup;
 mod stdio;
 mod stdio_paths;

@@ -1,19 +1,22 @@
 //! A warm run means what a cold run means. Every script of `warm_corpus/` (see its README) runs on
 //! a cold server (`--warm off`) and on a warm one (`--warm on`), each on its own copy of the
-//! corpus; on the warm server a script runs again until its result says `"warm": true` (the first
-//! run of a folder starts that folder's spare in the background). Their stdout, stderr, exit code
+//! corpus; on the warm server a script runs once its folder's spare is ready (the first run of a
+//! folder, cold, starts that folder's spare; every run after starts the next) and its result must
+//! say `"warm": true`. Their stdout, stderr, exit code
 //! and signal must agree once the few values that legitimately vary are taken out ([`normalise`]).
 //! One test collects every difference of the corpus; the others pin what matters most on its own:
 //! random state drawn fresh per warm run, a project module named like a preloaded one, files left
 //! unclosed reaching the disk.
 #![cfg(target_os = "linux")]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use pyrun_mcp_tests::stdio::StdioServer;
 use pyrun_mcp_tests::{was_warm, TempProjects};
 use serde_json::{json, Value};
+
+use crate::util::warm::wait_for_spare;
 
 /// The corpus folder in the source tree; each server gets a copy of it at `corpus/`.
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/warm_corpus");
@@ -177,9 +180,48 @@ fn server(projects: &TempProjects, warm: &str, extra: &[&str]) -> StdioServer {
     StdioServer::start(projects.path(), &flags)
 }
 
-/// Runs `script` on a warm server until a run of it was warm (the harness's bounded retries).
-fn run_warm(server: &mut StdioServer, script: &CorpusScript) -> Result<Value, String> {
-    pyrun_mcp_tests::run_warm(server, &script.arguments())
+/// A warm server and the folders that had a run on it: each has a spare on its way.
+struct WarmServer {
+    server: StdioServer,
+    spare_coming: BTreeSet<String>,
+}
+
+impl WarmServer {
+    fn start(projects: &TempProjects, extra: &[&str]) -> Self {
+        Self {
+            server: server(projects, "on", extra),
+            spare_coming: BTreeSet::new(),
+        }
+    }
+
+    /// Runs `script` warm: once its folder's spare is ready (waited for, bounded, after a run of
+    /// the folder; a folder's first run is cold and starts it). Repeated (bounded) only when a
+    /// run still started cold, e.g. a spare that never got ready.
+    fn run(&mut self, script: &CorpusScript) -> Result<Value, String> {
+        let arguments = script.arguments();
+        let folder = Path::new(&script.rel)
+            .parent()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut seen = Vec::new();
+        for _ in 0..pyrun_mcp_tests::warm::WARM_TRIES {
+            if self.spare_coming.contains(&folder) {
+                wait_for_spare(self.server.pid(), &arguments);
+            }
+            let result = self.server.call("run_python", arguments.clone());
+            self.spare_coming.insert(folder.clone());
+            if was_warm(&result) {
+                return Ok(result);
+            }
+            let run = &result["structuredContent"];
+            seen.push(format!("warm={} exit={}", run["warm"], run["exit_code"]));
+        }
+        Err(format!("never warm: {seen:?}"))
+    }
+
+    fn close(self) {
+        self.server.close();
+    }
 }
 
 /// What a run did that a user sees, normalised.
@@ -306,7 +348,7 @@ fn every_corpus_script_prints_the_same_in_a_warm_run_as_in_a_cold_one() {
     let cold_projects = corpus_projects();
     let warm_projects = corpus_projects();
     let mut cold = server(&cold_projects, "off", &[]);
-    let mut warm = server(&warm_projects, "on", &["--preload", WARM_PRELOAD]);
+    let mut warm = WarmServer::start(&warm_projects, &["--preload", WARM_PRELOAD]);
     let mut mismatches = BTreeMap::new();
     for script in &scripts {
         let cold_result = cold.call("run_python", script.arguments());
@@ -315,7 +357,7 @@ fn every_corpus_script_prints_the_same_in_a_warm_run_as_in_a_cold_one() {
             "{}: a --warm off server ran it warm: {cold_result}",
             script.rel
         );
-        let differences = match run_warm(&mut warm, script) {
+        let differences = match warm.run(script) {
             Ok(warm_result) => Seen::of(&cold_result).differences(&Seen::of(&warm_result)),
             Err(never) => vec![never],
         };
@@ -376,11 +418,11 @@ fn corpus_script(rel: &str) -> CorpusScript {
 #[test]
 fn two_warm_runs_of_one_script_draw_different_random_values() {
     let projects = corpus_projects();
-    let mut server = server(&projects, "on", &[]);
+    let mut server = WarmServer::start(&projects, &[]);
     let script = corpus_script("random_fresh.py");
     let draws: Vec<BTreeMap<String, String>> = (0..2)
         .map(|_| {
-            let result = run_warm(&mut server, &script).unwrap_or_else(|e| panic!("{e}"));
+            let result = server.run(&script).unwrap_or_else(|e| panic!("{e}"));
             varying_values(result["structuredContent"]["stdout"].as_str().unwrap_or(""))
         })
         .collect();
@@ -404,13 +446,14 @@ fn two_warm_runs_of_one_script_draw_different_random_values() {
 #[test]
 fn a_project_module_named_like_a_preloaded_one_is_the_one_a_warm_run_imports() {
     let projects = corpus_projects();
-    let mut server = server(&projects, "on", &["--preload", "json,logging"]);
+    let mut server = WarmServer::start(&projects, &["--preload", "json,logging"]);
     for (script, source) in [
         ("shadow/shadow_json.py", "project json"),
         ("shadow/shadow_logging.py", "project logging"),
     ] {
-        let result =
-            run_warm(&mut server, &corpus_script(script)).unwrap_or_else(|e| panic!("{e}"));
+        let result = server
+            .run(&corpus_script(script))
+            .unwrap_or_else(|e| panic!("{e}"));
         let stdout = result["structuredContent"]["stdout"].as_str().unwrap_or("");
         let second = stdout.lines().nth(1).unwrap_or("");
         assert_eq!(second, source, "{script} imported the stdlib's: {result}");
@@ -421,9 +464,10 @@ fn a_project_module_named_like_a_preloaded_one_is_the_one_a_warm_run_imports() {
 #[test]
 fn files_a_warm_run_left_unclosed_are_on_disk_after_it() {
     let projects = corpus_projects();
-    let mut server = server(&projects, "on", &[]);
+    let mut server = WarmServer::start(&projects, &[]);
     let written = |name: &str| -> PathBuf { projects.path().join("corpus").join(name) };
-    let result = run_warm(&mut server, &corpus_script("unflushed_1_write.py"))
+    let result = server
+        .run(&corpus_script("unflushed_1_write.py"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         result["structuredContent"]["exit_code"],

@@ -1,10 +1,11 @@
 //! The RunPod backend: a project file run on a RunPod serverless endpoint whose workers run
 //! `runpod/handler.py` (this repository's worker).
 //!
-//! [`RunPod::prepare`] packs the script's project ([`crate::snapshot`]) and builds the job's
-//! request, refusing one over RunPod's request limit with the limit and the largest files named;
-//! the [`job::Job`] it returns is a [`pyrun_run::background::RemoteRun`]: the background registry
-//! drives it like any run (owner rules, offsets, cancel, retention).
+//! [`RunPod`] is a [`RemoteBackend`] of the run engine: `prepare` packs the script's project
+//! ([`crate::snapshot`]) and builds the job's request, refusing one over RunPod's request limit
+//! with the limit and the largest files named; the [`job::Job`] it returns is a
+//! [`pyrun_run::background::RemoteRun`]: the background registry drives it like any run (owner
+//! rules, offsets, cancel, retention). `health` asks the endpoint how it is doing.
 
 pub mod api;
 mod job;
@@ -13,12 +14,14 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use pyrun_run::background::RemoteRun;
+use pyrun_run::engine::backend::{BackendFuture, BackendHealth, PrepareError, RemoteBackend};
 use pyrun_run::paths::ProjectPath;
-use serde_json::json;
+use serde_json::{json, Value};
 
 pub use api::{ApiError, PollMethod, RunPodApi};
+pub use pyrun_run::engine::backend::JobSpec;
 
-use crate::snapshot::{self, SnapshotLimits};
+use crate::snapshot::{self, SnapshotError, SnapshotLimits};
 
 /// The backend's name, as callers write it.
 pub const BACKEND: &str = "runpod";
@@ -39,32 +42,6 @@ const EXECUTION_GRACE: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone)]
 pub struct RunPod {
     api: RunPodApi,
-}
-
-/// Why a run was not sent.
-#[derive(Debug, thiserror::Error)]
-pub enum PrepareError {
-    #[error("the project could not be packed for RunPod: {0}")]
-    Snapshot(#[from] snapshot::SnapshotError),
-    #[error("the project's request would be {bytes} bytes, over RunPod's limit of {limit}")]
-    TooLarge {
-        bytes: usize,
-        limit: usize,
-        /// The largest files sent, largest first (at most five), with their sizes.
-        largest: Vec<(String, u64)>,
-    },
-    #[error("the job could not be written ({0})")]
-    Encode(String),
-}
-
-/// What a job carries besides the snapshot.
-#[derive(Debug, Clone)]
-pub struct JobSpec<'a> {
-    pub args: &'a [String],
-    pub stdin: Option<&'a str>,
-    pub timeout: Duration,
-    /// Bytes kept per stream (`--max-output-bytes`).
-    pub max_output: usize,
 }
 
 impl RunPod {
@@ -91,7 +68,12 @@ impl RunPod {
         };
         let packed = tokio::task::spawn_blocking(move || snapshot::pack(&path, &relative, limits))
             .await
-            .map_err(|_| snapshot::SnapshotError::Io(std::io::ErrorKind::Other))??;
+            .map_err(|_| SnapshotError::Io(std::io::ErrorKind::Other))
+            .and_then(|packed| packed)
+            .map_err(|e| match e {
+                SnapshotError::Io(kind) => PrepareError::Unreadable(kind),
+                other => PrepareError::Pack(other.to_string()),
+            })?;
         let body = json!({
             "input": {
                 "snapshot": base64::engine::general_purpose::STANDARD.encode(&packed.archive),
@@ -123,6 +105,50 @@ impl RunPod {
     }
 }
 
+impl RemoteBackend for RunPod {
+    fn name(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn prepare<'a>(
+        &'a self,
+        script: &'a ProjectPath,
+        spec: JobSpec<'a>,
+    ) -> BackendFuture<'a, Result<Box<dyn RemoteRun>, PrepareError>> {
+        Box::pin(RunPod::prepare(self, script, spec))
+    }
+
+    fn health(&self) -> BackendFuture<'_, BackendHealth> {
+        Box::pin(async { health_of(self.api.health().await) })
+    }
+}
+
+/// The endpoint's health from its `/health` answer: a refused key (401, 403) is reachable with
+/// a key that does not work; another refusal reached it with a working key.
+fn health_of(answer: Result<Value, ApiError>) -> BackendHealth {
+    let (reachable, key_works, answer, error) = match answer {
+        Ok(answer) => (true, true, answer, None),
+        Err(ApiError::Refused {
+            status: 401 | 403,
+            words,
+        }) => (
+            true,
+            false,
+            Value::Null,
+            Some(format!("the key was refused: {words}")),
+        ),
+        Err(e @ ApiError::Refused { .. }) => (true, true, Value::Null, Some(e.to_string())),
+        Err(e) => (false, false, Value::Null, Some(e.to_string())),
+    };
+    BackendHealth {
+        reachable,
+        key_works,
+        workers: answer.get("workers").cloned().unwrap_or(Value::Null),
+        jobs: answer.get("jobs").cloned().unwrap_or(Value::Null),
+        error,
+    }
+}
+
 /// The note a run gets when files stayed behind for their size.
 fn left_behind(files: &[(String, u64)]) -> Option<String> {
     if files.is_empty() {
@@ -136,4 +162,35 @@ fn left_behind(files: &[(String, u64)]) -> Option<String> {
         "[pyrun: not sent to RunPod, over the {MAX_FILE_BYTES}-byte file cap: {}]\n",
         names.join(", ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_key_is_reachable_but_not_working_and_other_refusals_keep_the_key() {
+        let answer = json!({"workers": {"idle": 1}, "jobs": {"inQueue": 2}});
+        let up = health_of(Ok(answer));
+        assert!(up.reachable && up.key_works && up.error.is_none());
+        assert_eq!(up.workers, json!({"idle": 1}));
+        assert_eq!(up.jobs, json!({"inQueue": 2}));
+        let refused = |status| {
+            health_of(Err(ApiError::Refused {
+                status,
+                words: "no".into(),
+            }))
+        };
+        for status in [401, 403] {
+            let h = refused(status);
+            assert!(h.reachable && !h.key_works);
+            assert_eq!(h.error.as_deref(), Some("the key was refused: no"));
+            assert_eq!(h.workers, Value::Null);
+        }
+        let busy = refused(503);
+        assert!(busy.reachable && busy.key_works);
+        assert_eq!(busy.error.as_deref(), Some("RunPod answered 503: no"));
+        let down = health_of(Err(ApiError::Unreachable("dns".into())));
+        assert!(!down.reachable && !down.key_works);
+    }
 }

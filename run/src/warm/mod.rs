@@ -24,6 +24,10 @@
 mod key;
 #[cfg(target_os = "linux")]
 mod learned;
+// Elsewhere the runner meets a pool that is always off, so that its code is one for every
+// platform.
+#[cfg(not(target_os = "linux"))]
+mod off;
 #[cfg(target_os = "linux")]
 mod pool;
 
@@ -31,6 +35,8 @@ use std::time::Duration;
 
 #[cfg(target_os = "linux")]
 pub(crate) use key::{Place, WarmKey};
+#[cfg(not(target_os = "linux"))]
+pub(crate) use off::{Place, Spare, Warm, WarmKey};
 #[cfg(target_os = "linux")]
 pub(crate) use pool::{await_ready, job_frame, Spare, Warm};
 

@@ -120,6 +120,17 @@ pub fn warm_up(server: &mut StdioServer, warmup: Value) {
     );
 }
 
+/// Waits (bounded) until the server holds a spare ready for runs like `call` (see [`of_kind`])
+/// whose READY it has read; false when none got ready in time. A test that knows a run of the
+/// kind happened (so a spare is on its way) calls this instead of repeating the run until warm.
+pub fn wait_for_spare(server: u32, call: &Value) -> bool {
+    pyrun_mcp_tests::procs::holds_within(SPARE_READY_WITHIN, || {
+        waiting_spares(server)
+            .into_iter()
+            .any(|pid| of_kind(pid, call) && ready_was_read(pid))
+    })
+}
+
 /// Whether the spare `pid` serves runs like `call` (`run_python`'s or `run_python_code`'s
 /// arguments): its working folder as runs see it, and for inline code in a project, that folder
 /// first on its `PYTHONPATH` (a script's spare has only the support folder there).

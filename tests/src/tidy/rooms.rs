@@ -23,8 +23,9 @@ pub struct Named {
 }
 
 /// The module paths a Rust file names, resolved from the crate root. `module` is the file's own
-/// module path. Paths not starting at `crate`, `super` or `self` (another crate's, a local name's)
-/// are left out, except `tools::…`, kept as written so an alias of the rooms' module is seen too.
+/// module path; an inline `mod name { … }` (tests) adds to it inside its braces. Paths not starting
+/// at `crate`, `super` or `self` (another crate's, a local name's) are left out, except
+/// `tools::…`, kept as written so an alias of the rooms' module is seen too.
 pub fn named_paths(module: &[String], text: &str) -> Vec<Named> {
     let tokens = tokenize(text);
     let ident = |k: usize| match tokens.get(k).map(|t| &t.token) {
@@ -34,8 +35,29 @@ pub fn named_paths(module: &[String], text: &str) -> Vec<Named> {
     let is_punct = |k: usize, c: char| matches!(tokens.get(k).map(|t| &t.token), Some(Token::Punct(p)) if *p == c);
     let path_sep = |k: usize| is_punct(k, ':') && is_punct(k + 1, ':');
     let mut named = Vec::new();
+    // The module the code at `k` is in, and the brace depths where inline modules opened.
+    let mut here = module.to_vec();
+    let (mut depth, mut inline_opened) = (0usize, Vec::new());
     let mut k = 0;
     while k < tokens.len() {
+        if ident(k) == Some("mod") && is_punct(k + 2, '{') {
+            if let Some(name) = ident(k + 1) {
+                here.push(name.to_owned());
+                inline_opened.push(depth);
+                depth += 1;
+                k += 3;
+                continue;
+            }
+        }
+        if is_punct(k, '{') {
+            depth += 1;
+        } else if is_punct(k, '}') {
+            depth = depth.saturating_sub(1);
+            if inline_opened.last() == Some(&depth) {
+                inline_opened.pop();
+                here.pop();
+            }
+        }
         let starts_path = matches!(ident(k), Some("crate" | "super" | "self" | "tools"))
             && !(k >= 2 && path_sep(k - 2));
         if ident(k) == Some("use") {
@@ -59,7 +81,7 @@ pub fn named_paths(module: &[String], text: &str) -> Vec<Named> {
                         if !current.is_empty() {
                             let mut path = prefixes.last().cloned().unwrap_or_default();
                             path.append(&mut current);
-                            push_resolved(&mut named, module, &path, token.line);
+                            push_resolved(&mut named, &here, &path, token.line);
                         }
                         if token.token == Token::Punct('}') {
                             prefixes.pop();
@@ -71,12 +93,8 @@ pub fn named_paths(module: &[String], text: &str) -> Vec<Named> {
             if !current.is_empty() {
                 let mut path = prefixes.last().cloned().unwrap_or_default();
                 path.append(&mut current);
-                push_resolved(
-                    &mut named,
-                    module,
-                    &path,
-                    tokens[end.saturating_sub(1)].line,
-                );
+                let line = tokens[end.saturating_sub(1)].line;
+                push_resolved(&mut named, &here, &path, line);
             }
             k = end + 1;
             continue;
@@ -91,7 +109,7 @@ pub fn named_paths(module: &[String], text: &str) -> Vec<Named> {
                 }
                 j += 3;
             }
-            push_resolved(&mut named, module, &path, tokens[k].line);
+            push_resolved(&mut named, &here, &path, tokens[k].line);
             k = j;
             continue;
         }
@@ -229,6 +247,19 @@ mod tests {
             "use super::{sessions::Session, super::present::reply};\nuse crate::mcp::tools::{self as t, background};\nfn f() { super::inline::go(); self::x(); tokio::spawn(); }\n// super::artifacts::gone",
         );
         let got: Vec<_> = named.iter().map(|n| (n.line, n.path.join("::"))).collect();
+        let in_tests = named_paths(
+            &module("mcp/tools/run.rs"),
+            "fn f() {}\nmod tests { use super::super::sessions::x; fn g() { super::f() } }\nuse super::inline;",
+        );
+        let got_tests: Vec<_> = in_tests.iter().map(|n| n.path.join("::")).collect();
+        assert_eq!(
+            got_tests,
+            [
+                "mcp::tools::sessions::x",
+                "mcp::tools::run::f",
+                "mcp::tools::inline"
+            ]
+        );
         assert_eq!(
             got,
             [

@@ -20,15 +20,13 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
-use serde_json::json;
 
-use super::{apps, fixtures, prompts, resources};
+use super::{fixtures, prompts, resources};
 use crate::app::{protection, App};
 use crate::audit::{CallNotes, Channel, FinishedCall, TransportKind};
-use crate::mcp::present::artifact_blocks::RUNS_PREFIX;
+use crate::mcp::call::{call_notes, CallContext};
 use crate::mcp::present::reply::NOTIFY_TIMEOUT;
 use crate::mcp::protocol::resources::read_budget::{ReadBudget, ShareHold};
-use crate::mcp::protocol::resources::run_artifacts as artifacts;
 use crate::mcp::protocol::resources::watch::ProjectWatch;
 use crate::mcp::protocol::tasks::store::Tasks;
 use pyrun_run::caller::Caller;
@@ -120,6 +118,15 @@ impl PyRunServer {
             );
         }
         router
+    }
+
+    /// What the rooms' helpers need of one call: the `App`, its caller, its audit notes.
+    pub(in crate::mcp) fn call_context(&self, ctx: &RequestContext<RoleServer>) -> CallContext<'_> {
+        CallContext {
+            app: &self.app,
+            caller: self.caller(ctx),
+            notes: call_notes(ctx),
+        }
     }
 
     /// Who sent this request: the stdio client, or what the HTTP auth layer admitted (an HTTP
@@ -273,10 +280,8 @@ impl ServerHandler for PyRunServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let first_page = request.as_ref().is_none_or(|r| r.cursor.is_none());
-        let mut own = resources::list(&self.state, request).await?;
-        if first_page && apps::shows_apps(ctx.client_capabilities().as_ref()) {
-            own.resources.insert(0, apps::listed());
-        }
+        let client = ctx.client_capabilities();
+        let own = resources::list(&self.state, request, client.as_ref()).await?;
         Ok(fixtures::with_resources(own, first_page))
     }
 
@@ -296,18 +301,9 @@ impl ServerHandler for PyRunServer {
         if let Some(fixture) = fixtures::read_resource(&request) {
             return fixture.map(Into::into);
         }
-        let uri = request.uri.as_str();
-        if uri.starts_with(apps::UI_SCHEME) {
-            return apps::read(uri).map(Into::into).ok_or_else(|| {
-                ErrorData::resource_not_found("no app at this URI", Some(json!({ "uri": uri })))
-            });
-        }
         let caller = self.caller(&ctx);
-        let (result, share) = if uri.starts_with(RUNS_PREFIX) {
-            artifacts::read_resource(&self.app, &self.state.reads, &caller, uri).await?
-        } else {
-            resources::read(&self.app, &self.state.reads, &caller, uri).await?
-        };
+        let (result, share) =
+            resources::read(&self.app, &self.state.reads, &caller, &request.uri).await?;
         // Over HTTP the share stays taken until the answer is written (`/sse` puts the hold in
         // the request, rmcp's `/mcp` in its parts); over stdio it comes back here.
         let extensions = &ctx.extensions;
@@ -316,7 +312,7 @@ impl ServerHandler for PyRunServer {
                 .get::<http::request::Parts>()
                 .and_then(|parts| parts.extensions.get::<ShareHold>())
         });
-        if let Some(hold) = hold {
+        if let (Some(hold), Some(share)) = (hold, share) {
             hold.keep(share);
         }
         Ok(result.into())

@@ -1,48 +1,48 @@
-//! The resources room: the projects folder as MCP resources — `resources/list` (paged with an
-//! opaque cursor), the template `pyrun://projects/{+path}` and `resources/read`, each file proven
-//! by `pyrun_run::paths` ([`ProjectRoot::resolve_file`](pyrun_run::paths::ProjectRoot::resolve_file))
-//! exactly as `run_python` proves a script; `watch` tells sessions when files appear or go.
-//!
-//! A URI names a file by its path relative to the folder, each `/`-separated segment
-//! percent-encoded (RFC 3986 unreserved characters kept). Reading decodes it and hands the text to
-//! the same proof as a `file_name`, so `..`, absolute paths, links out and sibling prefixes get the
-//! same refusals; hidden and protected names get theirs. What a read returns is
-//! `project_files`'.
+//! The resources room: what `resources/list`, `resources/templates/list` and `resources/read`
+//! answer. A list is the projects folder's served files (paged with an opaque cursor; the MCP
+//! App first for a client that shows apps), the one template is `pyrun://projects/{+path}`. A
+//! read parses its URI once (`uri`) and goes to the module that serves that kind:
+//! `project_files` (a file of the projects folder, proven by `pyrun_run::paths` exactly as
+//! `run_python` proves a script), `run_artifacts` (a run's files and captured output, for its
+//! caller), `apps` (the MCP App's page). `read_budget` bounds the bytes reads hold at once;
+//! `watch` tells sessions when files appear or go.
 
 pub(in crate::mcp) mod project_files;
 pub(in crate::mcp) mod read_budget;
 pub(in crate::mcp) mod run_artifacts;
+mod uri;
 pub mod watch;
 
 use std::sync::Arc;
 
 use base64::Engine as _;
-use percent_encoding::percent_decode_str;
 use rmcp::model::{
-    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceResult,
-    Resource, ResourceTemplate,
+    ClientCapabilities, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceResult, Resource, ResourceTemplate,
 };
 use rmcp::ErrorData;
+use serde_json::json;
 
 use crate::app::App;
 use crate::client_message::ClientMessage;
-use crate::mcp::protocol::resources::project_files::{
-    contents, mime_type, not_found, project_uri, read_served, Refused, PROJECTS_PREFIX,
-};
+use crate::mcp::protocol::apps;
+use crate::mcp::protocol::resources::project_files::{mime_type, project_uri};
 use crate::mcp::protocol::resources::read_budget::{ReadBudget, ReadShare};
+use crate::mcp::protocol::resources::uri::ResourceUri;
 use crate::mcp::McpState;
 use pyrun_run::caller::Caller;
-use pyrun_run::paths::PathError;
 
 /// The template clients may fill in.
 pub const PROJECTS_TEMPLATE: &str = "pyrun://projects/{+path}";
 /// Resources per `resources/list` page.
 pub const PAGE_SIZE: usize = 100;
 
-/// One page of the served files, after the cursor's file.
+/// One page of the served files, after the cursor's file; the first page starts with the MCP
+/// App for a client that shows apps.
 pub async fn list(
     state: &Arc<McpState>,
     request: Option<PaginatedRequestParams>,
+    client: Option<&ClientCapabilities>,
 ) -> Result<ListResourcesResult, ErrorData> {
     let after = match request.and_then(|r| r.cursor) {
         Some(cursor) => Some(decode_cursor(&cursor).ok_or_else(|| {
@@ -76,6 +76,9 @@ pub async fn list(
         })
         .collect();
     let mut result = ListResourcesResult::with_all_items(resources);
+    if fresh && apps::shows_apps(client) {
+        result.resources.insert(0, apps::listed());
+    }
     if more {
         result.next_cursor = page.last().map(|f| encode_cursor(&f.relative));
     }
@@ -93,59 +96,35 @@ pub fn templates() -> ListResourceTemplatesResult {
     ListResourceTemplatesResult::with_all_items(vec![template])
 }
 
-/// `resources/read` of a `pyrun://projects/...` URI, with its share of the read budget (keep it
-/// until the answer is written).
+/// `resources/read`: the URI's kind read once ([`ResourceUri`]), then the one module that
+/// serves it, with the read's share of the budget (keep it until the answer is written; an app's
+/// page, built in, takes none).
 pub async fn read(
     app: &Arc<App>,
     budget: &ReadBudget,
     caller: &Caller,
     uri: &str,
-) -> Result<(ReadResourceResult, ReadShare), ErrorData> {
-    let Some(encoded) = uri.strip_prefix(PROJECTS_PREFIX) else {
-        return Err(not_found(uri));
+) -> Result<(ReadResourceResult, Option<ReadShare>), ErrorData> {
+    let (result, share) = match ResourceUri::parse(uri) {
+        ResourceUri::ProjectFile { encoded } => {
+            project_files::read_resource(app, budget, caller, uri, encoded).await?
+        }
+        ResourceUri::RunArtifact { run_id, name } => {
+            run_artifacts::read_artifact(app, budget, caller, uri, run_id, name).await?
+        }
+        ResourceUri::RunOutput { run_id, stream } => {
+            run_artifacts::read_output(app, budget, caller, uri, run_id, stream).await?
+        }
+        ResourceUri::NoRunResource => return Err(run_artifacts::not_found(uri)),
+        ResourceUri::App => {
+            let page = apps::read(uri).ok_or_else(|| {
+                ErrorData::resource_not_found("no app at this URI", Some(json!({ "uri": uri })))
+            })?;
+            return Ok((page, None));
+        }
+        ResourceUri::Unknown => return Err(project_files::not_found(uri)),
     };
-    let path = percent_decode_str(encoded)
-        .decode_utf8()
-        .map_err(|_| {
-            ErrorData::invalid_params(
-                ClientMessage::quoting(uri)
-                    .then(" does not decode to a UTF-8 path")
-                    .into_string(),
-                None,
-            )
-        })?
-        .into_owned();
-    let read = read_served(app, budget, caller, move |root| {
-        root.resolve_file(&path).map_err(Refused::Path)
-    })
-    .await?;
-    let (file, bytes, share) = read.map_err(|refused| match refused {
-        Refused::Path(e) => Refused::Path(naming(e, uri)).into_error(uri),
-        read => read.into_error(uri),
-    })?;
-    Ok((
-        ReadResourceResult::new(vec![contents(uri, &file, bytes)]),
-        share,
-    ))
-}
-
-/// The same refusal, naming the URI the caller sent rather than the path it decodes to.
-fn naming(e: PathError, uri: &str) -> PathError {
-    let uri = uri.to_owned();
-    match e {
-        PathError::Outside(_) => PathError::Outside(uri),
-        PathError::NotFound(_) => PathError::NotFound(uri),
-        PathError::Directory(_) => PathError::Directory(uri),
-        PathError::NotRegularFile(_) => PathError::NotRegularFile(uri),
-        PathError::NotPython(_) => PathError::NotPython(uri),
-        PathError::TooManyLinks(_) => PathError::TooManyLinks(uri),
-        PathError::Unreadable(_) => PathError::Unreadable(uri),
-        PathError::NotServed(_) => PathError::NotServed(uri),
-        other @ (PathError::Empty
-        | PathError::NulByte
-        | PathError::TooLong
-        | PathError::BadRoot(_)) => other,
-    }
+    Ok((result, Some(share)))
 }
 
 fn encode_cursor(relative: &str) -> String {

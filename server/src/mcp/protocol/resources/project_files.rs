@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use base64::Engine as _;
-use rmcp::model::ResourceContents;
+use percent_encoding::percent_decode_str;
+use rmcp::model::{ReadResourceResult, ResourceContents};
 use rmcp::ErrorData;
 
 use crate::app::App;
@@ -156,6 +157,61 @@ pub(crate) fn not_found(uri: &str) -> ErrorData {
             .into_string(),
         None,
     )
+}
+
+/// `resources/read` of a `pyrun://projects/{encoded}` URI: the path decoded and proven as a
+/// `file_name` is, so `..`, absolute paths, links out and sibling prefixes get the same
+/// refusals (naming the URI), then read; with its share of the read budget (keep it until the
+/// answer is written).
+pub async fn read_resource(
+    app: &Arc<App>,
+    budget: &ReadBudget,
+    caller: &Caller,
+    uri: &str,
+    encoded: &str,
+) -> Result<(ReadResourceResult, ReadShare), ErrorData> {
+    let path = percent_decode_str(encoded)
+        .decode_utf8()
+        .map_err(|_| {
+            ErrorData::invalid_params(
+                ClientMessage::quoting(uri)
+                    .then(" does not decode to a UTF-8 path")
+                    .into_string(),
+                None,
+            )
+        })?
+        .into_owned();
+    let read = read_served(app, budget, caller, move |root| {
+        root.resolve_file(&path).map_err(Refused::Path)
+    })
+    .await?;
+    let (file, bytes, share) = read.map_err(|refused| match refused {
+        Refused::Path(e) => Refused::Path(naming(e, uri)).into_error(uri),
+        read => read.into_error(uri),
+    })?;
+    Ok((
+        ReadResourceResult::new(vec![contents(uri, &file, bytes)]),
+        share,
+    ))
+}
+
+/// The same refusal, naming the URI the caller sent rather than the path it decodes to.
+fn naming(e: PathError, uri: &str) -> PathError {
+    let uri = uri.to_owned();
+    match e {
+        PathError::Outside(_) => PathError::Outside(uri),
+        PathError::NotFound(_) => PathError::NotFound(uri),
+        PathError::Directory(_) => PathError::Directory(uri),
+        PathError::NotRegularFile(_) => PathError::NotRegularFile(uri),
+        PathError::NotPython(_) => PathError::NotPython(uri),
+        PathError::TooManyLinks(_) => PathError::TooManyLinks(uri),
+        PathError::Unreadable(_) => PathError::Unreadable(uri),
+        PathError::NotServed(_) => PathError::NotServed(uri),
+        other @ (PathError::Empty
+        | PathError::NulByte
+        | PathError::TooLong
+        | PathError::BadRoot(_)) => other,
+    }
 }
 
 #[cfg(test)]

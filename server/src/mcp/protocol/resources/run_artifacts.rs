@@ -1,4 +1,4 @@
-//! The artifacts room: `resources/read` of `pyrun://runs/{run_id}/files/{name}`, the files a run
+//! A run's resources: `resources/read` of `pyrun://runs/{run_id}/files/{name}`, the files a run
 //! left, and of `pyrun://runs/{run_id}/stdout` (`/stderr`), the whole captured output of a run
 //! whose result showed only its head and tail, for the run's caller (what results show of them:
 //! `artifact_blocks`, `output_cut`).
@@ -15,56 +15,34 @@ use rmcp::ErrorData;
 use serde_json::json;
 
 use crate::app::App;
-use crate::mcp::present::artifact_blocks::{encode, FILES_SEGMENT, RUNS_PREFIX};
-use crate::mcp::present::output_cut::parse_output_uri;
+use crate::mcp::present::artifact_blocks::encode;
 use crate::mcp::protocol::resources::read_budget::{ReadBudget, ReadShare};
-use pyrun_run::artifacts::{is_run_id, ArtifactError};
+use pyrun_run::artifacts::ArtifactError;
 use pyrun_run::caller::Caller;
 use pyrun_run::live_output::Stream;
 
-/// The run id and artifact name of a run URI; `None` for anything else (also a name that does
-/// not decode to UTF-8).
-pub fn parse_artifact_uri(uri: &str) -> Option<(&str, String)> {
-    let rest = uri.strip_prefix(RUNS_PREFIX)?;
-    let (run_id, encoded) = rest.split_once(FILES_SEGMENT)?;
-    if !is_run_id(run_id) || encoded.is_empty() {
-        return None;
-    }
-    // A `%` must start an escape (the decoder would keep a stray one as it is).
-    let escapes_ok = encoded
-        .split('%')
-        .skip(1)
-        .all(|after| after.len() >= 2 && after.as_bytes()[..2].iter().all(u8::is_ascii_hexdigit));
-    if !escapes_ok {
-        return None;
-    }
-    let name = percent_encoding::percent_decode_str(encoded)
-        .decode_utf8()
-        .ok()?;
-    Some((run_id, name.into_owned()))
+/// The client's error for a run URI that names nothing this caller may read: an unknown,
+/// expired or foreign run, an unknown name and a URI that is not one all look the same.
+pub fn not_found(uri: &str) -> ErrorData {
+    ErrorData::resource_not_found(
+        "no artifact at this URI for this caller (a run's artifacts are kept for a while after \
+         it ends, and are gone after a server restart)",
+        Some(json!({ "uri": uri })),
+    )
 }
 
 /// `resources/read` of `pyrun://runs/{run_id}/files/{name}` for `caller`: text for UTF-8 text
 /// types, else a base64 blob, with its share of the read budget (keep it until the answer is
-/// written). An unknown, expired or foreign run, an unknown name and a URI that is not one all
-/// give the same "resource not found".
-pub async fn read_resource(
+/// written). Whatever it does not find is [`not_found`].
+pub async fn read_artifact(
     app: &App,
     budget: &ReadBudget,
     caller: &Caller,
     uri: &str,
+    run_id: &str,
+    name: String,
 ) -> Result<(ReadResourceResult, ReadShare), ErrorData> {
-    let not_found = || {
-        ErrorData::resource_not_found(
-            "no artifact at this URI for this caller (a run's artifacts are kept for a while \
-             after it ends, and are gone after a server restart)",
-            Some(json!({ "uri": uri })),
-        )
-    };
-    if let Some((run_id, which)) = parse_output_uri(uri) {
-        return read_output(app, budget, caller, uri, run_id, which).await;
-    }
-    let (run_id, name) = parse_artifact_uri(uri).ok_or_else(not_found)?;
+    let not_found = || not_found(uri);
     let store = Arc::clone(&app.artifacts);
     let (owner, run_id, name) = (caller.key().into_owned(), run_id.to_owned(), name);
     let found = tokio::task::spawn_blocking(move || store.read(&owner, &run_id, &name))
@@ -102,7 +80,7 @@ pub async fn read_resource(
 
 /// `resources/read` of a run's whole captured stdout or stderr (kept, for the run's owner, as
 /// long as the run is: its record holds the capture).
-async fn read_output(
+pub async fn read_output(
     app: &App,
     budget: &ReadBudget,
     caller: &Caller,
@@ -143,40 +121,4 @@ fn is_text(mime: &str) -> bool {
             mime,
             "application/json" | "application/xml" | "application/yaml" | "image/svg+xml"
         )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::mcp::present::artifact_blocks::artifact_uri;
-
-    #[test]
-    fn uris_encode_each_segment_and_decode_back() {
-        let run = format!("run_{}", "ab".repeat(16));
-        let uri = artifact_uri(&run, "plots/a b%ü~.png");
-        assert_eq!(
-            uri,
-            format!("pyrun://runs/{run}/files/plots/a%20b%25%C3%BC~.png")
-        );
-        assert_eq!(
-            parse_artifact_uri(&uri),
-            Some((run.as_str(), "plots/a b%ü~.png".to_owned()))
-        );
-        // Names that look like paths out stay names: they are only looked up, never opened.
-        let dots = artifact_uri(&run, "..");
-        assert_eq!(
-            parse_artifact_uri(&dots).map(|(_, n)| n),
-            Some("..".to_owned())
-        );
-        for bad in [
-            "pyrun://runs/run_x/files/a.png".to_owned(),
-            format!("pyrun://runs/{run}/files/"),
-            format!("pyrun://runs/{run}/files/%zz"),
-            format!("pyrun://runs/{run}/files/%ff"),
-            format!("pyrun://runs/{run}/other/a.png"),
-            format!("pyrun://projects/{run}/files/a.png"),
-        ] {
-            assert_eq!(parse_artifact_uri(&bad), None, "{bad}");
-        }
-    }
 }

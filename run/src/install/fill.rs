@@ -1,0 +1,140 @@
+//! The offline steps, into the project's venv: the venv made when missing, then the
+//! requirements (or a synced lock) installed into it, without the network. The project's venv
+//! (and whatever a run planted in it) starts here only, as confined as a run.
+
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+use std::sync::Arc;
+
+use pyrun_sandbox::{Grant, Sandbox};
+
+use super::fetch::WHEELS_DIR;
+use super::step::{Command, Steps};
+use super::venv::{fd_path, UnfinishedVenv, VenvTarget};
+use super::{InstallError, InstallStep, Installs, Wanted, VENV_NAME};
+use crate::paths::ProjectDir;
+use crate::requirement::Requirement;
+use crate::supervise::Ending;
+
+/// How the offline steps ended.
+pub(super) struct Filled {
+    /// The step they ended in.
+    pub(super) step: InstallStep,
+    pub(super) ended: Ending,
+    /// The venv was made (or was an empty folder) here.
+    pub(super) made: bool,
+}
+
+impl Installs {
+    /// Makes the venv when needed (the venv step), then installs `wanted` into it (the install
+    /// step), in the `offline` sandbox: the project read-only, its venv (the very folder
+    /// `target` proves) writable, and for uv `cache`.
+    pub(super) async fn fill(
+        &self,
+        steps: &Steps<'_>,
+        offline: &Sandbox,
+        target: &VenvTarget,
+        project: &ProjectDir,
+        cache: &Path,
+        wanted: &Wanted<'_>,
+    ) -> Result<Filled, InstallError> {
+        let venv = project.absolute().join(VENV_NAME);
+        let mut step = InstallStep::Venv;
+        let (venv_fd, made) = target.open()?;
+        // The project read-only at its host path (venvs record absolute paths), and in it the
+        // venv writable: the very folder proven above (a magic link to its descriptor), not
+        // whatever its path names by now.
+        let mut grants = vec![
+            Grant {
+                at: project.absolute().to_path_buf(),
+                held: None,
+                writable: false,
+            },
+            Grant {
+                at: venv.clone(),
+                held: Some(fd_path(&venv_fd)),
+                writable: true,
+            },
+        ];
+        // uv installs from its cache, and writes it (also `--offline`); pip from the wheels.
+        if self.settings.uv.is_some() {
+            grants.push(Grant::writable(cache));
+        }
+        let slot = offline
+            .slot_granting(steps.scratch, &grants)
+            .map_err(|e| InstallError::Sandbox(Arc::new(e)))?;
+        // A half-made venv would be taken for a good one next time: it goes unless every
+        // step made it (also on an error or a dropped call).
+        let mut unfinished = made.then(|| UnfinishedVenv::new(target, &venv_fd));
+        let mut ended = Ending::success();
+        if made {
+            for command in self.venv_commands(&venv) {
+                if ended.exit_code() == Some(0) {
+                    ended = steps.run(offline, &slot, &command).await?;
+                }
+            }
+        }
+        if ended.exit_code() == Some(0) {
+            if let Some(unfinished) = unfinished.as_mut() {
+                unfinished.finished();
+            }
+            step = InstallStep::Install;
+            let command = match wanted {
+                Wanted::Requirements(requirements) => {
+                    self.install_command(&venv, cache, steps.scratch, requirements)
+                }
+                Wanted::Lock(_) => self.sync_command(&venv, cache, steps.scratch, false)?,
+            };
+            ended = steps.run(offline, &slot, &command).await?;
+        }
+        drop(unfinished);
+        #[cfg_attr(not(target_os = "linux"), allow(clippy::drop_non_drop))]
+        drop(slot);
+        Ok(Filled { step, ended, made })
+    }
+
+    /// The install step's command, without the network: uv from its cache (`--offline`), pip
+    /// from the fetched wheels only (`--no-index`).
+    fn install_command(
+        &self,
+        venv: &Path,
+        cache: &Path,
+        scratch: &Path,
+        requirements: &[Requirement],
+    ) -> Command {
+        let python = venv.join("bin").join("python");
+        let requirements = requirements.iter().map(|r| OsString::from(r.to_arg()));
+        match &self.settings.uv {
+            Some(uv) => {
+                let mut cmd = self.uv_pip_install(uv, cache, &python).args([
+                    OsStr::new("--offline"),
+                    OsStr::new("--index-url"),
+                    OsStr::new(self.settings.index.url()),
+                ]);
+                if !self.settings.allow_sdist {
+                    cmd = cmd.args([OsStr::new("--no-build")]);
+                }
+                cmd.owned_args(requirements)
+            }
+            None => Command::new(&python)
+                .args([
+                    OsStr::new("-m"),
+                    OsStr::new("pip"),
+                    OsStr::new("install"),
+                    OsStr::new("--isolated"),
+                    OsStr::new("--no-input"),
+                    OsStr::new("--disable-pip-version-check"),
+                    OsStr::new("--no-compile"),
+                    OsStr::new("--progress-bar"),
+                    OsStr::new("off"),
+                    OsStr::new("--no-cache-dir"),
+                    OsStr::new("--no-index"),
+                    OsStr::new("--only-binary"),
+                    OsStr::new(":all:"),
+                    OsStr::new("--find-links"),
+                    scratch.join(WHEELS_DIR).as_os_str(),
+                ])
+                .owned_args(requirements),
+        }
+    }
+}

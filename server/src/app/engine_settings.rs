@@ -1,0 +1,77 @@
+//! The server's [`Config`] mapped into the run engine's one settings struct, and the remote
+//! backends it configures (RunPod) made here, where HTTP clients may be built: the run layer
+//! knows them only as `RemoteBackend`s.
+
+use std::sync::Arc;
+
+use crate::client_message::ClientMessage;
+use crate::config::{Config, RunPodConfig, RunPodPoll};
+use pyrun_remote::runpod::{PollMethod, RunPod, RunPodApi};
+use pyrun_run::engine::backend::RemoteBackend;
+use pyrun_run::engine::settings::{
+    ArtifactStorage, BackgroundPolicy, InstallPolicy, SandboxSettings, SessionLimits,
+};
+use pyrun_run::engine::EngineSettings;
+
+/// The engine's settings from `config`, with `remote` as its remote backends.
+pub fn engine_settings(config: &Config, remote: Vec<Arc<dyn RemoteBackend>>) -> EngineSettings {
+    let sandbox = &config.sandbox;
+    let background = &config.background;
+    EngineSettings {
+        projects_dir: config.projects_dir.clone(),
+        state_dir: config.state_dir.clone(),
+        python: config.python.clone(),
+        allow_python: config.allow_python.clone(),
+        pass_env: config.pass_env.clone(),
+        max_output_bytes: config.max_output_bytes,
+        max_concurrent: config.max_concurrent,
+        timeout: config.timeout,
+        sandbox: SandboxSettings {
+            mode: sandbox.mode,
+            allow_network: sandbox.allow_network,
+            read_only_projects: sandbox.read_only_projects,
+            write_scope: sandbox.write_scope,
+            allow_protected_writes: sandbox.allow_protected_writes,
+            limits: sandbox.limits.clone(),
+        },
+        background: BackgroundPolicy {
+            timeout: background.timeout,
+            max_concurrent: background.max_concurrent,
+            max_runs: background.max_runs,
+            max_per_caller: background.max_per_caller,
+            retention: background.retention,
+            detach_after: background.detach_after,
+        },
+        sessions: SessionLimits {
+            max_sessions: config.sessions.max_sessions,
+            max_per_caller: config.sessions.max_per_caller,
+            idle_timeout: config.sessions.idle_timeout,
+        },
+        artifacts: ArtifactStorage {
+            max_total_bytes: config.artifacts.max_storage_bytes,
+            max_bytes_per_caller: config.artifacts.max_storage_bytes_per_caller,
+        },
+        install: config.install.allowed.then(|| InstallPolicy {
+            index: config.install.index.clone(),
+            allow_sdist: config.install.allow_sdist,
+            uv: config.install.uv.clone(),
+            timeout: config.install.timeout,
+        }),
+        warm: config.warm.clone(),
+        // Only OAuth brings several callers.
+        caller_turns: config.oauth.is_some(),
+        remote,
+        describe_failure: |e| ClientMessage::from(e).into_string(),
+    }
+}
+
+/// The RunPod endpoint's client (nothing is sent until a run asks for it).
+pub fn open_runpod(settings: &RunPodConfig) -> Result<RunPod, String> {
+    let poll = match settings.poll {
+        RunPodPoll::Get => PollMethod::Get,
+        RunPodPoll::Post => PollMethod::Post,
+    };
+    let api =
+        RunPodApi::new(&settings.base_url, &settings.api_key, poll).map_err(|e| e.to_string())?;
+    Ok(RunPod::new(api))
+}
