@@ -17,6 +17,7 @@ use std::time::Duration;
 use super::paths::{ProjectDir, ProjectPath};
 use super::python_env::PythonEnv;
 use super::slots::{Slot, SlotError, SlotLease, SlotPool, OUTPUT_DIR_NAME};
+pub(crate) use super::supervise::Spawned;
 use super::supervise::Process;
 #[cfg(target_os = "linux")]
 use super::warm::{await_ready, driver_arg, job_frame, WARM_DRIVER};
@@ -47,11 +48,6 @@ const ALLOWED_ENV: &[&str] = &[
 #[cfg(target_os = "linux")]
 const DRIVER_READY_WITHIN: Duration = Duration::from_secs(30);
 
-/// A started interpreter, awaitable (Linux: the sandbox's own child; elsewhere tokio's).
-#[cfg(target_os = "linux")]
-pub(crate) type Spawned = super::child::AsyncChild;
-#[cfg(not(target_os = "linux"))]
-pub(crate) type Spawned = tokio::process::Child;
 
 /// Why a run did not start. The text is for the server's log: it may name host paths (a cgroup
 /// folder, the interpreter); clients see `client_message::ClientMessage`'s mapping of it.
