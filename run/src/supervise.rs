@@ -22,8 +22,14 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::launch::Spawned;
 use super::live_output::{LiveOutput, Stream};
+
+/// A started child, awaitable (Linux: the sandbox's own child; elsewhere tokio's): what
+/// supervision waits on, whoever started it.
+#[cfg(target_os = "linux")]
+pub(crate) type Spawned = super::child::AsyncChild;
+#[cfg(not(target_os = "linux"))]
+pub(crate) type Spawned = tokio::process::Child;
 
 /// How long pipes are read after the process group is gone. Data the child wrote before dying is
 /// already in the pipe; only a process that escaped the group can keep a pipe open this long.
@@ -65,6 +71,11 @@ impl Ending {
     /// A step that has not failed yet (a success, for chaining steps).
     pub(crate) fn success() -> Self {
         Self::Exited(Some(ExitStatus::default()))
+    }
+
+    /// It exited by itself with code 0.
+    pub(crate) fn succeeded(&self) -> bool {
+        self.exit_code() == Some(0)
     }
 
     /// Its exit code, when it exited by itself with one.
@@ -282,6 +293,97 @@ async fn read_live<R: AsyncRead + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `sh -c script`, started as runs are (the sandbox's own child, leading its own process
+    /// group) with every layer off, and made awaitable.
+    #[cfg(target_os = "linux")]
+    fn start(script: &str) -> (Process, tempfile::TempDir) {
+        use pyrun_sandbox::{Sandbox, SandboxMode, SandboxPolicy};
+        let scratch = tempfile::tempdir().unwrap();
+        let sandbox = Sandbox::new(SandboxPolicy::bare(SandboxMode::Off)).unwrap();
+        let slot = sandbox.slot(scratch.path()).unwrap();
+        let spec = pyrun_sandbox::spawn::Spec {
+            program: std::path::Path::new("/bin/sh"),
+            argv0: None,
+            args: vec!["-c".as_ref(), script.as_ref()],
+            env: vec![("PATH".as_ref(), "/usr/bin:/bin".as_ref())],
+            cwd: scratch.path(),
+            stdin_piped: false,
+        };
+        let child = sandbox.spawn(&slot, &spec, scratch.path()).unwrap();
+        let child = crate::child::AsyncChild::new(child).unwrap();
+        (Process::new(child), scratch)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn within(wait: Duration) -> (CancellationToken, tokio::time::Instant) {
+        (CancellationToken::new(), tokio::time::Instant::now() + wait)
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn past_its_deadline_the_whole_group_dies_and_what_it_wrote_is_kept() {
+        // The grandchild stays in the group and holds both pipes open.
+        let (mut process, _scratch) = start("echo before; sleep 30 & sleep 30");
+        let live = Arc::new(LiveOutput::new(1000));
+        let (never, deadline) = within(Duration::from_millis(300));
+        let limits = Limits {
+            deadline,
+            cancel: &never,
+            shutdown: &never,
+        };
+        let supervised = process.supervise(Sink::Apart(&live), limits).await;
+        assert!(supervised.ending.timed_out(), "{:?}", supervised.ending);
+        assert_eq!(supervised.ending.exit_code(), None);
+        // The group died at once: the pipes reached their end, no drain grace was waited out.
+        let drained = supervised.tree_dead.elapsed();
+        assert!(drained < DRAIN_GRACE, "{drained:?}");
+        assert_eq!(live.take_text(Stream::Stdout).0, "before\n");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_process_that_left_the_group_holds_the_pipe_for_the_drain_grace_at_most() {
+        // `setsid` takes the grandchild out of the group: the group kill misses it (with the
+        // sandbox on, the pid namespace's end takes it), and it keeps stdout open.
+        let (mut process, _scratch) = start("setsid sleep 3 & sleep 0.2; echo done; exit 7");
+        let live = Arc::new(LiveOutput::new(1000));
+        let (never, deadline) = within(Duration::from_secs(30));
+        let limits = Limits {
+            deadline,
+            cancel: &never,
+            shutdown: &never,
+        };
+        let begun = Instant::now();
+        let supervised = process.supervise(Sink::Merged(&live), limits).await;
+        assert_eq!(supervised.ending.exit_code(), Some(7));
+        // Read on for the grace (the sleep still holds the pipe), and not longer.
+        let took = begun.elapsed();
+        assert!(
+            took >= DRAIN_GRACE && took < Duration::from_secs(2),
+            "{took:?}"
+        );
+        assert_eq!(live.take_text(Stream::Stdout).0, "done\n");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_cancellation_or_the_shutdown_ends_it_as_cancelled() {
+        for which in 0..2 {
+            let (mut process, _scratch) = start("sleep 30");
+            let live = Arc::new(LiveOutput::new(1000));
+            let (cancel, deadline) = within(Duration::from_secs(30));
+            let shutdown = CancellationToken::new();
+            [&cancel, &shutdown][which].cancel();
+            let limits = Limits {
+                deadline,
+                cancel: &cancel,
+                shutdown: &shutdown,
+            };
+            let supervised = process.supervise(Sink::Apart(&live), limits).await;
+            assert!(supervised.ending.cancelled(), "{:?}", supervised.ending);
+        }
+    }
 
     #[tokio::test]
     async fn reading_keeps_the_cap_and_reads_to_the_end() {
