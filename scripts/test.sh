@@ -39,8 +39,8 @@ print_summary() {
 }
 
 # Cross-target compile checks, one cargo run for every target whose standard library can be had
-# (each is skipped, and said so, when `rustup target add` fails): in one run the targets' crates
-# share the cores and the host's build scripts and proc macros are built once.
+# (each is skipped, and said so, when `rustup target add` fails): in one run the two targets'
+# crates share the cores, so neither run's tail (a last crate checking alone) leaves one idle.
 cross_check() {
     local target var names=() targets=() envs=()
     # A type check links nothing, so the C that build scripts compile (ring's, for TLS) goes to a

@@ -18,6 +18,7 @@ use super::paths::{ProjectDir, ProjectPath};
 use super::python_env::PythonEnv;
 use super::slots::{Slot, SlotError, SlotLease, SlotPool, OUTPUT_DIR_NAME};
 use super::supervise::Process;
+pub(crate) use super::supervise::Spawned;
 #[cfg(target_os = "linux")]
 use super::warm::{await_ready, driver_arg, job_frame, WARM_DRIVER};
 use pyrun_sandbox::{RunScope, Sandbox, SandboxError, SandboxMode};
@@ -46,12 +47,6 @@ const ALLOWED_ENV: &[&str] = &[
 /// How long a warm driver started for a run may take to say READY (it imports nothing).
 #[cfg(target_os = "linux")]
 const DRIVER_READY_WITHIN: Duration = Duration::from_secs(30);
-
-/// A started interpreter, awaitable (Linux: the sandbox's own child; elsewhere tokio's).
-#[cfg(target_os = "linux")]
-pub(crate) type Spawned = super::child::AsyncChild;
-#[cfg(not(target_os = "linux"))]
-pub(crate) type Spawned = tokio::process::Child;
 
 /// Why a run did not start. The text is for the server's log: it may name host paths (a cgroup
 /// folder, the interpreter); clients see `client_message::ClientMessage`'s mapping of it.

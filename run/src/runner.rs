@@ -289,10 +289,9 @@ impl Runner {
     /// Runs one script to completion, timeout or cancellation. Dropping the returned future kills
     /// the run too.
     ///
-    /// Its phases, in order: [`Self::admit`] (its turn and a permit), [`Self::place`] (its
-    /// sandbox, slot and files), [`Self::start`] (its process, cold or warm), [`Self::supervise`]
-    /// (stdin, output, its end and its tree killed), [`Self::settle`] (what it left, the
-    /// outcome).
+    /// Its phases, in order: `admit` (its turn and a permit), `place` (its sandbox, slot and
+    /// files), `start` (its process, cold or warm, and its stdin), `supervise` (its output, its
+    /// end, its tree killed), `settle` (what it left, the outcome).
     pub async fn run(
         &self,
         req: RunRequest<'_>,

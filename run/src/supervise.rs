@@ -22,8 +22,14 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::launch::Spawned;
 use super::live_output::{LiveOutput, Stream};
+
+/// A started child, awaitable (Linux: the sandbox's own child; elsewhere tokio's): what
+/// supervision waits on, whoever started it.
+#[cfg(target_os = "linux")]
+pub(crate) type Spawned = super::child::AsyncChild;
+#[cfg(not(target_os = "linux"))]
+pub(crate) type Spawned = tokio::process::Child;
 
 /// How long pipes are read after the process group is gone. Data the child wrote before dying is
 /// already in the pipe; only a process that escaped the group can keep a pipe open this long.
@@ -65,6 +71,11 @@ impl Ending {
     /// A step that has not failed yet (a success, for chaining steps).
     pub(crate) fn success() -> Self {
         Self::Exited(Some(ExitStatus::default()))
+    }
+
+    /// It exited by itself with code 0.
+    pub(crate) fn succeeded(&self) -> bool {
+        self.exit_code() == Some(0)
     }
 
     /// Its exit code, when it exited by itself with one.

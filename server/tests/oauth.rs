@@ -1296,3 +1296,272 @@ async fn a_metadata_document_at_a_private_address_is_never_fetched_and_gets_a_pa
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("loopback address only"));
 }
+
+/// What a request naming a session gets: its status, its content type and its body.
+async fn session_answer(
+    server: &OAuthServer,
+    method: reqwest::Method,
+    token: &str,
+    session: &str,
+    last_event_id: Option<&str>,
+) -> (StatusCode, Option<String>, String) {
+    let mut request = server
+        .http
+        .request(method.clone(), server.server.mcp_url())
+        .headers(token_headers(token))
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(id) = last_event_id {
+        request = request.header("last-event-id", id);
+    }
+    if method == reqwest::Method::POST {
+        request = request
+            .header("content-type", "application/json")
+            .body(request_body(7, "tools/list"));
+    }
+    let response = tokio::time::timeout(std::time::Duration::from_secs(10), request.send())
+        .await
+        .expect("an answer within 10 s")
+        .unwrap();
+    let status = response.status();
+    let kind = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned());
+    // A stream that opened would never end: read its body only when it is a refusal.
+    let body = if status.is_success() {
+        String::new()
+    } else {
+        response.text().await.unwrap()
+    };
+    (status, kind, body)
+}
+
+fn request_body(id: u64, method: &str) -> String {
+    request(id, method, json!({})).to_string()
+}
+
+/// Every way a request can name a session: what `intruder` gets naming `victim_session` must
+/// be exactly what it gets naming a session that never was, and the session lives on.
+async fn assert_foreign_session_is_unknown(
+    server: &OAuthServer,
+    victim: &McpSession,
+    intruder: &str,
+) {
+    let victim_session = victim.session_id().unwrap().to_owned();
+    let never = "0123456789abcdef0123456789abcdef";
+    for (method, last_event_id) in [
+        (reqwest::Method::POST, None),
+        (reqwest::Method::GET, None),
+        (reqwest::Method::GET, Some("0")),
+        (reqwest::Method::DELETE, None),
+    ] {
+        let foreign = session_answer(
+            server,
+            method.clone(),
+            intruder,
+            &victim_session,
+            last_event_id,
+        )
+        .await;
+        let unknown = session_answer(server, method.clone(), intruder, never, last_event_id).await;
+        assert_eq!(
+            foreign.0,
+            StatusCode::NOT_FOUND,
+            "{method} (Last-Event-ID {last_event_id:?}) with another caller's session: {foreign:?}"
+        );
+        assert_eq!(
+            foreign, unknown,
+            "{method} (Last-Event-ID {last_event_id:?}): another caller's session must look unknown"
+        );
+    }
+    // The victim's session survived the DELETE and the rest.
+    let listed = victim.call(&request(90, "tools/list", json!({}))).await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+}
+
+#[tokio::test]
+async fn an_http_session_is_its_callers_alone_between_two_oauth_clients() {
+    let server = start(&[]);
+    let (_, first) = server.tokens().await;
+    let (_, second) = server.tokens().await;
+    let (a, b) = (s(&first["access_token"]), s(&second["access_token"]));
+    let session_of_a = McpSession::open(&server.server, Some(a)).await;
+    assert_foreign_session_is_unknown(&server, &session_of_a, b).await;
+    // And the other way round: B's own session is A's to neither use nor end.
+    let session_of_b = McpSession::open(&server.server, Some(b)).await;
+    assert_foreign_session_is_unknown(&server, &session_of_b, a).await;
+    // Its maker still ends it.
+    let (status, _, _) = session_answer(
+        &server,
+        reqwest::Method::DELETE,
+        a,
+        session_of_a.session_id().unwrap(),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn an_http_session_is_its_callers_alone_between_the_static_token_and_an_oauth_client() {
+    let server = start(&["--auth-token", TOKEN]);
+    let (_, tokens) = server.tokens().await;
+    let oauth = s(&tokens["access_token"]);
+    let token_session = McpSession::open(&server.server, Some(TOKEN)).await;
+    assert_foreign_session_is_unknown(&server, &token_session, oauth).await;
+    let oauth_session = McpSession::open(&server.server, Some(oauth)).await;
+    assert_foreign_session_is_unknown(&server, &oauth_session, TOKEN).await;
+}
+
+#[tokio::test]
+async fn a_legacy_sse_session_takes_messages_from_its_caller_alone() {
+    let server = start(&[]);
+    let (_, first) = server.tokens().await;
+    let (_, second) = server.tokens().await;
+    let (a, b) = (s(&first["access_token"]), s(&second["access_token"]));
+    let mut victim = SseSession::open(&server.server, Some(a)).await;
+    let never = victim
+        .message_url
+        .rsplit_once('=')
+        .map(|(base, _)| format!("{base}=0123456789abcdef0123456789abcdef"))
+        .unwrap();
+    let post = |url: &str| {
+        server
+            .http
+            .post(url)
+            .headers(token_headers(b))
+            .header("content-type", "application/json")
+            .body(request_body(5, "tools/list"))
+            .send()
+    };
+    let foreign = post(&victim.message_url).await.unwrap();
+    let (foreign_status, foreign_body) = (foreign.status(), foreign.text().await.unwrap());
+    let unknown = post(&never).await.unwrap();
+    assert_eq!(foreign_status, StatusCode::NOT_FOUND, "{foreign_body}");
+    assert_eq!(
+        (foreign_status, foreign_body),
+        (unknown.status(), unknown.text().await.unwrap())
+    );
+    let (listed, _) = victim.call(&request(6, "tools/list", json!({}))).await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+}
+
+#[tokio::test]
+async fn one_caller_cannot_take_every_http_session() {
+    // A share of 2 in 4: the flooder's third session is refused, the other caller still gets in.
+    let server = start(&["--max-sessions", "4"]);
+    let (_, first) = server.tokens().await;
+    let (_, second) = server.tokens().await;
+    let (flooder, other) = (s(&first["access_token"]), s(&second["access_token"]));
+    let _one = McpSession::open(&server.server, Some(flooder)).await;
+    let _two = SseSession::open(&server.server, Some(flooder)).await;
+    let refused = mcp_post(
+        &server.http,
+        &server.server.mcp_url(),
+        &token_headers(flooder),
+        &initialize_request(1),
+    )
+    .await;
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(refused.headers().contains_key("retry-after"));
+    let text = refused.text().await.unwrap();
+    assert!(text.contains("--max-sessions-per-caller"), "{text}");
+    let sse_refused = server
+        .http
+        .get(server.server.url("/sse"))
+        .headers(token_headers(flooder))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sse_refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let _theirs = McpSession::open(&server.server, Some(other)).await;
+    let _also_theirs = SseSession::open(&server.server, Some(other)).await;
+}
+
+/// A share of 2 in 4 (`--max-sessions 4` with `--oauth`): after whatever `flood` does with the
+/// first caller's token, the second caller still opens both of its sessions.
+async fn the_other_caller_keeps_its_share_after<F, Fut>(flood: F)
+where
+    F: FnOnce(OAuthServer, String) -> Fut,
+    Fut: std::future::Future<Output = OAuthServer>,
+{
+    let server = start(&["--max-sessions", "4"]);
+    let (_, first) = server.tokens().await;
+    let (_, second) = server.tokens().await;
+    let flooder = s(&first["access_token"]).to_owned();
+    let other = s(&second["access_token"]).to_owned();
+    let server = flood(server, flooder).await;
+    let _one = McpSession::open(&server.server, Some(&other)).await;
+    let _two = McpSession::open(&server.server, Some(&other)).await;
+}
+
+#[tokio::test]
+async fn an_initialize_naming_an_unreadable_session_opens_none() {
+    the_other_caller_keeps_its_share_after(|server, flooder| async move {
+        for id in 0..6 {
+            let mut headers = token_headers(&flooder);
+            headers.insert("mcp-session-id", HeaderValue::from_bytes(b"\xff").unwrap());
+            let answer = mcp_post(
+                &server.http,
+                &server.server.mcp_url(),
+                &headers,
+                &initialize_request(id),
+            )
+            .await;
+            assert_eq!(answer.status(), StatusCode::NOT_FOUND, "initialize {id}");
+        }
+        server
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn concurrent_initializes_never_pass_a_callers_share() {
+    the_other_caller_keeps_its_share_after(|server, flooder| async move {
+        let (url, headers) = (server.server.mcp_url(), token_headers(&flooder));
+        let requests: Vec<Value> = (0..24).map(initialize_request).collect();
+        let opened = futures::future::join_all(
+            requests
+                .iter()
+                .map(|request| mcp_post(&server.http, &url, &headers, request)),
+        )
+        .await
+        .into_iter()
+        .filter(|answer| answer.status() == StatusCode::OK)
+        .count();
+        assert!(opened <= 2, "{opened} sessions opened with a share of 2");
+        server
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn initializes_whose_client_hangs_up_at_once_still_count_for_their_caller() {
+    use tokio::io::AsyncWriteExt;
+
+    the_other_caller_keeps_its_share_after(|server, flooder| async move {
+        let body = initialize_request(1).to_string();
+        let url = reqwest::Url::parse(&server.server.mcp_url()).unwrap();
+        let address = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer {flooder}\r\n\
+             accept: application/json, text/event-stream\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        // Hang up after a few hundred microseconds to a few milliseconds: some requests end
+        // before the session is made, some after, none with an answer read.
+        for attempt in 0..16u64 {
+            let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+            stream.write_all(head.as_bytes()).await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_micros(250 * attempt)).await;
+            drop(stream);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        server
+    })
+    .await;
+}

@@ -33,12 +33,8 @@ impl Installs {
         let slot = online
             .slot_granting(steps.scratch, &[Grant::writable(cache)])
             .map_err(|e| InstallError::Sandbox(Arc::new(e)))?;
-        let mut ended = Ending::success();
-        for command in self.fetch_commands(steps.scratch, cache, wanted)? {
-            if ended.exit_code() == Some(0) {
-                ended = steps.run(online, &slot, &command).await?;
-            }
-        }
+        let commands = self.fetch_commands(steps.scratch, cache, wanted)?;
+        let ended = steps.run_each(online, &slot, commands).await?;
         // The slot ends here, before the offline steps take one (on Linux its cgroup and view
         // go; elsewhere it holds nothing to drop).
         #[cfg_attr(not(target_os = "linux"), allow(clippy::drop_non_drop))]

@@ -66,15 +66,14 @@ impl Installs {
         // A half-made venv would be taken for a good one next time: it goes unless every
         // step made it (also on an error or a dropped call).
         let mut unfinished = made.then(|| UnfinishedVenv::new(target, &venv_fd));
-        let mut ended = Ending::success();
-        if made {
-            for command in self.venv_commands(&venv) {
-                if ended.exit_code() == Some(0) {
-                    ended = steps.run(offline, &slot, &command).await?;
-                }
-            }
-        }
-        if ended.exit_code() == Some(0) {
+        let mut ended = if made {
+            steps
+                .run_each(offline, &slot, self.venv_commands(&venv))
+                .await?
+        } else {
+            Ending::success()
+        };
+        if ended.succeeded() {
             if let Some(unfinished) = unfinished.as_mut() {
                 unfinished.finished();
             }

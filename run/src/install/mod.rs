@@ -345,7 +345,7 @@ impl Installs {
             cancel,
         };
         let fetched = self.fetch(&steps, &online, &cache, &req.wanted).await?;
-        let filled = if fetched.exit_code() == Some(0) {
+        let filled = if fetched.succeeded() {
             self.fill(&steps, &offline, &target, req.project, &cache, &req.wanted)
                 .await?
         } else {

@@ -58,6 +58,24 @@ pub(super) struct Steps<'a> {
 }
 
 impl Steps<'_> {
+    /// Runs `commands` one after the other while each succeeds: how the first that did not
+    /// ended, or the last's success.
+    pub(super) async fn run_each(
+        &self,
+        sandbox: &Sandbox,
+        slot: &pyrun_sandbox::SandboxSlot,
+        commands: Vec<Command>,
+    ) -> Result<Ending, InstallError> {
+        let mut ended = Ending::success();
+        for command in commands {
+            if !ended.succeeded() {
+                break;
+            }
+            ended = self.run(sandbox, slot, &command).await?;
+        }
+        Ok(ended)
+    }
+
     /// Starts `cmd` in the install sandbox and waits for its end, the deadline or cancellation;
     /// its whole process group is killed whatever happened.
     #[cfg(target_os = "linux")]

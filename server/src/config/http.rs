@@ -46,6 +46,13 @@ pub struct HttpArgs {
     #[arg(long, env = "MCP_MAX_SESSIONS", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub max_sessions: u64,
 
+    /// Live sessions one caller may hold at once, within --max-sessions (each OAuth client is a
+    /// caller; so is every holder of the static token, and every unauthenticated client), so no
+    /// caller takes every slot [default: with --oauth half of --max-sessions, rounded up;
+    /// without it all of them, as there is one caller].
+    #[arg(long, env = "MCP_MAX_SESSIONS_PER_CALLER", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_sessions_per_caller: Option<u64>,
+
     /// Seconds after which a session without any message is closed.
     #[arg(long, env = "MCP_SESSION_IDLE_TIMEOUT", default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS * 7))]
     pub session_idle_timeout: u64,
@@ -78,6 +85,8 @@ pub struct HttpConfig {
     /// True when a non-loopback address is served without a token on purpose.
     pub unauthenticated_public: bool,
     pub max_sessions: usize,
+    /// A caller's share of `max_sessions` (never more than it).
+    pub max_sessions_per_caller: usize,
     pub session_idle_timeout: Duration,
     pub max_body_bytes: usize,
     /// Time a request gets to send its whole body.
@@ -95,6 +104,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("unauthenticated_public", &self.unauthenticated_public)
             .field("max_sessions", &self.max_sessions)
+            .field("max_sessions_per_caller", &self.max_sessions_per_caller)
             .field("session_idle_timeout", &self.session_idle_timeout)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("body_timeout", &self.body_timeout)
@@ -152,12 +162,26 @@ impl HttpArgs {
         {
             return Err(ConfigError::UnauthenticatedPublicBind(self.bind));
         }
+        let max_sessions = usize::try_from(self.max_sessions).unwrap_or(usize::MAX);
+        // Only `--oauth` admits more than one caller (each client is one; the static token and
+        // no authentication are one caller each): a share of one caller would only shrink the
+        // server.
+        let share = if oauth {
+            max_sessions.div_ceil(2)
+        } else {
+            max_sessions
+        };
+        let max_sessions_per_caller = self
+            .max_sessions_per_caller
+            .map_or(share, |n| usize::try_from(n).unwrap_or(usize::MAX))
+            .min(max_sessions);
         Ok(HttpConfig {
             bind: self.bind,
             unauthenticated_public: public && self.auth_token.is_none() && !oauth,
             auth_token: self.auth_token,
             allowed_hosts,
-            max_sessions: usize::try_from(self.max_sessions).unwrap_or(usize::MAX),
+            max_sessions,
+            max_sessions_per_caller,
             session_idle_timeout: Duration::from_secs(self.session_idle_timeout),
             max_body_bytes: usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX),
             body_timeout: Duration::from_secs(self.body_timeout),

@@ -533,6 +533,34 @@ mod tests {
     }
 
     #[test]
+    fn a_callers_share_of_sessions_is_half_with_oauth_and_never_above_the_whole() {
+        let share = |args: &[&str], oauth: bool| {
+            let http = parse(args).unwrap().http.resolve(Transport::Http, oauth);
+            let http = http.unwrap();
+            (http.max_sessions, http.max_sessions_per_caller)
+        };
+        assert_eq!(share(&[], true), (64, 32));
+        assert_eq!(share(&["--max-sessions", "5"], true), (5, 3));
+        assert_eq!(share(&["--max-sessions", "1"], true), (1, 1));
+        // One caller only (the static token, or none): the share is the whole.
+        assert_eq!(share(&["--max-sessions", "5"], false), (5, 5));
+        assert_eq!(
+            share(
+                &["--max-sessions", "8", "--max-sessions-per-caller", "2"],
+                false
+            ),
+            (8, 2)
+        );
+        assert_eq!(
+            share(
+                &["--max-sessions", "8", "--max-sessions-per-caller", "20"],
+                true
+            ),
+            (8, 8)
+        );
+    }
+
+    #[test]
     fn bad_tokens_and_hosts_are_refused_with_a_hint() {
         for token in ["", "has space", "tab\there"] {
             let err = resolve_http(&["--auth-token", token]).unwrap_err();

@@ -12,6 +12,7 @@ mod host_check;
 mod read_hold;
 mod session_close;
 mod session_limit;
+mod session_owner;
 mod unauthenticated;
 
 use std::net::SocketAddr;
@@ -40,6 +41,7 @@ pub use auth::{Authenticator, RequiredToken};
 use body_timeout::BodyTimeout;
 pub use host_check::HostPolicy;
 use session_limit::SessionLimit;
+use session_owner::{CallerSessions, SessionBook};
 
 /// Time a connection gets to send a request head, idle keep-alive included (it needs hyper's
 /// timer to take effect; see `accept`): a half-sent request is cut off within it.
@@ -124,12 +126,14 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
     // A stream still open resumes as before; a finished one is dropped at the session's next
     // message.
     mcp_sessions.session_config.completed_cache_ttl = Duration::ZERO;
-    let mcp_sessions = Arc::new(mcp_sessions);
+    // Each session recorded with the caller that made it (see `session_owner`).
+    let book = Arc::new(SessionBook::default());
+    let mcp_sessions = Arc::new(CallerSessions::new(mcp_sessions, book.clone()));
     let sse_sessions = Arc::new(SseSessions::default());
     let limit = SessionLimit::new(
-        settings.max_sessions,
+        (settings.max_sessions, settings.max_sessions_per_caller),
         settings.max_body_bytes,
-        mcp_sessions.clone(),
+        book.clone(),
         sse_sessions.clone(),
     );
 
@@ -152,8 +156,14 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
             .with_allowed_origins(hosts.rmcp_allowed_origins())
             .with_max_request_body_bytes(settings.max_body_bytes),
     );
+    // The owner layer comes before the close layer and rmcp: both must see a foreign
+    // session's id already replaced (see `session_owner`).
     let mcp = ServiceBuilder::new()
         .layer(from_fn(read_hold::hold_read_shares))
+        .layer(from_fn_with_state(
+            book,
+            session_owner::keep_sessions_to_their_callers,
+        ))
         .layer(from_fn_with_state(
             mcp_sessions,
             session_close::close_with_no_content,

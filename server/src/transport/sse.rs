@@ -65,6 +65,8 @@ pub struct SseSessions {
 
 #[derive(Clone)]
 struct SessionInbox {
+    /// Who opened the stream: the only caller whose messages the session takes.
+    caller: Option<Caller>,
     to_handler: mpsc::Sender<ClientJsonRpcMessage>,
     activity: Arc<Activity>,
     shares: Arc<PendingShares>,
@@ -115,6 +117,14 @@ impl SseSessions {
         self.len() == 0
     }
 
+    /// Number of live SSE sessions `caller` opened.
+    pub fn count(&self, caller: &Caller) -> usize {
+        self.lock()
+            .values()
+            .filter(|inbox| inbox.caller.as_ref() == Some(caller))
+            .count()
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<String, SessionInbox>> {
         // A panic while holding this lock cannot leave the map inconsistent (single inserts/removes).
         self.by_id
@@ -122,8 +132,11 @@ impl SseSessions {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn get(&self, id: &str) -> Option<SessionInbox> {
-        self.lock().get(id).cloned()
+    /// The session `id` if `caller` opened it: another caller's session is as unknown to it
+    /// as one that never was.
+    fn get(&self, id: &str, caller: Option<&Caller>) -> Option<SessionInbox> {
+        let inbox = self.lock().get(id).cloned()?;
+        (inbox.caller.as_ref() == caller).then_some(inbox)
     }
 }
 
@@ -174,8 +187,12 @@ where
         .with_state(state)
 }
 
-/// `GET /sse`: start a session and stream its messages.
-async fn open_stream<S>(State(state): State<SseState<S>>) -> Response
+/// `GET /sse`: start a session and stream its messages; the session is the caller's the auth
+/// layer admitted.
+async fn open_stream<S>(
+    State(state): State<SseState<S>>,
+    caller: Option<Extension<Caller>>,
+) -> Response
 where
     S: ServerHandler + Send + 'static,
 {
@@ -189,6 +206,7 @@ where
     state.sessions.lock().insert(
         id.clone(),
         SessionInbox {
+            caller: caller.map(|Extension(caller)| caller),
             to_handler,
             activity: activity.clone(),
             shares: shares.clone(),
@@ -323,7 +341,8 @@ async fn post_message<S>(
         )
             .into_response();
     };
-    let Some(inbox) = state.sessions.get(&id) else {
+    let caller = caller.map(|Extension(caller)| caller);
+    let Some(inbox) = state.sessions.get(&id, caller.as_ref()) else {
         return (StatusCode::NOT_FOUND, ClientMessage::new("unknown session")).into_response();
     };
     let mut message = match serde_json::from_slice::<ClientJsonRpcMessage>(&body) {
@@ -332,7 +351,7 @@ async fn post_message<S>(
     };
     if let ClientJsonRpcMessage::Request(r) = &mut message {
         let extensions = r.request.extensions_mut();
-        if let Some(Extension(caller)) = caller {
+        if let Some(caller) = caller {
             extensions.insert(caller);
         }
         extensions.insert(Channel {

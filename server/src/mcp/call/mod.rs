@@ -16,10 +16,12 @@ use rmcp::RoleServer;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::app::App;
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
 use crate::mcp::present::reply::{effective_timeout, python_info_of, PythonInfo, NOTIFY_TIMEOUT};
 use crate::mcp::protocol::handler::PyRunServer;
+use pyrun_run::caller::Caller;
 use pyrun_run::engine::placement::RunMode;
 use pyrun_run::engine::Engine;
 use pyrun_run::paths::{ProjectDir, ProjectPath};
@@ -73,6 +75,15 @@ pub fn call_notes(ctx: &RequestContext<RoleServer>) -> CallNotes {
         .get::<CallNotes>()
         .cloned()
         .unwrap_or_default()
+}
+
+/// One tool call as the rooms' free helpers see it: the server's `App`, who called, and the
+/// call's audit notes. Made once at the call's start ([`PyRunServer::call_context`]), so a
+/// helper takes this instead of being a method of the whole server.
+pub struct CallContext<'a> {
+    pub app: &'a App,
+    pub caller: Caller,
+    pub notes: CallNotes,
 }
 
 /// One progress report: the message people see, and the `_meta` a caller asked for (a run's

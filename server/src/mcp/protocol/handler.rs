@@ -22,6 +22,7 @@ use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
 use super::{fixtures, prompts, resources};
 use crate::app::{protection, App};
 use crate::audit::{CallNotes, Channel, FinishedCall, TransportKind};
+use crate::mcp::call::{call_notes, CallContext};
 use crate::mcp::present::reply::NOTIFY_TIMEOUT;
 use crate::mcp::protocol::resources::read_budget::{ReadBudget, ShareHold};
 use crate::mcp::protocol::resources::watch::ProjectWatch;
@@ -118,6 +119,15 @@ impl PyRunServer {
             );
         }
         router
+    }
+
+    /// What the rooms' helpers need of one call: the `App`, its caller, its audit notes.
+    pub(in crate::mcp) fn call_context(&self, ctx: &RequestContext<RoleServer>) -> CallContext<'_> {
+        CallContext {
+            app: &self.app,
+            caller: self.caller(ctx),
+            notes: call_notes(ctx),
+        }
     }
 
     /// Who sent this request: the stdio client, or what the HTTP auth layer admitted (an HTTP

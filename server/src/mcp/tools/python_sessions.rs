@@ -8,6 +8,7 @@
 //! start are tool errors.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::handler::server::common::schema_for_output;
@@ -18,8 +19,9 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::app::App;
 use crate::client_message::ClientMessage;
-use crate::mcp::call::call_notes;
+use crate::mcp::call::CallContext;
 use crate::mcp::present::reply::{
     check_code, effective_timeout, fmt_secs, listing, millis, push_section, refusal, rfc3339,
     structured, truncation_note,
@@ -135,13 +137,14 @@ impl PyRunServer {
             Err(message) => return Ok(refusal(message)),
         };
         let started = self
-            .engine()
+            .app
+            .engine
             .sessions()
             .start(&caller.key(), project.as_ref(), shown, python.as_deref())
             .await;
         let session = match started {
             Ok(session) => session,
-            Err(e) => return Ok(refusal(self.not_started(e))),
+            Err(e) => return Ok(refusal(not_started(e))),
         };
         tracing::info!(%caller, session = %session.id, "python session started");
         let mut text = String::new();
@@ -178,8 +181,8 @@ impl PyRunServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         // What the audit log learns of this call: the code's size, never the code or output.
-        let notes = call_notes(&ctx);
-        notes.note(|n| n.code_bytes = Some(args.code.len()));
+        let call = self.call_context(&ctx);
+        call.notes.note(|n| n.code_bytes = Some(args.code.len()));
         if let Err(message) = check_code(&args.code, self.app.config.inline.max_code_bytes) {
             return Ok(refusal(message));
         }
@@ -190,19 +193,19 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
-        let session = match self.find_session(&ctx, &args.session.session_id) {
+        let session = match find_session(&call, &args.session.session_id) {
             Ok(session) => session,
             Err(message) => return Ok(refusal(message)),
         };
         let sessions = self.engine().sessions();
         match sessions.exec(&session, args.code, timeout, &ctx.ct).await {
             Ok(outcome) => {
-                notes.note(|n| n.timed_out = outcome.timed_out);
-                Ok(self.exec_result(outcome, timeout))
+                call.notes.note(|n| n.timed_out = outcome.timed_out);
+                Ok(exec_result(call.app, outcome, timeout))
             }
             Err(e) => {
                 tracing::info!(session = %session.id, "python session gone: {e}");
-                Ok(refusal(self.session_gone(&session, e, timeout)))
+                Ok(refusal(session_gone(&session, e, timeout)))
             }
         }
     }
@@ -218,14 +221,14 @@ impl PyRunServer {
         Parameters(args): Parameters<SessionIdArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let session = match self.find_session(&ctx, &args.session_id) {
+        let call = self.call_context(&ctx);
+        let session = match find_session(&call, &args.session_id) {
             Ok(session) => session,
             Err(message) => return Ok(refusal(message)),
         };
-        let owner = self.caller(&ctx);
         self.engine()
             .sessions()
-            .stop(&owner.key(), &session.id)
+            .stop(&call.caller.key(), &session.id)
             .await;
         let text = format!("Closed Python session {}.", session.id);
         let stopped = StartedSession {
@@ -248,7 +251,8 @@ impl PyRunServer {
     ) -> Result<CallToolResult, ErrorData> {
         let owner = self.caller(&ctx);
         let sessions: Vec<SessionSummary> = self
-            .engine()
+            .app
+            .engine
             .sessions()
             .list(&owner.key())
             .iter()
@@ -270,114 +274,108 @@ impl PyRunServer {
     }
 }
 
-impl PyRunServer {
-    /// The caller's session with this id, or the one message for unknown, closed and foreign ids.
-    fn find_session(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        id: &str,
-    ) -> Result<std::sync::Arc<Session>, ClientMessage> {
-        let owner = self.caller(ctx);
-        self.engine()
-            .sessions()
-            .get(&owner.key(), id)
-            .ok_or_else(|| self.unknown_session(id))
-    }
+/// The caller's session with this id, or the one message for unknown, closed and foreign ids.
+fn find_session(call: &CallContext, id: &str) -> Result<Arc<Session>, ClientMessage> {
+    call.app
+        .engine
+        .sessions()
+        .get(&call.caller.key(), id)
+        .ok_or_else(|| unknown_session(call.app, id))
+}
 
-    fn unknown_session(&self, id: &str) -> ClientMessage {
-        ClientMessage::new("no Python session with id ")
-            .given(id)
-            .then(" (sessions close after ")
-            .duration(self.engine().sessions().settings().idle_timeout)
-            .then(" unused, when their interpreter ends, and with a server restart)")
-            .hint("start one with session_start; list_sessions shows yours")
-    }
+fn unknown_session(app: &App, id: &str) -> ClientMessage {
+    ClientMessage::new("no Python session with id ")
+        .given(id)
+        .then(" (sessions close after ")
+        .duration(app.engine.sessions().settings().idle_timeout)
+        .then(" unused, when their interpreter ends, and with a server restart)")
+        .hint("start one with session_start; list_sessions shows yours")
+}
 
-    fn not_started(&self, e: SessionError) -> ClientMessage {
-        match e {
-            SessionError::CallerFull { max } => ClientMessage::new("you have ")
-                .number(max)
-                .then(" Python sessions open, the most one caller may hold")
-                .hint(
-                    "close one with session_stop (list_sessions shows them); the server's \
-                     operator can raise --max-python-sessions-per-caller",
-                ),
-            SessionError::ServerFull { max } => ClientMessage::new("")
-                .number(max)
-                .then(" Python sessions are open on this server, the most it allows")
-                .hint(
-                    "close one of yours with session_stop, or try again later (unused sessions \
-                     close by themselves); the server's operator can raise --max-python-sessions",
-                ),
-            SessionError::NoId => {
-                tracing::error!("{e}");
-                ClientMessage::new("the server could not draw a session id")
-                    .hint("the server's log has the details")
-            }
-            SessionError::Start(e) => ClientMessage::from(e),
+fn not_started(e: SessionError) -> ClientMessage {
+    match e {
+        SessionError::CallerFull { max } => ClientMessage::new("you have ")
+            .number(max)
+            .then(" Python sessions open, the most one caller may hold")
+            .hint(
+                "close one with session_stop (list_sessions shows them); the server's \
+                 operator can raise --max-python-sessions-per-caller",
+            ),
+        SessionError::ServerFull { max } => ClientMessage::new("")
+            .number(max)
+            .then(" Python sessions are open on this server, the most it allows")
+            .hint(
+                "close one of yours with session_stop, or try again later (unused sessions \
+                 close by themselves); the server's operator can raise --max-python-sessions",
+            ),
+        SessionError::NoId => {
+            tracing::error!("{e}");
+            ClientMessage::new("the server could not draw a session id")
+                .hint("the server's log has the details")
         }
+        SessionError::Start(e) => ClientMessage::from(e),
     }
+}
 
-    fn session_gone(&self, session: &Session, e: ExecError, timeout: Duration) -> ClientMessage {
-        let start = "start a new one with session_start (what it held is lost)";
-        match e {
-            ExecError::Ended => ClientMessage::new("the Python session ")
-                .given(&session.id)
-                .then(
-                    " has ended: its interpreter exited (os._exit, its memory or process limit, \
-                     or code that closed its own pipes) and the \
-                     session is gone",
-                )
-                .hint(start),
-            ExecError::CancelledWhileQueued => ClientMessage::new(
-                "the call was cancelled before its code started: the Python \
-                     session ",
-            )
+fn session_gone(session: &Session, e: ExecError, timeout: Duration) -> ClientMessage {
+    let start = "start a new one with session_start (what it held is lost)";
+    match e {
+        ExecError::Ended => ClientMessage::new("the Python session ")
             .given(&session.id)
-            .then(" was still running an earlier session_exec, and lives on"),
-            ExecError::Killed { timed_out } => {
-                let why = if timed_out {
-                    ClientMessage::new("the code was still running at the time limit (")
-                        .duration(timeout)
-                        .then(")")
-                } else {
-                    ClientMessage::new("the call was cancelled while the code ran")
-                };
-                why.then(" and did not stop within ")
-                    .duration(INTERRUPT_GRACE)
-                    .then(" of its KeyboardInterrupt: the Python session ")
-                    .given(&session.id)
-                    .then(" was killed with every process it started, and is gone")
-                    .hint(
-                        "start a new one with session_start; code that runs long belongs in a \
-                         file run with start_python",
-                    )
-            }
+            .then(
+                " has ended: its interpreter exited (os._exit, its memory or process limit, \
+                 or code that closed its own pipes) and the \
+                 session is gone",
+            )
+            .hint(start),
+        ExecError::CancelledWhileQueued => ClientMessage::new(
+            "the call was cancelled before its code started: the Python \
+                 session ",
+        )
+        .given(&session.id)
+        .then(" was still running an earlier session_exec, and lives on"),
+        ExecError::Killed { timed_out } => {
+            let why = if timed_out {
+                ClientMessage::new("the code was still running at the time limit (")
+                    .duration(timeout)
+                    .then(")")
+            } else {
+                ClientMessage::new("the call was cancelled while the code ran")
+            };
+            why.then(" and did not stop within ")
+                .duration(INTERRUPT_GRACE)
+                .then(" of its KeyboardInterrupt: the Python session ")
+                .given(&session.id)
+                .then(" was killed with every process it started, and is gone")
+                .hint(
+                    "start a new one with session_start; code that runs long belongs in a \
+                     file run with start_python",
+                )
         }
     }
+}
 
-    /// An exec's result: the structured report, and text in the familiar shape.
-    fn exec_result(&self, outcome: ExecOutcome, timeout: Duration) -> CallToolResult {
-        // Tracebacks and raw output may name files by host path (the sandbox off, or modules of
-        // the projects folder): relative, as in run results.
-        let stderr = self.without_host_folder(&outcome.stderr);
-        let error = outcome
-            .error
-            .as_deref()
-            .map(|e| self.without_host_folder(e));
-        let report = ExecReport {
-            stdout: outcome.stdout,
-            stderr,
-            result: outcome.result,
-            error,
-            timed_out: outcome.timed_out,
-            stdout_truncated: outcome.stdout_truncated,
-            stderr_truncated: outcome.stderr_truncated,
-            duration_ms: millis(outcome.duration),
-        };
-        let text = render_exec(&report, timeout);
-        structured(text, &report)
-    }
+/// An exec's result: the structured report, and text in the familiar shape.
+fn exec_result(app: &App, outcome: ExecOutcome, timeout: Duration) -> CallToolResult {
+    // Tracebacks and raw output may name files by host path (the sandbox off, or modules of
+    // the projects folder): relative, as in run results.
+    let stderr = app.engine.without_host_folder(&outcome.stderr);
+    let error = outcome
+        .error
+        .as_deref()
+        .map(|e| app.engine.without_host_folder(e));
+    let report = ExecReport {
+        stdout: outcome.stdout,
+        stderr,
+        result: outcome.result,
+        error,
+        timed_out: outcome.timed_out,
+        stdout_truncated: outcome.stdout_truncated,
+        stderr_truncated: outcome.stderr_truncated,
+        duration_ms: millis(outcome.duration),
+    };
+    let text = render_exec(&report, timeout);
+    structured(text, &report)
 }
 
 /// The text of an exec: its output, the traceback, the result, and what was cut.

@@ -13,15 +13,15 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 
+use super::session_owner::CallerSessions;
 use crate::client_message::ClientMessage;
 
 /// Middleware for `/mcp`: a DELETE that rmcp accepted gets 204 for a live session and 404 for an
 /// unknown one (the status rmcp gives any other request naming a session it does not know).
 pub async fn close_with_no_content(
-    State(sessions): State<Arc<LocalSessionManager>>,
+    State(sessions): State<Arc<CallerSessions>>,
     request: Request,
     next: Next,
 ) -> Response {

@@ -22,8 +22,9 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::app::App;
 use crate::client_message::ClientMessage;
-use crate::mcp::call::{call_notes, with_progress};
+use crate::mcp::call::{with_progress, CallContext};
 use crate::mcp::present::reply::{millis, refusal};
 use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::install::{
@@ -132,7 +133,7 @@ impl PyRunServer {
         Parameters(args): Parameters<InstallPackagesArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let notes = call_notes(&ctx);
+        let call = self.call_context(&ctx);
         let Some(installs) = self.engine().installs().cloned() else {
             return Ok(refusal(ClientMessage::new(
                 "package installs are off on this server",
@@ -142,12 +143,12 @@ impl PyRunServer {
             Ok(dir) => dir,
             Err(e) => return Ok(refusal(e.into())),
         };
-        let asked = match self.asked(&args, &project, &installs).await {
+        let asked = match asked(&call, &args, &project, &installs).await {
             Ok(asked) => asked,
             Err(message) => return Ok(refusal(message)),
         };
         let requirements = asked.listed();
-        notes.note(|n| n.arg_count = Some(requirements.len()));
+        call.notes.note(|n| n.arg_count = Some(requirements.len()));
         let live = Arc::new(LiveOutput::new(installs.max_output()));
         let request = InstallRequest {
             project: &project,
@@ -157,7 +158,8 @@ impl PyRunServer {
         let install = installs.install(request, &ctx.ct);
         let outcome = match ctx.meta.get_progress_token() {
             Some(token) => {
-                let message = |elapsed| self.install_message(&project, &live, &installs, elapsed);
+                let message =
+                    |elapsed| install_message(call.app, &project, &live, &installs, elapsed);
                 with_progress(&ctx, token, message, install).await
             }
             None => install.await,
@@ -166,7 +168,7 @@ impl PyRunServer {
             Ok(outcome) => outcome,
             Err(e) => return Ok(refusal(e.into())),
         };
-        notes.note(|n| {
+        call.notes.note(|n| {
             n.exit_code = outcome.exit_code;
             n.timed_out = outcome.timed_out;
             n.cancelled = outcome.cancelled;
@@ -189,7 +191,7 @@ impl PyRunServer {
             synced_lock: matches!(asked, Asked::Lock(_)),
             exit_code: outcome.exit_code,
             timed_out: outcome.timed_out,
-            output_tail: tail(&self.without_install_folders(&output, &installs)),
+            output_tail: tail(&without_install_folders(call.app, &output, &installs)),
             output_truncated: truncated,
             duration_ms: millis(outcome.duration),
             sandbox: installs.layers().into_iter().map(String::from).collect(),
@@ -198,175 +200,167 @@ impl PyRunServer {
     }
 }
 
-impl PyRunServer {
-    /// What the call asks for: its requirements, or with none named the project's uv.lock.
-    async fn asked(
-        &self,
-        args: &InstallPackagesArgs,
-        project: &ProjectDir,
-        installs: &Installs,
-    ) -> Result<Asked, ClientMessage> {
-        if !args.packages.is_empty() || args.requirements.is_some() {
-            return self
-                .requirements(args, project)
-                .await
-                .map(Asked::Requirements);
-        }
-        let Some(lock) = self
-            .project_text(LOCK_FILE, project, MAX_LOCK_BYTES)
-            .await?
-        else {
-            return Err(nothing_to_install());
-        };
-        if installs.installer() != Installer::Uv {
-            return Err(ClientMessage::lock_needs_uv());
-        }
-        let checked = check_lock(&lock, installs.index())?;
-        let pyproject = self
-            .project_text(PYPROJECT_FILE, project, MAX_PYPROJECT_BYTES)
-            .await?
-            .ok_or_else(|| {
-                ClientMessage::new("the project has a uv.lock but no pyproject.toml")
-                    .hint("lock the project again (uv lock), or name the packages")
-            })?;
-        project_name(&pyproject, &checked)?;
-        Ok(Asked::Lock(checked))
-    }
-
-    /// Every requirement of the call, checked: `packages` first, then the file's lines.
-    async fn requirements(
-        &self,
-        args: &InstallPackagesArgs,
-        project: &ProjectDir,
-    ) -> Result<Vec<Requirement>, ClientMessage> {
-        let mut found = Vec::new();
-        for given in &args.packages {
-            let requirement = parse_requirement(given)
-                .map_err(|e| ClientMessage::quoting(given).then(" ").then(e.describe()))?;
-            found.push(requirement);
-        }
-        if let Some(file) = &args.requirements {
-            found.extend(self.requirements_file(file, project).await?);
-        }
-        if found.is_empty() {
-            return Err(nothing_to_install());
-        }
-        if found.len() > MAX_REQUIREMENTS {
-            return Err(ClientMessage::new("one install takes at most ")
-                .number(MAX_REQUIREMENTS)
-                .then(" requirements, not ")
-                .number(found.len()));
-        }
-        Ok(found)
-    }
-
-    /// A requirements file of `project`, checked line by line.
-    async fn requirements_file(
-        &self,
-        given: &str,
-        project: &ProjectDir,
-    ) -> Result<Vec<Requirement>, ClientMessage> {
-        let text = self
-            .project_text(given, project, MAX_REQUIREMENTS_FILE_BYTES)
-            .await?
-            .ok_or_else(|| ClientMessage::from(PathError::NotFound(given.to_owned())))?;
-        parse_requirements_file(&text).map_err(|e| {
-            ClientMessage::quoting(given)
-                .then(": line ")
-                .number(e.line)
-                .then(" ")
-                .then(e.reason.describe())
-                .hint("a requirements file here holds package names with versions and # comments only")
-        })
-    }
-
-    /// A text file of `project` (`given` relative to it), proven inside it and read without
-    /// following links, at most `cap` bytes; `None` when there is none.
-    async fn project_text(
-        &self,
-        given: &str,
-        project: &ProjectDir,
-        cap: u64,
-    ) -> Result<Option<String>, ClientMessage> {
-        let inside = match project.relative() {
-            "" | "." => given.to_owned(),
-            dir => format!("{dir}/{given}"),
-        };
-        let file = match self.engine().root().resolve_file(&inside) {
-            Ok(file) => file,
-            Err(PathError::NotFound(_)) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        let in_project = match project.relative() {
-            "" | "." => true,
-            dir => file
-                .relative()
-                .strip_prefix(dir)
-                .is_some_and(|rest| rest.starts_with('/')),
-        };
-        if !in_project {
-            return Err(ClientMessage::quoting(given).then(" is not a file of the project"));
-        }
-        let root = self.engine().root().clone();
-        let read = tokio::task::spawn_blocking(move || root.read_file(&file, cap))
+/// What the call asks for: its requirements, or with none named the project's uv.lock.
+async fn asked(
+    call: &CallContext<'_>,
+    args: &InstallPackagesArgs,
+    project: &ProjectDir,
+    installs: &Installs,
+) -> Result<Asked, ClientMessage> {
+    if !args.packages.is_empty() || args.requirements.is_some() {
+        return requirements(call, args, project)
             .await
-            .unwrap_or(Err(ReadError::Changed));
-        let bytes = read.map_err(|e| match e {
-            ReadError::TooLarge { .. } => ClientMessage::quoting(given)
-                .then(" is larger than the ")
-                .number(cap)
-                .then(" bytes read at most"),
-            ReadError::Changed => ClientMessage::quoting(given).then(" changed while it was read"),
-            ReadError::Io(kind) => ClientMessage::quoting(given)
-                .then(" could not be read")
-                .kind(kind),
+            .map(Asked::Requirements);
+    }
+    let Some(lock) = project_text(call, LOCK_FILE, project, MAX_LOCK_BYTES).await? else {
+        return Err(nothing_to_install());
+    };
+    if installs.installer() != Installer::Uv {
+        return Err(ClientMessage::lock_needs_uv());
+    }
+    let checked = check_lock(&lock, installs.index())?;
+    let pyproject = project_text(call, PYPROJECT_FILE, project, MAX_PYPROJECT_BYTES)
+        .await?
+        .ok_or_else(|| {
+            ClientMessage::new("the project has a uv.lock but no pyproject.toml")
+                .hint("lock the project again (uv lock), or name the packages")
         })?;
-        String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|_| ClientMessage::quoting(given).then(" is not UTF-8 text"))
-    }
+    project_name(&pyproject, &checked)?;
+    Ok(Asked::Lock(checked))
+}
 
-    /// The installer's output as a client may see it: the projects folder, the runs' scratch
-    /// and the installs' own folders cut (`mathpkg/.venv/lib/...`).
-    fn without_install_folders(&self, text: &str, installs: &Installs) -> String {
-        let mut text = self.without_host_folder(text);
-        for folder in installs.host_folders() {
-            let mut prefix = folder.to_string_lossy().into_owned();
-            prefix.push(std::path::MAIN_SEPARATOR);
-            if text.contains(&prefix) {
-                text = text.replace(&prefix, "");
-            }
-            let bare = folder.to_string_lossy();
-            if text.contains(bare.as_ref()) {
-                text = text.replace(bare.as_ref(), "<install>");
-            }
-        }
-        text
+/// Every requirement of the call, checked: `packages` first, then the file's lines.
+async fn requirements(
+    call: &CallContext<'_>,
+    args: &InstallPackagesArgs,
+    project: &ProjectDir,
+) -> Result<Vec<Requirement>, ClientMessage> {
+    let mut found = Vec::new();
+    for given in &args.packages {
+        let requirement = parse_requirement(given)
+            .map_err(|e| ClientMessage::quoting(given).then(" ").then(e.describe()))?;
+        found.push(requirement);
     }
+    if let Some(file) = &args.requirements {
+        found.extend(requirements_file(call, file, project).await?);
+    }
+    if found.is_empty() {
+        return Err(nothing_to_install());
+    }
+    if found.len() > MAX_REQUIREMENTS {
+        return Err(ClientMessage::new("one install takes at most ")
+            .number(MAX_REQUIREMENTS)
+            .then(" requirements, not ")
+            .number(found.len()));
+    }
+    Ok(found)
+}
 
-    /// An install's progress message: `installing into mathpkg (4 s): Collecting requests`.
-    fn install_message(
-        &self,
-        project: &ProjectDir,
-        live: &LiveOutput,
-        installs: &Installs,
-        elapsed: Duration,
-    ) -> ClientMessage {
-        let project = match project.relative() {
-            "" | "." => ".",
-            dir => dir,
-        };
-        let message = ClientMessage::new("installing into ")
-            .given(project)
-            .then(" (")
-            .number(elapsed.as_secs())
-            .then(" s)");
-        match live.last_line() {
-            Some(line) => message
-                .then(": ")
-                .output(&self.without_install_folders(&line, installs)),
-            None => message,
+/// A requirements file of `project`, checked line by line.
+async fn requirements_file(
+    call: &CallContext<'_>,
+    given: &str,
+    project: &ProjectDir,
+) -> Result<Vec<Requirement>, ClientMessage> {
+    let text = project_text(call, given, project, MAX_REQUIREMENTS_FILE_BYTES)
+        .await?
+        .ok_or_else(|| ClientMessage::from(PathError::NotFound(given.to_owned())))?;
+    parse_requirements_file(&text).map_err(|e| {
+        ClientMessage::quoting(given)
+            .then(": line ")
+            .number(e.line)
+            .then(" ")
+            .then(e.reason.describe())
+            .hint("a requirements file here holds package names with versions and # comments only")
+    })
+}
+
+/// A text file of `project` (`given` relative to it), proven inside it and read without
+/// following links, at most `cap` bytes; `None` when there is none.
+async fn project_text(
+    call: &CallContext<'_>,
+    given: &str,
+    project: &ProjectDir,
+    cap: u64,
+) -> Result<Option<String>, ClientMessage> {
+    let inside = match project.relative() {
+        "" | "." => given.to_owned(),
+        dir => format!("{dir}/{given}"),
+    };
+    let file = match call.app.engine.root().resolve_file(&inside) {
+        Ok(file) => file,
+        Err(PathError::NotFound(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let in_project = match project.relative() {
+        "" | "." => true,
+        dir => file
+            .relative()
+            .strip_prefix(dir)
+            .is_some_and(|rest| rest.starts_with('/')),
+    };
+    if !in_project {
+        return Err(ClientMessage::quoting(given).then(" is not a file of the project"));
+    }
+    let root = call.app.engine.root().clone();
+    let read = tokio::task::spawn_blocking(move || root.read_file(&file, cap))
+        .await
+        .unwrap_or(Err(ReadError::Changed));
+    let bytes = read.map_err(|e| match e {
+        ReadError::TooLarge { .. } => ClientMessage::quoting(given)
+            .then(" is larger than the ")
+            .number(cap)
+            .then(" bytes read at most"),
+        ReadError::Changed => ClientMessage::quoting(given).then(" changed while it was read"),
+        ReadError::Io(kind) => ClientMessage::quoting(given)
+            .then(" could not be read")
+            .kind(kind),
+    })?;
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| ClientMessage::quoting(given).then(" is not UTF-8 text"))
+}
+
+/// The installer's output as a client may see it: the projects folder, the runs' scratch
+/// and the installs' own folders cut (`mathpkg/.venv/lib/...`).
+fn without_install_folders(app: &App, text: &str, installs: &Installs) -> String {
+    let mut text = app.engine.without_host_folder(text);
+    for folder in installs.host_folders() {
+        let mut prefix = folder.to_string_lossy().into_owned();
+        prefix.push(std::path::MAIN_SEPARATOR);
+        if text.contains(&prefix) {
+            text = text.replace(&prefix, "");
         }
+        let bare = folder.to_string_lossy();
+        if text.contains(bare.as_ref()) {
+            text = text.replace(bare.as_ref(), "<install>");
+        }
+    }
+    text
+}
+
+/// An install's progress message: `installing into mathpkg (4 s): Collecting requests`.
+fn install_message(
+    app: &App,
+    project: &ProjectDir,
+    live: &LiveOutput,
+    installs: &Installs,
+    elapsed: Duration,
+) -> ClientMessage {
+    let project = match project.relative() {
+        "" | "." => ".",
+        dir => dir,
+    };
+    let message = ClientMessage::new("installing into ")
+        .given(project)
+        .then(" (")
+        .number(elapsed.as_secs())
+        .then(" s)");
+    match live.last_line() {
+        Some(line) => message
+            .then(": ")
+            .output(&without_install_folders(app, &line, installs)),
+        None => message,
     }
 }
 
