@@ -14,7 +14,7 @@ use rmcp::RoleServer;
 
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
-use crate::mcp::call::{with_progress, Progress};
+use crate::mcp::call::{python_info, with_progress, Progress};
 use crate::mcp::present::artifact_blocks::{self, Presented};
 use crate::mcp::present::live_chunks::ChunkCursor;
 use crate::mcp::present::output_cut;
@@ -117,7 +117,7 @@ impl PyRunServer {
                     message: self.run_message(source, live, elapsed),
                     meta: chunks
                         .as_ref()
-                        .and_then(|c| c.next(live, |text| self.without_host_folder(text))),
+                        .and_then(|c| c.next(live, |text| self.engine().without_host_folder(text))),
                 };
                 with_progress(ctx, token, message, run).await
             }
@@ -263,7 +263,9 @@ impl PyRunServer {
             .number(elapsed.as_secs_f64().round())
             .then(" s)");
         match live.last_line() {
-            Some(line) => message.then(": ").output(&self.without_host_folder(&line)),
+            Some(line) => message
+                .then(": ")
+                .output(&self.engine().without_host_folder(&line)),
             None => message,
         }
     }
@@ -280,7 +282,7 @@ impl PyRunServer {
         let shown = |which| output_cut::show(output.live, which, budget, output.kept_as);
         let (stdout, stderr) = (shown(Stream::Stdout), shown(Stream::Stderr));
         outcome.stdout = stdout.text;
-        outcome.stderr = self.without_host_folder(&stderr.text);
+        outcome.stderr = self.engine().without_host_folder(&stderr.text);
         let cuts = (stdout.cut, stderr.cut);
         let text = render_text(&outcome, timeout, (cuts.0.is_some(), cuts.1.is_some()));
         let report = RunReport {
@@ -297,7 +299,7 @@ impl PyRunServer {
             quarantined: moved_paths(&outcome.quarantined),
             run_id: None,
             status: None,
-            python: self.python_info(outcome.python.as_deref()),
+            python: python_info(self.engine(), outcome.python.as_deref()),
             hint: None,
             signal: outcome.signal,
             warm: outcome.warm,

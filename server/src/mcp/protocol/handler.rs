@@ -28,6 +28,7 @@ use crate::mcp::protocol::resources::read_budget::{ReadBudget, ShareHold};
 use crate::mcp::protocol::resources::watch::ProjectWatch;
 use crate::mcp::protocol::tasks::store::Tasks;
 use pyrun_run::caller::Caller;
+use pyrun_run::engine::Engine;
 
 /// What every session of one server shares: the MCP tasks and the projects folder's watcher.
 /// Made once per server by the transport (the MCP layer's own state, so `App` holds nothing of
@@ -119,6 +120,11 @@ impl PyRunServer {
             );
         }
         router
+    }
+
+    /// The run layer's front door.
+    pub(in crate::mcp) fn engine(&self) -> &Engine {
+        &self.app.engine
     }
 
     /// What the rooms' helpers need of one call: the `App`, its caller, its audit notes.

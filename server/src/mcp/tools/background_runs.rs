@@ -13,8 +13,9 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::app::App;
 use crate::client_message::ClientMessage;
-use crate::mcp::call::{call_notes, RunPythonArgs};
+use crate::mcp::call::{call_notes, python_info, script_call, CallContext, RunPythonArgs};
 use crate::mcp::present::artifact_blocks::{self, Presented};
 use crate::mcp::present::reply::{
     fmt_secs, listing, millis, refusal, rfc3339, structured, truncation_note, PAGE_BYTES,
@@ -24,6 +25,7 @@ use crate::mcp::protocol::apps::run_viewer_tool_meta;
 use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::background::{RunEnd, RunKind, RunRecord, LOCAL_BACKEND};
 use pyrun_run::engine::placement::RunMode;
+use pyrun_run::engine::Engine;
 use pyrun_run::live_output::Stream;
 /// The longest `get_run` waits for news.
 const MAX_WAIT_SECS: f64 = 30.0;
@@ -72,7 +74,7 @@ impl PyRunServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let notes = call_notes(&ctx);
-        let call = match self.script_call(&args, RunMode::Background, &notes).await {
+        let call = match script_call(self.engine(), &args, RunMode::Background, &notes).await {
             Ok(call) => call,
             Err(message) => return Ok(refusal(message)),
         };
@@ -135,7 +137,7 @@ impl PyRunServer {
                 ))
             }
         };
-        let record = match self.find_run(&ctx, &args.run.run_id) {
+        let record = match find_run(&self.call_context(&ctx), &args.run.run_id) {
             Ok(record) => record,
             Err(message) => return Ok(refusal(message)),
         };
@@ -146,7 +148,7 @@ impl PyRunServer {
         if !wait.is_zero() {
             record.wait_for_news(wait, out, err).await;
         }
-        Ok(self.run_state(&record, out, err).await)
+        Ok(run_state(&self.app, &record, out, err).await)
     }
 
     /// Stop a background run: its whole process tree is killed.
@@ -160,13 +162,13 @@ impl PyRunServer {
         Parameters(args): Parameters<RunIdArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let record = match self.find_run(&ctx, &args.run_id) {
+        let record = match find_run(&self.call_context(&ctx), &args.run_id) {
             Ok(record) => record,
             Err(message) => return Ok(refusal(message)),
         };
         record.cancel();
         let _ = tokio::time::timeout(CANCEL_WAIT, record.ended()).await;
-        Ok(self.run_state(&record, 0, 0).await)
+        Ok(run_state(&self.app, &record, 0, 0).await)
     }
 
     /// List your background runs (and MCP task runs), newest first.
@@ -209,83 +211,77 @@ impl PyRunServer {
     }
 }
 
-impl PyRunServer {
-    /// The caller's run with this id, or the one message for unknown, expired and foreign ids.
-    fn find_run(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        id: &str,
-    ) -> Result<Arc<RunRecord>, ClientMessage> {
-        let owner = self.caller(ctx);
-        self.engine()
-            .find_run(&owner.key(), id)
-            .ok_or_else(|| self.unknown_run(id))
-    }
+/// The caller's run with this id, or the one message for unknown, expired and foreign ids.
+fn find_run(call: &CallContext, id: &str) -> Result<Arc<RunRecord>, ClientMessage> {
+    call.app
+        .engine
+        .find_run(&call.caller.key(), id)
+        .ok_or_else(|| unknown_run(&call.app.engine, id))
+}
 
-    fn unknown_run(&self, id: &str) -> ClientMessage {
-        let retention = self.engine().runs().settings().retention;
-        ClientMessage::new("no run with id ")
-            .given(id)
-            .then(" (runs are kept for ")
-            .duration(retention)
-            .then(" after they end, and are gone after a server restart)")
-    }
+fn unknown_run(engine: &Engine, id: &str) -> ClientMessage {
+    let retention = engine.runs().settings().retention;
+    ClientMessage::new("no run with id ")
+        .given(id)
+        .then(" (runs are kept for ")
+        .duration(retention)
+        .then(" after they end, and are gone after a server restart)")
+}
 
-    /// A run's state as a tool result, its output read from the given offsets; once it has
-    /// ended, with the files it left (images inline within the budget, a link for each).
-    async fn run_state(&self, record: &RunRecord, out: u64, err: u64) -> CallToolResult {
-        // The status first: when it says ended, the pages read after it hold the final output.
-        let status = record.status();
-        let stdout = record.live.read(Stream::Stdout, out, PAGE_BYTES);
-        let stderr = record.live.read(Stream::Stderr, err, PAGE_BYTES);
-        let at_end = stdout.next_offset == record.live.len(Stream::Stdout)
-            && stderr.next_offset == record.live.len(Stream::Stderr);
-        if at_end && status.has_ended() {
-            record.mark_end_seen();
-        }
-        let (exit_code, error, quarantined, warm) = match record.end() {
-            Some(RunEnd::Finished(outcome)) => (
-                outcome.exit_code,
-                None,
-                pyrun_run::quarantine::moved_paths(&outcome.quarantined),
-                outcome.warm,
-            ),
-            Some(RunEnd::Failed(reason)) => (None, Some(reason.clone()), Vec::new(), false),
-            None => (None, None, Vec::new(), false),
-        };
-        let mut presented = match record.end() {
-            Some(RunEnd::Finished(outcome)) => match &outcome.artifacts {
-                Some(collected) => {
-                    artifact_blocks::present(&self.app, record.owner(), &record.id, collected).await
-                }
-                None => Presented::default(),
-            },
-            _ => Presented::default(),
-        };
-        let state = RunState {
-            run_id: record.id.clone(),
-            file_name: record.file_name.clone(),
-            status,
-            exit_code,
-            stdout: stdout.text,
-            stderr: self.without_host_folder(&stderr.text),
-            next_stdout_offset: stdout.next_offset,
-            next_stderr_offset: stderr.next_offset,
-            stdout_truncated: stdout.truncated,
-            stderr_truncated: stderr.truncated,
-            duration_ms: millis(record.duration()),
-            error,
-            artifacts: std::mem::take(&mut presented.artifacts),
-            skipped_artifacts: std::mem::take(&mut presented.skipped),
-            quarantined,
-            python: self.python_info(record.python.as_deref()),
-            warm,
-        };
-        let text = render_state(&state, !at_end);
-        let mut result = structured(text, &state);
-        presented.add_blocks_to(&mut result);
-        result
+/// A run's state as a tool result, its output read from the given offsets; once it has
+/// ended, with the files it left (images inline within the budget, a link for each).
+async fn run_state(app: &App, record: &RunRecord, out: u64, err: u64) -> CallToolResult {
+    // The status first: when it says ended, the pages read after it hold the final output.
+    let status = record.status();
+    let stdout = record.live.read(Stream::Stdout, out, PAGE_BYTES);
+    let stderr = record.live.read(Stream::Stderr, err, PAGE_BYTES);
+    let at_end = stdout.next_offset == record.live.len(Stream::Stdout)
+        && stderr.next_offset == record.live.len(Stream::Stderr);
+    if at_end && status.has_ended() {
+        record.mark_end_seen();
     }
+    let (exit_code, error, quarantined, warm) = match record.end() {
+        Some(RunEnd::Finished(outcome)) => (
+            outcome.exit_code,
+            None,
+            pyrun_run::quarantine::moved_paths(&outcome.quarantined),
+            outcome.warm,
+        ),
+        Some(RunEnd::Failed(reason)) => (None, Some(reason.clone()), Vec::new(), false),
+        None => (None, None, Vec::new(), false),
+    };
+    let mut presented = match record.end() {
+        Some(RunEnd::Finished(outcome)) => match &outcome.artifacts {
+            Some(collected) => {
+                artifact_blocks::present(app, record.owner(), &record.id, collected).await
+            }
+            None => Presented::default(),
+        },
+        _ => Presented::default(),
+    };
+    let state = RunState {
+        run_id: record.id.clone(),
+        file_name: record.file_name.clone(),
+        status,
+        exit_code,
+        stdout: stdout.text,
+        stderr: app.engine.without_host_folder(&stderr.text),
+        next_stdout_offset: stdout.next_offset,
+        next_stderr_offset: stderr.next_offset,
+        stdout_truncated: stdout.truncated,
+        stderr_truncated: stderr.truncated,
+        duration_ms: millis(record.duration()),
+        error,
+        artifacts: std::mem::take(&mut presented.artifacts),
+        skipped_artifacts: std::mem::take(&mut presented.skipped),
+        quarantined,
+        python: python_info(&app.engine, record.python.as_deref()),
+        warm,
+    };
+    let text = render_state(&state, !at_end);
+    let mut result = structured(text, &state);
+    presented.add_blocks_to(&mut result);
+    result
 }
 
 /// The text of a run's state: a status line, the output page, then what to do next.

@@ -16,7 +16,9 @@ use serde::{Deserialize, Serialize};
 use crate::audit::CallNotes;
 use crate::client_message::push_escaped;
 use crate::mcp::call::waited_run::{report_value, RunReport};
-use crate::mcp::call::{call_notes, with_progress, RunPythonArgs, ScriptCall};
+use crate::mcp::call::{
+    call_notes, python_info, script_call, with_progress, RunPythonArgs, ScriptCall,
+};
 use crate::mcp::present::reply::{fmt_secs, millis, refusal, structured, PAGE_BYTES};
 use crate::mcp::present::run_hint;
 use crate::mcp::protocol::apps::run_viewer_tool_meta;
@@ -59,7 +61,7 @@ impl PyRunServer {
     ) -> Result<CallToolResult, ErrorData> {
         // What the audit log learns of this call: names, counts and the outcome, never values.
         let notes = call_notes(&ctx);
-        let call = match self.script_call(&args, RunMode::Call, &notes).await {
+        let call = match script_call(self.engine(), &args, RunMode::Call, &notes).await {
             Ok(call) => call,
             Err(message) => return Ok(refusal(message)),
         };
@@ -214,7 +216,7 @@ impl PyRunServer {
             stdout.next_offset,
             stderr.next_offset,
         );
-        let stderr_text = self.without_host_folder(&stderr.text);
+        let stderr_text = self.engine().without_host_folder(&stderr.text);
         if !stdout.text.is_empty() || !stderr_text.is_empty() {
             text.push_str("\n--- output so far ---\n");
             text.push_str(&stdout.text);
@@ -245,7 +247,7 @@ impl PyRunServer {
             quarantined: Vec::new(),
             run_id: Some(record.id.clone()),
             status: Some(record.status()),
-            python: self.python_info(record.python.as_deref()),
+            python: python_info(self.engine(), record.python.as_deref()),
             hint: None,
             signal: None,
             warm: false,

@@ -16,7 +16,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::mcp::call::waited_run::RunReport;
-use crate::mcp::call::{call_notes, TimeLimit};
+use crate::mcp::call::{call_notes, optional_project, project_env, TimeLimit};
 use crate::mcp::present::reply::{check_code, effective_timeout, refusal};
 use crate::mcp::present::run_hint;
 use crate::mcp::protocol::apps::run_viewer_tool_meta;
@@ -70,7 +70,7 @@ impl PyRunServer {
         if let Err(message) = check_code(&args.code, self.app.config.inline.max_code_bytes) {
             return Ok(refusal(message));
         }
-        let project = match self.optional_project(args.project.as_deref()) {
+        let project = match optional_project(self.engine(), args.project.as_deref()) {
             Ok(project) => project,
             Err(message) => return Ok(refusal(message)),
         };
@@ -81,7 +81,7 @@ impl PyRunServer {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
-        let python = match self.project_env(project.as_ref()).await {
+        let python = match project_env(self.engine(), project.as_ref()).await {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message)),
         };

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::App;
 use crate::client_message::ClientMessage;
-use crate::mcp::call::CallContext;
+use crate::mcp::call::{optional_project, project_env, CallContext};
 use crate::mcp::present::reply::{
     check_code, effective_timeout, fmt_secs, listing, millis, push_section, refusal, rfc3339,
     structured, truncation_note,
@@ -126,13 +126,13 @@ impl PyRunServer {
         Parameters(args): Parameters<SessionStartArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let project = match self.optional_project(args.project.as_deref()) {
+        let project = match optional_project(self.engine(), args.project.as_deref()) {
             Ok(project) => project,
             Err(message) => return Ok(refusal(message)),
         };
         let caller = self.caller(&ctx);
         let shown = project.as_ref().map(|dir| dir.relative().to_owned());
-        let python = match self.project_env(project.as_ref()).await {
+        let python = match project_env(self.engine(), project.as_ref()).await {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message)),
         };

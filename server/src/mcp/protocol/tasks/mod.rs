@@ -17,7 +17,7 @@ use rmcp::{ErrorData, RoleServer};
 
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
-use crate::mcp::call::{call_notes, RunPythonArgs};
+use crate::mcp::call::{call_notes, script_call, RunPythonArgs};
 use crate::mcp::present::reply::refusal;
 use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::background::{RunKind, RunRecord};
@@ -38,7 +38,7 @@ impl PyRunServer {
             ErrorData::invalid_params(format!("failed to deserialize parameters: {e}"), None)
         })?;
         let notes = call_notes(ctx);
-        let call = match self.script_call(&args, RunMode::Task, &notes).await {
+        let call = match script_call(self.engine(), &args, RunMode::Task, &notes).await {
             Ok(call) => call,
             Err(message) => return Ok(refusal(message).into()),
         };
@@ -86,7 +86,9 @@ impl PyRunServer {
             .number(run.duration().as_secs())
             .then(" s)");
         let message = match run.live.last_line() {
-            Some(line) => message.then(": ").output(&self.without_host_folder(&line)),
+            Some(line) => message
+                .then(": ")
+                .output(&self.engine().without_host_folder(&line)),
             None => message,
         };
         message.into_string()

@@ -16,6 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::client_message::push_escaped;
+use crate::mcp::call::python_env;
 use crate::mcp::present::reply::{python_info_of, refusal, structured, PythonInfo};
 use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::packages::installed;
@@ -70,7 +71,7 @@ impl PyRunServer {
             Ok(dir) => dir,
             Err(e) => return Ok(refusal(e.into())),
         };
-        let env = match self.python_env(project.absolute()).await {
+        let env = match python_env(self.engine(), project.absolute()).await {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message)),
         };
