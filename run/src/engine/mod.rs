@@ -122,6 +122,39 @@ pub enum StartRefused {
     Prepare(#[from] PrepareError),
 }
 
+/// A registered run its call still owns ([`Engine::hold`]): killed and forgotten on drop unless
+/// handed over or kept.
+#[derive(Debug)]
+pub struct HeldRun<'a> {
+    runs: &'a BackgroundRuns,
+    record: &'a RunRecord,
+    released: bool,
+}
+
+impl HeldRun<'_> {
+    /// The call stops waiting and the run goes on in the background, listed for its owner.
+    pub fn hand_over(mut self) {
+        self.released = true;
+        self.runs.show(self.record);
+    }
+
+    /// The run ended in its call but stays (unlisted, its end seen) so that its whole output
+    /// stays readable by its id.
+    pub fn keep(mut self) {
+        self.released = true;
+        self.record.mark_end_seen();
+    }
+}
+
+impl Drop for HeldRun<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            self.record.cancel();
+            self.runs.remove(&self.record.id);
+        }
+    }
+}
+
 /// A run the call waits for, made ready: its capture and its run id.
 #[derive(Debug)]
 pub struct CallRun {
@@ -313,6 +346,16 @@ impl Engine {
             .start_remote(&key, place.kind, &request, place.listed, name, job)?;
         tracing::info!(%owner, run_id = %record.id, script = %record.file_name, backend = name, "remote run started");
         Ok(record)
+    }
+
+    /// Holds `record`, a run [`Self::start_call`] registered, for its call: until the call
+    /// hands it over or keeps it, a call that ends (cancelled, dropped) kills and forgets it.
+    pub fn hold<'a>(&'a self, record: &'a RunRecord) -> HeldRun<'a> {
+        HeldRun {
+            runs: &self.runs,
+            record,
+            released: false,
+        }
     }
 
     /// A run the call waits for, made ready: a capture, and a new run id under which the files

@@ -227,3 +227,45 @@ async fn calls_and_background_runs_have_their_own_time_limits() {
         Duration::from_secs(3600)
     );
 }
+
+#[tokio::test]
+async fn a_held_run_is_killed_and_forgotten_with_its_call_unless_handed_over_or_kept() {
+    let f = engine(|_| {});
+    let kept = |owner: &str| {
+        let call = f.engine.call_run(owner);
+        let outcome = RunOutcome {
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            cancelled: false,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            duration: Duration::ZERO,
+            artifacts: None,
+            python: None,
+            quarantined: Vec::new(),
+            warm: false,
+        };
+        let id = f
+            .engine
+            .keep_ended(&call, &outcome, owner, (&f.script).into())
+            .unwrap();
+        f.engine.find_run(owner, &id).unwrap()
+    };
+    let dropped = kept("alice");
+    drop(f.engine.hold(&dropped));
+    assert!(f.engine.find_run("alice", &dropped.id).is_none());
+
+    let handed = kept("alice");
+    f.engine.hold(&handed).hand_over();
+    let listed: Vec<_> = f.engine.runs().list("alice");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, handed.id);
+
+    let stays = kept("alice");
+    f.engine.hold(&stays).keep();
+    assert!(f.engine.find_run("alice", &stays.id).is_some());
+    assert_eq!(f.engine.runs().list("alice").len(), 1, "kept, not listed");
+}

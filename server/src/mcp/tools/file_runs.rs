@@ -23,7 +23,7 @@ use crate::mcp::present::reply::{fmt_secs, millis, refusal, structured, PAGE_BYT
 use crate::mcp::present::run_hint;
 use crate::mcp::protocol::apps::run_viewer_tool_meta;
 use crate::mcp::protocol::handler::PyRunServer;
-use pyrun_run::background::{BackgroundRuns, RunRecord};
+use pyrun_run::background::RunRecord;
 use pyrun_run::engine::placement::RunMode;
 use pyrun_run::engine::Started;
 use pyrun_run::live_output::Stream;
@@ -155,11 +155,7 @@ impl PyRunServer {
         ctx: &RequestContext<RoleServer>,
         notes: &CallNotes,
     ) -> CallToolResult {
-        let mut owned = OwnedRun {
-            runs: self.engine().runs(),
-            record: &record,
-            handed_over: false,
-        };
+        let held = self.engine().hold(&record);
         let wait = async {
             tokio::select! {
                 () = record.ended() => true,
@@ -179,18 +175,23 @@ impl PyRunServer {
             None => wait.await,
         };
         if !ended {
-            owned.handed_over = true;
-            self.engine().runs().show(&record);
+            held.hand_over();
             return self.handed_over(&record, script, after);
         }
-        if self.too_long_to_show(&record.live) {
-            // Its result shows only the head and tail: the record stays (unlisted, its end
-            // seen) so that get_run and the output's link read the whole.
-            owned.handed_over = true;
-            record.mark_end_seen();
-        }
-        self.ended_result(&record, &self.caller(ctx), script, timeout, notes)
-            .await
+        // Its result shows only the head and tail: the record stays so that get_run and the
+        // output's link read the whole. Otherwise it goes once its result (which reads its
+        // files and backend from the registry) is built.
+        let held = if self.too_long_to_show(&record.live) {
+            held.keep();
+            None
+        } else {
+            Some(held)
+        };
+        let result = self
+            .ended_result(&record, &self.caller(ctx), script, timeout, notes)
+            .await;
+        drop(held);
+        result
     }
 
     /// The result of a `run_python` handed over to the background.
@@ -257,22 +258,5 @@ impl PyRunServer {
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report_value(report));
         result
-    }
-}
-
-/// A run started for a `run_python` call that may hand it over: killed and forgotten with the
-/// call unless it was handed over.
-struct OwnedRun<'a> {
-    runs: &'a BackgroundRuns,
-    record: &'a RunRecord,
-    handed_over: bool,
-}
-
-impl Drop for OwnedRun<'_> {
-    fn drop(&mut self) {
-        if !self.handed_over {
-            self.record.cancel();
-            self.runs.remove(&self.record.id);
-        }
     }
 }
