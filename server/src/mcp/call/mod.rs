@@ -79,9 +79,10 @@ pub fn call_notes(ctx: &RequestContext<RoleServer>) -> CallNotes {
 
 /// One tool call as the rooms' free helpers see it: the server's `App`, who called, and the
 /// call's audit notes. Made once at the call's start (`PyRunServer::call_context`), so a
-/// helper takes this instead of being a method of the whole server.
+/// helper takes this instead of being a method of the whole server. The `App` is its shared
+/// handle, so that work that outlives the call (a task's run) can keep it.
 pub struct CallContext<'a> {
-    pub app: &'a App,
+    pub app: &'a Arc<App>,
     pub caller: Caller,
     pub notes: CallNotes,
 }

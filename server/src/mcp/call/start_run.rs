@@ -6,38 +6,34 @@
 use super::{RunPythonArgs, ScriptCall};
 use crate::client_message::ClientMessage;
 use crate::mcp::present::reply::runs_full;
-use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::engine::backend::UnknownBackend;
-use pyrun_run::engine::{FileRun, StartRefused};
+use pyrun_run::engine::{Engine, FileRun, StartRefused};
 
-impl PyRunServer {
-    /// The engine's file run for the checked `call`, on the backend `args` names.
-    pub(in crate::mcp) fn file_run(
-        &self,
-        call: &ScriptCall,
-        args: &RunPythonArgs,
-    ) -> Result<FileRun, ClientMessage> {
-        let backend = self
-            .engine()
-            .backends()
-            .choose(args.backend.as_deref())
-            .map_err(unknown_backend)?;
-        Ok(FileRun {
-            script: call.script.clone(),
-            args: args.args.clone(),
-            stdin: args.stdin.clone(),
-            timeout: call.timeout,
-            python: call.python.clone(),
-            backend,
-        })
-    }
+/// The engine's file run for the checked `call`, on the backend `args` names.
+pub(in crate::mcp) fn file_run(
+    engine: &Engine,
+    call: &ScriptCall,
+    args: &RunPythonArgs,
+) -> Result<FileRun, ClientMessage> {
+    let backend = engine
+        .backends()
+        .choose(args.backend.as_deref())
+        .map_err(unknown_backend)?;
+    Ok(FileRun {
+        script: call.script.clone(),
+        args: args.args.clone(),
+        stdin: args.stdin.clone(),
+        timeout: call.timeout,
+        python: call.python.clone(),
+        backend,
+    })
+}
 
-    /// Why the engine did not start a run, as its caller reads it.
-    pub(in crate::mcp) fn start_refused(&self, refused: StartRefused) -> ClientMessage {
-        match refused {
-            StartRefused::Full(e) => runs_full(e, self.engine().runs().settings()),
-            StartRefused::Prepare(e) => e.into(),
-        }
+/// Why the engine did not start a run, as its caller reads it.
+pub(in crate::mcp) fn start_refused(engine: &Engine, refused: StartRefused) -> ClientMessage {
+    match refused {
+        StartRefused::Full(e) => runs_full(e, engine.runs().settings()),
+        StartRefused::Prepare(e) => e.into(),
     }
 }
 

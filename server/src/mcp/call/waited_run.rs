@@ -12,9 +12,9 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 
-use crate::audit::CallNotes;
+use crate::app::App;
 use crate::client_message::ClientMessage;
-use crate::mcp::call::{python_info, with_progress, Progress};
+use crate::mcp::call::{python_info, with_progress, CallContext, Progress};
 use crate::mcp::present::artifact_blocks::{self, Presented};
 use crate::mcp::present::live_chunks::ChunkCursor;
 use crate::mcp::present::output_cut;
@@ -22,9 +22,8 @@ use crate::mcp::present::reply::{
     fmt_secs, millis, push_section, refusal, to_array, truncation_note,
 };
 use crate::mcp::present::run_hint;
-use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::background::{RunEnd, RunRecord};
-use pyrun_run::caller::Caller;
+use pyrun_run::engine::Engine;
 use pyrun_run::live_output::{LiveOutput, Stream};
 use pyrun_run::paths::ProjectPath;
 use pyrun_run::quarantine::{moved_paths, Quarantined};
@@ -92,225 +91,217 @@ pub(in crate::mcp) fn report_value(report: RunReport) -> serde_json::Value {
 /// How much of the end of a run's stderr the hint reads for the failure it names.
 const HINT_STDERR_BYTES: usize = 64 * 1024;
 
-impl PyRunServer {
-    /// A run the call waits for (`run_python`, `run_python_code`): its output followed with
-    /// progress notifications when the caller asked for them, the files it leaves kept under a
-    /// new run id for the caller, its result or a refusal.
-    pub(in crate::mcp) async fn run_in_call(
-        &self,
-        request: RunRequest<'_>,
-        caller: &Caller,
-        ctx: &RequestContext<RoleServer>,
-        notes: &CallNotes,
-    ) -> CallToolResult {
-        let (source, timeout) = (request.source, request.timeout);
-        let key = caller.key();
-        // The result reads the output from its capture, and keeps it when it was too long to
-        // show; the files it leaves are kept for its caller under its run id.
-        let call = self.engine().call_run(&key);
-        let live = &call.live;
-        let run = self.engine().run_in_call(&call, request, &key, &ctx.ct);
-        let outcome = match ctx.meta.get_progress_token() {
-            Some(token) => {
-                let chunks = ChunkCursor::asked(ctx);
-                let message = |elapsed| Progress {
-                    message: self.run_message(source, live, elapsed),
-                    meta: chunks
-                        .as_ref()
-                        .and_then(|c| c.next(live, |text| self.engine().without_host_folder(text))),
-                };
-                with_progress(ctx, token, message, run).await
-            }
-            None => run.await,
-        };
-        match outcome {
-            Ok(outcome) => {
-                let kept = if self.too_long_to_show(live) {
-                    self.engine().keep_ended(&call, &outcome, &key, source)
-                } else {
-                    None
-                };
-                let output = RunOutput {
-                    live,
-                    kept_as: kept.as_deref(),
-                };
-                self.finished(
-                    outcome,
-                    output,
-                    call.run_id.as_deref(),
-                    caller,
-                    source,
-                    timeout,
-                    notes,
-                )
-                .await
-            }
-            Err(e) => {
-                let span = tracing::warn_span!("run", %caller, script = source.shown());
-                refusal(span.in_scope(|| e.into()))
-            }
+/// A run the call waits for (`run_python`, `run_python_code`): its output followed with
+/// progress notifications when the caller asked for them, the files it leaves kept under a
+/// new run id for the caller, its result or a refusal.
+pub(in crate::mcp) async fn run_in_call(
+    call: &CallContext<'_>,
+    request: RunRequest<'_>,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let engine = &call.app.engine;
+    let (source, timeout) = (request.source, request.timeout);
+    let caller = &call.caller;
+    let key = caller.key();
+    // The result reads the output from its capture, and keeps it when it was too long to
+    // show; the files it leaves are kept for its caller under its run id.
+    let in_call = engine.call_run(&key);
+    let live = &in_call.live;
+    let run = engine.run_in_call(&in_call, request, &key, &ctx.ct);
+    let outcome = match ctx.meta.get_progress_token() {
+        Some(token) => {
+            let chunks = ChunkCursor::asked(ctx);
+            let message = |elapsed| Progress {
+                message: run_message(engine, source, live, elapsed),
+                meta: chunks
+                    .as_ref()
+                    .and_then(|c| c.next(live, |text| engine.without_host_folder(text))),
+            };
+            with_progress(ctx, token, message, run).await
+        }
+        None => run.await,
+    };
+    match outcome {
+        Ok(outcome) => {
+            let kept = if too_long_to_show(call.app, live) {
+                engine.keep_ended(&in_call, &outcome, &key, source)
+            } else {
+                None
+            };
+            let output = RunOutput {
+                live,
+                kept_as: kept.as_deref(),
+            };
+            finished(
+                call,
+                outcome,
+                output,
+                in_call.run_id.as_deref(),
+                source,
+                timeout,
+            )
+            .await
+        }
+        Err(e) => {
+            let span = tracing::warn_span!("run", %caller, script = source.shown());
+            refusal(span.in_scope(|| e.into()))
         }
     }
+}
 
-    /// Whether a stream of `live` is longer than a result shows.
-    pub(in crate::mcp) fn too_long_to_show(&self, live: &LiveOutput) -> bool {
-        let budget = self.app.config.max_result_output_bytes as u64;
-        [Stream::Stdout, Stream::Stderr]
-            .into_iter()
-            .any(|which| live.totals(which).written > budget)
-    }
+/// Whether a stream of `live` is longer than a result shows.
+pub(in crate::mcp) fn too_long_to_show(app: &App, live: &LiveOutput) -> bool {
+    let budget = app.config.max_result_output_bytes as u64;
+    [Stream::Stdout, Stream::Stderr]
+        .into_iter()
+        .any(|which| live.totals(which).written > budget)
+}
 
-    /// A run that ended: logged, noted for the audit log, reported with the files it left
-    /// (kept under `run_id` for the caller) and its output as `output` holds it.
-    #[allow(clippy::too_many_arguments)]
-    async fn finished(
-        &self,
-        outcome: RunOutcome,
-        output: RunOutput<'_>,
-        run_id: Option<&str>,
-        caller: &Caller,
-        source: RunSource<'_>,
-        timeout: Duration,
-        notes: &CallNotes,
-    ) -> CallToolResult {
-        tracing::info!(
-            %caller,
-            script = source.shown(),
-            exit_code = outcome.exit_code,
-            timed_out = outcome.timed_out,
-            cancelled = outcome.cancelled,
-            ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
-            "run ended"
-        );
-        // A run has ended: the sandbox was probed before it started. A remote run had none of
-        // this machine's layers (the worker's container is its boundary).
-        let sandbox = self.engine().sandbox_layers(&caller.key(), run_id);
-        notes.note(|n| {
-            n.exit_code = outcome.exit_code;
-            n.timed_out = outcome.timed_out;
-            n.cancelled = outcome.cancelled;
-            n.sandbox = Some(sandbox.clone());
-        });
-        let presented = match (&outcome.artifacts, run_id) {
-            (Some(collected), Some(run_id))
-                if !collected.kept.is_empty() || !collected.skipped.is_empty() =>
-            {
-                artifact_blocks::present(&self.app, &caller.key(), run_id, collected).await
-            }
-            _ => Presented::default(),
-        };
-        // The run's stderr lives in its capture, not in the outcome; its end names the failure.
-        let stderr_end = output.live.tail(Stream::Stderr, HINT_STDERR_BYTES);
-        let stderr_end = String::from_utf8_lossy(&stderr_end);
-        let hint = run_hint::for_outcome(&outcome, &stderr_end, timeout, &self.app.config);
-        let mut result = self.report(outcome, output, timeout, sandbox, presented);
-        if let Some(hint) = hint {
-            run_hint::add(&mut result, &hint);
+/// A run that ended: logged, noted for the audit log, reported with the files it left
+/// (kept under `run_id` for the caller) and its output as `output` holds it.
+async fn finished(
+    call: &CallContext<'_>,
+    outcome: RunOutcome,
+    output: RunOutput<'_>,
+    run_id: Option<&str>,
+    source: RunSource<'_>,
+    timeout: Duration,
+) -> CallToolResult {
+    let (app, caller) = (call.app, &call.caller);
+    tracing::info!(
+        %caller,
+        script = source.shown(),
+        exit_code = outcome.exit_code,
+        timed_out = outcome.timed_out,
+        cancelled = outcome.cancelled,
+        ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+        "run ended"
+    );
+    // A run has ended: the sandbox was probed before it started. A remote run had none of
+    // this machine's layers (the worker's container is its boundary).
+    let sandbox = app.engine.sandbox_layers(&caller.key(), run_id);
+    call.notes.note(|n| {
+        n.exit_code = outcome.exit_code;
+        n.timed_out = outcome.timed_out;
+        n.cancelled = outcome.cancelled;
+        n.sandbox = Some(sandbox.clone());
+    });
+    let presented = match (&outcome.artifacts, run_id) {
+        (Some(collected), Some(run_id))
+            if !collected.kept.is_empty() || !collected.skipped.is_empty() =>
+        {
+            artifact_blocks::present(app, &caller.key(), run_id, collected).await
         }
-        result
+        _ => Presented::default(),
+    };
+    // The run's stderr lives in its capture, not in the outcome; its end names the failure.
+    let stderr_end = output.live.tail(Stream::Stderr, HINT_STDERR_BYTES);
+    let stderr_end = String::from_utf8_lossy(&stderr_end);
+    let hint = run_hint::for_outcome(&outcome, &stderr_end, timeout, &app.config);
+    let mut result = report(app, outcome, output, timeout, sandbox, presented);
+    if let Some(hint) = hint {
+        run_hint::add(&mut result, &hint);
     }
+    result
+}
 
-    /// The `run_python` result of a run of the registry that has ended (its output copied: a
-    /// task's run stays readable with get_run).
-    pub(in crate::mcp) async fn ended_result(
-        &self,
-        record: &RunRecord,
-        caller: &Caller,
-        script: &ProjectPath,
-        timeout: Duration,
-        notes: &CallNotes,
-    ) -> CallToolResult {
-        match record.end() {
-            Some(RunEnd::Finished(outcome)) => {
-                // The record stays for a task; a hand-over keeps it when the output was cut.
-                let output = RunOutput {
-                    live: &record.live,
-                    kept_as: Some(&record.id),
-                };
-                self.finished(
-                    outcome.clone(),
-                    output,
-                    Some(&record.id),
-                    caller,
-                    script.into(),
-                    timeout,
-                    notes,
-                )
-                .await
-            }
-            // Built from a `ClientMessage` by the registry.
-            Some(RunEnd::Failed(reason)) => {
-                CallToolResult::error(vec![ContentBlock::text(reason.clone())])
-            }
-            None => refusal(ClientMessage::new("the run has not ended")),
+/// The `run_python` result of a run of the registry that has ended (its output copied: a
+/// task's run stays readable with get_run).
+pub(in crate::mcp) async fn ended_result(
+    call: &CallContext<'_>,
+    record: &RunRecord,
+    script: &ProjectPath,
+    timeout: Duration,
+) -> CallToolResult {
+    match record.end() {
+        Some(RunEnd::Finished(outcome)) => {
+            // The record stays for a task; a hand-over keeps it when the output was cut.
+            let output = RunOutput {
+                live: &record.live,
+                kept_as: Some(&record.id),
+            };
+            finished(
+                call,
+                outcome.clone(),
+                output,
+                Some(&record.id),
+                script.into(),
+                timeout,
+            )
+            .await
         }
-    }
-
-    /// A run's progress message: `running train.py (12 s): epoch 3/10 loss 0.41` (inline code:
-    /// `running inline code …`).
-    pub(in crate::mcp) fn run_message(
-        &self,
-        source: RunSource<'_>,
-        live: &LiveOutput,
-        elapsed: Duration,
-    ) -> ClientMessage {
-        let message = match source {
-            RunSource::Script(script) => ClientMessage::new("running ").path(script),
-            RunSource::Inline { .. } => ClientMessage::new("running inline code"),
-        };
-        let message = message
-            .then(" (")
-            .number(elapsed.as_secs_f64().round())
-            .then(" s)");
-        match live.last_line() {
-            Some(line) => message
-                .then(": ")
-                .output(&self.engine().without_host_folder(&line)),
-            None => message,
+        // Built from a `ClientMessage` by the registry.
+        Some(RunEnd::Failed(reason)) => {
+            CallToolResult::error(vec![ContentBlock::text(reason.clone())])
         }
+        None => refusal(ClientMessage::new("the run has not ended")),
     }
+}
 
-    fn report(
-        &self,
-        mut outcome: RunOutcome,
-        output: RunOutput<'_>,
-        timeout: Duration,
-        sandbox: Vec<&'static str>,
-        mut presented: Presented,
-    ) -> CallToolResult {
-        let budget = self.app.config.max_result_output_bytes;
-        let shown = |which| output_cut::show(output.live, which, budget, output.kept_as);
-        let (stdout, stderr) = (shown(Stream::Stdout), shown(Stream::Stderr));
-        outcome.stdout = stdout.text;
-        outcome.stderr = self.engine().without_host_folder(&stderr.text);
-        let cuts = (stdout.cut, stderr.cut);
-        let text = render_text(&outcome, timeout, (cuts.0.is_some(), cuts.1.is_some()));
-        let report = RunReport {
-            stdout: outcome.stdout,
-            stderr: outcome.stderr,
-            exit_code: outcome.exit_code,
-            timed_out: outcome.timed_out,
-            stdout_truncated: outcome.stdout_truncated,
-            stderr_truncated: outcome.stderr_truncated,
-            duration_ms: millis(outcome.duration),
-            sandbox: sandbox.into_iter().map(str::to_owned).collect(),
-            artifacts: std::mem::take(&mut presented.artifacts),
-            skipped_artifacts: std::mem::take(&mut presented.skipped),
-            quarantined: moved_paths(&outcome.quarantined),
-            run_id: None,
-            status: None,
-            python: python_info(self.engine(), outcome.python.as_deref()),
-            hint: None,
-            signal: outcome.signal,
-            warm: outcome.warm,
-            stdout_cut: cuts.0,
-            stderr_cut: cuts.1,
-        };
-        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-        result.structured_content = Some(report_value(report));
-        presented.add_blocks_to(&mut result);
-        result
+/// A run's progress message: `running train.py (12 s): epoch 3/10 loss 0.41` (inline code:
+/// `running inline code …`).
+pub(in crate::mcp) fn run_message(
+    engine: &Engine,
+    source: RunSource<'_>,
+    live: &LiveOutput,
+    elapsed: Duration,
+) -> ClientMessage {
+    let message = match source {
+        RunSource::Script(script) => ClientMessage::new("running ").path(script),
+        RunSource::Inline { .. } => ClientMessage::new("running inline code"),
+    };
+    let message = message
+        .then(" (")
+        .number(elapsed.as_secs_f64().round())
+        .then(" s)");
+    match live.last_line() {
+        Some(line) => message
+            .then(": ")
+            .output(&engine.without_host_folder(&line)),
+        None => message,
     }
+}
+
+fn report(
+    app: &App,
+    mut outcome: RunOutcome,
+    output: RunOutput<'_>,
+    timeout: Duration,
+    sandbox: Vec<&'static str>,
+    mut presented: Presented,
+) -> CallToolResult {
+    let budget = app.config.max_result_output_bytes;
+    let shown = |which| output_cut::show(output.live, which, budget, output.kept_as);
+    let (stdout, stderr) = (shown(Stream::Stdout), shown(Stream::Stderr));
+    outcome.stdout = stdout.text;
+    outcome.stderr = app.engine.without_host_folder(&stderr.text);
+    let cuts = (stdout.cut, stderr.cut);
+    let text = render_text(&outcome, timeout, (cuts.0.is_some(), cuts.1.is_some()));
+    let report = RunReport {
+        stdout: outcome.stdout,
+        stderr: outcome.stderr,
+        exit_code: outcome.exit_code,
+        timed_out: outcome.timed_out,
+        stdout_truncated: outcome.stdout_truncated,
+        stderr_truncated: outcome.stderr_truncated,
+        duration_ms: millis(outcome.duration),
+        sandbox: sandbox.into_iter().map(str::to_owned).collect(),
+        artifacts: std::mem::take(&mut presented.artifacts),
+        skipped_artifacts: std::mem::take(&mut presented.skipped),
+        quarantined: moved_paths(&outcome.quarantined),
+        run_id: None,
+        status: None,
+        python: python_info(&app.engine, outcome.python.as_deref()),
+        hint: None,
+        signal: outcome.signal,
+        warm: outcome.warm,
+        stdout_cut: cuts.0,
+        stderr_cut: cuts.1,
+    };
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(report_value(report));
+    presented.add_blocks_to(&mut result);
+    result
 }
 
 /// Where a result reads a run's output: its capture, and the run id under which the whole stays

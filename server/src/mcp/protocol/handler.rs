@@ -26,6 +26,7 @@ use crate::mcp::call::{call_notes, CallContext};
 use crate::mcp::present::reply::NOTIFY_TIMEOUT;
 use crate::mcp::protocol::resources::read_budget::{ReadBudget, ShareHold};
 use crate::mcp::protocol::resources::watch::ProjectWatch;
+use crate::mcp::protocol::tasks::run_python_as_task;
 use crate::mcp::protocol::tasks::store::Tasks;
 use pyrun_run::caller::Caller;
 use pyrun_run::engine::Engine;
@@ -196,7 +197,8 @@ impl PyRunServer {
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks());
         if wants_task && request.name == "run_python" {
-            return self.run_python_as_task(request, &context).await;
+            return run_python_as_task(self.call_context(&context), &self.state.tasks, request)
+                .await;
         }
         self.tool_router
             .call(ToolCallContext::new(self, request, context))

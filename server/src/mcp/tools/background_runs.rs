@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use crate::app::App;
 use crate::client_message::ClientMessage;
+use crate::mcp::call::start_run::{file_run, start_refused};
 use crate::mcp::call::{call_notes, python_info, script_call, CallContext, RunPythonArgs};
 use crate::mcp::present::artifact_blocks::{self, Presented};
 use crate::mcp::present::reply::{
@@ -80,7 +81,7 @@ impl PyRunServer {
         };
         let owner = self.caller(&ctx);
         let asked_timeout = args.limit.timeout_seconds;
-        let run = match self.file_run(&call, &args) {
+        let run = match file_run(self.engine(), &call, &args) {
             Ok(run) => run,
             Err(message) => return Ok(refusal(message)),
         };
@@ -89,7 +90,7 @@ impl PyRunServer {
             .start_background(&owner, &run, RunKind::Background);
         let record = match started.await {
             Ok(record) => record,
-            Err(refused) => return Ok(refusal(self.start_refused(refused))),
+            Err(refused) => return Ok(refusal(start_refused(self.engine(), refused))),
         };
         tracing::info!(%owner, run_id = %record.id, script = %record.file_name, "background run started");
         let status = record.status();

@@ -13,11 +13,13 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::audit::CallNotes;
 use crate::client_message::push_escaped;
-use crate::mcp::call::waited_run::{report_value, RunReport};
+use crate::mcp::call::start_run::{file_run, start_refused};
+use crate::mcp::call::waited_run::{
+    ended_result, report_value, run_in_call, run_message, too_long_to_show, RunReport,
+};
 use crate::mcp::call::{
-    call_notes, python_info, script_call, with_progress, RunPythonArgs, ScriptCall,
+    python_info, script_call, with_progress, CallContext, RunPythonArgs, ScriptCall,
 };
 use crate::mcp::present::reply::{fmt_secs, millis, refusal, structured, PAGE_BYTES};
 use crate::mcp::present::run_hint;
@@ -25,7 +27,7 @@ use crate::mcp::protocol::apps::run_viewer_tool_meta;
 use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::background::RunRecord;
 use pyrun_run::engine::placement::RunMode;
-use pyrun_run::engine::Started;
+use pyrun_run::engine::{Engine, Started};
 use pyrun_run::live_output::Stream;
 use pyrun_run::paths::ProjectPath;
 use pyrun_run::runner::RunRequest;
@@ -60,42 +62,41 @@ impl PyRunServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         // What the audit log learns of this call: names, counts and the outcome, never values.
-        let notes = call_notes(&ctx);
-        let call = match script_call(self.engine(), &args, RunMode::Call, &notes).await {
-            Ok(call) => call,
+        let call = self.call_context(&ctx);
+        let engine = self.engine();
+        let checked = match script_call(engine, &args, RunMode::Call, &call.notes).await {
+            Ok(checked) => checked,
             Err(message) => return Ok(refusal(message)),
         };
-        let caller = self.caller(&ctx);
         // In the call, or (a remote run, or with --detach-after) in the background registry,
         // unlisted until it is handed over: the engine's choice.
-        let started = match self.file_run(&call, &args) {
-            Ok(run) => self.engine().start_call(&caller, &run).await,
+        let started = match file_run(engine, &checked, &args) {
+            Ok(run) => engine.start_call(&call.caller, &run).await,
             Err(message) => return Ok(refusal(message)),
         };
         let ScriptCall {
             script,
             timeout,
             python,
-        } = call;
+        } = checked;
         let result = match started {
-            Err(refused) => return Ok(refusal(self.start_refused(refused))),
+            Err(refused) => return Ok(refusal(start_refused(engine, refused))),
             Ok(Started::Registered {
                 record,
                 hand_over_after,
             }) => {
                 let after = hand_over_after.unwrap_or(Duration::MAX);
-                self.run_detachable(record, &script, after, timeout, &ctx, &notes)
-                    .await
+                run_detachable(&call, record, &script, after, timeout, &ctx).await
             }
             Ok(Started::InCall) => {
                 let request = RunRequest {
                     python,
                     ..RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout)
                 };
-                self.run_in_call(request, &caller, &ctx, &notes).await
+                run_in_call(&call, request, &ctx).await
             }
         };
-        Ok(self.with_cap_note(result, &args))
+        Ok(with_cap_note(engine, result, &args))
     }
 
     /// List the Python files that run_python accepts, relative to the projects folder.
@@ -130,133 +131,128 @@ impl PyRunServer {
     }
 }
 
-impl PyRunServer {
-    /// A `timeout_seconds` above the server's limit was cut to it: the result says so.
-    fn with_cap_note(&self, mut result: CallToolResult, args: &RunPythonArgs) -> CallToolResult {
-        if let Some(note) = run_hint::capped(
-            args.limit.timeout_seconds,
-            self.engine().time_limit(RunMode::Call),
-            run_hint::RUN_TIMEOUT,
-        ) {
-            run_hint::add(&mut result, &note);
-        }
-        result
+/// A `timeout_seconds` above the server's limit was cut to it: the result says so.
+fn with_cap_note(
+    engine: &Engine,
+    mut result: CallToolResult,
+    args: &RunPythonArgs,
+) -> CallToolResult {
+    if let Some(note) = run_hint::capped(
+        args.limit.timeout_seconds,
+        engine.time_limit(RunMode::Call),
+        run_hint::RUN_TIMEOUT,
+    ) {
+        run_hint::add(&mut result, &note);
     }
+    result
+}
 
-    /// `--detach-after`: waits for a run started in the background registry (unlisted) for
-    /// `after`; one that ends in time is reported as usual, one still going is handed over (listed,
-    /// its id returned). Until then the call owns the run: a cancelled or dropped call kills it.
-    async fn run_detachable(
-        &self,
-        record: Arc<RunRecord>,
-        script: &ProjectPath,
-        after: Duration,
-        timeout: Duration,
-        ctx: &RequestContext<RoleServer>,
-        notes: &CallNotes,
-    ) -> CallToolResult {
-        let held = self.engine().hold(&record);
-        let wait = async {
-            tokio::select! {
-                () = record.ended() => true,
-                () = tokio::time::sleep(after) => false,
-                () = ctx.ct.cancelled() => {
-                    record.cancel();
-                    record.ended().await;
-                    true
-                }
+/// `--detach-after`: waits for a run started in the background registry (unlisted) for
+/// `after`; one that ends in time is reported as usual, one still going is handed over (listed,
+/// its id returned). Until then the call owns the run: a cancelled or dropped call kills it.
+async fn run_detachable(
+    call: &CallContext<'_>,
+    record: Arc<RunRecord>,
+    script: &ProjectPath,
+    after: Duration,
+    timeout: Duration,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let engine = &call.app.engine;
+    let held = engine.hold(&record);
+    let wait = async {
+        tokio::select! {
+            () = record.ended() => true,
+            () = tokio::time::sleep(after) => false,
+            () = ctx.ct.cancelled() => {
+                record.cancel();
+                record.ended().await;
+                true
             }
-        };
-        let ended = match ctx.meta.get_progress_token() {
-            Some(token) => {
-                let message = |elapsed| self.run_message(script.into(), &record.live, elapsed);
-                with_progress(ctx, token, message, wait).await
-            }
-            None => wait.await,
-        };
-        if !ended {
-            held.hand_over();
-            return self.handed_over(&record, script, after);
         }
-        // Its result shows only the head and tail: the record stays so that get_run and the
-        // output's link read the whole. Otherwise it goes once its result (which reads its
-        // files and backend from the registry) is built.
-        let held = if self.too_long_to_show(&record.live) {
-            held.keep();
-            None
-        } else {
-            Some(held)
-        };
-        let result = self
-            .ended_result(&record, &self.caller(ctx), script, timeout, notes)
-            .await;
-        drop(held);
-        result
+    };
+    let ended = match ctx.meta.get_progress_token() {
+        Some(token) => {
+            let message = |elapsed| run_message(engine, script.into(), &record.live, elapsed);
+            with_progress(ctx, token, message, wait).await
+        }
+        None => wait.await,
+    };
+    if !ended {
+        held.hand_over();
+        return handed_over(engine, &record, script, after);
     }
+    // Its result shows only the head and tail: the record stays so that get_run and the
+    // output's link read the whole. Otherwise it goes once its result (which reads its
+    // files and backend from the registry) is built.
+    let held = if too_long_to_show(call.app, &record.live) {
+        held.keep();
+        None
+    } else {
+        Some(held)
+    };
+    let result = ended_result(call, &record, script, timeout).await;
+    drop(held);
+    result
+}
 
-    /// The result of a `run_python` handed over to the background.
-    fn handed_over(
-        &self,
-        record: &RunRecord,
-        script: &ProjectPath,
-        after: Duration,
-    ) -> CallToolResult {
-        let stdout = record.live.read(Stream::Stdout, 0, PAGE_BYTES);
-        let stderr = record.live.read(Stream::Stderr, 0, PAGE_BYTES);
-        tracing::info!(run_id = %record.id, script = script.relative(), "run handed over to the background");
-        let mut text = String::new();
-        let _ = write!(
-            text,
-            "{} is still running after {} s; it goes on in the background as run {}.\n\
-             Follow it with get_run {{\"run_id\": \"{}\", \"stdout_offset\": {}, \
-             \"stderr_offset\": {}, \"wait_seconds\": 30}}; stop it with cancel_run.",
-            script.relative(),
-            fmt_secs(after),
-            record.id,
-            record.id,
-            stdout.next_offset,
-            stderr.next_offset,
-        );
-        let stderr_text = self.engine().without_host_folder(&stderr.text);
-        if !stdout.text.is_empty() || !stderr_text.is_empty() {
-            text.push_str("\n--- output so far ---\n");
-            text.push_str(&stdout.text);
-            if !stderr_text.is_empty() {
-                if !text.ends_with('\n') {
-                    text.push('\n');
-                }
-                text.push_str("--- stderr ---\n");
-                text.push_str(&stderr_text);
+/// The result of a `run_python` handed over to the background.
+fn handed_over(
+    engine: &Engine,
+    record: &RunRecord,
+    script: &ProjectPath,
+    after: Duration,
+) -> CallToolResult {
+    let stdout = record.live.read(Stream::Stdout, 0, PAGE_BYTES);
+    let stderr = record.live.read(Stream::Stderr, 0, PAGE_BYTES);
+    tracing::info!(run_id = %record.id, script = script.relative(), "run handed over to the background");
+    let mut text = String::new();
+    let _ = write!(
+        text,
+        "{} is still running after {} s; it goes on in the background as run {}.\n\
+         Follow it with get_run {{\"run_id\": \"{}\", \"stdout_offset\": {}, \
+         \"stderr_offset\": {}, \"wait_seconds\": 30}}; stop it with cancel_run.",
+        script.relative(),
+        fmt_secs(after),
+        record.id,
+        record.id,
+        stdout.next_offset,
+        stderr.next_offset,
+    );
+    let stderr_text = engine.without_host_folder(&stderr.text);
+    if !stdout.text.is_empty() || !stderr_text.is_empty() {
+        text.push_str("\n--- output so far ---\n");
+        text.push_str(&stdout.text);
+        if !stderr_text.is_empty() {
+            if !text.ends_with('\n') {
+                text.push('\n');
             }
+            text.push_str("--- stderr ---\n");
+            text.push_str(&stderr_text);
         }
-        let report = RunReport {
-            stdout: stdout.text,
-            stderr: stderr_text,
-            exit_code: None,
-            timed_out: false,
-            stdout_truncated: stdout.truncated,
-            stderr_truncated: stderr.truncated,
-            duration_ms: millis(record.duration()),
-            sandbox: self
-                .engine()
-                .layers_now()
-                .into_iter()
-                .map(str::to_owned)
-                .collect(),
-            artifacts: Vec::new(),
-            skipped_artifacts: Vec::new(),
-            quarantined: Vec::new(),
-            run_id: Some(record.id.clone()),
-            status: Some(record.status()),
-            python: python_info(self.engine(), record.python.as_deref()),
-            hint: None,
-            signal: None,
-            warm: false,
-            stdout_cut: None,
-            stderr_cut: None,
-        };
-        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-        result.structured_content = Some(report_value(report));
-        result
     }
+    let report = RunReport {
+        stdout: stdout.text,
+        stderr: stderr_text,
+        exit_code: None,
+        timed_out: false,
+        stdout_truncated: stdout.truncated,
+        stderr_truncated: stderr.truncated,
+        duration_ms: millis(record.duration()),
+        sandbox: engine.layers_now().into_iter().map(str::to_owned).collect(),
+        artifacts: Vec::new(),
+        skipped_artifacts: Vec::new(),
+        quarantined: Vec::new(),
+        run_id: Some(record.id.clone()),
+        status: Some(record.status()),
+        python: python_info(engine, record.python.as_deref()),
+        hint: None,
+        signal: None,
+        warm: false,
+        stdout_cut: None,
+        stderr_cut: None,
+    };
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(report_value(report));
+    result
 }

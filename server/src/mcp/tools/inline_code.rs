@@ -15,8 +15,8 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::mcp::call::waited_run::RunReport;
-use crate::mcp::call::{call_notes, optional_project, project_env, TimeLimit};
+use crate::mcp::call::waited_run::{run_in_call, RunReport};
+use crate::mcp::call::{optional_project, project_env, TimeLimit};
 use crate::mcp::present::reply::{check_code, effective_timeout, refusal};
 use crate::mcp::present::run_hint;
 use crate::mcp::protocol::apps::run_viewer_tool_meta;
@@ -62,8 +62,8 @@ impl PyRunServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         // What the audit log learns of this call: sizes, counts and the outcome, never the code.
-        let notes = call_notes(&ctx);
-        notes.note(|n| {
+        let call = self.call_context(&ctx);
+        call.notes.note(|n| {
             n.arg_count = Some(args.args.len());
             n.code_bytes = Some(args.code.len());
         });
@@ -85,7 +85,6 @@ impl PyRunServer {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message)),
         };
-        let caller = self.caller(&ctx);
         let source = RunSource::Inline {
             code: &args.code,
             cwd: project.as_ref(),
@@ -94,7 +93,7 @@ impl PyRunServer {
             python,
             ..RunRequest::new(source, &args.args, args.stdin.as_deref(), timeout)
         };
-        let mut result = self.run_in_call(request, &caller, &ctx, &notes).await;
+        let mut result = run_in_call(&call, request, &ctx).await;
         if let Some(note) = run_hint::capped(
             args.limit.timeout_seconds,
             self.engine().time_limit(RunMode::Call),
