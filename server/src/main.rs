@@ -114,7 +114,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .as_deref()
                 .map_or_else(|| "none".into(), |d| d.display().to_string()),
             sandbox = %app
-                .runner
+                .engine
+                .runner()
                 .sandbox()
                 .layers_now()
                 .map_or_else(|| "probing".to_owned(), |l| format!("{l:?}")),

@@ -14,12 +14,13 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use pyrun_run::background::RemoteRun;
-use pyrun_run::engine::backend::{BackendFuture, BackendHealth, PrepareError, RemoteBackend};
+use pyrun_run::engine::backend::{
+    BackendFuture, BackendHealth, JobSpec, PrepareError, RemoteBackend,
+};
 use pyrun_run::paths::ProjectPath;
 use serde_json::{json, Value};
 
 pub use api::{ApiError, PollMethod, RunPodApi};
-pub use pyrun_run::engine::backend::JobSpec;
 
 use crate::snapshot::{self, SnapshotError, SnapshotLimits};
 
@@ -54,7 +55,7 @@ impl RunPod {
     }
 
     /// Packs the script's project and builds its job; nothing leaves the machine yet.
-    pub async fn prepare(
+    async fn prepare_job(
         &self,
         script: &ProjectPath,
         spec: JobSpec<'_>,
@@ -115,7 +116,7 @@ impl RemoteBackend for RunPod {
         script: &'a ProjectPath,
         spec: JobSpec<'a>,
     ) -> BackendFuture<'a, Result<Box<dyn RemoteRun>, PrepareError>> {
-        Box::pin(RunPod::prepare(self, script, spec))
+        Box::pin(self.prepare_job(script, spec))
     }
 
     fn health(&self) -> BackendFuture<'_, BackendHealth> {

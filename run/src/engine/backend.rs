@@ -105,6 +105,11 @@ impl Backends {
             .collect()
     }
 
+    /// The remote backends, in the order they were configured.
+    pub fn remotes(&self) -> &[Arc<dyn RemoteBackend>] {
+        &self.remote
+    }
+
     /// Whether any remote backend is configured.
     pub fn any_remote(&self) -> bool {
         !self.remote.is_empty()

@@ -23,7 +23,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::artifacts::{self, ArtifactStore};
-use crate::background::{BackgroundRequest, BackgroundRuns, RunRecord, StartError, LOCAL_BACKEND};
+use crate::background::{
+    BackgroundRequest, BackgroundRuns, RunKind, RunRecord, StartError, LOCAL_BACKEND,
+};
 use crate::bytecode_cache::BytecodeCache;
 use crate::caller::Caller;
 use crate::install::Installs;
@@ -37,7 +39,7 @@ use crate::sandbox_probe::SandboxProbe;
 use crate::session::Sessions;
 use crate::state_dir;
 use backend::{Backends, JobSpec, PrepareError, RemoteBackend};
-use placement::{Placement, RunMode};
+use placement::{Placement, Registration, RunMode};
 use pyrun_sandbox::{Sandbox, SandboxError, SandboxMode};
 pub use settings::EngineSettings;
 
@@ -97,7 +99,7 @@ pub struct FileRun {
     pub backend: Option<Arc<dyn RemoteBackend>>,
 }
 
-/// Where [`Engine::start`] put a run.
+/// Where [`Engine::start_call`] put a run.
 #[derive(Debug)]
 pub enum Started {
     /// Not started: the call runs it itself ([`Engine::run_in_call`]).
@@ -118,6 +120,39 @@ pub enum StartRefused {
     /// The remote backend could not make its job.
     #[error(transparent)]
     Prepare(#[from] PrepareError),
+}
+
+/// A registered run its call still owns ([`Engine::hold`]): killed and forgotten on drop unless
+/// handed over or kept.
+#[derive(Debug)]
+pub struct HeldRun<'a> {
+    runs: &'a BackgroundRuns,
+    record: &'a RunRecord,
+    released: bool,
+}
+
+impl HeldRun<'_> {
+    /// The call stops waiting and the run goes on in the background, listed for its owner.
+    pub fn hand_over(mut self) {
+        self.released = true;
+        self.runs.show(self.record);
+    }
+
+    /// The run ended in its call but stays (unlisted, its end seen) so that its whole output
+    /// stays readable by its id.
+    pub fn keep(mut self) {
+        self.released = true;
+        self.record.mark_end_seen();
+    }
+}
+
+impl Drop for HeldRun<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            self.record.cancel();
+            self.runs.remove(&self.record.id);
+        }
+    }
 }
 
 /// A run the call waits for, made ready: its capture and its run id.
@@ -240,68 +275,87 @@ impl Engine {
 
     // --- file runs ---
 
-    /// The caller's file run, placed as `mode` asks ([`placement::place`]): registered in the
-    /// background (locally, or packed and sent to its remote backend), or left to the call.
-    pub async fn start(
-        &self,
-        owner: &Caller,
-        run: &FileRun,
-        mode: RunMode,
-    ) -> Result<Started, StartRefused> {
-        let Placement::Registry {
-            kind,
-            pool,
-            listed,
-            hand_over_after,
-            or_in_call,
-        } = placement::place(mode, run.backend.is_some(), self.detach_after)
+    /// A file run the call waits for (`run_python`), placed by [`placement::place_call`]:
+    /// left to the call ([`Self::run_in_call`]), or registered in the background (locally, or
+    /// packed and sent to its remote backend) for the call to follow until it hands it over.
+    pub async fn start_call(&self, owner: &Caller, run: &FileRun) -> Result<Started, StartRefused> {
+        let Placement::Registry(place) =
+            placement::place_call(run.backend.is_some(), self.detach_after)
         else {
             return Ok(Started::InCall);
         };
+        match self.register(owner, run, place).await {
+            Ok(record) => Ok(Started::Registered {
+                record,
+                hand_over_after: place.hand_over_after,
+            }),
+            // With no room, a run the call waits for goes on as a plain call.
+            Err(StartRefused::Full(_)) if place.or_in_call => Ok(Started::InCall),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A file run that goes on in the background (`start_python`, `kind` background, or a
+    /// task), listed at once; locally, or packed and sent to its remote backend.
+    pub async fn start_background(
+        &self,
+        owner: &Caller,
+        run: &FileRun,
+        kind: RunKind,
+    ) -> Result<Arc<RunRecord>, StartRefused> {
+        self.register(owner, run, placement::place_background(kind))
+            .await
+    }
+
+    /// Starts `run` in the registry as `place` says.
+    async fn register(
+        &self,
+        owner: &Caller,
+        run: &FileRun,
+        place: Registration,
+    ) -> Result<Arc<RunRecord>, StartRefused> {
         let key = owner.key();
         let request = BackgroundRequest {
             script: run.script.clone(),
             args: run.args.clone(),
             stdin: run.stdin.clone(),
             timeout: run.timeout,
-            pool,
+            pool: place.pool,
             python: run.python.clone(),
         };
-        let record = match &run.backend {
-            Some(backend) => {
-                // Asked before packing: a caller at its quota costs no snapshot.
-                self.runs.has_room(&key)?;
-                let spec = JobSpec {
-                    args: &run.args,
-                    stdin: run.stdin.as_deref(),
-                    timeout: run.timeout,
-                    max_output: self.runner.max_output(),
-                };
-                let job = backend.prepare(&run.script, spec).await?;
-                // Its pool and interpreter are the remote side's business.
-                let request = BackgroundRequest {
-                    python: None,
-                    pool: crate::runner::Pool::Background,
-                    ..request
-                };
-                let name = backend.name();
-                let record = self
-                    .runs
-                    .start_remote(&key, kind, &request, listed, name, job)?;
-                tracing::info!(%owner, run_id = %record.id, script = %record.file_name, backend = name, "remote run started");
-                record
-            }
-            None => match self.runs.start(&key, kind, request, listed) {
-                Ok(record) => record,
-                // With no room, a run the call waits for goes on as a plain call.
-                Err(_) if or_in_call => return Ok(Started::InCall),
-                Err(e) => return Err(e.into()),
-            },
+        let Some(backend) = &run.backend else {
+            return Ok(self.runs.start(&key, place.kind, request, place.listed)?);
         };
-        Ok(Started::Registered {
+        // Asked before packing: a caller at its quota costs no snapshot.
+        self.runs.has_room(&key)?;
+        let spec = JobSpec {
+            args: &run.args,
+            stdin: run.stdin.as_deref(),
+            timeout: run.timeout,
+            max_output: self.runner.max_output(),
+        };
+        let job = backend.prepare(&run.script, spec).await?;
+        // Its pool and interpreter are the remote side's business.
+        let request = BackgroundRequest {
+            python: None,
+            ..request
+        };
+        let name = backend.name();
+        let record = self
+            .runs
+            .start_remote(&key, place.kind, &request, place.listed, name, job)?;
+        tracing::info!(%owner, run_id = %record.id, script = %record.file_name, backend = name, "remote run started");
+        Ok(record)
+    }
+
+    /// Holds `record`, a run [`Self::start_call`] registered, for its call: until the call
+    /// hands it over or keeps it, a call that ends (cancelled, dropped) kills and forgets it.
+    pub fn hold<'a>(&'a self, record: &'a RunRecord) -> HeldRun<'a> {
+        HeldRun {
+            runs: &self.runs,
             record,
-            hand_over_after,
-        })
+            released: false,
+        }
     }
 
     /// A run the call waits for, made ready: a capture, and a new run id under which the files

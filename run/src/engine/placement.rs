@@ -1,7 +1,8 @@
 //! The local / remote / detached choice, in one place: given how a file run was asked for
 //! ([`RunMode`]), whether it goes to a remote backend, and `--detach-after`, where it runs —
 //! in the call itself, or in the background registry (which kind, pool, listed or not, handed
-//! over after how long) — and under which time limit. Pure: the engine acts on the answer.
+//! over after how long: a [`Registration`]) — and under which time limit. Pure: the engine acts
+//! on the answer.
 
 use std::time::Duration;
 
@@ -19,57 +20,62 @@ pub enum RunMode {
     Task,
 }
 
-/// Where a file run goes.
+/// A run's place in the background registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registration {
+    pub kind: RunKind,
+    pub pool: Pool,
+    /// Listed by `list_runs` from the start (a waited-for run is listed once handed over).
+    pub listed: bool,
+    /// A waited-for run is handed over to the background after this long.
+    pub hand_over_after: Option<Duration>,
+    /// When the registry has no room, the run goes on in the call instead of being refused.
+    pub or_in_call: bool,
+}
+
+/// Where a run the call waits for goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
     /// Run in the call, by the runner, not registered (its record is kept only when its output
     /// was too long to show).
     InCall,
-    /// Started in the background registry.
-    Registry {
-        kind: RunKind,
-        pool: Pool,
-        /// Listed by `list_runs` from the start (a waited-for run is listed once handed over).
-        listed: bool,
-        /// A waited-for run is handed over to the background after this long.
-        hand_over_after: Option<Duration>,
-        /// When the registry has no room, the run goes on in the call instead of being refused.
-        or_in_call: bool,
-    },
+    /// Started in the background registry, the call following it until it is handed over.
+    Registry(Registration),
 }
 
-/// Where a run asked for as `mode` goes. A remote run always goes through the registry (it is
-/// driven like a background run), and one the call waits for is handed over only with
-/// `--detach-after`; a local run the call waits for goes through the registry only then.
-pub fn place(mode: RunMode, remote: bool, detach_after: Option<Duration>) -> Placement {
-    match (mode, remote, detach_after) {
-        (RunMode::Call, true, after) => Placement::Registry {
+/// Where a run the call waits for goes. A remote run always goes through the registry (it is
+/// driven like a background run), handed over only with `--detach-after`; a local run goes
+/// through the registry only with `--detach-after`, and stays in the call when it has no room.
+pub fn place_call(remote: bool, detach_after: Option<Duration>) -> Placement {
+    match (remote, detach_after) {
+        (true, after) => Placement::Registry(Registration {
             kind: RunKind::Background,
             pool: Pool::Background,
             listed: false,
             hand_over_after: Some(after.unwrap_or(Duration::MAX)),
             or_in_call: false,
-        },
-        (RunMode::Call, false, Some(after)) => Placement::Registry {
+        }),
+        (false, Some(after)) => Placement::Registry(Registration {
             kind: RunKind::Background,
             // It still holds the call: a place of the foreground pool, as a plain call's.
             pool: Pool::Foreground,
             listed: false,
             hand_over_after: Some(after),
             or_in_call: true,
-        },
-        (RunMode::Call, false, None) => Placement::InCall,
-        (RunMode::Background | RunMode::Task, _, _) => Placement::Registry {
-            kind: if mode == RunMode::Task {
-                RunKind::Task
-            } else {
-                RunKind::Background
-            },
-            pool: Pool::Background,
-            listed: true,
-            hand_over_after: None,
-            or_in_call: false,
-        },
+        }),
+        (false, None) => Placement::InCall,
+    }
+}
+
+/// Where a background run (`start_python`) or a task goes, local or remote alike: listed at
+/// once, in the background pool.
+pub fn place_background(kind: RunKind) -> Registration {
+    Registration {
+        kind,
+        pool: Pool::Background,
+        listed: true,
+        hand_over_after: None,
+        or_in_call: false,
     }
 }
 
@@ -89,63 +95,57 @@ mod tests {
 
     #[test]
     fn a_waited_for_local_run_stays_in_the_call_unless_it_may_detach() {
-        assert_eq!(place(RunMode::Call, false, None), Placement::InCall);
+        assert_eq!(place_call(false, None), Placement::InCall);
         assert_eq!(
-            place(RunMode::Call, false, Some(MIN)),
-            Placement::Registry {
+            place_call(false, Some(MIN)),
+            Placement::Registry(Registration {
                 kind: RunKind::Background,
                 pool: Pool::Foreground,
                 listed: false,
                 hand_over_after: Some(MIN),
                 or_in_call: true,
-            }
+            })
         );
     }
 
     #[test]
     fn a_waited_for_remote_run_goes_through_the_registry_and_is_handed_over_only_when_asked() {
-        let Placement::Registry {
-            kind,
-            pool,
-            listed,
-            hand_over_after,
-            or_in_call,
-        } = place(RunMode::Call, true, None)
-        else {
+        let Placement::Registry(never) = place_call(true, None) else {
             panic!("a remote run is a registry run");
         };
-        assert_eq!((kind, pool), (RunKind::Background, Pool::Background));
-        assert!(!listed && !or_in_call);
-        assert_eq!(hand_over_after, Some(Duration::MAX));
-        let Placement::Registry {
-            hand_over_after, ..
-        } = place(RunMode::Call, true, Some(MIN))
-        else {
+        assert_eq!(
+            never,
+            Registration {
+                kind: RunKind::Background,
+                pool: Pool::Background,
+                listed: false,
+                hand_over_after: Some(Duration::MAX),
+                or_in_call: false,
+            }
+        );
+        let Placement::Registry(after) = place_call(true, Some(MIN)) else {
             panic!("a remote run is a registry run");
         };
-        assert_eq!(hand_over_after, Some(MIN));
+        assert_eq!(after.hand_over_after, Some(MIN));
+        assert!(
+            !after.or_in_call,
+            "a remote run cannot fall back to this machine"
+        );
     }
 
     #[test]
     fn background_runs_and_tasks_are_listed_at_once_in_the_background_pool() {
-        for remote in [false, true] {
-            for after in [None, Some(MIN)] {
-                for (mode, want) in [
-                    (RunMode::Background, RunKind::Background),
-                    (RunMode::Task, RunKind::Task),
-                ] {
-                    assert_eq!(
-                        place(mode, remote, after),
-                        Placement::Registry {
-                            kind: want,
-                            pool: Pool::Background,
-                            listed: true,
-                            hand_over_after: None,
-                            or_in_call: false,
-                        }
-                    );
+        for kind in [RunKind::Background, RunKind::Task] {
+            assert_eq!(
+                place_background(kind),
+                Registration {
+                    kind,
+                    pool: Pool::Background,
+                    listed: true,
+                    hand_over_after: None,
+                    or_in_call: false,
                 }
-            }
+            );
         }
     }
 

@@ -7,7 +7,7 @@ use super::backend::{BackendFuture, BackendHealth};
 use super::placement::RunMode;
 use super::settings::tests::settings;
 use super::*;
-use crate::background::RemoteRun;
+use crate::background::{RemoteRun, RunKind};
 
 /// A remote backend that counts the jobs it was asked to pack and packs none.
 #[derive(Debug, Default)]
@@ -76,7 +76,7 @@ async fn a_run_the_call_waits_for_stays_in_the_call_without_detach_after() {
     let f = engine(|_| {});
     let started = f
         .engine
-        .start(&Caller::Local, &file_run(&f.script, None), RunMode::Call)
+        .start_call(&Caller::Local, &file_run(&f.script, None))
         .await
         .unwrap();
     assert!(matches!(started, Started::InCall), "{started:?}");
@@ -90,11 +90,11 @@ async fn a_detachable_run_without_room_goes_on_in_the_call_but_a_background_run_
         s.background.max_per_caller = 0;
     });
     let run = file_run(&f.script, None);
-    let started = f.engine.start(&Caller::Local, &run, RunMode::Call).await;
+    let started = f.engine.start_call(&Caller::Local, &run).await;
     assert!(matches!(started, Ok(Started::InCall)), "{started:?}");
     let refused = f
         .engine
-        .start(&Caller::Local, &run, RunMode::Background)
+        .start_background(&Caller::Local, &run, RunKind::Background)
         .await
         .unwrap_err();
     assert!(
@@ -111,10 +111,12 @@ async fn a_remote_run_at_the_callers_quota_is_refused_before_its_project_is_pack
     let backend = Arc::new(Counting::default());
     let f = engine(|s| s.background.max_per_caller = 0);
     let run = file_run(&f.script, Some(backend.clone()));
-    for mode in [RunMode::Call, RunMode::Background, RunMode::Task] {
+    let refused = f.engine.start_call(&Caller::Local, &run).await.unwrap_err();
+    assert!(matches!(refused, StartRefused::Full(_)), "{refused:?}");
+    for kind in [RunKind::Background, RunKind::Task] {
         let refused = f
             .engine
-            .start(&Caller::Local, &run, mode)
+            .start_background(&Caller::Local, &run, kind)
             .await
             .unwrap_err();
         assert!(matches!(refused, StartRefused::Full(_)), "{refused:?}");
@@ -130,7 +132,7 @@ async fn a_remote_run_whose_job_cannot_be_made_is_refused_and_not_registered() {
     let run = file_run(&f.script, chosen);
     let refused = f
         .engine
-        .start(&Caller::Local, &run, RunMode::Background)
+        .start_background(&Caller::Local, &run, RunKind::Task)
         .await
         .unwrap_err();
     assert!(
@@ -224,4 +226,46 @@ async fn calls_and_background_runs_have_their_own_time_limits() {
         f.engine.time_limit(RunMode::Task),
         Duration::from_secs(3600)
     );
+}
+
+#[tokio::test]
+async fn a_held_run_is_killed_and_forgotten_with_its_call_unless_handed_over_or_kept() {
+    let f = engine(|_| {});
+    let kept = |owner: &str| {
+        let call = f.engine.call_run(owner);
+        let outcome = RunOutcome {
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            cancelled: false,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            duration: Duration::ZERO,
+            artifacts: None,
+            python: None,
+            quarantined: Vec::new(),
+            warm: false,
+        };
+        let id = f
+            .engine
+            .keep_ended(&call, &outcome, owner, (&f.script).into())
+            .unwrap();
+        f.engine.find_run(owner, &id).unwrap()
+    };
+    let dropped = kept("alice");
+    drop(f.engine.hold(&dropped));
+    assert!(f.engine.find_run("alice", &dropped.id).is_none());
+
+    let handed = kept("alice");
+    f.engine.hold(&handed).hand_over();
+    let listed: Vec<_> = f.engine.runs().list("alice");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, handed.id);
+
+    let stays = kept("alice");
+    f.engine.hold(&stays).keep();
+    assert!(f.engine.find_run("alice", &stays.id).is_some());
+    assert_eq!(f.engine.runs().list("alice").len(), 1, "kept, not listed");
 }

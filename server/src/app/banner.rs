@@ -23,7 +23,7 @@ pub fn listening(app: &App, addr: SocketAddr) {
     };
     let base = format!("http://{reach}");
     eprintln!("  connect MCP clients to {base}/mcp (Streamable HTTP) or {base}/sse (legacy SSE)");
-    eprintln!("  projects folder: {}", app.root.path().display());
+    eprintln!("  projects folder: {}", app.engine.root().path().display());
     let http = &app.config.http;
     if http.bind.ip().is_loopback() && http.auth_token.is_none() && app.oauth.is_none() {
         eprintln!(
@@ -67,14 +67,14 @@ pub fn listening(app: &App, addr: SocketAddr) {
 pub fn stdio(app: &App) {
     eprintln!(
         "pyrun-mcp serving over stdio; projects folder: {}",
-        app.root.path().display()
+        app.engine.root().path().display()
     );
 }
 
 /// Says the platform's protection once the sandbox is probed (not starting the probe early).
 pub fn protection_when_probed(app: Arc<App>) {
     tokio::spawn(async move {
-        let probed = app.runner.sandbox().probed().await;
+        let probed = app.engine.runner().sandbox().probed().await;
         say_protection(&protection::summary_of(&app.config, Some(&probed)));
     });
 }

@@ -11,16 +11,8 @@ use tokio_util::sync::CancellationToken;
 use crate::audit::AuditLog;
 use crate::config::Config;
 use crate::oauth::{self, OAuth};
-use pyrun_remote::runpod::RunPod;
-use pyrun_run::artifacts::ArtifactStore;
-use pyrun_run::background::BackgroundRuns;
 use pyrun_run::engine::backend::RemoteBackend;
 use pyrun_run::engine::{Engine, EngineError};
-use pyrun_run::install::Installs;
-use pyrun_run::paths::ProjectRoot;
-use pyrun_run::python_env::PythonEnvs;
-use pyrun_run::runner::Runner;
-use pyrun_run::session::Sessions;
 use pyrun_run::state_dir;
 
 #[derive(Debug)]
@@ -32,15 +24,6 @@ pub struct App {
     pub oauth: Option<Arc<OAuth>>,
     /// Where each tool call is recorded (`--audit-log`); may be off.
     pub audit: AuditLog,
-    // The engine's parts under their former names, while the tool rooms still reach them.
-    pub root: ProjectRoot,
-    pub runner: Arc<Runner>,
-    pub runs: Arc<BackgroundRuns>,
-    pub artifacts: Arc<ArtifactStore>,
-    pub sessions: Arc<Sessions>,
-    pub installs: Option<Arc<Installs>>,
-    pub python_envs: Arc<PythonEnvs>,
-    pub runpod: Option<Arc<RunPod>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,23 +41,13 @@ pub enum AppError {
 }
 
 impl App {
-    /// `text` without the host folders a run's output may name (see the engine's).
-    pub fn without_host_folder(&self, text: &str) -> String {
-        self.engine.without_host_folder(text)
-    }
-
     /// `shutdown` kills every run in flight when it fires.
     pub fn build(config: Config, shutdown: CancellationToken) -> Result<Arc<Self>, AppError> {
-        let runpod = match &config.runpod {
-            Some(settings) => Some(Arc::new(
-                engine_settings::open_runpod(settings).map_err(AppError::RunPod)?,
-            )),
-            None => None,
-        };
-        let remote = runpod
-            .iter()
-            .map(|r| Arc::clone(r) as Arc<dyn RemoteBackend>)
-            .collect();
+        let mut remote: Vec<Arc<dyn RemoteBackend>> = Vec::new();
+        if let Some(settings) = &config.runpod {
+            let runpod = engine_settings::open_runpod(settings).map_err(AppError::RunPod)?;
+            remote.push(Arc::new(runpod));
+        }
         let settings = engine_settings::engine_settings(&config, remote);
         // The engine first: a projects folder that cannot be opened is said before anything
         // is made in the state folder.
@@ -91,14 +64,6 @@ impl App {
             None => AuditLog::off(),
         };
         Ok(Arc::new(Self {
-            root: engine.root().clone(),
-            runner: engine.runner().clone(),
-            runs: engine.runs().clone(),
-            artifacts: engine.artifacts().clone(),
-            sessions: engine.sessions().clone(),
-            installs: engine.installs().cloned(),
-            python_envs: engine.python_envs().clone(),
-            runpod,
             engine,
             config,
             oauth,

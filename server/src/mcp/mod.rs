@@ -1,6 +1,6 @@
 //! The MCP layer: [`PyRunServer`] and its `ServerHandler`, in four folders, arrows pointing down:
 //!
-//! - `tools/`: one room per tool family, each adapting a part of the run layer to MCP —
+//! - `tools/`: one room per tool family, each adapting the run engine's use cases to MCP —
 //!   arguments in, a result out. `file_runs` (`run_python`, `list_python_files`),
 //!   `background_runs` (`start_python`, `get_run`, `cancel_run`, `list_runs`), `inline_code`
 //!   (`run_python_code`), `python_sessions` (`session_start`, `session_exec`, `session_stop`,
@@ -8,8 +8,8 @@
 //!   never import each other.
 //! - `call/`: what a tool call shares, whatever its room — its `CallContext` (the `App`, the
 //!   caller, the audit notes), progress, the prologue of a file run, the Python environment of a
-//!   folder (`mod.rs`), a run the call waits for and its report (`waited_run`), a run sent to a
-//!   remote backend (`remote_run`).
+//!   folder (`mod.rs`), a run the call waits for and its report (`waited_run`), a file run as
+//!   the run engine takes it and its refusals in words (`start_run`).
 //! - `protocol/`: the `handler` composing the rooms' routers (and `backend_schema`, the run
 //!   tools' `backend` argument), `tasks` (a `run_python` as an MCP task, and the task store),
 //!   `resources` (project files, run artifacts, the read budget, the folder's watcher), `prompts`,

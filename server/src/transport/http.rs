@@ -228,9 +228,9 @@ async fn health(State(app): State<Arc<App>>) -> Json<Health> {
         status: "ok",
         version: env!("CARGO_PKG_VERSION"),
         transports: ["streamable-http", "sse"],
-        running: app.runner.running(),
+        running: app.engine.runner().running(),
         // Waits for the start-up probe (milliseconds); empty when the sandbox failed to set up.
-        sandbox: match app.runner.sandbox().get().await {
+        sandbox: match app.engine.runner().sandbox().get().await {
             Ok(sandbox) => sandbox.layers(),
             Err(_) => Vec::new(),
         },

@@ -1,8 +1,9 @@
-//! What every tool call may need, whatever its room: its audit notes, progress notifications,
-//! the prologue of a file run (the script proven, the time limit checked, its environment found),
-//! the Python environment of a folder, and the host's folders cut from what a client reads.
+//! What every tool call may need, whatever its room, as free functions: its `CallContext` (the
+//! `App`, the caller, the audit notes), its audit notes alone, progress notifications, the
+//! prologue of a file run (the script proven, the time limit checked, its environment found) and
+//! the Python environment of a folder, over the run layer's `Engine`.
 
-pub(super) mod remote_run;
+pub(super) mod start_run;
 pub(super) mod waited_run;
 
 use std::future::Future;
@@ -20,10 +21,11 @@ use crate::app::App;
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
 use crate::mcp::present::reply::{effective_timeout, python_info_of, PythonInfo, NOTIFY_TIMEOUT};
-use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::caller::Caller;
+use pyrun_run::engine::placement::RunMode;
+use pyrun_run::engine::Engine;
 use pyrun_run::paths::{ProjectDir, ProjectPath};
-use pyrun_run::python_env::{EnvError, PythonEnv};
+use pyrun_run::python_env::PythonEnv;
 
 /// How often a run that the caller follows with a progress token reports that it is still going.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -62,7 +64,7 @@ pub struct TimeLimit {
 pub struct ScriptCall {
     pub script: ProjectPath,
     pub timeout: Duration,
-    /// `None`: the runner's own interpreter (see [`PyRunServer::run_env`]).
+    /// `None`: the runner's own interpreter (see [`run_env`]).
     pub python: Option<Arc<PythonEnv>>,
 }
 
@@ -76,7 +78,7 @@ pub fn call_notes(ctx: &RequestContext<RoleServer>) -> CallNotes {
 }
 
 /// One tool call as the rooms' free helpers see it: the server's `App`, who called, and the
-/// call's audit notes. Made once at the call's start ([`PyRunServer::call_context`]), so a
+/// call's audit notes. Made once at the call's start (`PyRunServer::call_context`), so a
 /// helper takes this instead of being a method of the whole server.
 pub struct CallContext<'a> {
     pub app: &'a App,
@@ -128,118 +130,82 @@ pub async fn with_progress<F: Future, P: Into<Progress>>(
     }
 }
 
-impl PyRunServer {
-    /// The prologue of every file run: the argument count and the script noted for the audit
-    /// log, the script proven, the time limit checked against `limit`, its environment found.
-    pub(super) async fn script_call(
-        &self,
-        args: &RunPythonArgs,
-        limit: Duration,
-        notes: &CallNotes,
-    ) -> Result<ScriptCall, ClientMessage> {
-        notes.note(|n| n.arg_count = Some(args.args.len()));
-        let script = match self.app.root.resolve_script(&args.file_name) {
-            Ok(script) => script,
-            Err(e) => {
-                notes.asked_file(&args.file_name);
-                return Err(e.into());
-            }
-        };
-        notes.note(|n| n.file_name = Some(script.relative().to_owned()));
-        let timeout = effective_timeout(args.limit.timeout_seconds, limit)?;
-        let python = self.run_env(script.directory()).await?;
-        Ok(ScriptCall {
-            script,
-            timeout,
-            python,
-        })
-    }
-
-    /// The folder of the projects folder that code works in (`project` of `run_python_code`
-    /// and `session_start`), proven; `None` when none was given (its own scratch folder).
-    pub(super) fn optional_project(
-        &self,
-        given: Option<&str>,
-    ) -> Result<Option<ProjectDir>, ClientMessage> {
-        match given {
-            Some(project) => match self.app.root.resolve_project(Some(project)) {
-                Ok(dir) => Ok(Some(dir)),
-                Err(e) => Err(e.into()),
-            },
-            None => Ok(None),
+/// The prologue of every file run: the argument count and the script noted for the audit
+/// log, the script proven, the time limit checked against `mode`'s, its environment found.
+pub async fn script_call(
+    engine: &Engine,
+    args: &RunPythonArgs,
+    mode: RunMode,
+    notes: &CallNotes,
+) -> Result<ScriptCall, ClientMessage> {
+    notes.note(|n| n.arg_count = Some(args.args.len()));
+    let script = match engine.root().resolve_script(&args.file_name) {
+        Ok(script) => script,
+        Err(e) => {
+            notes.asked_file(&args.file_name);
+            return Err(e.into());
         }
-    }
+    };
+    notes.note(|n| n.file_name = Some(script.relative().to_owned()));
+    let limit = engine.time_limit(mode);
+    let timeout = effective_timeout(args.limit.timeout_seconds, limit)?;
+    let python = run_env(engine, script.directory()).await?;
+    Ok(ScriptCall {
+        script,
+        timeout,
+        python,
+    })
+}
 
-    /// Tracebacks name files by absolute path; show them relative to the projects folder instead,
-    /// so results never reveal where the folder lives on the host. Without the sandbox's own
-    /// view, runs see their scratch at its host path too: it is cut to the slot's name
-    /// (`slot-3/_pyrun_inline.py`).
-    pub(super) fn without_host_folder(&self, text: &str) -> String {
-        self.app.without_host_folder(text)
-    }
-
-    /// The environment a run in `dir` uses (its nearest checked venv, or the server's
-    /// interpreter), or why it is refused.
-    pub(super) async fn python_env(&self, dir: &Path) -> Result<Arc<PythonEnv>, ClientMessage> {
-        self.find_env(dir).await.map_err(ClientMessage::from)
-    }
-
-    /// [`Self::python_env`] for a run: `None` (the runner's own interpreter) when the
-    /// interpreter could not be asked what it is, so that the run is refused as before, by the
-    /// sandbox's probe that asks it too (or, with the sandbox off, fails as that interpreter does).
-    pub(super) async fn run_env(
-        &self,
-        dir: &Path,
-    ) -> Result<Option<Arc<PythonEnv>>, ClientMessage> {
-        match self.find_env(dir).await {
-            Ok(env) => Ok(Some(env)),
-            Err(EnvError::Interpreter(e)) => {
-                tracing::warn!(error = %e, "the interpreter could not be asked what it is");
-                Ok(None)
-            }
+/// The folder of the projects folder that code works in (`project` of `run_python_code`
+/// and `session_start`), proven; `None` when none was given (its own scratch folder).
+pub fn optional_project(
+    engine: &Engine,
+    given: Option<&str>,
+) -> Result<Option<ProjectDir>, ClientMessage> {
+    match given {
+        Some(project) => match engine.root().resolve_project(Some(project)) {
+            Ok(dir) => Ok(Some(dir)),
             Err(e) => Err(e.into()),
-        }
+        },
+        None => Ok(None),
     }
+}
 
-    /// [`Self::run_env`] of code that runs in `project`, or with none in its scratch: then the
-    /// projects folder's own environment.
-    pub(super) async fn project_env(
-        &self,
-        project: Option<&ProjectDir>,
-    ) -> Result<Option<Arc<PythonEnv>>, ClientMessage> {
-        let dir = project.map_or(self.app.root.path(), |dir| dir.absolute());
-        self.run_env(dir).await
-    }
+/// The environment a run in `dir` uses (its nearest checked venv, or the server's
+/// interpreter), or why it is refused.
+pub async fn python_env(engine: &Engine, dir: &Path) -> Result<Arc<PythonEnv>, ClientMessage> {
+    engine.python_env(dir).await.map_err(ClientMessage::from)
+}
 
-    /// `PythonEnvs::for_dir`: a few `stat`s, done in place once the interpreters have been asked
-    /// what they are; the first time, on a blocking thread (that asks them).
-    async fn find_env(&self, dir: &Path) -> Result<Arc<PythonEnv>, EnvError> {
-        let envs = &self.app.python_envs;
-        if envs.interpreters().asked() {
-            return envs.for_dir(dir);
-        }
-        let (envs, dir) = (envs.clone(), dir.to_path_buf());
-        tokio::task::spawn_blocking(move || envs.for_dir(&dir))
-            .await
-            .unwrap_or_else(|_| {
-                Err(EnvError::Interpreter(Arc::new(
-                    pyrun_sandbox::SandboxError::ProbeLost,
-                )))
-            })
-    }
+/// The engine's `run_env`: `None` is the runner's own interpreter.
+pub async fn run_env(engine: &Engine, dir: &Path) -> Result<Option<Arc<PythonEnv>>, ClientMessage> {
+    engine.run_env(dir).await.map_err(ClientMessage::from)
+}
 
-    /// What a result says of the interpreter: `env`'s, else the server's own (a run whose
-    /// environment is not known here: one handed over, or started without one).
-    pub(super) fn python_info(&self, env: Option<&PythonEnv>) -> PythonInfo {
-        match env {
-            Some(env) => python_info_of(env),
-            None => match self.app.python_envs.default_env() {
-                Ok(env) => python_info_of(&env),
-                Err(_) => PythonInfo {
-                    version: String::new(),
-                    venv: None,
-                },
+/// The engine's `project_env`: the environment of code that runs in `project` (or in its
+/// scratch, then the projects folder's).
+pub async fn project_env(
+    engine: &Engine,
+    project: Option<&ProjectDir>,
+) -> Result<Option<Arc<PythonEnv>>, ClientMessage> {
+    engine
+        .project_env(project)
+        .await
+        .map_err(ClientMessage::from)
+}
+
+/// What a result says of the interpreter: `env`'s, else the server's own (a run whose
+/// environment is not known here: one handed over, or started without one).
+pub fn python_info(engine: &Engine, env: Option<&PythonEnv>) -> PythonInfo {
+    match env {
+        Some(env) => python_info_of(env),
+        None => match engine.python_envs().default_env() {
+            Ok(env) => python_info_of(&env),
+            Err(_) => PythonInfo {
+                version: String::new(),
+                venv: None,
             },
-        }
+        },
     }
 }

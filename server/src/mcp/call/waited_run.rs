@@ -6,7 +6,6 @@
 //! the link and get_run read the rest under the same owner rules and retention as a
 //! background run's.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{CallToolResult, ContentBlock};
@@ -15,7 +14,7 @@ use rmcp::RoleServer;
 
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
-use crate::mcp::call::{with_progress, Progress};
+use crate::mcp::call::{python_info, with_progress, Progress};
 use crate::mcp::present::artifact_blocks::{self, Presented};
 use crate::mcp::present::live_chunks::ChunkCursor;
 use crate::mcp::present::output_cut;
@@ -24,12 +23,12 @@ use crate::mcp::present::reply::{
 };
 use crate::mcp::present::run_hint;
 use crate::mcp::protocol::handler::PyRunServer;
-use pyrun_run::background::{RunEnd, RunRecord, LOCAL_BACKEND};
+use pyrun_run::background::{RunEnd, RunRecord};
 use pyrun_run::caller::Caller;
 use pyrun_run::live_output::{LiveOutput, Stream};
 use pyrun_run::paths::ProjectPath;
 use pyrun_run::quarantine::{moved_paths, Quarantined};
-use pyrun_run::runner::{ArtifactTarget, RunOutcome, RunRequest, RunSource};
+use pyrun_run::runner::{RunOutcome, RunRequest, RunSource};
 
 pub use pyrun_api::RunReport;
 
@@ -105,35 +104,20 @@ impl PyRunServer {
         notes: &CallNotes,
     ) -> CallToolResult {
         let (source, timeout) = (request.source, request.timeout);
-        // The result reads the output from here, and keeps it when it was too long to show.
-        let live = Arc::new(LiveOutput::new(self.app.runner.max_output()));
-        // Every run gets a run id, under which the files it leaves are kept for its caller.
-        let artifacts = pyrun_run::artifacts::new_run_id()
-            .map_err(|e| tracing::warn!(%e, "no run id: the run's artifacts are dropped"))
-            .ok()
-            .map(|run_id| ArtifactTarget {
-                store: Arc::clone(&self.app.artifacts),
-                run_id,
-                owner: caller.key().into_owned(),
-                retention: self.app.runs.settings().retention,
-            });
-        let run_id = artifacts.as_ref().map(|t| t.run_id.clone());
         let key = caller.key();
-        let request = RunRequest {
-            live: Some(live.clone()),
-            artifacts,
-            caller: Some(&key),
-            ..request
-        };
-        let run = self.app.runner.run(request, &ctx.ct);
+        // The result reads the output from its capture, and keeps it when it was too long to
+        // show; the files it leaves are kept for its caller under its run id.
+        let call = self.engine().call_run(&key);
+        let live = &call.live;
+        let run = self.engine().run_in_call(&call, request, &key, &ctx.ct);
         let outcome = match ctx.meta.get_progress_token() {
             Some(token) => {
                 let chunks = ChunkCursor::asked(ctx);
                 let message = |elapsed| Progress {
-                    message: self.run_message(source, &live, elapsed),
+                    message: self.run_message(source, live, elapsed),
                     meta: chunks
                         .as_ref()
-                        .and_then(|c| c.next(&live, |text| self.without_host_folder(text))),
+                        .and_then(|c| c.next(live, |text| self.engine().without_host_folder(text))),
                 };
                 with_progress(ctx, token, message, run).await
             }
@@ -141,20 +125,19 @@ impl PyRunServer {
         };
         match outcome {
             Ok(outcome) => {
-                let kept = match &run_id {
-                    Some(id) if self.too_long_to_show(&live) => {
-                        self.keep_output(id, &live, &outcome, caller, source)
-                    }
-                    _ => None,
+                let kept = if self.too_long_to_show(live) {
+                    self.engine().keep_ended(&call, &outcome, &key, source)
+                } else {
+                    None
                 };
                 let output = RunOutput {
-                    live: &live,
+                    live,
                     kept_as: kept.as_deref(),
                 };
                 self.finished(
                     outcome,
                     output,
-                    run_id.as_deref(),
+                    call.run_id.as_deref(),
                     caller,
                     source,
                     timeout,
@@ -175,43 +158,6 @@ impl PyRunServer {
         [Stream::Stdout, Stream::Stderr]
             .into_iter()
             .any(|which| live.totals(which).written > budget)
-    }
-
-    /// Keeps the record of a run that ended in its call, under its run id, so that its whole
-    /// output stays readable; the id, or `None` when the registry had no room.
-    fn keep_output(
-        &self,
-        run_id: &str,
-        live: &Arc<LiveOutput>,
-        outcome: &RunOutcome,
-        caller: &Caller,
-        source: RunSource<'_>,
-    ) -> Option<String> {
-        let file_name = match source {
-            RunSource::Script(script) => script.relative().to_owned(),
-            RunSource::Inline { .. } => "(inline code)".to_owned(),
-        };
-        // Its files were shown in this result: pages of its output read later leave them out.
-        let ended = RunOutcome {
-            stdout: String::new(),
-            stderr: String::new(),
-            artifacts: None,
-            ..outcome.clone()
-        };
-        let kept = self.app.runs.keep_ended(
-            &caller.key(),
-            run_id.to_owned(),
-            file_name,
-            Arc::clone(live),
-            ended,
-        );
-        match kept {
-            Ok(record) => Some(record.id.clone()),
-            Err(e) => {
-                tracing::info!(%e, "a long output could not be kept for reading");
-                None
-            }
-        }
     }
 
     /// A run that ended: logged, noted for the audit log, reported with the files it left
@@ -238,10 +184,7 @@ impl PyRunServer {
         );
         // A run has ended: the sandbox was probed before it started. A remote run had none of
         // this machine's layers (the worker's container is its boundary).
-        let sandbox = match run_id.and_then(|id| self.app.runs.get(&caller.key(), id)) {
-            Some(record) if record.backend != LOCAL_BACKEND => Vec::new(),
-            _ => self.app.runner.sandbox().layers_now().unwrap_or_default(),
-        };
+        let sandbox = self.engine().sandbox_layers(&caller.key(), run_id);
         notes.note(|n| {
             n.exit_code = outcome.exit_code;
             n.timed_out = outcome.timed_out;
@@ -320,7 +263,9 @@ impl PyRunServer {
             .number(elapsed.as_secs_f64().round())
             .then(" s)");
         match live.last_line() {
-            Some(line) => message.then(": ").output(&self.without_host_folder(&line)),
+            Some(line) => message
+                .then(": ")
+                .output(&self.engine().without_host_folder(&line)),
             None => message,
         }
     }
@@ -337,7 +282,7 @@ impl PyRunServer {
         let shown = |which| output_cut::show(output.live, which, budget, output.kept_as);
         let (stdout, stderr) = (shown(Stream::Stdout), shown(Stream::Stderr));
         outcome.stdout = stdout.text;
-        outcome.stderr = self.without_host_folder(&stderr.text);
+        outcome.stderr = self.engine().without_host_folder(&stderr.text);
         let cuts = (stdout.cut, stderr.cut);
         let text = render_text(&outcome, timeout, (cuts.0.is_some(), cuts.1.is_some()));
         let report = RunReport {
@@ -354,7 +299,7 @@ impl PyRunServer {
             quarantined: moved_paths(&outcome.quarantined),
             run_id: None,
             status: None,
-            python: self.python_info(outcome.python.as_deref()),
+            python: python_info(self.engine(), outcome.python.as_deref()),
             hint: None,
             signal: outcome.signal,
             warm: outcome.warm,

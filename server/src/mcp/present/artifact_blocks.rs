@@ -82,8 +82,9 @@ pub async fn present(app: &App, owner: &str, run_id: &str, collected: &Collected
         .filter(|a| a.is_image())
         .cloned()
         .collect();
-    let inline = image_fit::inline_images(&app.artifacts, owner, run_id, &images, fit).await;
-    let previews = previews(&app.artifacts, owner, run_id, &collected.kept).await;
+    let inline =
+        image_fit::inline_images(app.engine.artifacts(), owner, run_id, &images, fit).await;
+    let previews = previews(app.engine.artifacts(), owner, run_id, &collected.kept).await;
     let mut notes = String::new();
     let mut artifacts = Vec::new();
     let mut links = Vec::new();

@@ -6,8 +6,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use pyrun_remote::runpod::BACKEND as RUNPOD;
-use pyrun_run::background::LOCAL_BACKEND;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
@@ -30,6 +28,7 @@ use crate::mcp::protocol::resources::read_budget::{ReadBudget, ShareHold};
 use crate::mcp::protocol::resources::watch::ProjectWatch;
 use crate::mcp::protocol::tasks::store::Tasks;
 use pyrun_run::caller::Caller;
+use pyrun_run::engine::Engine;
 
 /// What every session of one server shares: the MCP tasks and the projects folder's watcher.
 /// Made once per server by the transport (the MCP layer's own state, so `App` holds nothing of
@@ -46,10 +45,12 @@ impl McpState {
     pub fn new(app: &App) -> Arc<Self> {
         let tasks = Tasks::default();
         let forget = tasks.clone();
-        app.runs.on_forget(move |run_id| forget.forget_run(run_id));
+        app.engine
+            .runs()
+            .on_forget(move |run_id| forget.forget_run(run_id));
         Arc::new(Self {
             tasks,
-            watch: ProjectWatch::new(app.root.clone()),
+            watch: ProjectWatch::new(app.engine.root().clone()),
             reads: ReadBudget::default(),
         })
     }
@@ -71,7 +72,7 @@ impl PyRunServer {
     /// a refusal; the sandbox's layers once probed.
     fn instructions(&self) -> String {
         let config = &self.app.config;
-        let probed = self.app.runner.sandbox().now();
+        let probed = self.engine().runner().sandbox().now();
         protection::instructions(config, &protection::summary_of(config, probed.as_ref()))
     }
 
@@ -110,14 +111,20 @@ impl PyRunServer {
         } else {
             router
         };
-        if app.runpod.is_some() {
+        let backends = app.engine.backends();
+        if backends.any_remote() {
             router += Self::backends_router();
             crate::mcp::protocol::backend_schema::with_backend_argument(
                 &mut router,
-                &[LOCAL_BACKEND, RUNPOD],
+                &backends.names(),
             );
         }
         router
+    }
+
+    /// The run layer's front door.
+    pub(in crate::mcp) fn engine(&self) -> &Engine {
+        &self.app.engine
     }
 
     /// What the rooms' helpers need of one call: the `App`, its caller, its audit notes.

@@ -14,7 +14,6 @@ use serde_json::Value;
 
 use crate::mcp::present::reply::structured;
 use crate::mcp::protocol::handler::PyRunServer;
-use pyrun_remote::runpod::{ApiError, BACKEND as RUNPOD};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct BackendStatusArgs {}
@@ -50,36 +49,23 @@ impl PyRunServer {
         &self,
         Parameters(_): Parameters<BackendStatusArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let Some(runpod) = &self.app.runpod else {
+        let Some(backend) = self.engine().backends().remotes().first() else {
             return Err(ErrorData::invalid_params(
                 "no remote backend is configured",
                 None,
             ));
         };
-        let health = runpod.api().health().await;
-        let (reachable, key_works, answer, error) = match health {
-            Ok(answer) => (true, true, answer, None),
-            Err(ApiError::Refused {
-                status: 401 | 403,
-                words,
-            }) => (
-                true,
-                false,
-                Value::Null,
-                Some(format!("the key was refused: {words}")),
-            ),
-            Err(e @ ApiError::Refused { .. }) => (true, true, Value::Null, Some(e.to_string())),
-            Err(e) => (false, false, Value::Null, Some(e.to_string())),
-        };
+        let health = backend.health().await;
+        let name = backend.name();
         let status = BackendStatus {
-            backend: RUNPOD.to_owned(),
-            key_works,
-            reachable,
-            workers: answer.get("workers").cloned().unwrap_or(Value::Null),
-            jobs: answer.get("jobs").cloned().unwrap_or(Value::Null),
-            error,
+            backend: name.to_owned(),
+            key_works: health.key_works,
+            reachable: health.reachable,
+            workers: health.workers,
+            jobs: health.jobs,
+            error: health.error,
         };
-        let mut text = format!("{RUNPOD}: ");
+        let mut text = format!("{name}: ");
         match &status.error {
             Some(error) => text.push_str(error),
             None => {

@@ -13,22 +13,20 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::app::App;
 use crate::client_message::ClientMessage;
-use crate::mcp::call::{call_notes, RunPythonArgs, ScriptCall};
+use crate::mcp::call::{call_notes, python_info, script_call, CallContext, RunPythonArgs};
 use crate::mcp::present::artifact_blocks::{self, Presented};
 use crate::mcp::present::reply::{
-    fmt_secs, listing, millis, refusal, rfc3339, runs_full, structured, truncation_note, PAGE_BYTES,
+    fmt_secs, listing, millis, refusal, rfc3339, structured, truncation_note, PAGE_BYTES,
 };
 use crate::mcp::present::run_hint;
 use crate::mcp::protocol::apps::run_viewer_tool_meta;
 use crate::mcp::protocol::handler::PyRunServer;
-use pyrun_run::artifacts::is_run_id;
-use pyrun_run::background::{BackgroundRequest, RunEnd, RunKind, RunRecord, LOCAL_BACKEND};
-use pyrun_run::caller::Caller;
+use pyrun_run::background::{RunEnd, RunKind, RunRecord, LOCAL_BACKEND};
+use pyrun_run::engine::placement::RunMode;
+use pyrun_run::engine::Engine;
 use pyrun_run::live_output::Stream;
-use pyrun_run::paths::ProjectPath;
-use pyrun_run::python_env::PythonEnv;
-use pyrun_run::runner::Pool;
 /// The longest `get_run` waits for news.
 const MAX_WAIT_SECS: f64 = 30.0;
 /// How long `cancel_run` waits for the killed run to be reaped before it answers.
@@ -76,38 +74,22 @@ impl PyRunServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let notes = call_notes(&ctx);
-        let ScriptCall {
-            script,
-            timeout,
-            python,
-        } = match self
-            .script_call(&args, self.app.runs.settings().timeout, &notes)
-            .await
-        {
+        let call = match script_call(self.engine(), &args, RunMode::Background, &notes).await {
             Ok(call) => call,
             Err(message) => return Ok(refusal(message)),
         };
         let owner = self.caller(&ctx);
         let asked_timeout = args.limit.timeout_seconds;
-        let remote = match self.remote_backend(&args) {
-            Ok(remote) => remote,
+        let run = match self.file_run(&call, &args) {
+            Ok(run) => run,
             Err(message) => return Ok(refusal(message)),
         };
-        let record = match remote {
-            Some(runpod) => {
-                let kind = RunKind::Background;
-                let started = self
-                    .start_remote(&runpod, &owner, &script, &args, timeout, kind, true)
-                    .await;
-                match started {
-                    Ok(record) => record,
-                    Err(message) => return Ok(refusal(message)),
-                }
-            }
-            None => match self.start_local(&owner, script, args, timeout, python) {
-                Ok(record) => record,
-                Err(message) => return Ok(refusal(message)),
-            },
+        let started = self
+            .engine()
+            .start_background(&owner, &run, RunKind::Background);
+        let record = match started.await {
+            Ok(record) => record,
+            Err(refused) => return Ok(refusal(self.start_refused(refused))),
         };
         tracing::info!(%owner, run_id = %record.id, script = %record.file_name, "background run started");
         let status = record.status();
@@ -120,7 +102,7 @@ impl PyRunServer {
         );
         let hint = run_hint::capped(
             asked_timeout,
-            self.app.runs.settings().timeout,
+            self.engine().time_limit(RunMode::Background),
             run_hint::BACKGROUND_TIMEOUT,
         );
         if let Some(hint) = &hint {
@@ -155,7 +137,7 @@ impl PyRunServer {
                 ))
             }
         };
-        let record = match self.find_run(&ctx, &args.run.run_id) {
+        let record = match find_run(&self.call_context(&ctx), &args.run.run_id) {
             Ok(record) => record,
             Err(message) => return Ok(refusal(message)),
         };
@@ -166,7 +148,7 @@ impl PyRunServer {
         if !wait.is_zero() {
             record.wait_for_news(wait, out, err).await;
         }
-        Ok(self.run_state(&record, out, err).await)
+        Ok(run_state(&self.app, &record, out, err).await)
     }
 
     /// Stop a background run: its whole process tree is killed.
@@ -180,13 +162,13 @@ impl PyRunServer {
         Parameters(args): Parameters<RunIdArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let record = match self.find_run(&ctx, &args.run_id) {
+        let record = match find_run(&self.call_context(&ctx), &args.run_id) {
             Ok(record) => record,
             Err(message) => return Ok(refusal(message)),
         };
         record.cancel();
         let _ = tokio::time::timeout(CANCEL_WAIT, record.ended()).await;
-        Ok(self.run_state(&record, 0, 0).await)
+        Ok(run_state(&self.app, &record, 0, 0).await)
     }
 
     /// List your background runs (and MCP task runs), newest first.
@@ -202,8 +184,8 @@ impl PyRunServer {
     ) -> Result<CallToolResult, ErrorData> {
         let owner = self.caller(&ctx);
         let runs: Vec<RunSummary> = self
-            .app
-            .runs
+            .engine()
+            .runs()
             .list(&owner.key())
             .iter()
             .map(|record| summary(record))
@@ -229,106 +211,77 @@ impl PyRunServer {
     }
 }
 
-impl PyRunServer {
-    /// A `start_python` on this machine.
-    fn start_local(
-        &self,
-        owner: &Caller,
-        script: ProjectPath,
-        args: RunPythonArgs,
-        timeout: Duration,
-        python: Option<Arc<PythonEnv>>,
-    ) -> Result<Arc<RunRecord>, ClientMessage> {
-        let runs = &self.app.runs;
-        let request = BackgroundRequest {
-            script,
-            args: args.args,
-            stdin: args.stdin,
-            timeout,
-            pool: Pool::Background,
-            python,
-        };
-        runs.start(&owner.key(), RunKind::Background, request, true)
-            .map_err(|e| runs_full(e, runs.settings()))
-    }
+/// The caller's run with this id, or the one message for unknown, expired and foreign ids.
+fn find_run(call: &CallContext, id: &str) -> Result<Arc<RunRecord>, ClientMessage> {
+    call.app
+        .engine
+        .find_run(&call.caller.key(), id)
+        .ok_or_else(|| unknown_run(&call.app.engine, id))
+}
 
-    /// The caller's run with this id, or the one message for unknown, expired and foreign ids.
-    fn find_run(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        id: &str,
-    ) -> Result<Arc<RunRecord>, ClientMessage> {
-        let owner = self.caller(ctx);
-        let found = is_run_id(id)
-            .then(|| self.app.runs.get(&owner.key(), id))
-            .flatten();
-        found.ok_or_else(|| self.unknown_run(id))
-    }
+fn unknown_run(engine: &Engine, id: &str) -> ClientMessage {
+    let retention = engine.runs().settings().retention;
+    ClientMessage::new("no run with id ")
+        .given(id)
+        .then(" (runs are kept for ")
+        .duration(retention)
+        .then(" after they end, and are gone after a server restart)")
+}
 
-    fn unknown_run(&self, id: &str) -> ClientMessage {
-        let retention = self.app.runs.settings().retention;
-        ClientMessage::new("no run with id ")
-            .given(id)
-            .then(" (runs are kept for ")
-            .duration(retention)
-            .then(" after they end, and are gone after a server restart)")
+/// A run's state as a tool result, its output read from the given offsets; once it has
+/// ended, with the files it left (images inline within the budget, a link for each).
+async fn run_state(app: &App, record: &RunRecord, out: u64, err: u64) -> CallToolResult {
+    // The status first: when it says ended, the pages read after it hold the final output.
+    let status = record.status();
+    let stdout = record.live.read(Stream::Stdout, out, PAGE_BYTES);
+    let stderr = record.live.read(Stream::Stderr, err, PAGE_BYTES);
+    let at_end = stdout.next_offset == record.live.len(Stream::Stdout)
+        && stderr.next_offset == record.live.len(Stream::Stderr);
+    if at_end && status.has_ended() {
+        record.mark_end_seen();
     }
-
-    /// A run's state as a tool result, its output read from the given offsets; once it has
-    /// ended, with the files it left (images inline within the budget, a link for each).
-    async fn run_state(&self, record: &RunRecord, out: u64, err: u64) -> CallToolResult {
-        // The status first: when it says ended, the pages read after it hold the final output.
-        let status = record.status();
-        let stdout = record.live.read(Stream::Stdout, out, PAGE_BYTES);
-        let stderr = record.live.read(Stream::Stderr, err, PAGE_BYTES);
-        let at_end = stdout.next_offset == record.live.len(Stream::Stdout)
-            && stderr.next_offset == record.live.len(Stream::Stderr);
-        if at_end && status.has_ended() {
-            record.mark_end_seen();
-        }
-        let (exit_code, error, quarantined, warm) = match record.end() {
-            Some(RunEnd::Finished(outcome)) => (
-                outcome.exit_code,
-                None,
-                pyrun_run::quarantine::moved_paths(&outcome.quarantined),
-                outcome.warm,
-            ),
-            Some(RunEnd::Failed(reason)) => (None, Some(reason.clone()), Vec::new(), false),
-            None => (None, None, Vec::new(), false),
-        };
-        let mut presented = match record.end() {
-            Some(RunEnd::Finished(outcome)) => match &outcome.artifacts {
-                Some(collected) => {
-                    artifact_blocks::present(&self.app, record.owner(), &record.id, collected).await
-                }
-                None => Presented::default(),
-            },
-            _ => Presented::default(),
-        };
-        let state = RunState {
-            run_id: record.id.clone(),
-            file_name: record.file_name.clone(),
-            status,
-            exit_code,
-            stdout: stdout.text,
-            stderr: self.without_host_folder(&stderr.text),
-            next_stdout_offset: stdout.next_offset,
-            next_stderr_offset: stderr.next_offset,
-            stdout_truncated: stdout.truncated,
-            stderr_truncated: stderr.truncated,
-            duration_ms: millis(record.duration()),
-            error,
-            artifacts: std::mem::take(&mut presented.artifacts),
-            skipped_artifacts: std::mem::take(&mut presented.skipped),
-            quarantined,
-            python: self.python_info(record.python.as_deref()),
-            warm,
-        };
-        let text = render_state(&state, !at_end);
-        let mut result = structured(text, &state);
-        presented.add_blocks_to(&mut result);
-        result
-    }
+    let (exit_code, error, quarantined, warm) = match record.end() {
+        Some(RunEnd::Finished(outcome)) => (
+            outcome.exit_code,
+            None,
+            pyrun_run::quarantine::moved_paths(&outcome.quarantined),
+            outcome.warm,
+        ),
+        Some(RunEnd::Failed(reason)) => (None, Some(reason.clone()), Vec::new(), false),
+        None => (None, None, Vec::new(), false),
+    };
+    let mut presented = match record.end() {
+        Some(RunEnd::Finished(outcome)) => match &outcome.artifacts {
+            Some(collected) => {
+                artifact_blocks::present(app, record.owner(), &record.id, collected).await
+            }
+            None => Presented::default(),
+        },
+        _ => Presented::default(),
+    };
+    let state = RunState {
+        run_id: record.id.clone(),
+        file_name: record.file_name.clone(),
+        status,
+        exit_code,
+        stdout: stdout.text,
+        stderr: app.engine.without_host_folder(&stderr.text),
+        next_stdout_offset: stdout.next_offset,
+        next_stderr_offset: stderr.next_offset,
+        stdout_truncated: stdout.truncated,
+        stderr_truncated: stderr.truncated,
+        duration_ms: millis(record.duration()),
+        error,
+        artifacts: std::mem::take(&mut presented.artifacts),
+        skipped_artifacts: std::mem::take(&mut presented.skipped),
+        quarantined,
+        python: python_info(&app.engine, record.python.as_deref()),
+        warm,
+    };
+    let text = render_state(&state, !at_end);
+    let mut result = structured(text, &state);
+    presented.add_blocks_to(&mut result);
+    result
 }
 
 /// The text of a run's state: a status line, the output page, then what to do next.

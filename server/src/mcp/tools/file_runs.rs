@@ -13,19 +13,22 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::app::App;
 use crate::audit::CallNotes;
 use crate::client_message::push_escaped;
 use crate::mcp::call::waited_run::{report_value, RunReport};
-use crate::mcp::call::{call_notes, with_progress, RunPythonArgs, ScriptCall};
+use crate::mcp::call::{
+    call_notes, python_info, script_call, with_progress, RunPythonArgs, ScriptCall,
+};
 use crate::mcp::present::reply::{fmt_secs, millis, refusal, structured, PAGE_BYTES};
 use crate::mcp::present::run_hint;
 use crate::mcp::protocol::apps::run_viewer_tool_meta;
 use crate::mcp::protocol::handler::PyRunServer;
-use pyrun_run::background::{BackgroundRequest, RunKind, RunRecord};
+use pyrun_run::background::RunRecord;
+use pyrun_run::engine::placement::RunMode;
+use pyrun_run::engine::Started;
 use pyrun_run::live_output::Stream;
 use pyrun_run::paths::ProjectPath;
-use pyrun_run::runner::{Pool, RunRequest};
+use pyrun_run::runner::RunRequest;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListFilesArgs {
@@ -58,70 +61,40 @@ impl PyRunServer {
     ) -> Result<CallToolResult, ErrorData> {
         // What the audit log learns of this call: names, counts and the outcome, never values.
         let notes = call_notes(&ctx);
-        let ScriptCall {
-            script,
-            timeout,
-            python,
-        } = match self
-            .script_call(&args, self.app.config.timeout, &notes)
-            .await
-        {
+        let call = match script_call(self.engine(), &args, RunMode::Call, &notes).await {
             Ok(call) => call,
             Err(message) => return Ok(refusal(message)),
         };
         let caller = self.caller(&ctx);
-        let remote = match self.remote_backend(&args) {
-            Ok(remote) => remote,
+        // In the call, or (a remote run, or with --detach-after) in the background registry,
+        // unlisted until it is handed over: the engine's choice.
+        let started = match self.file_run(&call, &args) {
+            Ok(run) => self.engine().start_call(&caller, &run).await,
             Err(message) => return Ok(refusal(message)),
         };
-        if let Some(runpod) = remote {
-            // A remote run is a background run the call waits for, handed over like a local
-            // one with --detach-after.
-            let kind = RunKind::Background;
-            let started = self
-                .start_remote(&runpod, &caller, &script, &args, timeout, kind, false)
-                .await;
-            let record = match started {
-                Ok(record) => record,
-                Err(message) => return Ok(refusal(message)),
-            };
-            let after = self
-                .app
-                .config
-                .background
-                .detach_after
-                .unwrap_or(Duration::MAX);
-            let result = self
-                .run_detachable(record, &script, after, timeout, &ctx, &notes)
-                .await;
-            return Ok(self.with_cap_note(result, &args));
-        }
-        if let Some(after) = self.app.config.background.detach_after {
-            let request = BackgroundRequest {
-                script: script.clone(),
-                args: args.args.clone(),
-                stdin: args.stdin.clone(),
-                timeout,
-                pool: Pool::Foreground,
-                python: python.clone(),
-            };
-            // When no background run can be kept, the run goes on as a plain call.
-            if let Ok(record) =
-                self.app
-                    .runs
-                    .start(&caller.key(), RunKind::Background, request, false)
-            {
-                let result = self
-                    .run_detachable(record, &script, after, timeout, &ctx, &notes)
-                    .await;
-                return Ok(self.with_cap_note(result, &args));
-            }
-        }
-        let request = RunRequest {
+        let ScriptCall {
+            script,
+            timeout,
             python,
-            ..RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout)
+        } = call;
+        let result = match started {
+            Err(refused) => return Ok(refusal(self.start_refused(refused))),
+            Ok(Started::Registered {
+                record,
+                hand_over_after,
+            }) => {
+                let after = hand_over_after.unwrap_or(Duration::MAX);
+                self.run_detachable(record, &script, after, timeout, &ctx, &notes)
+                    .await
+            }
+            Ok(Started::InCall) => {
+                let request = RunRequest {
+                    python,
+                    ..RunRequest::new(&script, &args.args, args.stdin.as_deref(), timeout)
+                };
+                self.run_in_call(request, &caller, &ctx, &notes).await
+            }
         };
-        let result = self.run_in_call(request, &caller, &ctx, &notes).await;
         Ok(self.with_cap_note(result, &args))
     }
 
@@ -135,15 +108,11 @@ impl PyRunServer {
         &self,
         Parameters(args): Parameters<ListFilesArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let root = &self.app.root;
-        let dir = match root.resolve_dir(args.directory.as_deref()) {
+        let dir = match self.engine().root().resolve_dir(args.directory.as_deref()) {
             Ok(dir) => dir,
             Err(e) => return Ok(refusal(e.into())),
         };
-        let app = self.app.clone();
-        let files = tokio::task::spawn_blocking(move || app.root.list_scripts(&dir))
-            .await
-            .unwrap_or_default();
+        let files = self.engine().list_scripts(dir).await;
         let text = if files.is_empty() {
             "(no Python files)".to_owned()
         } else {
@@ -166,7 +135,7 @@ impl PyRunServer {
     fn with_cap_note(&self, mut result: CallToolResult, args: &RunPythonArgs) -> CallToolResult {
         if let Some(note) = run_hint::capped(
             args.limit.timeout_seconds,
-            self.app.config.timeout,
+            self.engine().time_limit(RunMode::Call),
             run_hint::RUN_TIMEOUT,
         ) {
             run_hint::add(&mut result, &note);
@@ -186,11 +155,7 @@ impl PyRunServer {
         ctx: &RequestContext<RoleServer>,
         notes: &CallNotes,
     ) -> CallToolResult {
-        let mut owned = OwnedRun {
-            app: &self.app,
-            record: &record,
-            handed_over: false,
-        };
+        let held = self.engine().hold(&record);
         let wait = async {
             tokio::select! {
                 () = record.ended() => true,
@@ -210,18 +175,23 @@ impl PyRunServer {
             None => wait.await,
         };
         if !ended {
-            owned.handed_over = true;
-            self.app.runs.show(&record);
+            held.hand_over();
             return self.handed_over(&record, script, after);
         }
-        if self.too_long_to_show(&record.live) {
-            // Its result shows only the head and tail: the record stays (unlisted, its end
-            // seen) so that get_run and the output's link read the whole.
-            owned.handed_over = true;
-            record.mark_end_seen();
-        }
-        self.ended_result(&record, &self.caller(ctx), script, timeout, notes)
-            .await
+        // Its result shows only the head and tail: the record stays so that get_run and the
+        // output's link read the whole. Otherwise it goes once its result (which reads its
+        // files and backend from the registry) is built.
+        let held = if self.too_long_to_show(&record.live) {
+            held.keep();
+            None
+        } else {
+            Some(held)
+        };
+        let result = self
+            .ended_result(&record, &self.caller(ctx), script, timeout, notes)
+            .await;
+        drop(held);
+        result
     }
 
     /// The result of a `run_python` handed over to the background.
@@ -247,7 +217,7 @@ impl PyRunServer {
             stdout.next_offset,
             stderr.next_offset,
         );
-        let stderr_text = self.without_host_folder(&stderr.text);
+        let stderr_text = self.engine().without_host_folder(&stderr.text);
         if !stdout.text.is_empty() || !stderr_text.is_empty() {
             text.push_str("\n--- output so far ---\n");
             text.push_str(&stdout.text);
@@ -268,11 +238,8 @@ impl PyRunServer {
             stderr_truncated: stderr.truncated,
             duration_ms: millis(record.duration()),
             sandbox: self
-                .app
-                .runner
-                .sandbox()
+                .engine()
                 .layers_now()
-                .unwrap_or_default()
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),
@@ -281,7 +248,7 @@ impl PyRunServer {
             quarantined: Vec::new(),
             run_id: Some(record.id.clone()),
             status: Some(record.status()),
-            python: self.python_info(record.python.as_deref()),
+            python: python_info(self.engine(), record.python.as_deref()),
             hint: None,
             signal: None,
             warm: false,
@@ -291,22 +258,5 @@ impl PyRunServer {
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(report_value(report));
         result
-    }
-}
-
-/// A run started for a `run_python` call that may hand it over: killed and forgotten with the
-/// call unless it was handed over.
-struct OwnedRun<'a> {
-    app: &'a App,
-    record: &'a RunRecord,
-    handed_over: bool,
-}
-
-impl Drop for OwnedRun<'_> {
-    fn drop(&mut self) {
-        if !self.handed_over {
-            self.record.cancel();
-            self.app.runs.remove(&self.record.id);
-        }
     }
 }

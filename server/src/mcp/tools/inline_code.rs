@@ -16,11 +16,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::mcp::call::waited_run::RunReport;
-use crate::mcp::call::{call_notes, TimeLimit};
+use crate::mcp::call::{call_notes, optional_project, project_env, TimeLimit};
 use crate::mcp::present::reply::{check_code, effective_timeout, refusal};
 use crate::mcp::present::run_hint;
 use crate::mcp::protocol::apps::run_viewer_tool_meta;
 use crate::mcp::protocol::handler::PyRunServer;
+use pyrun_run::engine::placement::RunMode;
 use pyrun_run::runner::{RunRequest, RunSource};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -69,15 +70,18 @@ impl PyRunServer {
         if let Err(message) = check_code(&args.code, self.app.config.inline.max_code_bytes) {
             return Ok(refusal(message));
         }
-        let project = match self.optional_project(args.project.as_deref()) {
+        let project = match optional_project(self.engine(), args.project.as_deref()) {
             Ok(project) => project,
             Err(message) => return Ok(refusal(message)),
         };
-        let timeout = match effective_timeout(args.limit.timeout_seconds, self.app.config.timeout) {
+        let timeout = match effective_timeout(
+            args.limit.timeout_seconds,
+            self.engine().time_limit(RunMode::Call),
+        ) {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
-        let python = match self.project_env(project.as_ref()).await {
+        let python = match project_env(self.engine(), project.as_ref()).await {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message)),
         };
@@ -93,7 +97,7 @@ impl PyRunServer {
         let mut result = self.run_in_call(request, &caller, &ctx, &notes).await;
         if let Some(note) = run_hint::capped(
             args.limit.timeout_seconds,
-            self.app.config.timeout,
+            self.engine().time_limit(RunMode::Call),
             run_hint::RUN_TIMEOUT,
         ) {
             run_hint::add(&mut result, &note);

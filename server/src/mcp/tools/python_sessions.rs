@@ -21,12 +21,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::App;
 use crate::client_message::ClientMessage;
-use crate::mcp::call::CallContext;
+use crate::mcp::call::{optional_project, project_env, CallContext};
 use crate::mcp::present::reply::{
     check_code, effective_timeout, fmt_secs, listing, millis, push_section, refusal, rfc3339,
     structured, truncation_note,
 };
 use crate::mcp::protocol::handler::PyRunServer;
+use pyrun_run::engine::placement::RunMode;
 use pyrun_run::session::{ExecError, ExecOutcome, Session, SessionError, INTERRUPT_GRACE};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -125,19 +126,20 @@ impl PyRunServer {
         Parameters(args): Parameters<SessionStartArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let project = match self.optional_project(args.project.as_deref()) {
+        let project = match optional_project(self.engine(), args.project.as_deref()) {
             Ok(project) => project,
             Err(message) => return Ok(refusal(message)),
         };
         let caller = self.caller(&ctx);
         let shown = project.as_ref().map(|dir| dir.relative().to_owned());
-        let python = match self.project_env(project.as_ref()).await {
+        let python = match project_env(self.engine(), project.as_ref()).await {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message)),
         };
         let started = self
             .app
-            .sessions
+            .engine
+            .sessions()
             .start(&caller.key(), project.as_ref(), shown, python.as_deref())
             .await;
         let session = match started {
@@ -184,7 +186,10 @@ impl PyRunServer {
         if let Err(message) = check_code(&args.code, self.app.config.inline.max_code_bytes) {
             return Ok(refusal(message));
         }
-        let timeout = match effective_timeout(args.timeout_seconds, self.app.config.timeout) {
+        let timeout = match effective_timeout(
+            args.timeout_seconds,
+            self.engine().time_limit(RunMode::Call),
+        ) {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
@@ -192,7 +197,7 @@ impl PyRunServer {
             Ok(session) => session,
             Err(message) => return Ok(refusal(message)),
         };
-        let sessions = &self.app.sessions;
+        let sessions = self.engine().sessions();
         match sessions.exec(&session, args.code, timeout, &ctx.ct).await {
             Ok(outcome) => {
                 call.notes.note(|n| n.timed_out = outcome.timed_out);
@@ -221,8 +226,8 @@ impl PyRunServer {
             Ok(session) => session,
             Err(message) => return Ok(refusal(message)),
         };
-        self.app
-            .sessions
+        self.engine()
+            .sessions()
             .stop(&call.caller.key(), &session.id)
             .await;
         let text = format!("Closed Python session {}.", session.id);
@@ -247,7 +252,8 @@ impl PyRunServer {
         let owner = self.caller(&ctx);
         let sessions: Vec<SessionSummary> = self
             .app
-            .sessions
+            .engine
+            .sessions()
             .list(&owner.key())
             .iter()
             .map(|session| summary(session))
@@ -271,7 +277,8 @@ impl PyRunServer {
 /// The caller's session with this id, or the one message for unknown, closed and foreign ids.
 fn find_session(call: &CallContext, id: &str) -> Result<Arc<Session>, ClientMessage> {
     call.app
-        .sessions
+        .engine
+        .sessions()
         .get(&call.caller.key(), id)
         .ok_or_else(|| unknown_session(call.app, id))
 }
@@ -280,7 +287,7 @@ fn unknown_session(app: &App, id: &str) -> ClientMessage {
     ClientMessage::new("no Python session with id ")
         .given(id)
         .then(" (sessions close after ")
-        .duration(app.sessions.settings().idle_timeout)
+        .duration(app.engine.sessions().settings().idle_timeout)
         .then(" unused, when their interpreter ends, and with a server restart)")
         .hint("start one with session_start; list_sessions shows yours")
 }
@@ -352,8 +359,11 @@ fn session_gone(session: &Session, e: ExecError, timeout: Duration) -> ClientMes
 fn exec_result(app: &App, outcome: ExecOutcome, timeout: Duration) -> CallToolResult {
     // Tracebacks and raw output may name files by host path (the sandbox off, or modules of
     // the projects folder): relative, as in run results.
-    let stderr = app.without_host_folder(&outcome.stderr);
-    let error = outcome.error.as_deref().map(|e| app.without_host_folder(e));
+    let stderr = app.engine.without_host_folder(&outcome.stderr);
+    let error = outcome
+        .error
+        .as_deref()
+        .map(|e| app.engine.without_host_folder(e));
     let report = ExecReport {
         stdout: outcome.stdout,
         stderr,

@@ -38,7 +38,7 @@ pub(crate) async fn read_served(
 ) -> Result<Result<(ProjectFile, Vec<u8>, ReadShare), Refused>, ErrorData> {
     let unfinished = |_| ErrorData::internal_error("the read did not finish", None);
     let proving = app.clone();
-    let file = match tokio::task::spawn_blocking(move || resolve(&proving.root))
+    let file = match tokio::task::spawn_blocking(move || resolve(proving.engine.root()))
         .await
         .map_err(unfinished)?
     {
@@ -51,7 +51,8 @@ pub(crate) async fn read_served(
     let app = app.clone();
     tokio::task::spawn_blocking(move || {
         let bytes = app
-            .root
+            .engine
+            .root()
             .read_file(&file, MAX_RESOURCE_BYTES)
             .map_err(Refused::Read)?;
         Ok((file, bytes, share))

@@ -43,7 +43,7 @@ pub async fn read_artifact(
     name: String,
 ) -> Result<(ReadResourceResult, ReadShare), ErrorData> {
     let not_found = || not_found(uri);
-    let store = Arc::clone(&app.artifacts);
+    let store = Arc::clone(app.engine.artifacts());
     let (owner, run_id, name) = (caller.key().into_owned(), run_id.to_owned(), name);
     let found = tokio::task::spawn_blocking(move || store.read(&owner, &run_id, &name))
         .await
@@ -88,17 +88,21 @@ pub async fn read_output(
     run_id: &str,
     which: Stream,
 ) -> Result<(ReadResourceResult, ReadShare), ErrorData> {
-    let record = app.runs.get(&caller.key(), run_id).ok_or_else(|| {
-        ErrorData::resource_not_found(
-            "no run output at this URI for this caller (a run's output is kept for a while \
+    let record = app
+        .engine
+        .runs()
+        .get(&caller.key(), run_id)
+        .ok_or_else(|| {
+            ErrorData::resource_not_found(
+                "no run output at this URI for this caller (a run's output is kept for a while \
              after it ends, and is gone after a server restart)",
-            Some(json!({ "uri": uri })),
-        )
-    })?;
+                Some(json!({ "uri": uri })),
+            )
+        })?;
     let share = budget.take(&caller.key(), record.live.len(which)).await?;
     let mut text = record.live.read(which, 0, usize::MAX).text;
     if which == Stream::Stderr {
-        text = app.without_host_folder(&text);
+        text = app.engine.without_host_folder(&text);
     }
     let contents = ResourceContents::text(text, uri).with_mime_type("text/plain");
     Ok((ReadResourceResult::new(vec![contents]), share))

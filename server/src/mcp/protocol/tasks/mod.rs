@@ -17,12 +17,12 @@ use rmcp::{ErrorData, RoleServer};
 
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
-use crate::mcp::call::{call_notes, RunPythonArgs, ScriptCall};
-use crate::mcp::present::reply::{refusal, runs_full};
+use crate::mcp::call::{call_notes, script_call, RunPythonArgs};
+use crate::mcp::present::reply::refusal;
 use crate::mcp::protocol::handler::PyRunServer;
-use pyrun_run::background::{BackgroundRequest, RunKind, RunRecord};
+use pyrun_run::background::{RunKind, RunRecord};
+use pyrun_run::engine::placement::RunMode;
 use pyrun_run::paths::ProjectPath;
-use pyrun_run::runner::Pool;
 
 impl PyRunServer {
     /// `run_python` for a client that declared the Tasks extension: the run goes to the
@@ -38,51 +38,33 @@ impl PyRunServer {
             ErrorData::invalid_params(format!("failed to deserialize parameters: {e}"), None)
         })?;
         let notes = call_notes(ctx);
-        let settings = self.app.runs.settings();
-        let ScriptCall {
-            script,
-            timeout,
-            python,
-        } = match self.script_call(&args, settings.timeout, &notes).await {
+        let call = match script_call(self.engine(), &args, RunMode::Task, &notes).await {
             Ok(call) => call,
             Err(message) => return Ok(refusal(message).into()),
         };
         let caller = self.caller(ctx);
         let owner = caller.key().into_owned();
-        let remote = match self.remote_backend(&args) {
-            Ok(remote) => remote,
+        let run = match self.file_run(&call, &args) {
+            Ok(run) => run,
             Err(message) => return Ok(refusal(message).into()),
         };
-        let record = if let Some(runpod) = remote {
-            let kind = RunKind::Task;
-            let started = self
-                .start_remote(&runpod, &caller, &script, &args, timeout, kind, true)
-                .await;
-            match started {
-                Ok(record) => record,
-                Err(message) => return Ok(refusal(message).into()),
-            }
-        } else {
-            let request = BackgroundRequest {
-                script: script.clone(),
-                args: args.args,
-                stdin: args.stdin,
-                timeout,
-                pool: Pool::Background,
-                python,
-            };
-            match self.app.runs.start(&owner, RunKind::Task, request, true) {
-                Ok(record) => record,
-                Err(e) => return Ok(refusal(runs_full(e, settings)).into()),
-            }
+        let record = match self
+            .engine()
+            .start_background(&caller, &run, RunKind::Task)
+            .await
+        {
+            Ok(record) => record,
+            Err(refused) => return Ok(refusal(self.start_refused(refused)).into()),
         };
+        let (script, timeout) = (call.script, call.timeout);
+        let retention = self.engine().runs().settings().retention;
         tracing::info!(%caller, run_id = %record.id, script = script.relative(), "task started");
         let (status_server, end_server) = (self.clone(), self.clone());
         let created = self.state.tasks.spawn(
             &owner,
             record,
             script.clone(),
-            timeout + settings.retention,
+            timeout + retention,
             move |run, script| status_server.task_status(run, script),
             move |run| async move {
                 end_server
@@ -104,7 +86,9 @@ impl PyRunServer {
             .number(run.duration().as_secs())
             .then(" s)");
         let message = match run.live.last_line() {
-            Some(line) => message.then(": ").output(&self.without_host_folder(&line)),
+            Some(line) => message
+                .then(": ")
+                .output(&self.engine().without_host_folder(&line)),
             None => message,
         };
         message.into_string()

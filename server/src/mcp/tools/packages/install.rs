@@ -134,12 +134,12 @@ impl PyRunServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let call = self.call_context(&ctx);
-        let Some(installs) = self.app.installs.clone() else {
+        let Some(installs) = self.engine().installs().cloned() else {
             return Ok(refusal(ClientMessage::new(
                 "package installs are off on this server",
             )));
         };
-        let project = match self.app.root.resolve_project(Some(&args.project)) {
+        let project = match self.engine().root().resolve_project(Some(&args.project)) {
             Ok(dir) => dir,
             Err(e) => return Ok(refusal(e.into())),
         };
@@ -287,7 +287,7 @@ async fn project_text(
         "" | "." => given.to_owned(),
         dir => format!("{dir}/{given}"),
     };
-    let file = match call.app.root.resolve_file(&inside) {
+    let file = match call.app.engine.root().resolve_file(&inside) {
         Ok(file) => file,
         Err(PathError::NotFound(_)) => return Ok(None),
         Err(e) => return Err(e.into()),
@@ -302,7 +302,7 @@ async fn project_text(
     if !in_project {
         return Err(ClientMessage::quoting(given).then(" is not a file of the project"));
     }
-    let root = call.app.root.clone();
+    let root = call.app.engine.root().clone();
     let read = tokio::task::spawn_blocking(move || root.read_file(&file, cap))
         .await
         .unwrap_or(Err(ReadError::Changed));
@@ -324,7 +324,7 @@ async fn project_text(
 /// The installer's output as a client may see it: the projects folder, the runs' scratch
 /// and the installs' own folders cut (`mathpkg/.venv/lib/...`).
 fn without_install_folders(app: &App, text: &str, installs: &Installs) -> String {
-    let mut text = app.without_host_folder(text);
+    let mut text = app.engine.without_host_folder(text);
     for folder in installs.host_folders() {
         let mut prefix = folder.to_string_lossy().into_owned();
         prefix.push(std::path::MAIN_SEPARATOR);

@@ -16,6 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::client_message::push_escaped;
+use crate::mcp::call::python_env;
 use crate::mcp::present::reply::{python_info_of, refusal, structured, PythonInfo};
 use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::packages::installed;
@@ -62,16 +63,20 @@ impl PyRunServer {
         &self,
         Parameters(args): Parameters<ListPackagesArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let project = match self.app.root.resolve_project(args.project.as_deref()) {
+        let project = match self
+            .engine()
+            .root()
+            .resolve_project(args.project.as_deref())
+        {
             Ok(dir) => dir,
             Err(e) => return Ok(refusal(e.into())),
         };
-        let env = match self.python_env(project.absolute()).await {
+        let env = match python_env(self.engine(), project.absolute()).await {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message)),
         };
         let python = python_info_of(&env);
-        let projects = self.app.root.path().to_path_buf();
+        let projects = self.engine().root().path().to_path_buf();
         let found = tokio::task::spawn_blocking(move || installed(&env.site_packages, &projects))
             .await
             .unwrap_or_default();
