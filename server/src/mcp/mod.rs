@@ -8,8 +8,9 @@
 //!   never import each other.
 //! - `call/`: what a tool call shares, whatever its room — its `CallContext` (the `App`, the
 //!   caller, the audit notes), progress, the prologue of a file run, the Python environment of a
-//!   folder (`mod.rs`), a run the call waits for and its report (`waited_run`), a file run as
-//!   the run engine takes it and its refusals in words (`start_run`).
+//!   folder (`mod.rs`), the checks of its arguments (time limit, code: `arguments`), a run the
+//!   call waits for and its report (`waited_run`), a file run as the run engine takes it and its
+//!   refusals in words (`start_run`).
 //! - `protocol/`: the `handler` composing the rooms' routers (and `backend_schema`, the run
 //!   tools' `backend` argument), `tasks` (a `run_python` as an MCP task, and the task store),
 //!   `resources` (project files, run artifacts, the read budget, the folder's watcher), `prompts`,

@@ -1,8 +1,10 @@
 //! What every tool call may need, whatever its room, as free functions: its `CallContext` (the
 //! `App`, the caller, the audit notes), its audit notes alone, progress notifications, the
 //! prologue of a file run (the script proven, the time limit checked, its environment found) and
-//! the Python environment of a folder, over the run layer's `Engine`.
+//! the Python environment of a folder, over the run layer's `Engine`. The checks of a call's
+//! arguments are `arguments.rs`.
 
+pub(super) mod arguments;
 pub(super) mod start_run;
 pub(super) mod waited_run;
 
@@ -20,7 +22,8 @@ use serde::Deserialize;
 use crate::app::App;
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
-use crate::mcp::present::reply::{effective_timeout, python_info_of, PythonInfo, NOTIFY_TIMEOUT};
+use crate::mcp::present::reply::{python_info_of, PythonInfo, NOTIFY_TIMEOUT};
+use arguments::effective_timeout;
 use pyrun_run::caller::Caller;
 use pyrun_run::engine::placement::RunMode;
 use pyrun_run::engine::Engine;

@@ -15,9 +15,10 @@ use rmcp::{tool, tool_router, ErrorData, RoleServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::mcp::call::arguments::{check_code, effective_timeout};
 use crate::mcp::call::waited_run::{run_in_call, RunReport};
 use crate::mcp::call::{optional_project, project_env, TimeLimit};
-use crate::mcp::present::reply::{check_code, effective_timeout, refusal};
+use crate::mcp::present::reply::refusal;
 use crate::mcp::present::run_hint;
 use crate::mcp::protocol::apps::run_viewer_tool_meta;
 use crate::mcp::protocol::handler::PyRunServer;

@@ -21,10 +21,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::App;
 use crate::client_message::ClientMessage;
+use crate::mcp::call::arguments::{check_code, effective_timeout};
 use crate::mcp::call::{optional_project, project_env, CallContext};
 use crate::mcp::present::reply::{
-    check_code, effective_timeout, fmt_secs, listing, millis, push_section, refusal, rfc3339,
-    structured, truncation_note,
+    fmt_secs, listing, millis, push_section, refusal, rfc3339, structured, truncation_note,
 };
 use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::engine::placement::RunMode;
