@@ -122,14 +122,44 @@ build_for_tests() {
 }
 
 # cargo test, with its output kept to count the results for the summary (every binary runs, so one
-# failure does not hide the others): the hermetic tests
-# (loopback only) and the real-client tests (official SDKs, Inspector, conformance suite, nginx,
-# chromium, the scripts) in one run.
+# failure does not hide the others): the hermetic tests (loopback only) and the real-client tests
+# (official SDKs, Inspector, conformance suite, nginx, chromium, the scripts). The real clients'
+# binary spends its time waiting on the programs it drives, as the server's integration binary
+# waits on the servers it starts: the first runs beside everything else instead of after it (its
+# output is printed when both are done). It runs as cargo would run it (from its package folder),
+# the very executable the build made: its path comes from cargo, which builds nothing here.
+# The plot test (server/tests/artifacts.rs) fails here without matplotlib, instead of skipping.
+REAL_CLIENTS=real_clients
 run_tests() {
-    # The plot test (server/tests/artifacts.rs) fails here without matplotlib, instead of skipping.
-    PYRUN_REQUIRE_MATPLOTLIB=1 cargo test --workspace --no-fail-fast --features "$TEST_FEATURES" 2>&1 |
+    local features=(--workspace --no-fail-fast --features "$TEST_FEATURES")
+    local real_clients others
+    real_clients=$(cargo test "${features[@]}" --no-run --message-format=json 2>/dev/null |
+        python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
+        print(m["executable"])' "$REAL_CLIENTS") || return 1
+    [[ -x $real_clients ]] || { echo "no $REAL_CLIENTS test executable"; return 1; }
+    # Every other test target, named from cargo's metadata (a new one is never left out).
+    others=$(cargo metadata --format-version 1 --no-deps --all-features |
+        python3 -c 'import json, sys
+m = json.load(sys.stdin)
+print(" ".join("--test " + t["name"] for p in m["packages"] for t in p["targets"]
+               if "test" in t["kind"] and t["name"] != sys.argv[1]))' "$REAL_CLIENTS") || return 1
+    (cd tests && PYRUN_REQUIRE_MATPLOTLIB=1 "$real_clients") >"$log_dir/real_clients.log" 2>&1 &
+    local lane=$! status=0 lane_status=0
+    # shellcheck disable=SC2086 # $others is a list of flags
+    # (A step runs in an `if`: a failing command here does not end the script.)
+    PYRUN_REQUIRE_MATPLOTLIB=1 cargo test "${features[@]}" --lib --bins $others 2>&1 |
         tee "$log_dir/test.log"
-    return "${PIPESTATUS[0]}"
+    status=${PIPESTATUS[0]}
+    cargo test "${features[@]}" --doc 2>&1 | tee -a "$log_dir/test.log"
+    ((PIPESTATUS[0] == 0)) || status=1
+    wait "$lane" || lane_status=$?
+    echo "     Running $REAL_CLIENTS (beside the rest)"
+    tee -a "$log_dir/test.log" <"$log_dir/real_clients.log"
+    ((lane_status == 0)) || echo "$REAL_CLIENTS failed (exit $lane_status)"
+    ((status == 0 && lane_status == 0))
 }
 
 # The browser the consent-page test drives (tests/tests/consent_browser.rs): Debian's chromium and
