@@ -1282,8 +1282,9 @@ async fn a_metadata_document_at_a_private_address_is_never_fetched_and_gets_a_pa
         assert!(page.contains("id=\"error\""), "{client_id}: {page}");
         assert!(!page.contains("169.254") || client_id.contains("169.254"));
     }
-    let logs = server.server.logs();
-    assert!(logs.contains("client metadata document"), "{logs}");
+    // The log line may be written just after the answer.
+    let logged = eventually(|| server.server.logs().contains("client metadata document")).await;
+    assert!(logged, "{}", server.server.logs());
     // The test escape is refused on anything but loopback.
     let projects = projects();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"))

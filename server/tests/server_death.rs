@@ -87,7 +87,8 @@ fn beat_file(projects: &Path, marker: &str) -> PathBuf {
 }
 
 async fn until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    // A wait, not a timing: on a busy machine pip's fallback reaches the venv step late.
+    let deadline = Instant::now() + Duration::from_secs(60);
     while !check() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
