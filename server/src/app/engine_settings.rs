@@ -8,15 +8,11 @@ use crate::client_message::ClientMessage;
 use crate::config::{Config, RunPodConfig, RunPodPoll};
 use pyrun_remote::runpod::{PollMethod, RunPod, RunPodApi};
 use pyrun_run::engine::backend::RemoteBackend;
-use pyrun_run::engine::settings::{
-    ArtifactStorage, BackgroundPolicy, InstallPolicy, SandboxSettings, SessionLimits,
-};
+use pyrun_run::engine::settings::{ArtifactStorage, InstallPolicy, SessionLimits};
 use pyrun_run::engine::EngineSettings;
 
 /// The engine's settings from `config`, with `remote` as its remote backends.
 pub fn engine_settings(config: &Config, remote: Vec<Arc<dyn RemoteBackend>>) -> EngineSettings {
-    let sandbox = &config.sandbox;
-    let background = &config.background;
     EngineSettings {
         projects_dir: config.projects_dir.clone(),
         state_dir: config.state_dir.clone(),
@@ -26,22 +22,8 @@ pub fn engine_settings(config: &Config, remote: Vec<Arc<dyn RemoteBackend>>) -> 
         max_output_bytes: config.max_output_bytes,
         max_concurrent: config.max_concurrent,
         timeout: config.timeout,
-        sandbox: SandboxSettings {
-            mode: sandbox.mode,
-            allow_network: sandbox.allow_network,
-            read_only_projects: sandbox.read_only_projects,
-            write_scope: sandbox.write_scope,
-            allow_protected_writes: sandbox.allow_protected_writes,
-            limits: sandbox.limits.clone(),
-        },
-        background: BackgroundPolicy {
-            timeout: background.timeout,
-            max_concurrent: background.max_concurrent,
-            max_runs: background.max_runs,
-            max_per_caller: background.max_per_caller,
-            retention: background.retention,
-            detach_after: background.detach_after,
-        },
+        sandbox: config.sandbox.clone(),
+        background: config.background.clone(),
         sessions: SessionLimits {
             max_sessions: config.sessions.max_sessions,
             max_per_caller: config.sessions.max_per_caller,

@@ -41,16 +41,8 @@ pub struct BackgroundArgs {
     pub detach_after: Option<u64>,
 }
 
-/// The settings, resolved.
-#[derive(Debug, Clone)]
-pub struct BackgroundConfig {
-    pub timeout: Duration,
-    pub max_concurrent: usize,
-    pub max_runs: usize,
-    pub max_per_caller: usize,
-    pub retention: Duration,
-    pub detach_after: Option<Duration>,
-}
+/// The settings, resolved: the run engine's own policy, so nothing maps them again.
+pub use pyrun_run::engine::settings::BackgroundPolicy as BackgroundConfig;
 
 impl BackgroundArgs {
     pub(super) fn resolve(&self, cpus: usize) -> BackgroundConfig {

@@ -59,18 +59,8 @@ pub struct SandboxArgs {
     pub max_processes: u64,
 }
 
-/// How runs are confined, validated.
-#[derive(Debug, Clone)]
-pub struct SandboxConfig {
-    pub mode: SandboxMode,
-    pub allow_network: bool,
-    /// Runs may not change the projects folder (`--read-only-projects`, or `strict`).
-    pub read_only_projects: bool,
-    pub write_scope: WriteScope,
-    /// Protected names a run creates stay (`--allow-protected-writes`).
-    pub allow_protected_writes: bool,
-    pub limits: ResourceLimits,
-}
+/// How runs are confined, validated: the run engine's own settings, so nothing maps them again.
+pub use pyrun_run::engine::settings::SandboxSettings as SandboxConfig;
 
 impl SandboxArgs {
     pub(super) fn resolve(self, timeout_secs: u64) -> SandboxConfig {
