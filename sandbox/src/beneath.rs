@@ -271,7 +271,13 @@ impl Folder {
     }
 
     pub(crate) fn open_child(&self, name: &OsStr) -> Result<Self, Closed> {
-        Self::at(self.path.join(name))
+        let child = Self::at(self.path.join(name))?;
+        match std::fs::read_dir(&child.path) {
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                Err(Closed::Unlistable(self.id_of(name)))
+            }
+            _ => Ok(child),
+        }
     }
 
     pub(crate) fn stamp(&self) -> io::Result<Stamp> {
