@@ -66,14 +66,14 @@ fn script(body: &str) -> String {
 /// When the tests run as root: a uid no account uses, for a second, unprivileged server (and its
 /// canary), so each attack is tried with the server as root and as a normal user. `None` when the
 /// tests already run unprivileged (then the one server is that).
-fn other_user() -> Option<u32> {
+pub(crate) fn other_user() -> Option<u32> {
     rustix::process::geteuid().is_root().then_some(61_234)
 }
 
 /// The servers to try an attack on, starting runs as `start` says: as the test's own user, and
 /// as [`other_user`] when there is one (its projects folder made that user's, and the
 /// interpreter one that user can reach).
-fn servers_for(
+pub(crate) fn servers_for(
     start: Start,
     files: &[(&str, &str)],
 ) -> Vec<(TempProjects, StdioServer, Option<u32>)> {
