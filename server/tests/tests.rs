@@ -24,6 +24,7 @@ mod http_security;
 mod http_tools;
 mod inline_code;
 mod install_packages;
+mod interpreter_places;
 mod live_output;
 mod no_process_left;
 mod oauth;
