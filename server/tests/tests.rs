@@ -48,6 +48,7 @@ mod standin_python;
 mod startup;
 mod stdio;
 mod stdio_paths;
+mod swapped_parents;
 mod venv_bytecode;
 mod warm_escapes;
 mod warm_runs;
