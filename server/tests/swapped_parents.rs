@@ -9,7 +9,8 @@
 //! not run the planted code (its marker file stays absent), and the user's real entries are
 //! still where they were, the same files. Each attack is first tried on the host with nothing
 //! to refuse it, to prove it would plant working code. On a root and an unprivileged server,
-//! warm and cold.
+//! warm and cold. Last, what a run may still do in a pinned folder: write, rename inside it,
+//! and move a file out with `shutil.move` (a plain rename out is `EXDEV`, as between disks).
 #![cfg(target_os = "linux")]
 
 use std::collections::BTreeMap;
@@ -436,4 +437,46 @@ fn a_run_cannot_swap_a_grandparent_a_deep_folder_a_link_or_an_emptied_folder_on_
 #[test]
 fn with_write_scope_all_a_run_cannot_rename_its_own_project_folder_aside() {
     try_everywhere(&own_folder());
+}
+
+const WORK_INSIDE: &str = r##"
+import shutil
+attempt("write", lambda: write("src/pkg/new.py", "Y = 2\n"))
+attempt("rename_inside", lambda: os.rename("src/pkg/new.py", "src/pkg/renamed.py"))
+attempt("mkdir_rmdir", lambda: (os.mkdir("src/pkg/tmp"), os.rmdir("src/pkg/tmp")))
+attempt("rename_across", lambda: os.rename("src/pkg/renamed.py", "src/moved.py"))
+attempt("move_across", lambda: shutil.move("src/pkg/renamed.py", "src/moved.py"))
+"##;
+
+#[test]
+fn a_run_still_writes_and_renames_inside_a_pinned_folder_and_moves_files_out_with_shutil() {
+    let (dir, _) = util::project(&[
+        (
+            "a/work.py",
+            &format!("{}\n{WORK_INSIDE}\nreport()\n", util::ATTEMPT),
+        ),
+        ("a/src/pkg/__init__.py", ""),
+        ("a/src/pkg/__pycache__/x.pyc", ""),
+    ]);
+    let mut server = Start::Cold.server(dir.path(), &[]);
+    let result = Start::Cold.run(&mut server, dir.path(), "a/work.py", &[]);
+    let tried = attempts(&result);
+    for done in ["write", "rename_inside", "mkdir_rmdir", "move_across"] {
+        assert_eq!(
+            tried.get(done).map(String::as_str),
+            Some("DONE"),
+            "{done}: {tried:?}"
+        );
+    }
+    // A pinned folder is a mount of its own: a rename out of it is one across mounts.
+    assert_eq!(
+        tried.get("rename_across").map(String::as_str),
+        Some("EXDEV"),
+        "{tried:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a/src/moved.py")).unwrap(),
+        "Y = 2\n"
+    );
+    server.close();
 }
