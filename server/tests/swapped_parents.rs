@@ -1,6 +1,7 @@
 //! A run that swaps the folders a protected entry hangs from, tried for real through the server
 //! binary: it renames the parent of the user's `sub/.git` or `src/pkg/__pycache__` (or a
-//! grandparent, or replaces one by a link, or renames it onto an existing folder) and builds a
+//! grandparent, or its own project folder, or replaces one by a link, renames it onto an
+//! existing folder or exchanges it with another in one step) and builds a
 //! planted copy at the old path: a repository whose `core.fsmonitor` runs on `git status`, a
 //! package whose unchecked-hash `.pyc` runs on `import`. The run's view pins every folder on the
 //! way (a mount point cannot be renamed or removed), so each rename is refused; afterwards the
@@ -8,7 +9,8 @@
 //! not run the planted code (its marker file stays absent), and the user's real entries are
 //! still where they were, the same files. Each attack is first tried on the host with nothing
 //! to refuse it, to prove it would plant working code. On a root and an unprivileged server,
-//! warm and cold.
+//! warm and cold. Last, what a run may still do in a pinned folder: write, rename inside it,
+//! and move a file out with `shutil.move` (a plain rename out is `EXDEV`, as between disks).
 #![cfg(target_os = "linux")]
 
 use std::collections::BTreeMap;
@@ -16,7 +18,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::escapes::servers_for;
+use crate::escapes::servers_with;
 use crate::util;
 use crate::util::warm::Start;
 use pyrun_mcp_tests::TempProjects;
@@ -26,7 +28,7 @@ use serde_json::Value;
 /// fsmonitor touches `MARKERS/marker`; `plant_pkg(folder, marker)` a package `pkg` whose `mod`'s
 /// cached bytecode (unchecked hash: Python never compares it with the source) touches it.
 const PLANT: &str = r##"
-import py_compile, shutil
+import ctypes, py_compile, shutil
 def plant_git(worktree, marker):
     git = os.path.join(worktree, ".git")
     os.makedirs(os.path.join(git, "objects"))
@@ -43,6 +45,12 @@ def plant_pkg(folder, marker):
     cached = os.path.join(folder, "__pycache__", "mod.%s.pyc" % sys.implementation.cache_tag)
     py_compile.compile(evil, cfile=cached, doraise=True,
                        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+_libc = ctypes.CDLL(None, use_errno=True)
+def exchange(a, b):
+    # renameat2(RENAME_EXCHANGE): both names swapped in one step.
+    if _libc.renameat2(-100, a.encode(), -100, b.encode(), 2) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
 def then(name, f):
     # A step that makes sense only once every step before it of its group was done.
     group = name.split("_")[0]
@@ -89,6 +97,16 @@ def empty(folder):
 attempt("rmdir_empty", lambda: empty("e/pkg"))
 attempt("rmdir_remove", lambda: os.rmdir("e/pkg"))
 then("rmdir_plant", lambda: plant_pkg("e/pkg", "rmdir_pyc"))
+# The parent of a .git exchanged with a planted folder in one step.
+attempt("swap_plant", lambda: plant_git("x/evil", "swap_git"))
+then("swap_exchange", lambda: exchange("x/evil", "x/sub"))
+"##;
+
+/// With `--write-scope all`: the project folder itself, which holds a `.git` two levels down,
+/// renamed aside from inside, and a planted copy built at its path.
+const OWN_FOLDER: &str = r##"
+attempt("own_rename", lambda: os.rename("../a", "../a_old"))
+then("own_plant", lambda: plant_git("../a/sub", "own_git"))
 "##;
 
 /// A host check after the run: a repository's work tree, or a package's import root.
@@ -106,6 +124,8 @@ enum Check {
 /// that count as refused.
 struct Attack {
     body: &'static str,
+    /// The servers' arguments besides.
+    flags: &'static [&'static str],
     planted: &'static [&'static str],
     files: &'static [(&'static str, &'static str)],
     repos: &'static [&'static str],
@@ -119,6 +139,7 @@ const BUSY: &[&str] = &["EBUSY"];
 fn way_1() -> Attack {
     Attack {
         body: WAY_1,
+        flags: &[],
         planted: &["way1_git", "way1_pyc"],
         files: &[
             ("a/sub/README", "the user's sub-repository\n"),
@@ -135,7 +156,15 @@ fn way_1() -> Attack {
 fn variants() -> Attack {
     Attack {
         body: VARIANTS,
-        planted: &["deep_git", "grand_pyc", "link_pyc", "onto_git", "rmdir_pyc"],
+        flags: &[],
+        planted: &[
+            "deep_git",
+            "grand_pyc",
+            "link_pyc",
+            "onto_git",
+            "rmdir_pyc",
+            "swap_git",
+        ],
         files: &[
             ("a/g/src/pkg/__init__.py", ""),
             ("a/g/src/pkg/mod.py", "X = 1\n"),
@@ -145,10 +174,11 @@ fn variants() -> Attack {
             ("a/m/pkg/__init__.py", ""),
             ("a/m/pkg/mod.py", "X = 1\n"),
             ("a/q/sub/README", "sub\n"),
+            ("a/x/sub/README", "sub\n"),
             ("a/e/pkg/__init__.py", ""),
             ("a/e/pkg/mod.py", "X = 1\n"),
         ],
-        repos: &["w/x/y", "q/sub"],
+        repos: &["w/x/y", "q/sub", "x/sub"],
         packages: &["g/src/pkg", "l/pkg", "m/pkg", "e/pkg"],
         checks: &[
             Check::Import("g/src"),
@@ -157,6 +187,7 @@ fn variants() -> Attack {
             Check::Import("m"),
             Check::Git("q/sub"),
             Check::Import("e"),
+            Check::Git("x/sub"),
         ],
         refused: &[
             ("grand_rename", BUSY),
@@ -165,12 +196,26 @@ fn variants() -> Attack {
             ("back_away", BUSY),
             ("onto_rename", BUSY),
             ("rmdir_remove", &["EBUSY", "ENOTEMPTY"]),
+            ("swap_exchange", BUSY),
         ],
     }
 }
 
+fn own_folder() -> Attack {
+    Attack {
+        body: OWN_FOLDER,
+        flags: &["--write-scope", "all"],
+        planted: &["own_git"],
+        files: &[("a/sub/README", "the user's sub-repository\n")],
+        repos: &["sub"],
+        packages: &[],
+        checks: &[Check::Git("sub")],
+        refused: &[("own_rename", BUSY)],
+    }
+}
+
 /// The interpreter a server runs scripts with: the harness's for the test's own user, the
-/// system's for the other one (`escapes::servers_for`). The host's checks use the same one, so
+/// system's for the other one (`escapes::servers_with`). The host's checks use the same one, so
 /// a planted `.pyc` has the tag it would look for.
 fn python_of(uid: Option<u32>) -> PathBuf {
     match uid {
@@ -343,7 +388,7 @@ fn try_everywhere(attack: &Attack) {
             .iter()
             .map(|(p, c)| (p.as_str(), c.as_str()))
             .collect();
-        for (dir, mut server, uid) in servers_for(start, &files) {
+        for (dir, mut server, uid) in servers_with(start, &files, attack.flags) {
             let python = python_of(uid);
             let real = make_real_entries(dir.path(), attack, &python, uid);
             let result = start.run(&mut server, dir.path(), "a/attack.py", &[]);
@@ -387,4 +432,51 @@ fn a_run_cannot_rename_the_parents_of_a_git_or_a_pycache_and_plant_copies_there(
 #[test]
 fn a_run_cannot_swap_a_grandparent_a_deep_folder_a_link_or_an_emptied_folder_on_the_way() {
     try_everywhere(&variants());
+}
+
+#[test]
+fn with_write_scope_all_a_run_cannot_rename_its_own_project_folder_aside() {
+    try_everywhere(&own_folder());
+}
+
+const WORK_INSIDE: &str = r##"
+import shutil
+attempt("write", lambda: write("src/pkg/new.py", "Y = 2\n"))
+attempt("rename_inside", lambda: os.rename("src/pkg/new.py", "src/pkg/renamed.py"))
+attempt("mkdir_rmdir", lambda: (os.mkdir("src/pkg/tmp"), os.rmdir("src/pkg/tmp")))
+attempt("rename_across", lambda: os.rename("src/pkg/renamed.py", "src/moved.py"))
+attempt("move_across", lambda: shutil.move("src/pkg/renamed.py", "src/moved.py"))
+"##;
+
+#[test]
+fn a_run_still_writes_and_renames_inside_a_pinned_folder_and_moves_files_out_with_shutil() {
+    let (dir, _) = util::project(&[
+        (
+            "a/work.py",
+            &format!("{}\n{WORK_INSIDE}\nreport()\n", util::ATTEMPT),
+        ),
+        ("a/src/pkg/__init__.py", ""),
+        ("a/src/pkg/__pycache__/x.pyc", ""),
+    ]);
+    let mut server = Start::Cold.server(dir.path(), &[]);
+    let result = Start::Cold.run(&mut server, dir.path(), "a/work.py", &[]);
+    let tried = attempts(&result);
+    for done in ["write", "rename_inside", "mkdir_rmdir", "move_across"] {
+        assert_eq!(
+            tried.get(done).map(String::as_str),
+            Some("DONE"),
+            "{done}: {tried:?}"
+        );
+    }
+    // A pinned folder is a mount of its own: a rename out of it is one across mounts.
+    assert_eq!(
+        tried.get("rename_across").map(String::as_str),
+        Some("EXDEV"),
+        "{tried:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a/src/moved.py")).unwrap(),
+        "Y = 2\n"
+    );
+    server.close();
 }
