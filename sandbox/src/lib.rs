@@ -62,8 +62,9 @@ mod windows;
 
 pub use error::SandboxError;
 pub use policy::{
-    is_protected_name, Grant, ResourceLimits, RunProject, SandboxMode, SandboxPolicy, WriteScope,
-    PROTECTED_NAMES, RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR, RUN_SUPPORT_DIR,
+    is_protected_name, Grant, MissingLayer, ResourceLimits, RunProject, SandboxMode, SandboxPolicy,
+    WriteScope, PROTECTED_NAMES, RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR,
+    RUN_SUPPORT_DIR,
 };
 pub use protected::RunScope;
 pub use sandbox::{landlock_abi, Sandbox, SandboxSlot};
