@@ -22,8 +22,11 @@
 //!    bound writable (`noexec`) over the read-only rest, or for a script directly in the
 //!    projects folder the folder itself with each subfolder bound read-only over itself; inside
 //!    that part, the protected names (`.git`, `.venv`, `.env`...) bound read-only over
-//!    themselves (a venv keeps `exec`, so its compiled extensions load). These binds are looked
-//!    up without following links ([`Op::Rebind`]);
+//!    themselves (a venv keeps `exec`, so its compiled extensions load), and every folder on
+//!    the way from that part's root down to one of them bound onto itself as it is ([`pins`]:
+//!    a mount point cannot be renamed or removed, so a run cannot move the user's `.git` aside
+//!    with its parent and plant its own at the path). These binds are looked up without
+//!    following links ([`Op::Rebind`]);
 //! 4. `pivot_root` into `/newroot`, the old root detached: nothing else of the host is left.
 //!
 //! The folders placed for runs to own ([`Op::Place`]: projects, scratch, `/dev/shm`, cache,
@@ -33,6 +36,7 @@
 //! Landlock rules are attached to inodes, and bind mounts share them: the rules made on host
 //! paths hold for the same files under their neutral names.
 
+use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -217,7 +221,17 @@ impl MountPlan {
                 });
             }
         }
-        for rel in spec.projects.map_or(&[][..], |_| spec.read_only) {
+        let read_only = spec.projects.map_or(&[][..], |_| spec.read_only);
+        for rel in pins(spec.writable, read_only) {
+            // Bound onto itself, attributes kept: writable as before, but a mount point.
+            ops.push(Op::Rebind {
+                path: under("/newroot", &Path::new(RUN_PROJECTS_DIR).join(rel))?,
+                set: 0,
+                clear: 0,
+                recursive: false,
+            });
+        }
+        for rel in read_only {
             // A venv's compiled extensions are mapped executable.
             let venv = rel.file_name().is_some_and(|n| n == ".venv" || n == "venv")
                 || spec
@@ -450,6 +464,26 @@ impl MountPlan {
     }
 }
 
+/// The folders a view pins (`read_only` relative to the projects folder, in the part
+/// `writable`): every folder between the writable part's root and a protected entry, parents
+/// first, each once. A rename or removal of a folder that holds a mount point succeeds (the
+/// mount moves with it): a run could rename `sub` aside, `.git` and all, and build its own
+/// `sub/.git` at the path the user's git will enter. A folder that is itself a mount point in
+/// the run's namespace cannot be renamed, removed or replaced (`EBUSY`); the writable root is
+/// one already, and so is each entry.
+fn pins<'a>(writable: &Writable, read_only: &'a [PathBuf]) -> BTreeSet<&'a Path> {
+    let root = match writable {
+        Writable::Nothing => return BTreeSet::new(),
+        Writable::Tree(rel) => rel.as_path(),
+        Writable::TopEntries => Path::new(""),
+    };
+    read_only
+        .iter()
+        .flat_map(|entry| entry.ancestors().skip(1))
+        .filter(|folder| folder.starts_with(root) && *folder != root)
+        .collect()
+}
+
 /// Where the building child makes the parents of the trees shown inside the scratch: a folder
 /// of the building site (a tmpfs of the view's own, outside `/newroot`), so that nothing but
 /// one empty folder per first part is ever made in the slot's scratch on the host.
@@ -463,7 +497,6 @@ const SCRATCH_STUBS: &str = "/scratch-stubs";
 /// renamed or removed: a run can neither change the interpreter's tree nor put another in
 /// its place. Nothing is made when there is no tree under `/tmp` (the usual case).
 fn shown_in_scratch(trees: &[PathBuf]) -> io::Result<Vec<Op>> {
-    use std::collections::BTreeSet;
     use std::path::Component;
     let mut trees: Vec<&PathBuf> = trees.iter().collect();
     trees.sort_by_key(|t| t.components().count());
@@ -565,7 +598,13 @@ unsafe fn rebind(path: &CString, set: u64, clear: u64, recursive: bool) -> libc:
             std::mem::size_of::<MountAttr>(),
         )
     };
-    let mut rc = setattr(&attr(clear));
+    // Nothing to set or clear (a pin): the copy keeps the attributes of the mount it was taken
+    // from.
+    let mut rc = if set | clear == 0 {
+        0
+    } else {
+        setattr(&attr(clear))
+    };
     // A read-only host mount stays read-only: clearing the flag is refused, not fatal.
     if rc != 0 && clear != 0 && *libc::__errno_location() == libc::EPERM {
         rc = setattr(&attr(0));
@@ -843,5 +882,71 @@ mod tests {
             "{:?}",
             plan.ops
         );
+    }
+
+    #[test]
+    fn every_folder_between_the_projects_writable_root_and_a_protected_entry_is_pinned_once() {
+        let projects = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let read_only = [
+            "a/sub/.git",
+            "a/src/pkg/__pycache__",
+            "a/src/.env",
+            "a/.venv",
+        ]
+        .map(PathBuf::from);
+        let plan = MountPlan::new(&ViewSpec {
+            projects: Some(projects.path()),
+            scratch: scratch.path(),
+            shown: &[],
+            shm: None,
+            grants: &[],
+            host_writable: &[],
+            pycache: None,
+            support: None,
+            writable: &Writable::Tree(PathBuf::from("a")),
+            read_only: &read_only,
+            in_scratch: &[],
+        })
+        .unwrap();
+        let rebinds: Vec<(String, u64, u64)> = plan
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Rebind {
+                    path, set, clear, ..
+                } => Some((path.to_string_lossy().into_owned(), *set, *clear)),
+                _ => None,
+            })
+            .collect();
+        let pinned: Vec<&str> = rebinds
+            .iter()
+            .filter(|(_, set, clear)| set | clear == 0)
+            .map(|(path, ..)| path.as_str())
+            .collect();
+        // Parents first, each once; not the writable root (a mount point already) nor above.
+        assert_eq!(
+            pinned,
+            [
+                "/newroot/projects/a/src",
+                "/newroot/projects/a/src/pkg",
+                "/newroot/projects/a/sub"
+            ]
+        );
+        // Pinned before the entries are bound read-only inside them.
+        let last_pin = rebinds.iter().rposition(|(_, s, c)| s | c == 0);
+        let first_entry = rebinds
+            .iter()
+            .position(|(_, s, _)| s & MOUNT_ATTR_RDONLY != 0);
+        assert!(
+            matches!((last_pin, first_entry), (Some(p), Some(e)) if p < e),
+            "{rebinds:?}"
+        );
+        // The whole folder writable: its top-level folders are pinned too; a run of the top
+        // folder's own entries holds only top-level names (the folder is its mount point).
+        let everything = pins(&Writable::Tree(PathBuf::new()), &read_only);
+        assert!(everything.contains(Path::new("a")) && everything.contains(Path::new("a/src")));
+        assert!(pins(&Writable::TopEntries, &[PathBuf::from(".git")]).is_empty());
+        assert!(pins(&Writable::Nothing, &read_only).is_empty());
     }
 }
