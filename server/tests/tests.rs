@@ -46,6 +46,7 @@ mod standin_python;
 mod startup;
 mod stdio;
 mod stdio_paths;
+mod unix_sockets;
 mod venv_bytecode;
 mod warm_escapes;
 mod warm_runs;
