@@ -157,6 +157,18 @@ impl Sandbox {
         })
     }
 
+    /// The folders (names) [`Sandbox::slot`] makes in a slot's scratch for the run's view to
+    /// mount the interpreter's trees under `/tmp` on: they stay, empty, while the slot lives
+    /// (runs cannot reach them), so a slot's clean-up must keep them. Empty unless an
+    /// interpreter lies under `/tmp`.
+    pub fn scratch_mount_points(&self) -> &[std::ffi::OsString] {
+        #[cfg(target_os = "linux")]
+        if let Some(imp) = &self.imp {
+            return imp.scratch_mount_points();
+        }
+        &[]
+    }
+
     /// True when runs see the neutral paths ([`RUN_PROJECTS_DIR`], [`RUN_SCRATCH_DIR`]) instead
     /// of the host's.
     pub fn has_view(&self) -> bool {

@@ -90,6 +90,10 @@ struct ViewTemplate {
     writable: Vec<PathBuf>,
     pycache: Option<PathBuf>,
     support: Option<PathBuf>,
+    /// The interpreter's trees under `/tmp`, shown inside the scratch's mount there.
+    in_scratch: Vec<PathBuf>,
+    /// What each slot's scratch holds for them to be mounted on ([`scratch_mount_points`]).
+    mount_points: Vec<std::ffi::OsString>,
 }
 
 impl ViewTemplate {
@@ -113,6 +117,7 @@ impl ViewTemplate {
             support: self.support.as_deref(),
             writable: &scope.writable,
             read_only: &scope.read_only_binds(),
+            in_scratch: &self.in_scratch,
         })
     }
 }
@@ -165,7 +170,7 @@ impl LinuxSandbox {
         let idmaps = run_uid_maps(&policy, &cgroups, root);
         let (namespaces, probe) = probed_namespaces(flags, idmaps.as_ref(), &filters);
         let fs = landlock_rules(&policy);
-        let view = file_view(&policy, namespaces.as_deref(), &fs, idmaps.as_ref());
+        let view = file_view(&policy, namespaces.as_deref(), &fs, idmaps.as_ref())?;
 
         let mut report = LayerReport::default();
         let pid_namespace = report.probed(&probe, policy.allow_network, view.is_some());
@@ -201,6 +206,12 @@ impl LinuxSandbox {
         })
     }
 
+    /// The folders each slot's scratch holds for the view to mount the interpreter's trees
+    /// under `/tmp` on: a slot's clean-up keeps them (empty; runs cannot reach them).
+    pub(super) fn scratch_mount_points(&self) -> &[std::ffi::OsString] {
+        self.view.as_ref().map_or(&[], |t| &t.mount_points[..])
+    }
+
     /// True when runs see the neutral paths (a view with the projects folder at `/projects`).
     pub(super) fn has_view(&self) -> bool {
         self.view.as_ref().is_some_and(|t| t.projects.is_some())
@@ -221,6 +232,10 @@ impl LinuxSandbox {
         scratch: &Path,
         grants: &[Grant],
     ) -> Result<LinuxSlot, SandboxError> {
+        if let Some(template) = &self.view {
+            make_mount_points(scratch, &template.mount_points)
+                .map_err(|e| SandboxError::prepare("the slot's mount points", e))?;
+        }
         let shm = match &self.view {
             Some(_) => Some(
                 SlotShm::new(scratch)
@@ -395,28 +410,22 @@ fn landlock_rules(policy: &SandboxPolicy) -> FsRules {
 /// The mount step (`mount.rs`): every process gets a view, a run's (the projects at
 /// `/projects`) or, without a projects folder, an install's (its folders at their host paths),
 /// showing exactly what `fs` lets it read; built once here to prove this machine can. `None`
-/// without a user namespace, or when the view would hide a tree the interpreter reads.
+/// without a user namespace, or when this machine cannot build it; an error when an
+/// interpreter's tree lies where a run's view shows a folder of the server
+/// ([`interpreter_places`]).
 fn file_view(
     policy: &SandboxPolicy,
     namespaces: Option<&Namespaces>,
     fs: &FsRules,
     idmaps: Option<&Idmaps>,
-) -> Option<ViewTemplate> {
-    let hidden = if policy.projects.is_some() {
-        hidden_by_view(policy)
-    } else {
-        Vec::new()
+) -> Result<Option<ViewTemplate>, SandboxError> {
+    let Some(user) = namespaces.and_then(Namespaces::user) else {
+        return Ok(None);
     };
-    if let Some((tree, under)) = hidden.first() {
-        tracing::warn!(
-            "sandbox: runs get no file view of their own: the interpreter reads {}, which \
-             lies under {under}, where a run sees something else; use an interpreter (or \
-             venv) outside {under} for the mount-ns layer",
-            tree.display()
-        );
-        return None;
-    }
-    let user = namespaces.and_then(Namespaces::user)?;
+    let in_scratch = match policy.projects {
+        Some(_) => interpreter_places(policy)?,
+        None => Vec::new(),
+    };
     let template = ViewTemplate {
         projects: policy.projects.clone(),
         shown: fs.shown(),
@@ -426,8 +435,10 @@ fn file_view(
         },
         pycache: policy.pycache.clone(),
         support: policy.support.clone(),
+        mount_points: scratch_mount_points(&in_scratch),
+        in_scratch,
     };
-    probe_view(&template, user, idmaps).then_some(template)
+    Ok(probe_view(&template, user, idmaps).then_some(template))
 }
 
 /// The `run-uid` layer, settled once the view is known: a run under the shared namespace's map
@@ -581,38 +592,79 @@ impl LayerReport {
     }
 }
 
-/// The trees a run must read (the interpreter's) that its view would hide: host paths under a
-/// folder where the view shows something else (the scratch at `/tmp`, the projects at
-/// `/projects`, the bytecode cache at `/pycache`), each with that folder. The projects folder
-/// and the cache themselves are bound into the view wherever they lie.
-fn hidden_by_view(policy: &SandboxPolicy) -> Vec<(&Path, &'static str)> {
+/// Where the interpreter's trees lie against the view's own places: the trees under the
+/// scratch's place ([`RUN_SCRATCH_DIR`]), which the view shows read-only at their own paths
+/// inside the scratch's mount (`mount.rs`), or an error for a tree under a place that shows
+/// one of the server's folders (the projects at `/projects`, the bytecode cache at `/pycache`,
+/// the support modules at `/pyrun`) or that is `/tmp` itself: runs could not reach it there.
+/// The projects folder, the cache and the support modules are bound wherever they lie, and so
+/// is what lies in them.
+fn interpreter_places(policy: &SandboxPolicy) -> Result<Vec<PathBuf>, SandboxError> {
     let bound = [
         policy.projects.as_deref(),
         policy.pycache.as_deref(),
         policy.support.as_deref(),
     ];
-    policy
-        .read_paths
+    let mut in_scratch = Vec::new();
+    let places = [
+        (RUN_PROJECTS_DIR, "the projects folder"),
+        (RUN_PYCACHE_DIR, "the server's bytecode cache"),
+        (RUN_SUPPORT_DIR, "the server's support modules"),
+        (RUN_SCRATCH_DIR, "its own scratch folder"),
+    ];
+    for tree in &policy.read_paths {
+        if bound.iter().flatten().any(|b| tree.starts_with(b)) {
+            continue;
+        }
+        let Some(&(under, instead)) = places.iter().find(|(dir, _)| tree.starts_with(dir)) else {
+            continue;
+        };
+        if under == RUN_SCRATCH_DIR && tree != Path::new(RUN_SCRATCH_DIR) {
+            in_scratch.push(tree.clone());
+        } else {
+            return Err(SandboxError::InterpreterHidden {
+                tree: tree.clone(),
+                under,
+                instead,
+            });
+        }
+    }
+    Ok(in_scratch)
+}
+
+/// The names of the folders a slot's scratch holds for the view to mount on: the first part
+/// of each tree under `/tmp` (`mount.rs`). Made with the slot, kept by its clean-up.
+fn scratch_mount_points(in_scratch: &[PathBuf]) -> Vec<std::ffi::OsString> {
+    let mut names: Vec<std::ffi::OsString> = in_scratch
         .iter()
-        .map(PathBuf::as_path)
-        .filter(|tree| !bound.iter().flatten().any(|b| tree.starts_with(b)))
-        .filter_map(|tree| {
-            [
-                RUN_SCRATCH_DIR,
-                RUN_PROJECTS_DIR,
-                RUN_PYCACHE_DIR,
-                RUN_SUPPORT_DIR,
-            ]
-            .into_iter()
-            .find(|dir| tree.starts_with(dir))
-            .map(|dir| (tree, dir))
-        })
-        .collect()
+        .filter_map(|tree| tree.strip_prefix(RUN_SCRATCH_DIR).ok())
+        .filter_map(|rel| rel.components().next())
+        .map(|first| first.as_os_str().to_owned())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Makes `names` in `scratch` (empty folders, owner-only; an existing one is kept).
+fn make_mount_points(scratch: &Path, names: &[std::ffi::OsString]) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    for name in names {
+        match std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(scratch.join(name))
+        {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Builds a view once at start-up in a temporary scratch: true when this machine can.
 fn probe_view(template: &ViewTemplate, user: &OwnedFd, idmaps: Option<&Idmaps>) -> bool {
     let built = tempfile::tempdir().and_then(|scratch| {
+        make_mount_points(scratch.path(), &template.mount_points)?;
         let shm = SlotShm::new(scratch.path())?;
         template
             .plan(scratch.path(), Some(shm.path()), &[], &RunScope::nothing())
@@ -621,7 +673,7 @@ fn probe_view(template: &ViewTemplate, user: &OwnedFd, idmaps: Option<&Idmaps>) 
     match built {
         Ok(_) => true,
         Err(e) => {
-            tracing::debug!(%e, "sandbox: no read-only file view for runs");
+            tracing::warn!("sandbox: runs get no file view of their own: {e}");
             false
         }
     }
@@ -765,5 +817,54 @@ fn probe_with(enter_namespaces: impl Fn() -> bool, filters: &SeccompFilters) -> 
         namespaces: ok & NS_OK != 0,
         seccomp: ok & SECCOMP_OK != 0,
         pid_namespace: ok & PID_NS_OK != 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(read: &[&str]) -> SandboxPolicy {
+        SandboxPolicy {
+            read_paths: read.iter().map(PathBuf::from).collect(),
+            projects: Some(PathBuf::from("/srv/projects")),
+            pycache: Some(PathBuf::from("/var/cache/pyrun")),
+            ..SandboxPolicy::bare(SandboxMode::Standard)
+        }
+    }
+
+    #[test]
+    fn trees_under_tmp_are_shown_in_the_scratch_and_each_first_part_gets_a_mount_point() {
+        let shown = interpreter_places(&policy(&["/usr", "/tmp/a/venv", "/tmp/a/b", "/tmp/c"]));
+        let shown = shown.unwrap();
+        assert_eq!(
+            shown,
+            ["/tmp/a/venv", "/tmp/a/b", "/tmp/c"].map(PathBuf::from)
+        );
+        assert_eq!(scratch_mount_points(&shown), ["a", "c"]);
+        // The server's own folders are bound wherever they lie, with what is in them.
+        let policy = SandboxPolicy {
+            projects: Some(PathBuf::from("/tmp/p")),
+            ..policy(&["/tmp/p/.venv"])
+        };
+        assert_eq!(interpreter_places(&policy).unwrap(), Vec::<PathBuf>::new());
+    }
+
+    #[test]
+    fn a_tree_where_runs_see_a_folder_of_the_server_is_refused_with_the_place() {
+        for (tree, under) in [
+            ("/projects/venv", "/projects"),
+            ("/pycache/x", "/pycache"),
+            ("/pyrun/bin", "/pyrun"),
+            ("/tmp", "/tmp"),
+        ] {
+            let err = interpreter_places(&policy(&["/usr", tree])).unwrap_err();
+            let said = err.to_string();
+            assert!(
+                matches!(err, SandboxError::InterpreterHidden { under: u, .. } if u == under),
+                "{said}"
+            );
+            assert!(said.contains(tree) && said.contains("hint: "), "{said}");
+        }
     }
 }
