@@ -46,6 +46,7 @@
 // The ground floor first: `policy` (and `error`, over `spawn`'s error) import nothing above
 // them; the platforms' layers build on those; `sandbox` puts it together. This file only
 // declares and re-exports: no module imports from it.
+mod beneath;
 mod error;
 #[cfg(target_os = "linux")]
 mod linux;
@@ -62,13 +63,16 @@ mod unix_limits;
 #[cfg(windows)]
 mod windows;
 
+pub use beneath::EntryId;
+#[cfg(target_os = "linux")]
+pub use beneath::{give_back, open_beneath};
 pub use error::SandboxError;
 pub use policy::{
     is_protected_name, unix_sockets_given, Grant, ResourceLimits, RunProject, SandboxMode,
     SandboxPolicy, WriteScope, PROTECTED_NAMES, RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR,
     RUN_SUPPORT_DIR,
 };
-pub use protected::RunScope;
+pub use protected::{Left, LeftBehind, Moved, RunScope, Why};
 pub use sandbox::{landlock_abi, Sandbox, SandboxSlot};
 #[cfg(windows)]
 pub use windows::RunJob;

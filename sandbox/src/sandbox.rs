@@ -13,7 +13,7 @@ use crate::linux::{self, ChildSteps};
 use crate::other_unix;
 use crate::policy::{Grant, RunProject, SandboxMode, SandboxPolicy, WriteScope};
 use crate::policy::{RUN_PYCACHE_DIR, RUN_SUPPORT_DIR};
-use crate::protected::{self, RunScope};
+use crate::protected::{self, LeftBehind, RunScope};
 #[cfg(target_os = "linux")]
 use crate::spawn;
 #[cfg(windows)]
@@ -189,13 +189,15 @@ impl Sandbox {
         }
     }
 
-    /// The protected entries that appeared in `scope`'s writable part since it was made,
-    /// relative to the projects folder: what a run created that must not stay (see
-    /// [`PROTECTED_NAMES`]). Empty with the sandbox off.
-    pub fn created_protected(&self, scope: &RunScope) -> Vec<PathBuf> {
+    /// What a run left in `scope`'s writable part since it was made, relative to the projects
+    /// folder: the protected entries that were not there before it, told apart by identity
+    /// (device and inode), not by path, so a protected entry replaced at its path counts as new
+    /// and the user's own one moved elsewhere does not (see [`PROTECTED_NAMES`] and
+    /// [`LeftBehind`]). Empty with the sandbox off.
+    pub fn created_protected(&self, scope: &RunScope) -> LeftBehind {
         match &self.guard {
             Some(guard) => guard.created(scope),
-            None => Vec::new(),
+            None => LeftBehind::default(),
         }
     }
 

@@ -25,6 +25,7 @@ mod http_tools;
 mod inline_code;
 mod install_packages;
 mod interpreter_places;
+mod left_behind;
 mod live_output;
 mod no_process_left;
 mod oauth;
