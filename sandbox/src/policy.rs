@@ -175,6 +175,21 @@ impl RunProject {
     }
 }
 
+/// The layers under which a run may open `AF_UNIX` sockets (seccomp refuses them otherwise).
+///
+/// Why these: the refusal kept runs from local daemons (Docker, systemd, D-Bus) that trust
+/// the server's uid. With `mount-ns` a run's file view is the minimal world, where no host path
+/// socket exists but in the projects folder (and a run may make path sockets only in its own
+/// `/tmp`, `landlock.rs`); with `landlock-scopes` (ABI 6) abstract names and signals reach only
+/// the run's own Landlock domain, not the host's daemons nor another run in the shared network
+/// namespace. Without either, the refusal stays. Runs of the sandbox that has a projects folder
+/// only: installs keep it closed.
+pub fn unix_sockets_given(layers: &[&str]) -> bool {
+    ["seccomp", "mount-ns", "landlock-scopes"]
+        .iter()
+        .all(|needed| layers.contains(needed))
+}
+
 /// Where a run sees the projects folder when the sandbox gives it its own file view (Linux).
 pub const RUN_PROJECTS_DIR: &str = "/projects";
 /// Where a run sees its scratch folder (its HOME and TMPDIR) in that view.

@@ -42,7 +42,7 @@ use idmap::Idmaps;
 use landlock::FsRules;
 use mount::{MountPlan, ViewSpec};
 use namespaces::Namespaces;
-use seccomp::SeccompFilters;
+use seccomp::{SeccompFilters, Sockets};
 use shm::SlotShm;
 
 /// Landlock ABI that scopes signals and abstract UNIX sockets to the sandbox (Linux 6.12).
@@ -158,7 +158,12 @@ impl LinuxSandbox {
     /// header; a layer missing under `strict`, or a port rule this kernel cannot enforce, is an
     /// error.
     pub(super) fn new(policy: SandboxPolicy) -> Result<Self, SandboxError> {
-        let filters = SeccompFilters::compile(policy.allow_network)?;
+        // The probe tries the strict filter; runs may get the one with `AF_UNIX` once the layers
+        // that make it safe are known (below).
+        let mut filters = SeccompFilters::compile(Sockets {
+            network: policy.allow_network,
+            unix: false,
+        })?;
         let flags = namespace_flags(policy.allow_network);
         let cgroups = RunCgroups::probe(&policy.limits);
         let root = rustix::process::geteuid().is_root();
@@ -174,6 +179,19 @@ impl LinuxSandbox {
         report.limits(&policy.limits, &cgroups, root);
         report.landlock_abi(probe.landlock_abi, policy.tcp_connect_ports.is_some())?;
         let layers = report.settle(policy.mode)?;
+        // Installs (no projects folder) never need UNIX sockets and keep them closed.
+        if policy.projects.is_some() && crate::policy::unix_sockets_given(&layers) {
+            filters = SeccompFilters::compile(Sockets {
+                network: policy.allow_network,
+                unix: true,
+            })?;
+        } else if policy.projects.is_some() && probe.seccomp {
+            tracing::info!(
+                "sandbox: runs may not open UNIX sockets (multiprocessing's forkserver and \
+                 Manager fail): that needs their own file view (mount-ns) and Landlock's scopes \
+                 (Linux 6.12+)"
+            );
+        }
 
         Ok(Self {
             layers,
@@ -533,7 +551,8 @@ impl LayerReport {
     }
 
     /// What this Landlock ABI adds: TCP port rules (required when the caller names ports: it
-    /// fails closed, whatever the mode) and scopes for signals and abstract sockets.
+    /// fails closed, whatever the mode) and scopes for signals and abstract sockets (the
+    /// `landlock-scopes` layer, which UNIX sockets need: [`crate::policy::unix_sockets_given`]).
     fn landlock_abi(&mut self, abi: i64, tcp_ports: bool) -> Result<(), SandboxError> {
         if tcp_ports {
             if abi < LANDLOCK_NET_ABI {
@@ -541,10 +560,14 @@ impl LayerReport {
             }
             self.active.push("landlock-tcp-ports");
         }
-        if abi > 0 && abi < LANDLOCK_SCOPED_ABI {
+        // Without Landlock at all, the `landlock` layer is reported missing already.
+        if abi >= LANDLOCK_SCOPED_ABI {
+            self.active.push("landlock-scopes");
+        } else if abi > 0 {
             self.missing.push((
                 "landlock-scopes",
-                "scripts may signal processes of the same user (Landlock ABI < 6)",
+                "scripts may signal processes of the same user, and may not open UNIX sockets \
+                 (Landlock ABI < 6)",
             ));
         }
         Ok(())
