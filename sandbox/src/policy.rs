@@ -98,10 +98,23 @@ pub const PROTECTED_NAMES: &[&str] = &[
     "__pycache__",
 ];
 
+/// The modules `site` imports as every Python starts, from any folder on its path: a project
+/// folder on `PYTHONPATH` (`PYTHONPATH=.` or `=src` in a shell, a tool's settings, inline code's
+/// own runs) makes every Python there (pip, pytest, the user's tools) run them first. Not
+/// `python script.py`, `-m` or `-c` alone: the script's folder joins `sys.path` after `site`
+/// ran. Any form Python imports counts: `name.py`, `name.pyc`, `name.*.so`, a `name/` package.
+const STARTUP_MODULES: [&[u8]; 2] = [b"sitecustomize", b"usercustomize"];
+
 /// Whether an entry of the projects folder named `name` is protected by its name alone: one of
-/// [`PROTECTED_NAMES`], or `.env` and its variants (`.env.local`...).
+/// [`PROTECTED_NAMES`], `.env` and its variants (`.env.local`...), or a `sitecustomize` or
+/// `usercustomize` module in any form (`sitecustomize.py`, `.pyc`, `.so`, a package folder).
 pub fn is_protected_name(name: &[u8]) -> bool {
-    PROTECTED_NAMES.iter().any(|n| n.as_bytes() == name) || name.starts_with(b".env")
+    PROTECTED_NAMES.iter().any(|n| n.as_bytes() == name)
+        || name.starts_with(b".env")
+        || STARTUP_MODULES.iter().any(|module| {
+            name.strip_prefix(*module)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"."))
+        })
 }
 
 /// What of the projects folder a run may write (`--write-scope`, env `PYRUN_WRITE_SCOPE`), where
@@ -358,6 +371,28 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn pythons_startup_modules_are_protected_in_every_form_and_nothing_merely_named_alike() {
+        for name in [
+            "sitecustomize.py",
+            "sitecustomize.pyc",
+            "sitecustomize",
+            "usercustomize.cpython-311-x86_64-linux-gnu.so",
+            ".env.local",
+            ".git",
+        ] {
+            assert!(super::is_protected_name(name.as_bytes()), "{name}");
+        }
+        for name in [
+            "sitecustomize_notes.txt",
+            "my_sitecustomize.py",
+            "x.pth",
+            "setup.py",
+        ] {
+            assert!(!super::is_protected_name(name.as_bytes()), "{name}");
         }
     }
 }
