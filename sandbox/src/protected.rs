@@ -354,7 +354,8 @@ impl ProjectGuard {
                             id: listing.head,
                             why: Why::GitDir,
                         });
-                        walk.commondirs.extend(listing.commondir.clone());
+                        let common = listing.commondir.clone();
+                        walk.commondirs.extend(common.map(|c| (PathBuf::new(), c)));
                     }
                     walk.found
                         .extend(listing.protected.iter().map(|(name, real, id)| Found {
@@ -388,7 +389,8 @@ impl ProjectGuard {
             ..
         } = walk;
         found.sort();
-        found.dedup();
+        // One entry per path (a `commondir` may name what is protected anyway).
+        found.dedup_by(|a, b| a.path == b.path);
         subfolders.sort();
         if all_watched {
             memo.walks.insert(key, (found.clone(), subfolders.clone()));
@@ -458,8 +460,9 @@ struct Walk<'a> {
     all_watched: bool,
     found: Vec<Found>,
     opened: Vec<PathBuf>,
-    /// Where the repositories found point with `commondir` (relative to the projects folder).
-    commondirs: Vec<PathBuf>,
+    /// The repositories found with a `commondir`, and where it points (both relative to the
+    /// projects folder).
+    commondirs: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Walk<'_> {
@@ -490,7 +493,9 @@ impl Walk<'_> {
         };
         self.all_watched &= listing.watched;
         if listing.git_dir {
-            self.commondirs.extend(listing.commondir.clone());
+            let common = listing.commondir.clone();
+            self.commondirs
+                .extend(common.map(|c| (rel.to_path_buf(), c)));
         }
         if (listing.venv || listing.git_dir) && (counts || depth > 0) {
             self.found.push(Found {
@@ -579,11 +584,13 @@ impl Walk<'_> {
     fn resolve_commondirs(&mut self, writable: &Writable) {
         let inside = |p: &Path| match writable {
             Writable::Nothing => false,
-            Writable::Tree(root) => p.starts_with(root),
-            Writable::TopEntries => true,
+            Writable::Tree(root) => p.starts_with(root) && p != root,
+            Writable::TopEntries => !p.as_os_str().is_empty(),
         };
-        for target in std::mem::take(&mut self.commondirs) {
-            if !inside(&target) || target.as_os_str().is_empty() {
+        for (repo, target) in std::mem::take(&mut self.commondirs) {
+            // Never the project itself, nor a folder holding the repository (the repository goes
+            // anyway): a `commondir` of `..` must not make the server move the user's folders.
+            if !inside(&target) || repo.starts_with(&target) {
                 continue;
             }
             let root = Lazy::root(self.projects.to_path_buf());
@@ -1084,6 +1091,10 @@ mod tests {
         std::fs::create_dir_all(root.join("a/g/planted")).unwrap();
         std::fs::write(root.join("a/g/planted/HEAD"), "ref: refs/heads/main\n").unwrap();
         std::fs::write(root.join("a/g/planted/commondir"), "../../../../../etc\n").unwrap();
+        // A `commondir` naming a folder above it: the repository goes, the folder stays.
+        std::fs::create_dir_all(root.join("a/k/l")).unwrap();
+        std::fs::write(root.join("a/k/l/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(root.join("a/k/l/commondir"), "../..\n").unwrap();
         // HEAD alone is not a repository.
         std::fs::create_dir_all(root.join("a/h")).unwrap();
         std::fs::write(root.join("a/h/HEAD"), "x").unwrap();
@@ -1100,6 +1111,7 @@ mod tests {
                 (PathBuf::from("a/c/w"), Why::GitDir),
                 (PathBuf::from("a/g/planted"), Why::GitDir),
                 (PathBuf::from("a/g/work/.git"), Why::Name),
+                (PathBuf::from("a/k/l"), Why::GitDir),
             ]
         );
         // The same, checked by the host's git when there is one: it takes `a/c/w` for a

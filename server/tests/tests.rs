@@ -49,6 +49,7 @@ mod startup;
 mod stdio;
 mod stdio_paths;
 mod swapped_parents;
+mod unix_sockets;
 mod venv_bytecode;
 mod warm_escapes;
 mod warm_runs;

@@ -197,7 +197,7 @@ async fn finished(
     // The run's stderr lives in its capture, not in the outcome; its end names the failure.
     let stderr_end = output.live.tail(Stream::Stderr, HINT_STDERR_BYTES);
     let stderr_end = String::from_utf8_lossy(&stderr_end);
-    let hint = run_hint::for_outcome(&outcome, &stderr_end, timeout, &app.config);
+    let hint = run_hint::for_outcome(&outcome, &stderr_end, timeout, &app.config, &sandbox);
     let mut result = report(app, outcome, output, timeout, sandbox, presented);
     if let Some(hint) = hint {
         run_hint::add(&mut result, &hint);
