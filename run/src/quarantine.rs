@@ -228,10 +228,7 @@ fn move_out(
     let parent = pyrun_sandbox::open_beneath(projects, parent_rel)?;
     // The entry as it is now, on the folder held: the one the walk found, and not the user's.
     let stat = rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    let now = EntryId {
-        dev: stat.st_dev,
-        ino: stat.st_ino,
-    };
+    let now = pyrun_sandbox::entry_id(&stat);
     if id.is_some_and(|id| id != now) {
         return Err(io::Error::other(
             "it changed since the check found it: left in place",
@@ -424,6 +421,7 @@ mod tests {
             EntryId {
                 dev: m.dev(),
                 ino: m.ino(),
+                link_ctime: None,
             }
         };
         std::fs::create_dir_all(root.join("a/sub/.git")).unwrap();

@@ -21,6 +21,14 @@ use std::time::SystemTime;
 pub struct EntryId {
     pub dev: u64,
     pub ino: u64,
+    /// A symbolic link's ctime (seconds, nanoseconds); `None` for anything else. A link is
+    /// never bound read-only in a run's view (a bind would follow it), so a run may remove the
+    /// user's and make links until one gets the inode number it freed: device and inode alone
+    /// would take that one for the user's. A link's ctime is set when it is made and changes
+    /// only with its link count or owner, never back. (A folder's changes with its entries, so
+    /// it is not part of one's identity; real files and folders are bound read-only and cannot
+    /// be freed.)
+    pub link_ctime: Option<(i64, i64)>,
 }
 
 /// An entry's own type (a link is never followed).
@@ -85,10 +93,16 @@ mod imp {
     /// folder the user made read-only stays so; moving an entry out asks for `w` apart).
     pub const WALK_ACCESS: u32 = 0o500;
 
-    pub(crate) fn id_of(stat: &Stat) -> EntryId {
+    /// The identity `stat` (not following a link) tells.
+    pub fn id_of(stat: &Stat) -> EntryId {
+        let link =
+            rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Symlink;
         EntryId {
             dev: stat.st_dev,
             ino: stat.st_ino,
+            // The field's type differs between architectures.
+            #[allow(clippy::unnecessary_cast)]
+            link_ctime: link.then_some((stat.st_ctime as i64, stat.st_ctime_nsec as i64)),
         }
     }
 
@@ -252,7 +266,7 @@ mod imp {
 }
 
 #[cfg(target_os = "linux")]
-pub use imp::{give_back, open_beneath};
+pub use imp::{give_back, id_of, open_beneath};
 
 #[cfg(not(target_os = "linux"))]
 impl Folder {
@@ -289,6 +303,7 @@ impl Folder {
                 id: Some(EntryId {
                     dev: meta.dev(),
                     ino: meta.ino(),
+                    link_ctime: None,
                 }),
                 mtime: meta.modified().ok(),
                 ctime: (meta.ctime(), meta.ctime_nsec()),
@@ -328,6 +343,10 @@ impl Folder {
             Some(EntryId {
                 dev: meta.dev(),
                 ino: meta.ino(),
+                link_ctime: meta
+                    .file_type()
+                    .is_symlink()
+                    .then_some((meta.ctime(), meta.ctime_nsec())),
             })
         }
         #[cfg(not(unix))]
