@@ -199,6 +199,15 @@ pub const RUN_PYCACHE_DIR: &str = "/pycache";
 /// Where a run sees the server's support modules (its matplotlib backend) in that view.
 pub const RUN_SUPPORT_DIR: &str = "/pyrun";
 
+/// A layer runs do not get from this server: what its absence leaves open (`why`) and what
+/// would bring it (`hint`). Fixed words, never a host path: `/health` shows them to anyone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissingLayer {
+    pub layer: &'static str,
+    pub why: &'static str,
+    pub hint: &'static str,
+}
+
 /// What a run may touch. System directories Python needs (`/usr`, `/lib*`, `/etc/ld.so.cache`, a few
 /// devices) are added by the sandbox itself; the interpreter's own trees are the caller's to add
 /// (the run layer asks the interpreter which it reads).

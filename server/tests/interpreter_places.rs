@@ -287,3 +287,62 @@ fn a_venv_inside_the_projects_folder_keeps_every_layer() {
         assert_eq!(attempts(&result)["venv_module"], "venv", "{result}");
     }
 }
+
+/// `/health` (unauthenticated) names each layer runs lack with why and what would bring it, and
+/// the log says the same once at start, one line each; no host path reaches `/health`. Forced
+/// here by serving as an unprivileged user (only a root server gives runs a uid and cgroups of
+/// their own); a root server on a machine with every layer lists none.
+#[tokio::test]
+async fn health_names_each_missing_layer_with_why_and_a_hint() {
+    for uid in users() {
+        let projects = projects_for(uid);
+        let mut launch = pyrun_mcp_tests::ServerLaunch::new(
+            env!("CARGO_BIN_EXE_pyrun-mcp-server"),
+            projects.path(),
+        )
+        .args(["--python", SYSTEM_PYTHON])
+        .log("info");
+        if let Some(uid) = uid {
+            launch = launch.uid(uid);
+        }
+        let server = launch.http();
+        let answer = util::http::http()
+            .get(server.url("/health"))
+            .send()
+            .await
+            .unwrap();
+        assert!(answer.status().is_success());
+        let body = answer.text().await.unwrap();
+        let health: Value = serde_json::from_str(&body).unwrap();
+        let active: Vec<String> = serde_json::from_value(health["sandbox"].clone()).unwrap();
+        let missing = health["sandbox_missing"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no sandbox_missing in {body}"));
+        for entry in missing {
+            let layer = entry["layer"].as_str().unwrap();
+            assert!(!active.iter().any(|l| l == layer), "{body}");
+            for part in ["why", "hint"] {
+                assert!(entry[part].as_str().is_some_and(|t| t.len() > 10), "{body}");
+            }
+            let line = format!("runs lack the {layer} layer");
+            assert!(
+                pyrun_mcp_tests::procs::holds_within(std::time::Duration::from_secs(10), || {
+                    server.logs().contains(&line)
+                }),
+                "no log line for {layer}: {}",
+                server.logs()
+            );
+        }
+        let host = projects.path().parent().unwrap().to_str().unwrap();
+        assert!(!body.contains(host) && !body.contains("/tmp"), "{body}");
+        let named: Vec<&str> = missing.iter().filter_map(|m| m["layer"].as_str()).collect();
+        match uid {
+            Some(_) => assert!(named.contains(&"run-uid"), "{body}"),
+            // A root server lists what it lacks of every layer there is.
+            None if active.iter().any(|l| l == "run-uid") => {
+                assert!(named.is_empty(), "{body}")
+            }
+            None => assert!(!named.is_empty(), "{body}"),
+        }
+    }
+}
