@@ -279,10 +279,26 @@ fn move_out(
     projects: &Path,
     rel: &Path,
     to: &Path,
-    _id: Option<EntryId>,
-    _kept: &std::collections::HashSet<EntryId>,
+    id: Option<EntryId>,
+    kept: &std::collections::HashSet<EntryId>,
 ) -> io::Result<()> {
     let from = projects.join(rel);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(&from)?;
+        let now = EntryId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        };
+        if id.is_some_and(|id| id != now) || kept.contains(&now) {
+            return Err(io::Error::other(
+                "it changed since the check found it, or is the project's own: left in place",
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (id, kept);
     if let Some(parent) = to.parent() {
         std::fs::create_dir_all(parent)?;
     }

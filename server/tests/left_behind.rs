@@ -4,7 +4,8 @@
 //! file pointing elsewhere, or by a protected entry renamed away and a new one planted at its
 //! path. Each attack runs for real through the server binary, root and unprivileged, warm and
 //! cold; then the host's own `git` runs in the folder (under a terminal, so `core.pager` runs,
-//! and `git status`, so `core.fsmonitor` runs) and no marker may appear.
+//! and `git status`, so `core.fsmonitor` runs), or its `python3` with the project on its path,
+//! and no marker may appear.
 #![cfg(target_os = "linux")]
 
 use std::path::{Path, PathBuf};
@@ -47,13 +48,13 @@ fn marker() -> (tempfile::TempDir, PathBuf) {
 }
 
 /// Runs the host's `git status` and `git branch` (under a terminal: the pager runs) in the
-/// folder reached from `root` through `steps` (one `cd` each: the path may be longer than
-/// PATH_MAX). Any repository is trusted (`safe.directory`), so a planted one owned by the
+/// folder reached from `root` through `steps` (one physical `cd -P` each: the path may be longer
+/// than PATH_MAX, though git itself then fails to stat its own folder). Any repository is trusted (`safe.directory`), so a planted one owned by the
 /// unprivileged server's user is not refused for its owner alone.
 fn host_git(root: &Path, steps: &[&str]) {
-    let mut cd = format!("cd '{}'", root.display());
+    let mut cd = format!("cd -P '{}'", root.display());
     for step in steps {
-        cd.push_str(&format!(" && cd '{step}'"));
+        cd.push_str(&format!(" && cd -P '{step}'"));
     }
     let git = "git -c safe.directory='*'";
     let line = format!("{cd} && {git} status; {git} branch; true");
@@ -70,14 +71,14 @@ fn host_git(root: &Path, steps: &[&str]) {
 }
 
 /// The attack `body` against every server (root and unprivileged) started `start`; `check`
-/// gets the projects folder and the result, then the host's git runs in each of `folders` (as
-/// `cd` steps from the projects folder) and must leave no marker.
+/// the host's git runs in each of `folders` (as `cd` steps from the projects folder) and must
+/// leave no marker; then `check` gets the projects folder, the result and the marker's path.
 fn attack(
     start: Start,
     body: &str,
     files: &[(&str, &str)],
     folders: &[Vec<String>],
-    check: impl Fn(&Path, &Value, Option<u32>),
+    check: impl Fn(&Path, &Value, &Path),
 ) {
     let script = script(body);
     let mut files = files.to_vec();
@@ -88,7 +89,6 @@ fn attack(
         let result = start.run(&mut server, dir.path(), "proj/attack.py", &[&marker_arg]);
         let sandbox = result["structuredContent"]["sandbox"].to_string();
         assert!(sandbox.contains("mount-ns"), "no file view: {result}");
-        check(dir.path(), &result, uid);
         for steps in folders {
             let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
             host_git(dir.path(), &steps);
@@ -98,6 +98,11 @@ fn attack(
                  {result}"
             );
         }
+        check(dir.path(), &result, &marker);
+        assert!(
+            !marker.exists(),
+            "the host ran what the run planted ({start:?}, uid {uid:?}): {result}"
+        );
         server.close();
     }
 }
@@ -134,7 +139,7 @@ attempt("readonly", readonly)
             body,
             &[("proj/main.py", "print(1)\n")],
             &[steps("proj/x"), steps("proj/y/z"), steps("proj/r")],
-            |root, result, _| {
+            |root, result, _marker| {
                 let said = quarantined(result);
                 for name in ["proj/x", "proj/y", "proj/r/.git"] {
                     assert!(said.contains(name), "{name} not reported: {result}");
@@ -172,7 +177,7 @@ attempt("gitfile", gitfile)
                 steps("proj/g/work"),
                 steps("proj/g/planted"),
             ],
-            |_, result, _| {
+            |_, result, _marker| {
                 let said = quarantined(result);
                 for name in ["proj/c/w", "proj/g/planted", "proj/g/work/.git"] {
                     assert!(said.contains(name), "{name} not reported: {result}");
@@ -207,9 +212,18 @@ attempt("deep", deep)
             body,
             &[("proj/main.py", "print(1)\n")],
             std::slice::from_ref(&path),
-            |_, result, _| {
+            |root, result, _marker| {
                 assert_eq!(attempts(result)["deep"], "DONE", "{result}");
                 assert!(quarantined(result).contains("/.git"), "{result}");
+                // Gone from the bottom (looked at one `cd` at a time: git itself cannot work in
+                // a folder whose path is longer than PATH_MAX).
+                let mut line = format!("cd -P '{}'", root.display());
+                for step in &path {
+                    line.push_str(&format!(" && cd -P '{step}'"));
+                }
+                line.push_str(" && test ! -e .git");
+                let gone = Command::new("sh").args(["-c", &line]).status().unwrap();
+                assert!(gone.success(), "the planted .git is still there: {result}");
             },
         );
     }
@@ -243,7 +257,7 @@ attempt("linked", linked)
                 ("proj/sub/.git/refs/heads/.keep", ""),
             ],
             &[steps("proj/sub"), steps("proj/sub_old"), steps("proj/hl")],
-            |root, result, _| {
+            |root, result, _marker| {
                 // The user's own repository is still there, untouched, at one of the two paths.
                 let real = ["proj/sub/.git/config", "proj/sub_old/.git/config"]
                     .iter()
@@ -263,4 +277,37 @@ fn attempts(result: &Value) -> std::collections::BTreeMap<String, String> {
     let stdout = result["structuredContent"]["stdout"].as_str().unwrap_or("");
     let last = stdout.lines().last().unwrap_or("");
     serde_json::from_str(last).unwrap_or_else(|e| panic!("no attempts in {result}: {e}"))
+}
+
+#[test]
+fn a_startup_module_planted_in_the_project_does_not_stay() {
+    let body = r##"
+hook = "open(" + repr(MARKER) + ", 'w').write('ran')\n"
+attempt("py", lambda: write("sitecustomize.py", hook))
+attempt("package", lambda: write("src/usercustomize/__init__.py", hook))
+"##;
+    for start in Start::BOTH {
+        attack(
+            start,
+            body,
+            &[("proj/main.py", "print(1)\n")],
+            &[],
+            |root, result, marker| {
+                // The host's Python with the folders on its path, as a shell with
+                // `PYTHONPATH=.:src` would start it.
+                let python = Command::new("python3")
+                    .args(["-c", "pass"])
+                    .current_dir(root.join("proj"))
+                    .env("PYTHONPATH", ".:src")
+                    .status()
+                    .expect("python3 runs");
+                assert!(python.success());
+                assert!(!marker.exists(), "the host's python ran it: {result}");
+                let said = quarantined(result);
+                for name in ["proj/sitecustomize.py", "proj/src/usercustomize"] {
+                    assert!(said.contains(name), "{name} not reported: {result}");
+                }
+            },
+        );
+    }
 }
