@@ -283,9 +283,11 @@ impl Starter {
         // A venv's run execs its checked base interpreter, told it is the venv's `bin/python`
         // (as the run sees it) so that CPython finds the venv's `pyvenv.cfg`.
         let (program, argv0) = self.program(launch);
+        // An interpreter inside the projects folder is started where the run's view shows it.
+        let program = sandbox.view_path(program);
         let argv0 = argv0.map(|path| sandbox.view_path(&path));
         let spec = pyrun_sandbox::spawn::Spec {
-            program,
+            program: &program,
             argv0: argv0.as_deref().map(Path::as_os_str),
             args: std::iter::once(script.as_os_str())
                 .chain(launch.args.iter().map(OsStr::new))

@@ -9,10 +9,18 @@
 //! projects folder. The quarantine lies outside the projects folder (under the server's state
 //! folder), owner-only; a `rename` where it is on the same file system, a copy then a removal
 //! where it is not.
+//!
+//! What moves is told by identity, not by path (`pyrun_sandbox::LeftBehind`): an entry is moved
+//! only while its device and inode are still those the after-run walk found (checked on the held
+//! parent folder, no link followed, right before the move), and never one whose identity the
+//! walk before the run recorded (the user's own: a run that renamed `sub` to `sub_old` and made a
+//! new `sub/.git` loses the new one; `sub_old/.git` stays, and the result says it moved).
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use pyrun_sandbox::{EntryId, Left, LeftBehind, Why};
 
 /// The folder's name under the server's state folder.
 pub const QUARANTINE_DIR: &str = "quarantine";
@@ -24,22 +32,50 @@ pub struct Quarantine {
     next: AtomicU64,
 }
 
-/// What became of one protected entry a run created.
+/// What became of one protected entry a run left, or what the check after it had to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Quarantined {
     /// Relative to the projects folder, `/`-separated: safe to show.
     pub path: String,
-    /// False when it could not be moved (the reason is in the server's log).
+    /// False when it could not be moved, or was not to be (the reason is in `note` or the
+    /// server's log).
     pub moved: bool,
+    /// What else a result should say of it (a folder that could not be listed, a protected
+    /// entry of the user's the run moved); `None` for a plain move.
+    pub note: Option<String>,
 }
 
-/// The paths of the entries of `taken` that were moved away: what a result reports.
+/// What a result lists as quarantined: each entry moved away, and each one with a note (as
+/// `path (note)`).
 pub fn moved_paths(taken: &[Quarantined]) -> Vec<String> {
     taken
         .iter()
-        .filter(|q| q.moved)
-        .map(|q| q.path.clone())
+        .filter(|q| q.moved || q.note.is_some())
+        .map(|q| match &q.note {
+            Some(note) => format!("{} ({note})", q.path),
+            None => q.path.clone(),
+        })
         .collect()
+}
+
+/// `rel` as a result shows it: `/`-separated.
+fn shown(rel: &Path) -> String {
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// What a result says of an entry moved for `why` (besides its path).
+fn why_note(left: &Left) -> Option<String> {
+    let note = match left.why {
+        Why::Unlistable => "a folder the server could not list: moved whole",
+        Why::TooDeep => "deeper than the check walks: moved whole",
+        Why::CommonDir => "where a repository's commondir pointed",
+        _ if left.replaced => "put in place of a protected entry",
+        _ => return None,
+    };
+    Some(note.to_owned())
 }
 
 impl Quarantine {
@@ -56,11 +92,44 @@ impl Quarantine {
         Self::new(std::env::temp_dir().join("pyrun-quarantine"))
     }
 
-    /// Moves each of `created` (relative to `projects`) into a new folder of the quarantine.
-    /// Blocking: renames, or copies across file systems.
-    pub fn take(&self, projects: &Path, created: &[PathBuf]) -> Vec<Quarantined> {
-        if created.is_empty() {
-            return Vec::new();
+    /// Moves each protected entry `left` lists as created (relative to `projects`) into a new
+    /// folder of the quarantine, and reports the rest: the user's entries the run moved, the
+    /// folders opened to be looked through. Blocking: renames, or copies across file systems.
+    pub fn take(&self, projects: &Path, left: &LeftBehind) -> Vec<Quarantined> {
+        let mut taken = Vec::new();
+        for moved in &left.moved {
+            tracing::warn!(
+                from = %moved.from.display(),
+                to = %moved.to.display(),
+                "a run moved a protected entry of the project's: left where it is now"
+            );
+            taken.push(Quarantined {
+                path: shown(&moved.to),
+                moved: false,
+                note: Some(format!(
+                    "the project's own protected entry {}, moved here by the run: left in place",
+                    shown(&moved.from)
+                )),
+            });
+        }
+        for folder in &left.opened {
+            tracing::warn!(
+                folder = %folder.display(),
+                "a folder a run left could not be listed: its owner's access was given back and \
+                 it was looked through"
+            );
+            taken.push(Quarantined {
+                path: shown(folder),
+                moved: false,
+                note: Some(
+                    "a folder the server could not list: its owner's access was given back and \
+                     it was looked through"
+                        .to_owned(),
+                ),
+            });
+        }
+        if left.created.is_empty() {
+            return taken;
         }
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -68,38 +137,47 @@ impl Quarantine {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let batch = self.dir.join(format!("{stamp}-{}-{n}", std::process::id()));
         let made = private_dir(&self.dir).and_then(|()| private_dir(&batch));
-        created
-            .iter()
-            .map(|rel| {
-                let moved = made
-                    .as_ref()
-                    .map_err(|e| io::Error::new(e.kind(), e.to_string()))
-                    .and_then(|()| move_out(projects, rel, &batch.join(rel)));
-                if let Err(e) = &moved {
-                    tracing::warn!(
-                        path = %rel.display(),
-                        "a protected name a run created could not be moved to the quarantine \
-                         ({}): {e}",
-                        batch.display()
-                    );
-                } else {
-                    tracing::info!(
-                        path = %rel.display(),
-                        "a protected name a run created was moved to {}",
-                        batch.display()
-                    );
-                }
-                Quarantined {
-                    path: rel
-                        .components()
-                        .map(|c| c.as_os_str().to_string_lossy())
-                        .collect::<Vec<_>>()
-                        .join("/"),
-                    moved: moved.is_ok(),
-                }
-            })
-            .collect()
+        for (i, entry) in left.created.iter().enumerate() {
+            let rel = &entry.path;
+            let to = destination(&batch, rel, i);
+            let moved = made
+                .as_ref()
+                .map_err(|e| io::Error::new(e.kind(), e.to_string()))
+                .and_then(|()| move_out(projects, rel, &to, entry.id, &left.kept));
+            if let Err(e) = &moved {
+                tracing::warn!(
+                    path = %rel.display(),
+                    "a protected name a run created could not be moved to the quarantine \
+                     ({}): {e}",
+                    batch.display()
+                );
+            } else {
+                tracing::info!(
+                    path = %rel.display(),
+                    why = ?entry.why,
+                    "a protected name a run created was moved to {}",
+                    to.display()
+                );
+            }
+            taken.push(Quarantined {
+                path: shown(rel),
+                moved: moved.is_ok(),
+                note: why_note(entry),
+            });
+        }
+        taken
     }
+}
+
+/// Where entry `rel` (the `i`th of a batch) goes in `batch`: at its path, or, for a path too
+/// long to name in one call, flat under `deep/`.
+fn destination(batch: &Path, rel: &Path, i: usize) -> PathBuf {
+    const LONGEST: usize = 1024;
+    if rel.as_os_str().len() <= LONGEST {
+        return batch.join(rel);
+    }
+    let name = rel.file_name().unwrap_or(rel.as_os_str()).to_string_lossy();
+    batch.join("deep").join(format!("{i}-{name}"))
 }
 
 /// Makes `dir` owner-only if it does not exist; an existing one must be a real folder of ours,
@@ -128,33 +206,61 @@ fn private_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// Moves `rel` of `projects` (a file, folder or link, never followed) to `to`, making `to`'s
-/// parents. No link on the way to it is followed either: a run still going (another run of the
-/// same project) could swap a folder on the way for a link between the walk that found the entry
-/// and this move, and have the server move some other project's `.git`, or a host folder's.
+/// parents, if it is still the entry `id` names and none of `kept`. No link on the way to it is
+/// followed either: a run still going (another run of the same project) could swap a folder on
+/// the way for a link between the walk that found the entry and this move, and have the server
+/// move some other project's `.git`, or a host folder's. The way is opened one folder at a time
+/// from held descriptors (a path longer than `PATH_MAX` is no obstacle); a folder of the
+/// server's own that it may not write (a run's `chmod`) gets its owner's access back first.
 #[cfg(target_os = "linux")]
-fn move_out(projects: &Path, rel: &Path, to: &Path) -> io::Result<()> {
-    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
+fn move_out(
+    projects: &Path,
+    rel: &Path,
+    to: &Path,
+    id: Option<EntryId>,
+    kept: &std::collections::HashSet<EntryId>,
+) -> io::Result<()> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
     let name = rel
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no entry name"))?;
-    let parent_rel = match rel.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
+    let parent_rel = rel.parent().unwrap_or(Path::new(""));
+    let parent = pyrun_sandbox::open_beneath(projects, parent_rel)?;
+    // The entry as it is now, on the folder held: the one the walk found, and not the user's.
+    let stat = rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    let now = EntryId {
+        dev: stat.st_dev,
+        ino: stat.st_ino,
     };
+    if id.is_some_and(|id| id != now) {
+        return Err(io::Error::other(
+            "it changed since the check found it: left in place",
+        ));
+    }
+    if kept.contains(&now) {
+        return Err(io::Error::other(
+            "it is the project's own protected entry: left in place",
+        ));
+    }
     let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let root = rustix::fs::open(projects, dir_flags, Mode::empty())?;
-    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-    let parent = openat2(
-        &root,
-        parent_rel,
-        dir_flags | OFlags::NOFOLLOW,
-        Mode::empty(),
-        resolve,
-    )?;
     let to_parent = to.parent().unwrap_or(to);
     std::fs::create_dir_all(to_parent)?;
     let into = rustix::fs::open(to_parent, dir_flags, Mode::empty())?;
-    match rustix::fs::renameat(&parent, name, &into, name) {
+    let rename = || rustix::fs::renameat(&parent, name, &into, name);
+    let renamed = match rename() {
+        // Moving an entry out needs `w` on its folder, and on itself when it is a folder.
+        Err(rustix::io::Errno::ACCESS) => {
+            let _ = pyrun_sandbox::give_back(&parent, 0o700);
+            if let Ok(entry) =
+                rustix::fs::openat(&parent, name, dir_flags | OFlags::NOFOLLOW, Mode::empty())
+            {
+                let _ = pyrun_sandbox::give_back(&entry, 0o700);
+            }
+            rename()
+        }
+        other => other,
+    };
+    match renamed {
         Ok(()) => Ok(()),
         Err(rustix::io::Errno::XDEV) => {
             // Through the folder held open: the path names it, whatever happens to its name.
@@ -169,7 +275,13 @@ fn move_out(projects: &Path, rel: &Path, to: &Path) -> io::Result<()> {
 
 /// See the Linux version; here a link on the way is followed.
 #[cfg(not(target_os = "linux"))]
-fn move_out(projects: &Path, rel: &Path, to: &Path) -> io::Result<()> {
+fn move_out(
+    projects: &Path,
+    rel: &Path,
+    to: &Path,
+    _id: Option<EntryId>,
+    _kept: &std::collections::HashSet<EntryId>,
+) -> io::Result<()> {
     let from = projects.join(rel);
     if let Some(parent) = to.parent() {
         std::fs::create_dir_all(parent)?;
@@ -220,6 +332,22 @@ fn remove_entry(path: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
 
+    /// What a walk would report of `paths`, created by a run (identities not taken).
+    fn left(paths: &[&str]) -> LeftBehind {
+        LeftBehind {
+            created: paths
+                .iter()
+                .map(|p| Left {
+                    path: PathBuf::from(p),
+                    id: None,
+                    replaced: false,
+                    why: Why::Name,
+                })
+                .collect(),
+            ..LeftBehind::default()
+        }
+    }
+
     #[test]
     fn created_names_are_moved_out_whole_and_kept() {
         let projects = tempfile::tempdir().unwrap();
@@ -229,12 +357,13 @@ mod tests {
         std::fs::write(root.join("a/.vscode/tasks.json"), "{}").unwrap();
         std::fs::write(root.join("a/keep.py"), "").unwrap();
         let quarantine = Quarantine::new(state.path().join(QUARANTINE_DIR));
-        let taken = quarantine.take(root, &[PathBuf::from("a/.vscode")]);
+        let taken = quarantine.take(root, &left(&["a/.vscode"]));
         assert_eq!(
             taken,
             [Quarantined {
                 path: "a/.vscode".into(),
-                moved: true
+                moved: true,
+                note: None
             }]
         );
         assert!(!root.join("a/.vscode").exists());
@@ -264,12 +393,13 @@ mod tests {
         std::fs::create_dir_all(root.join("a")).unwrap();
         std::os::unix::fs::symlink("../b/sub", root.join("a/p")).unwrap();
         let quarantine = Quarantine::new(state.path().join(QUARANTINE_DIR));
-        let taken = quarantine.take(root, &[PathBuf::from("a/p/.git")]);
+        let taken = quarantine.take(root, &left(&["a/p/.git"]));
         assert_eq!(
             taken,
             [Quarantined {
                 path: "a/p/.git".into(),
-                moved: false
+                moved: false,
+                note: None
             }]
         );
         assert_eq!(
@@ -278,7 +408,39 @@ mod tests {
         );
         // The project's own top-level entries still move.
         std::fs::create_dir_all(root.join(".vscode")).unwrap();
-        let taken = quarantine.take(root, &[PathBuf::from(".vscode")]);
+        let taken = quarantine.take(root, &left(&[".vscode"]));
         assert!(taken[0].moved, "{taken:?}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_entry_is_moved_only_while_it_is_what_the_walk_found_and_never_the_users_own() {
+        use std::os::unix::fs::MetadataExt;
+        let projects = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = projects.path();
+        let id = |p: &str| {
+            let m = std::fs::symlink_metadata(root.join(p)).unwrap();
+            EntryId {
+                dev: m.dev(),
+                ino: m.ino(),
+            }
+        };
+        std::fs::create_dir_all(root.join("a/sub/.git")).unwrap();
+        std::fs::create_dir_all(root.join("a/new/.git")).unwrap();
+        let quarantine = Quarantine::new(state.path().join(QUARANTINE_DIR));
+        // The user's own (its identity recorded before the run), found at a created path.
+        let mut left = left(&["a/sub/.git", "a/new/.git"]);
+        left.kept.insert(id("a/sub/.git"));
+        // Swapped after the walk: another entry than the one found.
+        left.created[1].id = Some(id("a/sub"));
+        let taken = quarantine.take(root, &left);
+        assert!(taken.iter().all(|q| !q.moved), "{taken:?}");
+        assert!(root.join("a/sub/.git").exists() && root.join("a/new/.git").exists());
+        // As found: moved.
+        let mut left = super::tests::left(&["a/new/.git"]);
+        left.created[0].id = Some(id("a/new/.git"));
+        assert!(quarantine.take(root, &left)[0].moved);
+        assert!(!root.join("a/new/.git").exists());
     }
 }

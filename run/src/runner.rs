@@ -732,12 +732,12 @@ impl Sweep {
         // A walk through the sandbox's watched memo of the writable part (a lookup per folder,
         // or nothing when no entry came or went): cheap enough for the response path; moving
         // what was found is not.
-        let created = self.sandbox.created_protected(&self.scope);
+        let left = self.sandbox.created_protected(&self.scope);
         let projects = match self.sandbox.projects_dir() {
-            Some(projects) if !created.is_empty() => projects.to_path_buf(),
+            Some(projects) if !left.is_empty() => projects.to_path_buf(),
             _ => return Vec::new(),
         };
-        tokio::task::spawn_blocking(move || quarantine.take(&projects, &created))
+        tokio::task::spawn_blocking(move || quarantine.take(&projects, &left))
             .await
             .unwrap_or_default()
     }

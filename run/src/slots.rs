@@ -69,6 +69,9 @@ impl Drop for SlotPool {
 pub struct Slot {
     dir: PathBuf,
     rules: SandboxSlot,
+    /// Folders the sandbox made in `dir` for the run's view to mount on
+    /// ([`Sandbox::scratch_mount_points`]): kept, empty, from run to run.
+    mount_points: Vec<std::ffi::OsString>,
 }
 
 impl Slot {
@@ -94,6 +97,9 @@ impl Slot {
         let only_output = std::fs::read_dir(&self.dir).is_ok_and(|entries| {
             entries.into_iter().all(|entry| {
                 entry.is_ok_and(|e| {
+                    if self.mount_points.contains(&e.file_name()) {
+                        return is_empty_private_dir(&e.path());
+                    }
                     has_output = e.file_name() == OUTPUT_DIR_NAME;
                     has_output && is_empty_private_dir(&output)
                 })
@@ -111,6 +117,10 @@ impl Slot {
             && set_private(&self.dir).is_ok()
             && match std::fs::read_dir(&self.dir) {
                 Ok(entries) => entries.flatten().all(|entry| {
+                    // The view's mount points stay (removing one would take its mount away).
+                    if self.mount_points.contains(&entry.file_name()) {
+                        return true;
+                    }
                     let path = entry.path();
                     // `file_type` does not follow symlinks: a link is removed, never its target.
                     match entry.file_type() {
@@ -205,7 +215,11 @@ impl SlotPool {
             return Err(SlotError::Scratch(e));
         }
         match sandbox.slot(&dir) {
-            Ok(rules) => Ok(Slot { dir, rules }),
+            Ok(rules) => Ok(Slot {
+                dir,
+                rules,
+                mount_points: sandbox.scratch_mount_points().to_vec(),
+            }),
             Err(e) => {
                 let _ = remove_tree(&dir);
                 Err(e.into())

@@ -194,7 +194,17 @@ fn bench_project(
             std::fs::write(dir.join(format!("o{j}")), "x")?;
         }
     }
-    for name in ["big", "small", "other"] {
+    // Two projects holding protected names deep inside (a `.git` two folders down, twelve
+    // `__pycache__` in packages and subpackages): their view pins the 15 folders on the way.
+    for name in ["nested", "nested2"] {
+        let dir = projects.join(name);
+        std::fs::create_dir_all(dir.join("vendor/lib/.git"))?;
+        for i in 0..6 {
+            std::fs::create_dir_all(dir.join(format!("src/p{i}/__pycache__")))?;
+            std::fs::create_dir_all(dir.join(format!("src/p{i}/sub/__pycache__")))?;
+        }
+    }
+    for name in ["big", "small", "other", "nested", "nested2"] {
         std::fs::create_dir_all(projects.join(name))?;
         // The big project's script also makes a new file there: the walk after it cannot be
         // answered whole from the last one (a file rewritten in place would let it).
@@ -230,6 +240,7 @@ fn bench_project(
         "no file view on this machine: nothing to measure"
     );
     let scratches = [
+        tempfile::tempdir()?,
         tempfile::tempdir()?,
         tempfile::tempdir()?,
         tempfile::tempdir()?,
@@ -276,15 +287,24 @@ fn bench_project(
         );
         Ok([start.elapsed(), walked, after.elapsed()])
     };
-    let (mut small_t, mut big_t, mut turns_t, mut walk_t, mut after_t) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut small_t, mut big_t, mut turns_t, mut walk_t, mut after_t, mut nested_t) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
     for i in 0..runs + 5 {
         let [small, ..] = run(&slots[0], "small")?;
         let [total, walked, after] = run(&slots[1], "big")?;
         // Two projects taking turns on one slot: its view is rebuilt every run.
         let name = if i % 2 == 0 { "small" } else { "other" };
         let [turn, ..] = run(&slots[2], name)?;
+        let name = if i % 2 == 0 { "nested" } else { "nested2" };
+        let [nested, ..] = run(&slots[3], name)?;
         if i >= 5 {
+            nested_t.push(nested);
             small_t.push(small);
             big_t.push(total);
             turns_t.push(turn);
@@ -324,6 +344,15 @@ fn bench_project(
     println!(
         "| added by the view's rebuild | {:+.2} |",
         ms(turns) - ms(small)
+    );
+    let nested = median(&mut nested_t);
+    println!(
+        "| the same, projects with 13 protected names 2-3 folders deep | {:.2} |",
+        ms(nested)
+    );
+    println!(
+        "| added by their binds and pins | {:+.2} |",
+        ms(nested) - ms(turns)
     );
     Ok(())
 }

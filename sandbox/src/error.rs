@@ -30,6 +30,17 @@ pub enum SandboxError {
     /// no policy could be made for it.
     #[error("cannot ask the interpreter {python} for its paths: {reason}")]
     PythonPaths { python: PathBuf, reason: String },
+    /// An interpreter's tree lies where every run's view shows one of the server's own folders
+    /// (`/projects`, `/pycache`, `/pyrun`, or `/tmp` itself): runs could not start it there.
+    #[error(
+        "the interpreter reads {tree}, which lies under {under}, where every run sees {instead}; \
+         hint: use an interpreter (or venv) outside {under}"
+    )]
+    InterpreterHidden {
+        tree: PathBuf,
+        under: &'static str,
+        instead: &'static str,
+    },
     #[cfg(target_os = "linux")]
     #[error(transparent)]
     Spawn(#[from] crate::spawn::SpawnError),

@@ -22,9 +22,11 @@
 //!    orphans and forwards signals; the interpreter is pid 2;
 //! 6. `PR_SET_NO_NEW_PRIVS`, then Landlock: read-only Python and system files, read-write projects
 //!    folder (the view narrows it to the run's project: rulesets are per slot, not per run) and
-//!    scratch, nothing else; no signals or abstract sockets out of the sandbox; no TCP;
+//!    scratch, nothing else; no signals or abstract sockets out of the sandbox; no TCP; path
+//!    sockets made in the scratch only;
 //! 7. seccomp, last: no ptrace, mount, bpf, keyctl, io_uring, namespaces, module loading, `socket()`
-//!    (any family without `--allow-network`, `AF_UNIX` always), no `setsid`/`setpgid`, no set-id
+//!    (any family without `--allow-network`; `AF_UNIX` unless the run has its view and Landlock's
+//!    scopes, [`unix_sockets_given`]), no `setsid`/`setpgid`, no set-id
 //!    mode bits, owners or xattrs, no `prlimit64` on other processes, no `CLONE_PARENT`.
 //!
 //! Why no process escapes the runner's kill: the child is in its own process group, which the
@@ -44,6 +46,7 @@
 // The ground floor first: `policy` (and `error`, over `spawn`'s error) import nothing above
 // them; the platforms' layers build on those; `sandbox` puts it together. This file only
 // declares and re-exports: no module imports from it.
+mod beneath;
 mod error;
 #[cfg(target_os = "linux")]
 mod linux;
@@ -60,12 +63,16 @@ mod unix_limits;
 #[cfg(windows)]
 mod windows;
 
+pub use beneath::EntryId;
+#[cfg(target_os = "linux")]
+pub use beneath::{give_back, open_beneath};
 pub use error::SandboxError;
 pub use policy::{
-    is_protected_name, Grant, ResourceLimits, RunProject, SandboxMode, SandboxPolicy, WriteScope,
-    PROTECTED_NAMES, RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR, RUN_SUPPORT_DIR,
+    is_protected_name, unix_sockets_given, Grant, MissingLayer, ResourceLimits, RunProject,
+    SandboxMode, SandboxPolicy, WriteScope, PROTECTED_NAMES, RUN_PROJECTS_DIR, RUN_PYCACHE_DIR,
+    RUN_SCRATCH_DIR, RUN_SUPPORT_DIR,
 };
-pub use protected::RunScope;
+pub use protected::{Left, LeftBehind, Moved, RunScope, Why};
 pub use sandbox::{landlock_abi, Sandbox, SandboxSlot};
 #[cfg(windows)]
 pub use windows::RunJob;

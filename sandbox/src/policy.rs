@@ -98,10 +98,23 @@ pub const PROTECTED_NAMES: &[&str] = &[
     "__pycache__",
 ];
 
+/// The modules `site` imports as every Python starts, from any folder on its path: a project
+/// folder on `PYTHONPATH` (`PYTHONPATH=.` or `=src` in a shell, a tool's settings, inline code's
+/// own runs) makes every Python there (pip, pytest, the user's tools) run them first. Not
+/// `python script.py`, `-m` or `-c` alone: the script's folder joins `sys.path` after `site`
+/// ran. Any form Python imports counts: `name.py`, `name.pyc`, `name.*.so`, a `name/` package.
+const STARTUP_MODULES: [&[u8]; 2] = [b"sitecustomize", b"usercustomize"];
+
 /// Whether an entry of the projects folder named `name` is protected by its name alone: one of
-/// [`PROTECTED_NAMES`], or `.env` and its variants (`.env.local`...).
+/// [`PROTECTED_NAMES`], `.env` and its variants (`.env.local`...), or a `sitecustomize` or
+/// `usercustomize` module in any form (`sitecustomize.py`, `.pyc`, `.so`, a package folder).
 pub fn is_protected_name(name: &[u8]) -> bool {
-    PROTECTED_NAMES.iter().any(|n| n.as_bytes() == name) || name.starts_with(b".env")
+    PROTECTED_NAMES.iter().any(|n| n.as_bytes() == name)
+        || name.starts_with(b".env")
+        || STARTUP_MODULES.iter().any(|module| {
+            name.strip_prefix(*module)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"."))
+        })
 }
 
 /// What of the projects folder a run may write (`--write-scope`, env `PYRUN_WRITE_SCOPE`), where
@@ -162,6 +175,21 @@ impl RunProject {
     }
 }
 
+/// The layers under which a run may open `AF_UNIX` sockets (seccomp refuses them otherwise).
+///
+/// Why these: the refusal kept runs from local daemons (Docker, systemd, D-Bus) that trust
+/// the server's uid. With `mount-ns` a run's file view is the minimal world, where no host path
+/// socket exists but in the projects folder (and a run may make path sockets only in its own
+/// `/tmp`, `landlock.rs`); with `landlock-scopes` (ABI 6) abstract names and signals reach only
+/// the run's own Landlock domain, not the host's daemons nor another run in the shared network
+/// namespace. Without either, the refusal stays. Runs of the sandbox that has a projects folder
+/// only: installs keep it closed.
+pub fn unix_sockets_given(layers: &[&str]) -> bool {
+    ["seccomp", "mount-ns", "landlock-scopes"]
+        .iter()
+        .all(|needed| layers.contains(needed))
+}
+
 /// Where a run sees the projects folder when the sandbox gives it its own file view (Linux).
 pub const RUN_PROJECTS_DIR: &str = "/projects";
 /// Where a run sees its scratch folder (its HOME and TMPDIR) in that view.
@@ -170,6 +198,15 @@ pub const RUN_SCRATCH_DIR: &str = "/tmp";
 pub const RUN_PYCACHE_DIR: &str = "/pycache";
 /// Where a run sees the server's support modules (its matplotlib backend) in that view.
 pub const RUN_SUPPORT_DIR: &str = "/pyrun";
+
+/// A layer runs do not get from this server: what its absence leaves open (`why`) and what
+/// would bring it (`hint`). Fixed words, never a host path: `/health` shows them to anyone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissingLayer {
+    pub layer: &'static str,
+    pub why: &'static str,
+    pub hint: &'static str,
+}
 
 /// What a run may touch. System directories Python needs (`/usr`, `/lib*`, `/etc/ld.so.cache`, a few
 /// devices) are added by the sandbox itself; the interpreter's own trees are the caller's to add
@@ -334,6 +371,28 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn pythons_startup_modules_are_protected_in_every_form_and_nothing_merely_named_alike() {
+        for name in [
+            "sitecustomize.py",
+            "sitecustomize.pyc",
+            "sitecustomize",
+            "usercustomize.cpython-311-x86_64-linux-gnu.so",
+            ".env.local",
+            ".git",
+        ] {
+            assert!(super::is_protected_name(name.as_bytes()), "{name}");
+        }
+        for name in [
+            "sitecustomize_notes.txt",
+            "my_sitecustomize.py",
+            "x.pth",
+            "setup.py",
+        ] {
+            assert!(!super::is_protected_name(name.as_bytes()), "{name}");
         }
     }
 }

@@ -11,9 +11,9 @@ use crate::error::SandboxError;
 use crate::linux::{self, ChildSteps};
 #[cfg(all(unix, not(target_os = "linux")))]
 use crate::other_unix;
-use crate::policy::{Grant, RunProject, SandboxMode, SandboxPolicy, WriteScope};
+use crate::policy::{Grant, MissingLayer, RunProject, SandboxMode, SandboxPolicy, WriteScope};
 use crate::policy::{RUN_PYCACHE_DIR, RUN_SUPPORT_DIR};
-use crate::protected::{self, RunScope};
+use crate::protected::{self, LeftBehind, RunScope};
 #[cfg(target_os = "linux")]
 use crate::spawn;
 #[cfg(windows)]
@@ -120,6 +120,17 @@ impl Sandbox {
         layers
     }
 
+    /// The layers runs do not get from this server that the platform has (Linux), each with
+    /// why and what would bring it; also said in the log at start, one line each. Empty with
+    /// the sandbox off (the operator's choice, warned about) and on other systems.
+    pub fn missing_layers(&self) -> Vec<MissingLayer> {
+        #[cfg(target_os = "linux")]
+        if let Some(imp) = &self.imp {
+            return imp.missing_layers();
+        }
+        Vec::new()
+    }
+
     /// The lasting rules of a run slot whose runs write in `scratch` (their HOME and TMPDIR): made
     /// once per slot and used by each of its runs, so a run pays only for joining them.
     pub fn slot(&self, scratch: &Path) -> Result<SandboxSlot, SandboxError> {
@@ -157,6 +168,18 @@ impl Sandbox {
         })
     }
 
+    /// The folders (names) [`Sandbox::slot`] makes in a slot's scratch for the run's view to
+    /// mount the interpreter's trees under `/tmp` on: they stay, empty, while the slot lives
+    /// (runs cannot reach them), so a slot's clean-up must keep them. Empty unless an
+    /// interpreter lies under `/tmp`.
+    pub fn scratch_mount_points(&self) -> &[std::ffi::OsString] {
+        #[cfg(target_os = "linux")]
+        if let Some(imp) = &self.imp {
+            return imp.scratch_mount_points();
+        }
+        &[]
+    }
+
     /// True when runs see the neutral paths ([`RUN_PROJECTS_DIR`], [`RUN_SCRATCH_DIR`]) instead
     /// of the host's.
     pub fn has_view(&self) -> bool {
@@ -177,13 +200,15 @@ impl Sandbox {
         }
     }
 
-    /// The protected entries that appeared in `scope`'s writable part since it was made,
-    /// relative to the projects folder: what a run created that must not stay (see
-    /// [`PROTECTED_NAMES`]). Empty with the sandbox off.
-    pub fn created_protected(&self, scope: &RunScope) -> Vec<PathBuf> {
+    /// What a run left in `scope`'s writable part since it was made, relative to the projects
+    /// folder: the protected entries that were not there before it, told apart by identity
+    /// (device and inode), not by path, so a protected entry replaced at its path counts as new
+    /// and the user's own one moved elsewhere does not (see [`PROTECTED_NAMES`] and
+    /// [`LeftBehind`]). Empty with the sandbox off.
+    pub fn created_protected(&self, scope: &RunScope) -> LeftBehind {
         match &self.guard {
             Some(guard) => guard.created(scope),
-            None => Vec::new(),
+            None => LeftBehind::default(),
         }
     }
 

@@ -494,6 +494,9 @@ fn sandbox_failure(e: &SandboxError) -> &'static str {
         SandboxError::PythonPaths { .. } => {
             "the interpreter could not be asked which folders it reads"
         }
+        SandboxError::InterpreterHidden { .. } => {
+            "the interpreter lies where runs see one of the server's own folders"
+        }
         #[cfg(target_os = "linux")]
         SandboxError::Spawn(pyrun_sandbox::spawn::SpawnError::Hook(_)) => {
             "a layer could not be applied to the run's process"

@@ -66,23 +66,32 @@ fn script(body: &str) -> String {
 /// When the tests run as root: a uid no account uses, for a second, unprivileged server (and its
 /// canary), so each attack is tried with the server as root and as a normal user. `None` when the
 /// tests already run unprivileged (then the one server is that).
-fn other_user() -> Option<u32> {
+pub(crate) fn other_user() -> Option<u32> {
     rustix::process::geteuid().is_root().then_some(61_234)
 }
 
 /// The servers to try an attack on, starting runs as `start` says: as the test's own user, and
 /// as [`other_user`] when there is one (its projects folder made that user's, and the
 /// interpreter one that user can reach).
-fn servers_for(
+pub(crate) fn servers_for(
     start: Start,
     files: &[(&str, &str)],
+) -> Vec<(TempProjects, StdioServer, Option<u32>)> {
+    servers_with(start, files, &[])
+}
+
+/// [`servers_for`], each server started with `extra` arguments besides.
+pub(crate) fn servers_with(
+    start: Start,
+    files: &[(&str, &str)],
+    extra: &[&str],
 ) -> Vec<(TempProjects, StdioServer, Option<u32>)> {
     let mut files = files.to_vec();
     files.push((util::warm::WARMUP_FILE, "pass\n"));
     let files = &files[..];
     let mut servers = Vec::new();
     let (dir, _) = util::project(files);
-    let server = start.server(dir.path(), &[]);
+    let server = start.server(dir.path(), extra);
     servers.push((dir, server, None));
     if let Some(uid) = other_user() {
         let (dir, _) = util::project(files);
@@ -96,7 +105,9 @@ fn servers_for(
             .into_iter()
             .find(|p| Path::new(p).exists())
             .expect("a system python3 for the unprivileged server");
-        let server = start.server_as(dir.path(), &["--python", python], Some(uid));
+        let mut args = vec!["--python", python];
+        args.extend_from_slice(extra);
+        let server = start.server_as(dir.path(), &args, Some(uid));
         servers.push((dir, server, Some(uid)));
     }
     servers

@@ -157,36 +157,6 @@ except OSError as e:
     open.close();
 }
 
-/// An interpreter under `/tmp` (a venv made there) would be hidden by the run's own view, where
-/// `/tmp` is the run's scratch: the server runs it without the view (no `mount-ns`) instead of
-/// failing every run.
-#[test]
-fn an_interpreter_under_tmp_runs_without_the_file_view() {
-    let venv = tempfile::Builder::new()
-        .prefix("pyrun-venv-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    let made = std::process::Command::new(pyrun_mcp_tests::python())
-        .args(["-m", "venv", "--without-pip"])
-        .arg(venv.path())
-        .status()
-        .unwrap();
-    assert!(made.success(), "python -m venv failed");
-    let python = venv.path().join("bin/python3");
-    let (dir, _) = util::project(&[("hello.py", "import sys\nprint(sys.prefix)\n")]);
-    let mut server = StdioServer::start(dir.path(), &["--python", python.to_str().unwrap()]);
-    let result = server.call("run_python", json!({"file_name": "hello.py"}));
-    assert_eq!(result["isError"], json!(false), "{result}");
-    let layers = layers(&result);
-    assert!(!layers.iter().any(|l| l == "mount-ns"), "{layers:?}");
-    assert!(layers.iter().any(|l| l == "landlock"), "{layers:?}");
-    assert_eq!(
-        stdout(&result).trim(),
-        venv.path().canonicalize().unwrap().to_str().unwrap(),
-        "the venv's interpreter ran"
-    );
-}
-
 /// Looks up each path given (never opens it): `ENOENT` when it is not in the run's world.
 const LOOK_UP: &str = r#"
 import errno, os, sys

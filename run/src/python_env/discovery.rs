@@ -24,7 +24,7 @@ const PROBE: &str = "import os, platform, site, sys\n\
 print(platform.python_version())\n\
 print('\\n'.join('S ' + p for p in site.getsitepackages()))\n\
 paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,\n\
-         os.path.dirname(os.path.realpath(sys.executable))]\n\
+         os.path.dirname(os.path.realpath(sys.executable)), os.path.dirname(sys.executable)]\n\
 paths += site.getsitepackages() + sys.path\n\
 paths.append(getattr(sys.modules.get('sitecustomize'), '__file__', None))\n\
 print('\\n'.join('R ' + p for p in paths if p))";
@@ -41,7 +41,8 @@ pub struct PythonFacts {
 }
 
 /// The directories `python` needs to read (and execute) to run scripts: `sys.prefix`,
-/// `sys.base_prefix` (for a venv), the real executable's directory, the stdlib and site-packages.
+/// `sys.base_prefix` (for a venv), the real executable's directory and the one it was started
+/// from (a link's: runs start it by that path), the stdlib and site-packages.
 /// Canonical, existing, without nested duplicates. Refuses an answer that includes `/`.
 pub fn python_read_paths(python: &Path) -> Result<Vec<PathBuf>, SandboxError> {
     python_facts(python).map(|facts| facts.read_paths)

@@ -1,5 +1,6 @@
 //! Landlock: which files a run may read, write and execute; no TCP (or, for package installs, TCP
-//! connect to chosen ports only), no signals or abstract sockets out.
+//! connect to chosen ports only), no signals or abstract sockets out, path sockets made only in
+//! the run's own scratch.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -133,7 +134,12 @@ impl FsRules {
         let abi = TESTED_ABI;
         let read = AccessFs::from_read(abi);
         // W^X: a run may write files but not execve what it wrote.
-        let write = AccessFs::from_all(abi) & !BitFlags::from(AccessFs::Execute);
+        let scratch_write = AccessFs::from_all(abi) & !BitFlags::from(AccessFs::Execute);
+        // Path sockets only in the scratch (the run's `/tmp`, which no other run sees): one made
+        // in the projects folder, the cache or `/dev/shm`'s host folder could be found and
+        // connected to by another run of the same project, or stand where a program of the
+        // user's expects its own.
+        let write = scratch_write & !BitFlags::from(AccessFs::MakeSock);
         let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
 
         let mut ruleset = Ruleset::default()
@@ -163,7 +169,7 @@ impl FsRules {
             .iter()
             .map(|p| (p.as_path(), read))
             .chain(self.write.iter().map(|p| (p.as_path(), write)))
-            .chain(std::iter::once((scratch, write)))
+            .chain(std::iter::once((scratch, scratch_write)))
             .chain(
                 grants
                     .iter()

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::SandboxError;
-use crate::policy::{Grant, ResourceLimits, SandboxMode, SandboxPolicy};
+use crate::policy::{Grant, MissingLayer, ResourceLimits, SandboxMode, SandboxPolicy};
 use crate::policy::{RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR, RUN_SUPPORT_DIR};
 use crate::protected::RunScope;
 use crate::unix_limits::RlimitTable;
@@ -42,7 +42,7 @@ use idmap::Idmaps;
 use landlock::FsRules;
 use mount::{MountPlan, ViewSpec};
 use namespaces::Namespaces;
-use seccomp::SeccompFilters;
+use seccomp::{SeccompFilters, Sockets};
 use shm::SlotShm;
 
 /// Landlock ABI that scopes signals and abstract UNIX sockets to the sandbox (Linux 6.12).
@@ -68,6 +68,8 @@ struct Probe {
 #[derive(Debug)]
 pub(super) struct LinuxSandbox {
     layers: Vec<&'static str>,
+    /// The layers runs do not get, each with why and what would bring it.
+    missing: Vec<MissingLayer>,
     rlimits: RlimitTable,
     fs: Option<FsRules>,
     namespaces: Option<Arc<Namespaces>>,
@@ -90,6 +92,10 @@ struct ViewTemplate {
     writable: Vec<PathBuf>,
     pycache: Option<PathBuf>,
     support: Option<PathBuf>,
+    /// The interpreter's trees under `/tmp`, shown inside the scratch's mount there.
+    in_scratch: Vec<PathBuf>,
+    /// What each slot's scratch holds for them to be mounted on ([`scratch_mount_points`]).
+    mount_points: Vec<std::ffi::OsString>,
 }
 
 impl ViewTemplate {
@@ -113,6 +119,7 @@ impl ViewTemplate {
             support: self.support.as_deref(),
             writable: &scope.writable,
             read_only: &scope.read_only_binds(),
+            in_scratch: &self.in_scratch,
         })
     }
 }
@@ -153,25 +160,51 @@ impl LinuxSandbox {
     /// header; a layer missing under `strict`, or a port rule this kernel cannot enforce, is an
     /// error.
     pub(super) fn new(policy: SandboxPolicy) -> Result<Self, SandboxError> {
-        let filters = SeccompFilters::compile(policy.allow_network)?;
+        // The probe tries the strict filter; runs may get the one with `AF_UNIX` once the layers
+        // that make it safe are known (below).
+        let mut filters = SeccompFilters::compile(Sockets {
+            network: policy.allow_network,
+            unix: false,
+        })?;
         let flags = namespace_flags(policy.allow_network);
         let cgroups = RunCgroups::probe(&policy.limits);
         let root = rustix::process::geteuid().is_root();
         let idmaps = run_uid_maps(&policy, &cgroups, root);
         let (namespaces, probe) = probed_namespaces(flags, idmaps.as_ref(), &filters);
         let fs = landlock_rules(&policy);
-        let view = file_view(&policy, namespaces.as_deref(), &fs, idmaps.as_ref());
+        let view = file_view(&policy, namespaces.as_deref(), &fs, idmaps.as_ref())?;
 
         let mut report = LayerReport::default();
         let pid_namespace = report.probed(&probe, policy.allow_network, view.is_some());
         let (idmaps, namespaces) =
             settle_run_uid(idmaps, view.is_some(), namespaces, flags, &mut report);
+        report.own_uid(
+            idmaps.is_some(),
+            view.is_some(),
+            root,
+            &policy.limits,
+            &cgroups,
+        );
         report.limits(&policy.limits, &cgroups, root);
         report.landlock_abi(probe.landlock_abi, policy.tcp_connect_ports.is_some())?;
-        let layers = report.settle(policy.mode)?;
+        let (layers, missing) = report.settle(policy.mode)?;
+        // Installs (no projects folder) never need UNIX sockets and keep them closed.
+        if policy.projects.is_some() && crate::policy::unix_sockets_given(&layers) {
+            filters = SeccompFilters::compile(Sockets {
+                network: policy.allow_network,
+                unix: true,
+            })?;
+        } else if policy.projects.is_some() && probe.seccomp {
+            tracing::info!(
+                "sandbox: runs may not open UNIX sockets (multiprocessing's forkserver and \
+                 Manager fail): that needs their own file view (mount-ns) and Landlock's scopes \
+                 (Linux 6.12+)"
+            );
+        }
 
         Ok(Self {
             layers,
+            missing,
             rlimits: RlimitTable::new(&policy.limits, idmaps.is_none()),
             fs: (probe.landlock_abi > 0).then_some(fs),
             namespaces,
@@ -183,6 +216,12 @@ impl LinuxSandbox {
         })
     }
 
+    /// The folders each slot's scratch holds for the view to mount the interpreter's trees
+    /// under `/tmp` on: a slot's clean-up keeps them (empty; runs cannot reach them).
+    pub(super) fn scratch_mount_points(&self) -> &[std::ffi::OsString] {
+        self.view.as_ref().map_or(&[], |t| &t.mount_points[..])
+    }
+
     /// True when runs see the neutral paths (a view with the projects folder at `/projects`).
     pub(super) fn has_view(&self) -> bool {
         self.view.as_ref().is_some_and(|t| t.projects.is_some())
@@ -190,6 +229,10 @@ impl LinuxSandbox {
 
     pub(super) fn layers(&self) -> Vec<&'static str> {
         self.layers.clone()
+    }
+
+    pub(super) fn missing_layers(&self) -> Vec<MissingLayer> {
+        self.missing.clone()
     }
 
     /// The rules of a slot whose runs write in `scratch`: its Landlock ruleset and its cgroups.
@@ -203,6 +246,10 @@ impl LinuxSandbox {
         scratch: &Path,
         grants: &[Grant],
     ) -> Result<LinuxSlot, SandboxError> {
+        if let Some(template) = &self.view {
+            make_mount_points(scratch, &template.mount_points)
+                .map_err(|e| SandboxError::prepare("the slot's mount points", e))?;
+        }
         let shm = match &self.view {
             Some(_) => Some(
                 SlotShm::new(scratch)
@@ -377,28 +424,22 @@ fn landlock_rules(policy: &SandboxPolicy) -> FsRules {
 /// The mount step (`mount.rs`): every process gets a view, a run's (the projects at
 /// `/projects`) or, without a projects folder, an install's (its folders at their host paths),
 /// showing exactly what `fs` lets it read; built once here to prove this machine can. `None`
-/// without a user namespace, or when the view would hide a tree the interpreter reads.
+/// without a user namespace, or when this machine cannot build it; an error when an
+/// interpreter's tree lies where a run's view shows a folder of the server
+/// ([`interpreter_places`]).
 fn file_view(
     policy: &SandboxPolicy,
     namespaces: Option<&Namespaces>,
     fs: &FsRules,
     idmaps: Option<&Idmaps>,
-) -> Option<ViewTemplate> {
-    let hidden = if policy.projects.is_some() {
-        hidden_by_view(policy)
-    } else {
-        Vec::new()
+) -> Result<Option<ViewTemplate>, SandboxError> {
+    let Some(user) = namespaces.and_then(Namespaces::user) else {
+        return Ok(None);
     };
-    if let Some((tree, under)) = hidden.first() {
-        tracing::warn!(
-            "sandbox: runs get no file view of their own: the interpreter reads {}, which \
-             lies under {under}, where a run sees something else; use an interpreter (or \
-             venv) outside {under} for the mount-ns layer",
-            tree.display()
-        );
-        return None;
-    }
-    let user = namespaces.and_then(Namespaces::user)?;
+    let in_scratch = match policy.projects {
+        Some(_) => interpreter_places(policy)?,
+        None => Vec::new(),
+    };
     let template = ViewTemplate {
         projects: policy.projects.clone(),
         shown: fs.shown(),
@@ -408,8 +449,10 @@ fn file_view(
         },
         pycache: policy.pycache.clone(),
         support: policy.support.clone(),
+        mount_points: scratch_mount_points(&in_scratch),
+        in_scratch,
     };
-    probe_view(&template, user, idmaps).then_some(template)
+    Ok(probe_view(&template, user, idmaps).then_some(template))
 }
 
 /// The `run-uid` layer, settled once the view is known: a run under the shared namespace's map
@@ -430,11 +473,12 @@ fn settle_run_uid(
         (Some(_), false) => {
             // Possible here but not given: `strict` refuses (where the filesystem cannot
             // idmap, only the probe's warning is said).
-            report.missing.push((
-                "run-uid",
-                "runs of this root server keep kernel uid 0 (they have no view to own \
-                 their folders through)",
-            ));
+            report.missing.push(MissingLayer {
+                layer: "run-uid",
+                why: "runs of this root server keep kernel uid 0 (they have no view to own \
+                      their folders through)",
+                hint: "bring back the mount-ns layer (see its line)",
+            });
             if namespaces.as_deref().and_then(Namespaces::user).is_some() {
                 namespaces = Some(Arc::new(
                     Namespaces::shared(flags, None).unwrap_or_else(|| Namespaces::unshared(flags)),
@@ -447,20 +491,29 @@ fn settle_run_uid(
     (idmaps, namespaces)
 }
 
-/// The layers a sandbox has, in the order runs report them, and those this machine lacks, each
-/// with what its absence leaves open.
+/// The layers a sandbox has, in the order runs report them, and those it lacks, each with what
+/// its absence leaves open and what would bring it.
 #[derive(Debug, Default)]
 struct LayerReport {
     active: Vec<&'static str>,
-    missing: Vec<(&'static str, &'static str)>,
+    /// Missing on this machine: `strict` refuses to start without them.
+    missing: Vec<MissingLayer>,
+    /// Not given by a server of this user (only root can): `strict` serves without them.
+    not_given: Vec<MissingLayer>,
 }
 
+/// What brings back a layer that needs unprivileged user namespaces.
+const USERNS_HINT: &str = "allow unprivileged user namespaces (sysctl user.max_user_namespaces \
+                           above 0; on Ubuntu also kernel.apparmor_restrict_unprivileged_userns=0)";
+/// What brings back a layer only a root server gives.
+const ROOT_HINT: &str = "run the server as root: it gives each run a uid and cgroups of its own";
+
 impl LayerReport {
-    fn note(&mut self, ok: bool, layer: &'static str, why: &'static str) {
+    fn note(&mut self, ok: bool, layer: &'static str, why: &'static str, hint: &'static str) {
         if ok {
             self.active.push(layer);
         } else {
-            self.missing.push((layer, why));
+            self.missing.push(MissingLayer { layer, why, hint });
         }
     }
 
@@ -471,11 +524,13 @@ impl LayerReport {
             probe.landlock_abi > 0,
             "landlock",
             "files outside the allowed trees are readable and writable",
+            "a Linux kernel with Landlock enabled (5.13 or later, `landlock` in its lsm= list)",
         );
         self.note(
             probe.seccomp,
             "seccomp",
             "dangerous syscalls (ptrace, mount, setsid...) are allowed",
+            "a kernel with seccomp filters (CONFIG_SECCOMP_FILTER)",
         );
         let ns_layer = if allow_network {
             "user-ns"
@@ -486,20 +541,73 @@ impl LayerReport {
             probe.namespaces,
             ns_layer,
             "the network and the server's capabilities are reachable",
+            USERNS_HINT,
         );
         let pid_namespace = probe.pid_namespace && crate::spawn::PID_NAMESPACE_SUPPORTED;
         self.note(
             pid_namespace,
             "pid-ns",
             "scripts can see, signal and limit other processes of the server's user",
+            USERNS_HINT,
         );
         self.note(
             has_view,
             "mount-ns",
             "files outside the projects folder can have their mode, owner and times changed, \
              every host path can be looked up, and runs see host paths",
+            "the log line before this one says why the view could not be built; it needs \
+             user namespaces and mount_setattr (Linux 5.12 or later)",
         );
         pid_namespace
+    }
+
+    /// The layers only a root server gives, when this one does not give them: a uid of the
+    /// runs' own (a root server without one has said why already), and the cgroups.
+    fn own_uid(
+        &mut self,
+        run_uid: bool,
+        has_view: bool,
+        root: bool,
+        limits: &ResourceLimits,
+        cgroups: &RunCgroups,
+    ) {
+        if run_uid || !has_view {
+            return;
+        }
+        let has = |c| cgroups.controllers().any(|have| have == c);
+        if root {
+            // Without a pids cgroup, `cgroup-pids` is missing and says so.
+            if limits.processes == 0 || has(cgroup::Controller::Pids) {
+                self.not_given.push(MissingLayer {
+                    layer: "run-uid",
+                    why: "runs of this root server keep kernel uid 0",
+                    hint: "the warning before this line says why: an account file naming the \
+                           runs' uid, or a filesystem that cannot be idmapped",
+                });
+            }
+            return;
+        }
+        self.not_given.push(MissingLayer {
+            layer: "run-uid",
+            why: "runs keep the server's uid: they own what the server's user owns outside \
+                  their view",
+            hint: ROOT_HINT,
+        });
+        if limits.processes > 0 && !has(cgroup::Controller::Pids) {
+            self.not_given.push(MissingLayer {
+                layer: "cgroup-pids",
+                why: "the process count is bounded for the server's user as a whole \
+                      (RLIMIT_NPROC), not per run",
+                hint: ROOT_HINT,
+            });
+        }
+        if limits.memory_bytes > 0 && !has(cgroup::Controller::Memory) {
+            self.not_given.push(MissingLayer {
+                layer: "cgroup-memory",
+                why: "memory is bounded per process (RLIMIT_AS), not for a run as a whole",
+                hint: ROOT_HINT,
+            });
+        }
     }
 
     /// The limits: rlimits and the process group always, the cgroup controllers this machine
@@ -514,15 +622,17 @@ impl LayerReport {
         let pids_bounded =
             limits.processes == 0 || !root || controllers.contains(&cgroup::Controller::Pids);
         if !pids_bounded {
-            self.missing.push((
-                "cgroup-pids",
-                "the process count is not limited (RLIMIT_NPROC does not apply to root)",
-            ));
+            self.missing.push(MissingLayer {
+                layer: "cgroup-pids",
+                why: "the process count is not limited (RLIMIT_NPROC does not apply to root)",
+                hint: "mount the cgroup v1 pids controller, writable by the server",
+            });
         }
     }
 
     /// What this Landlock ABI adds: TCP port rules (required when the caller names ports: it
-    /// fails closed, whatever the mode) and scopes for signals and abstract sockets.
+    /// fails closed, whatever the mode) and scopes for signals and abstract sockets (the
+    /// `landlock-scopes` layer, which UNIX sockets need: [`crate::policy::unix_sockets_given`]).
     fn landlock_abi(&mut self, abi: i64, tcp_ports: bool) -> Result<(), SandboxError> {
         if tcp_ports {
             if abi < LANDLOCK_NET_ABI {
@@ -530,66 +640,123 @@ impl LayerReport {
             }
             self.active.push("landlock-tcp-ports");
         }
-        if abi > 0 && abi < LANDLOCK_SCOPED_ABI {
-            self.missing.push((
-                "landlock-scopes",
-                "scripts may signal processes of the same user (Landlock ABI < 6)",
-            ));
+        // Without Landlock at all, the `landlock` layer is reported missing already.
+        if abi >= LANDLOCK_SCOPED_ABI {
+            self.active.push("landlock-scopes");
+        } else if abi > 0 {
+            self.missing.push(MissingLayer {
+                layer: "landlock-scopes",
+                why: "scripts may signal processes of the same user, and may not open UNIX \
+                      sockets (Landlock ABI < 6)",
+                hint: "Linux 6.12 or later",
+            });
         }
         Ok(())
     }
 
-    /// `strict` refuses a sandbox with a layer missing; otherwise each missing one is warned
-    /// about. The active layers, in order.
-    fn settle(self, mode: SandboxMode) -> Result<Vec<&'static str>, SandboxError> {
+    /// `strict` refuses a sandbox with a layer missing on this machine; otherwise each layer
+    /// runs do not get is warned about, one line each. The active layers, in order, and those
+    /// runs do not get.
+    fn settle(
+        self,
+        mode: SandboxMode,
+    ) -> Result<(Vec<&'static str>, Vec<MissingLayer>), SandboxError> {
         if mode == SandboxMode::Strict && !self.missing.is_empty() {
             let missing = self
                 .missing
                 .iter()
-                .map(|(layer, why)| format!("{layer} ({why})"))
+                .map(|m| format!("{} ({})", m.layer, m.why))
                 .collect::<Vec<_>>()
                 .join(", ");
             return Err(SandboxError::StrictUnavailable { missing });
         }
-        for (layer, why) in &self.missing {
-            tracing::warn!(layer, "sandbox layer unavailable on this machine: {why}");
+        let missing: Vec<MissingLayer> = self.missing.into_iter().chain(self.not_given).collect();
+        for m in &missing {
+            tracing::warn!(
+                layer = m.layer,
+                "sandbox: runs lack the {} layer: {}; hint: {}",
+                m.layer,
+                m.why,
+                m.hint
+            );
         }
-        Ok(self.active)
+        Ok((self.active, missing))
     }
 }
 
-/// The trees a run must read (the interpreter's) that its view would hide: host paths under a
-/// folder where the view shows something else (the scratch at `/tmp`, the projects at
-/// `/projects`, the bytecode cache at `/pycache`), each with that folder. The projects folder
-/// and the cache themselves are bound into the view wherever they lie.
-fn hidden_by_view(policy: &SandboxPolicy) -> Vec<(&Path, &'static str)> {
+/// Where the interpreter's trees lie against the view's own places: the trees under the
+/// scratch's place ([`RUN_SCRATCH_DIR`]), which the view shows read-only at their own paths
+/// inside the scratch's mount (`mount.rs`), or an error for a tree under a place that shows
+/// one of the server's folders (the projects at `/projects`, the bytecode cache at `/pycache`,
+/// the support modules at `/pyrun`) or that is `/tmp` itself: runs could not reach it there.
+/// The projects folder, the cache and the support modules are bound wherever they lie, and so
+/// is what lies in them.
+fn interpreter_places(policy: &SandboxPolicy) -> Result<Vec<PathBuf>, SandboxError> {
     let bound = [
         policy.projects.as_deref(),
         policy.pycache.as_deref(),
         policy.support.as_deref(),
     ];
-    policy
-        .read_paths
+    let mut in_scratch = Vec::new();
+    let places = [
+        (RUN_PROJECTS_DIR, "the projects folder"),
+        (RUN_PYCACHE_DIR, "the server's bytecode cache"),
+        (RUN_SUPPORT_DIR, "the server's support modules"),
+        (RUN_SCRATCH_DIR, "its own scratch folder"),
+    ];
+    for tree in &policy.read_paths {
+        if bound.iter().flatten().any(|b| tree.starts_with(b)) {
+            continue;
+        }
+        let Some(&(under, instead)) = places.iter().find(|(dir, _)| tree.starts_with(dir)) else {
+            continue;
+        };
+        if under == RUN_SCRATCH_DIR && tree != Path::new(RUN_SCRATCH_DIR) {
+            in_scratch.push(tree.clone());
+        } else {
+            return Err(SandboxError::InterpreterHidden {
+                tree: tree.clone(),
+                under,
+                instead,
+            });
+        }
+    }
+    Ok(in_scratch)
+}
+
+/// The names of the folders a slot's scratch holds for the view to mount on: the first part
+/// of each tree under `/tmp` (`mount.rs`). Made with the slot, kept by its clean-up.
+fn scratch_mount_points(in_scratch: &[PathBuf]) -> Vec<std::ffi::OsString> {
+    let mut names: Vec<std::ffi::OsString> = in_scratch
         .iter()
-        .map(PathBuf::as_path)
-        .filter(|tree| !bound.iter().flatten().any(|b| tree.starts_with(b)))
-        .filter_map(|tree| {
-            [
-                RUN_SCRATCH_DIR,
-                RUN_PROJECTS_DIR,
-                RUN_PYCACHE_DIR,
-                RUN_SUPPORT_DIR,
-            ]
-            .into_iter()
-            .find(|dir| tree.starts_with(dir))
-            .map(|dir| (tree, dir))
-        })
-        .collect()
+        .filter_map(|tree| tree.strip_prefix(RUN_SCRATCH_DIR).ok())
+        .filter_map(|rel| rel.components().next())
+        .map(|first| first.as_os_str().to_owned())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Makes `names` in `scratch` (empty folders, owner-only; an existing one is kept).
+fn make_mount_points(scratch: &Path, names: &[std::ffi::OsString]) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    for name in names {
+        match std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(scratch.join(name))
+        {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Builds a view once at start-up in a temporary scratch: true when this machine can.
 fn probe_view(template: &ViewTemplate, user: &OwnedFd, idmaps: Option<&Idmaps>) -> bool {
     let built = tempfile::tempdir().and_then(|scratch| {
+        make_mount_points(scratch.path(), &template.mount_points)?;
         let shm = SlotShm::new(scratch.path())?;
         template
             .plan(scratch.path(), Some(shm.path()), &[], &RunScope::nothing())
@@ -598,7 +765,7 @@ fn probe_view(template: &ViewTemplate, user: &OwnedFd, idmaps: Option<&Idmaps>) 
     match built {
         Ok(_) => true,
         Err(e) => {
-            tracing::debug!(%e, "sandbox: no read-only file view for runs");
+            tracing::warn!("sandbox: runs get no file view of their own: {e}");
             false
         }
     }
@@ -742,5 +909,54 @@ fn probe_with(enter_namespaces: impl Fn() -> bool, filters: &SeccompFilters) -> 
         namespaces: ok & NS_OK != 0,
         seccomp: ok & SECCOMP_OK != 0,
         pid_namespace: ok & PID_NS_OK != 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(read: &[&str]) -> SandboxPolicy {
+        SandboxPolicy {
+            read_paths: read.iter().map(PathBuf::from).collect(),
+            projects: Some(PathBuf::from("/srv/projects")),
+            pycache: Some(PathBuf::from("/var/cache/pyrun")),
+            ..SandboxPolicy::bare(SandboxMode::Standard)
+        }
+    }
+
+    #[test]
+    fn trees_under_tmp_are_shown_in_the_scratch_and_each_first_part_gets_a_mount_point() {
+        let shown = interpreter_places(&policy(&["/usr", "/tmp/a/venv", "/tmp/a/b", "/tmp/c"]));
+        let shown = shown.unwrap();
+        assert_eq!(
+            shown,
+            ["/tmp/a/venv", "/tmp/a/b", "/tmp/c"].map(PathBuf::from)
+        );
+        assert_eq!(scratch_mount_points(&shown), ["a", "c"]);
+        // The server's own folders are bound wherever they lie, with what is in them.
+        let policy = SandboxPolicy {
+            projects: Some(PathBuf::from("/tmp/p")),
+            ..policy(&["/tmp/p/.venv"])
+        };
+        assert_eq!(interpreter_places(&policy).unwrap(), Vec::<PathBuf>::new());
+    }
+
+    #[test]
+    fn a_tree_where_runs_see_a_folder_of_the_server_is_refused_with_the_place() {
+        for (tree, under) in [
+            ("/projects/venv", "/projects"),
+            ("/pycache/x", "/pycache"),
+            ("/pyrun/bin", "/pyrun"),
+            ("/tmp", "/tmp"),
+        ] {
+            let err = interpreter_places(&policy(&["/usr", tree])).unwrap_err();
+            let said = err.to_string();
+            assert!(
+                matches!(err, SandboxError::InterpreterHidden { under: u, .. } if u == under),
+                "{said}"
+            );
+            assert!(said.contains(tree) && said.contains("hint: "), "{said}");
+        }
     }
 }

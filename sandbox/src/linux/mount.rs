@@ -22,8 +22,11 @@
 //!    bound writable (`noexec`) over the read-only rest, or for a script directly in the
 //!    projects folder the folder itself with each subfolder bound read-only over itself; inside
 //!    that part, the protected names (`.git`, `.venv`, `.env`...) bound read-only over
-//!    themselves (a venv keeps `exec`, so its compiled extensions load). These binds are looked
-//!    up without following links ([`Op::Rebind`]);
+//!    themselves (a venv keeps `exec`, so its compiled extensions load), and every folder on
+//!    the way from that part's root down to one of them bound onto itself as it is ([`pins`]:
+//!    a mount point cannot be renamed or removed, so a run cannot move the user's `.git` aside
+//!    with its parent and plant its own at the path). These binds are looked up without
+//!    following links ([`Op::Rebind`]);
 //! 4. `pivot_root` into `/newroot`, the old root detached: nothing else of the host is left.
 //!
 //! The folders placed for runs to own ([`Op::Place`]: projects, scratch, `/dev/shm`, cache,
@@ -33,6 +36,7 @@
 //! Landlock rules are attached to inodes, and bind mounts share them: the rules made on host
 //! paths hold for the same files under their neutral names.
 
+use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -75,6 +79,10 @@ pub(crate) struct ViewSpec<'a> {
     /// names of the writable part, and the top folder's subfolders when only its own entries
     /// are writable.
     pub read_only: &'a [PathBuf],
+    /// With `projects`: the interpreter's trees under [`RUN_SCRATCH_DIR`] (canonical, none
+    /// inside another), shown read-only at their own paths inside the scratch's mount; the
+    /// scratch holds an empty folder for the first part of each ([`shown_in_scratch`]).
+    pub in_scratch: &'a [PathBuf],
 }
 
 /// The mounts of one slot's view, as steps prepared in the server (allocation, the host's
@@ -97,11 +105,15 @@ impl MountPlan {
             .flatten()
             .chain(spec.host_writable.iter().map(PathBuf::as_path))
             .collect();
+        // A run's /tmp is its scratch: what lies under the host's /tmp is shown inside it.
+        let hidden_by_scratch =
+            |p: &Path| spec.projects.is_some() && p.starts_with(RUN_SCRATCH_DIR);
         world.show_all(
             spec.shown
                 .iter()
                 .map(PathBuf::as_path)
-                .filter(|p| !placed.iter().any(|b| p.starts_with(b))),
+                .filter(|p| !placed.iter().any(|b| p.starts_with(b)))
+                .filter(|p| !hidden_by_scratch(p)),
         )?;
         let mut writable_at: Vec<(PathBuf, bool)> = Vec::new();
         if let Some(shm) = spec.shm {
@@ -162,6 +174,10 @@ impl MountPlan {
         if let Some(support) = spec.support {
             place(support, Path::new(RUN_SUPPORT_DIR))?;
         }
+        // After the scratch is in place (these mount inside it), before all is made read-only.
+        if spec.projects.is_some() {
+            ops.extend(shown_in_scratch(spec.in_scratch)?);
+        }
         ops.push(Op::Attr {
             path: cstring(Path::new("/newroot"))?,
             set: MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID,
@@ -205,7 +221,17 @@ impl MountPlan {
                 });
             }
         }
-        for rel in spec.projects.map_or(&[][..], |_| spec.read_only) {
+        let read_only = spec.projects.map_or(&[][..], |_| spec.read_only);
+        for rel in pins(spec.writable, read_only) {
+            // Bound onto itself, attributes kept: writable as before, but a mount point.
+            ops.push(Op::Rebind {
+                path: under("/newroot", &Path::new(RUN_PROJECTS_DIR).join(rel))?,
+                set: 0,
+                clear: 0,
+                recursive: false,
+            });
+        }
+        for rel in read_only {
             // A venv's compiled extensions are mapped executable.
             let venv = rel.file_name().is_some_and(|n| n == ".venv" || n == "venv")
                 || spec
@@ -438,6 +464,88 @@ impl MountPlan {
     }
 }
 
+/// The folders a view pins (`read_only` relative to the projects folder, in the part
+/// `writable`): every folder between the writable part's root and a protected entry, parents
+/// first, each once. A rename or removal of a folder that holds a mount point succeeds (the
+/// mount moves with it): a run could rename `sub` aside, `.git` and all, and build its own
+/// `sub/.git` at the path the user's git will enter. A folder that is itself a mount point in
+/// the run's namespace cannot be renamed, removed or replaced (`EBUSY`); the writable root is
+/// one already, and so is each entry.
+fn pins<'a>(writable: &Writable, read_only: &'a [PathBuf]) -> BTreeSet<&'a Path> {
+    let root = match writable {
+        Writable::Nothing => return BTreeSet::new(),
+        Writable::Tree(rel) => rel.as_path(),
+        Writable::TopEntries => Path::new(""),
+    };
+    read_only
+        .iter()
+        .flat_map(|entry| entry.ancestors().skip(1))
+        .filter(|folder| folder.starts_with(root) && *folder != root)
+        .collect()
+}
+
+/// Where the building child makes the parents of the trees shown inside the scratch: a folder
+/// of the building site (a tmpfs of the view's own, outside `/newroot`), so that nothing but
+/// one empty folder per first part is ever made in the slot's scratch on the host.
+const SCRATCH_STUBS: &str = "/scratch-stubs";
+
+/// The steps that show `trees` (host paths under [`RUN_SCRATCH_DIR`]) at their own paths in a
+/// run's view, after the scratch is placed there: their parents made in [`SCRATCH_STUBS`],
+/// each first part's stub bound over the scratch's folder of that name (made with the slot),
+/// then each tree bound into it. Made read-only with the rest of `/newroot` (only the scratch's
+/// own mount is made writable again, not what is mounted in it), and a mount point cannot be
+/// renamed or removed: a run can neither change the interpreter's tree nor put another in
+/// its place. Nothing is made when there is no tree under `/tmp` (the usual case).
+fn shown_in_scratch(trees: &[PathBuf]) -> io::Result<Vec<Op>> {
+    use std::path::Component;
+    let mut trees: Vec<&PathBuf> = trees.iter().collect();
+    trees.sort_by_key(|t| t.components().count());
+    let (mut stubs, mut tops, mut binds) = (Vec::new(), BTreeSet::new(), Vec::new());
+    let mut made = BTreeSet::new();
+    for tree in trees {
+        let Ok(rel) = tree.strip_prefix(RUN_SCRATCH_DIR) else {
+            continue;
+        };
+        let parts: Vec<_> = rel
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(part) => Some(part),
+                _ => None,
+            })
+            .collect();
+        let Some(first) = parts.first() else {
+            continue;
+        };
+        let is_dir = std::fs::metadata(tree)?.is_dir();
+        let mut at = PathBuf::from(SCRATCH_STUBS);
+        if made.insert(at.clone()) {
+            stubs.push(Op::Mkdir(cstring(&at)?));
+        }
+        for (i, part) in parts.iter().enumerate() {
+            at.push(part);
+            if i + 1 == parts.len() && !is_dir {
+                stubs.push(Op::File(cstring(&at)?));
+            } else if made.insert(at.clone()) {
+                stubs.push(Op::Mkdir(cstring(&at)?));
+            }
+        }
+        tops.insert(first.to_os_string());
+        binds.push(Op::Bind {
+            from: under("/oldroot", tree)?,
+            to: under("/newroot", tree)?,
+        });
+    }
+    for top in tops {
+        let stub = Path::new(SCRATCH_STUBS).join(&top);
+        stubs.push(Op::Bind {
+            from: cstring(&stub)?,
+            to: under("/newroot", &Path::new(RUN_SCRATCH_DIR).join(&top))?,
+        });
+    }
+    stubs.extend(binds);
+    Ok(stubs)
+}
+
 /// [`Op::Rebind`], in the building child: raw syscalls only. 0 on success (or when there is
 /// nothing real to bind any more), -1 with `errno` set otherwise.
 unsafe fn rebind(path: &CString, set: u64, clear: u64, recursive: bool) -> libc::c_int {
@@ -490,7 +598,13 @@ unsafe fn rebind(path: &CString, set: u64, clear: u64, recursive: bool) -> libc:
             std::mem::size_of::<MountAttr>(),
         )
     };
-    let mut rc = setattr(&attr(clear));
+    // Nothing to set or clear (a pin): the copy keeps the attributes of the mount it was taken
+    // from.
+    let mut rc = if set | clear == 0 {
+        0
+    } else {
+        setattr(&attr(clear))
+    };
     // A read-only host mount stays read-only: clearing the flag is refused, not fatal.
     if rc != 0 && clear != 0 && *libc::__errno_location() == libc::EPERM {
         rc = setattr(&attr(0));
@@ -536,6 +650,7 @@ mod tests {
             support: Some(support.path()),
             writable: &Writable::Tree(PathBuf::new()),
             read_only: &[PathBuf::from(".git"), PathBuf::from("a/.venv")],
+            in_scratch: &[],
         })
         .unwrap();
         let text = format!("{:?}", plan.ops);
@@ -642,6 +757,7 @@ mod tests {
             support: None,
             writable: &Writable::Tree(PathBuf::new()),
             read_only: &[],
+            in_scratch: &[],
         };
         let plan = MountPlan::new(&spec).unwrap();
         let venv_at = format!("/newroot{}", venv.display());
@@ -671,6 +787,64 @@ mod tests {
     }
 
     #[test]
+    fn a_tree_under_tmp_is_bound_inside_the_scratch_after_it_and_read_only_with_the_rest() {
+        let projects = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let venv = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+        let tree = venv.path().join("lib");
+        std::fs::create_dir(&tree).unwrap();
+        let plan = MountPlan::new(&ViewSpec {
+            projects: Some(projects.path()),
+            scratch: scratch.path(),
+            shown: &[PathBuf::from("/usr"), tree.clone()],
+            shm: None,
+            grants: &[],
+            host_writable: &[],
+            pycache: None,
+            support: None,
+            writable: &Writable::Tree(PathBuf::new()),
+            read_only: &[],
+            in_scratch: std::slice::from_ref(&tree),
+        })
+        .unwrap();
+        let find = |pred: &dyn Fn(&Op) -> bool| plan.ops.iter().position(pred);
+        let scratch_at =
+            find(&|op| matches!(op, Op::Place { to, .. } if to.as_bytes() == b"/newroot/tmp"));
+        let top = venv.path().file_name().unwrap().to_str().unwrap();
+        let stub_to = format!("/newroot/tmp/{top}");
+        let stub = find(&|op| {
+            matches!(op, Op::Bind { from, to }
+            if to.to_bytes() == stub_to.as_bytes() && from.to_bytes().starts_with(SCRATCH_STUBS.as_bytes()))
+        });
+        let tree_to = format!("/newroot{}", tree.display());
+        let bound =
+            find(&|op| matches!(op, Op::Bind { to, .. } if to.to_bytes() == tree_to.as_bytes()));
+        let read_only = find(&|op| {
+            matches!(op, Op::Attr { path, recursive: true, .. }
+            if path.as_bytes() == b"/newroot")
+        });
+        let made_writable = find(&|op| {
+            matches!(op, Op::Attr { path, recursive: false, .. }
+            if path.as_bytes() == b"/newroot/tmp")
+        });
+        assert!(
+            matches!((scratch_at, stub, bound, read_only, made_writable),
+                (Some(s), Some(t), Some(b), Some(r), Some(w)) if s < t && t < b && b < r && r < w),
+            "{:?}",
+            plan.ops
+        );
+        // Not shown a second time from the host's root (the scratch would cover it).
+        assert_eq!(
+            plan.ops
+                .iter()
+                .filter(|op| matches!(op, Op::Bind { to, .. }
+            if to.to_bytes() == tree_to.as_bytes()))
+                .count(),
+            1
+        );
+    }
+
+    #[test]
     fn only_the_runs_own_project_is_bound_writable_over_the_read_only_projects() {
         let projects = tempfile::tempdir().unwrap();
         let scratch = tempfile::tempdir().unwrap();
@@ -685,6 +859,7 @@ mod tests {
             support: None,
             writable: &Writable::Tree(PathBuf::from("a")),
             read_only: &[PathBuf::from("a/.git")],
+            in_scratch: &[],
         })
         .unwrap();
         // /projects stays read-only (noexec added, nothing cleared).
@@ -707,5 +882,71 @@ mod tests {
             "{:?}",
             plan.ops
         );
+    }
+
+    #[test]
+    fn every_folder_between_the_projects_writable_root_and_a_protected_entry_is_pinned_once() {
+        let projects = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let read_only = [
+            "a/sub/.git",
+            "a/src/pkg/__pycache__",
+            "a/src/.env",
+            "a/.venv",
+        ]
+        .map(PathBuf::from);
+        let plan = MountPlan::new(&ViewSpec {
+            projects: Some(projects.path()),
+            scratch: scratch.path(),
+            shown: &[],
+            shm: None,
+            grants: &[],
+            host_writable: &[],
+            pycache: None,
+            support: None,
+            writable: &Writable::Tree(PathBuf::from("a")),
+            read_only: &read_only,
+            in_scratch: &[],
+        })
+        .unwrap();
+        let rebinds: Vec<(String, u64, u64)> = plan
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Rebind {
+                    path, set, clear, ..
+                } => Some((path.to_string_lossy().into_owned(), *set, *clear)),
+                _ => None,
+            })
+            .collect();
+        let pinned: Vec<&str> = rebinds
+            .iter()
+            .filter(|(_, set, clear)| set | clear == 0)
+            .map(|(path, ..)| path.as_str())
+            .collect();
+        // Parents first, each once; not the writable root (a mount point already) nor above.
+        assert_eq!(
+            pinned,
+            [
+                "/newroot/projects/a/src",
+                "/newroot/projects/a/src/pkg",
+                "/newroot/projects/a/sub"
+            ]
+        );
+        // Pinned before the entries are bound read-only inside them.
+        let last_pin = rebinds.iter().rposition(|(_, s, c)| s | c == 0);
+        let first_entry = rebinds
+            .iter()
+            .position(|(_, s, _)| s & MOUNT_ATTR_RDONLY != 0);
+        assert!(
+            matches!((last_pin, first_entry), (Some(p), Some(e)) if p < e),
+            "{rebinds:?}"
+        );
+        // The whole folder writable: its top-level folders are pinned too; a run of the top
+        // folder's own entries holds only top-level names (the folder is its mount point).
+        let everything = pins(&Writable::Tree(PathBuf::new()), &read_only);
+        assert!(everything.contains(Path::new("a")) && everything.contains(Path::new("a/src")));
+        assert!(pins(&Writable::TopEntries, &[PathBuf::from(".git")]).is_empty());
+        assert!(pins(&Writable::Nothing, &read_only).is_empty());
     }
 }

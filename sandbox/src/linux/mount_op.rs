@@ -60,6 +60,7 @@ pub(super) enum Op {
     /// this view is built: a link there must not carry the bind elsewhere), the attributes set
     /// on the detached copy before it is attached (a path looked up again could name another
     /// mount by then). Skipped when the path is gone or is a link now: nothing real to hold.
+    /// With nothing to set or clear, the copy keeps the attributes it was cloned with.
     Rebind {
         path: CString,
         set: u64,

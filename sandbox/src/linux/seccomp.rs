@@ -1,6 +1,6 @@
 //! seccomp as an allowlist, compiled to one BPF program once at start-up: the syscalls a run
 //! may make ([`ALLOWED`]) pass; the dangerous ones ([`DENIED`]) get `EPERM`; a few pass only
-//! with safe arguments (modes without set-id bits, sockets of listed families, `clone` without
+//! with safe arguments (modes without set-id bits, sockets of listed families ([`Sockets`]), `clone` without
 //! namespaces, `prlimit64` on itself); every other number gets `ENOSYS`, the answer of a kernel
 //! that lacks the call, on which libc and runtimes fall back to an older call (`clone3` to
 //! `clone`, `openat2` to `openat`) and Python raises a plain `OSError`.
@@ -427,13 +427,13 @@ pub(super) struct SeccompFilters {
 
 impl SeccompFilters {
     /// The allowed syscalls pass; `EPERM` for the denied ones, namespace-creating `clone` and
-    /// `socket` (with `allow_network`: IP and netlink only); `ENOSYS` for everything else; the
+    /// `socket` but of the families `sockets` allows; `ENOSYS` for everything else; the
     /// process is killed for a syscall of another architecture's table (`int 0x80` on x86_64).
-    pub(super) fn compile(allow_network: bool) -> Result<Self, SandboxError> {
+    pub(super) fn compile(sockets: Sockets) -> Result<Self, SandboxError> {
         let program = bpf::assemble(&FilterSpec {
             arch: audit_arch()?,
             wrong_arch: Action::KillProcess,
-            rules: &rules(allow_network)?,
+            rules: &rules(sockets)?,
             default: ENOSYS,
         })
         .map_err(err)?;
@@ -470,9 +470,42 @@ impl SeccompFilters {
     }
 }
 
-/// The sockets a run with the network may open: family, type (without its `SOCK_NONBLOCK` and
-/// `SOCK_CLOEXEC` flags) and protocol. Raw IP sockets pass the type check but need
-/// `CAP_NET_RAW`, which no run has in the host's network namespace.
+/// Which families `socket()` may make; `socketpair` is allowed whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Sockets {
+    /// IPv4/IPv6 TCP and UDP, and netlink (`--allow-network`).
+    pub(super) network: bool,
+    /// `AF_UNIX` stream and datagram sockets: only where a run's view holds no host socket and
+    /// Landlock scopes abstract names to the run (`mod.rs`, [`super::LinuxSandbox::new`]).
+    /// Local daemons (Docker, systemd, D-Bus) trust the server's uid; elsewhere a run could
+    /// reach them.
+    pub(super) unix: bool,
+}
+
+/// The socket types a run may make (without `SOCK_NONBLOCK` and `SOCK_CLOEXEC`). Raw IP
+/// sockets pass but need `CAP_NET_RAW`, which no run has in the host's network namespace;
+/// `AF_UNIX` turns `SOCK_RAW` into a datagram socket.
+const SOCKET_TYPES: ArgIn = ArgIn {
+    arg: 1,
+    mask: 0xf,
+    one_of: &[
+        libc::SOCK_STREAM as u32,
+        libc::SOCK_DGRAM as u32,
+        libc::SOCK_RAW as u32,
+    ],
+};
+
+/// The protocols: the family's default, TCP, UDP. MPTCP, SCTP and the like are not TCP to
+/// Landlock, whose port rules they would pass by.
+const SOCKET_PROTOCOLS: ArgIn = ArgIn {
+    arg: 2,
+    mask: u32::MAX,
+    one_of: &[0, libc::IPPROTO_TCP as u32, libc::IPPROTO_UDP as u32],
+};
+
+/// The families, one allowlist for each [`Sockets`] that allows any: IP and netlink (which
+/// the resolver asks for the host's addresses); vsock, ALG, TIPC and RDS reach the hypervisor
+/// or the kernel's rarer code.
 const NETWORK_SOCKETS: &[ArgIn] = &[
     ArgIn {
         arg: 0,
@@ -483,38 +516,49 @@ const NETWORK_SOCKETS: &[ArgIn] = &[
             libc::AF_NETLINK as u32,
         ],
     },
+    SOCKET_TYPES,
+    SOCKET_PROTOCOLS,
+];
+const UNIX_SOCKETS: &[ArgIn] = &[
     ArgIn {
-        arg: 1,
-        mask: 0xf,
+        arg: 0,
+        mask: u32::MAX,
+        one_of: &[libc::AF_UNIX as u32],
+    },
+    SOCKET_TYPES,
+    SOCKET_PROTOCOLS,
+];
+const NETWORK_AND_UNIX_SOCKETS: &[ArgIn] = &[
+    ArgIn {
+        arg: 0,
+        mask: u32::MAX,
         one_of: &[
-            libc::SOCK_STREAM as u32,
-            libc::SOCK_DGRAM as u32,
-            libc::SOCK_RAW as u32,
+            libc::AF_INET as u32,
+            libc::AF_INET6 as u32,
+            libc::AF_NETLINK as u32,
+            libc::AF_UNIX as u32,
         ],
     },
-    ArgIn {
-        arg: 2,
-        mask: u32::MAX,
-        one_of: &[0, libc::IPPROTO_TCP as u32, libc::IPPROTO_UDP as u32],
-    },
+    SOCKET_TYPES,
+    SOCKET_PROTOCOLS,
 ];
 
 /// Every syscall number that does not get `Allow`.
-fn rules(allow_network: bool) -> Result<Vec<Rule>, SandboxError> {
-    let socket = if allow_network {
-        // An allowlist: IPv4/IPv6 TCP and UDP (and netlink, which the resolver asks for the
-        // host's addresses), nothing else. UNIX sockets reach local daemons (docker, systemd,
-        // dbus) that trust our uid; MPTCP, SCTP and the like are not TCP to Landlock, whose
-        // port rules they would pass by; vsock, ALG, TIPC and RDS reach the hypervisor or the
-        // kernel's rarer code.
-        Outcome::AllOf {
-            all: NETWORK_SOCKETS,
+fn rules(sockets: Sockets) -> Result<Vec<Rule>, SandboxError> {
+    let allowed = match (sockets.network, sockets.unix) {
+        (false, false) => None,
+        (true, false) => Some(NETWORK_SOCKETS),
+        (false, true) => Some(UNIX_SOCKETS),
+        (true, true) => Some(NETWORK_AND_UNIX_SOCKETS),
+    };
+    let socket = match allowed {
+        Some(all) => Outcome::AllOf {
+            all,
             matched: Action::Allow,
             otherwise: EPERM,
-        }
-    } else {
+        },
         // No socket at all; `socketpair` (pipes for multiprocessing, asyncio) stays allowed.
-        Outcome::Always(EPERM)
+        None => Outcome::Always(EPERM),
     };
     let clone = Outcome::Arg {
         arg: 0,
@@ -595,8 +639,8 @@ mod tests {
     const RET_ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
 
     /// The program as the generator made it, back from `libc` layout.
-    fn program(allow_network: bool) -> Vec<bpf::Insn> {
-        let filters = SeccompFilters::compile(allow_network).expect("compiles");
+    fn program(sockets: Sockets) -> Vec<bpf::Insn> {
+        let filters = SeccompFilters::compile(sockets).expect("compiles");
         filters
             .program
             .iter()
@@ -618,7 +662,7 @@ mod tests {
     }
 
     /// The policy, written out independently of the rule builder.
-    fn policy(allow_network: bool, data: &SeccompData) -> u32 {
+    fn policy(sockets: Sockets, data: &SeccompData) -> u32 {
         let nr = i64::from(data.nr);
         let arg = |i: usize| data.args[i] as u32;
         let mode_arg = |nr: i64| -> Option<usize> {
@@ -648,16 +692,18 @@ mod tests {
                 ALLOW
             }
         } else if nr == libc::SYS_socket {
-            let family = [libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK]
+            let ip = [libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK]
                 .iter()
                 .any(|&f| arg(0) == f as u32);
+            let unix = arg(0) == libc::AF_UNIX as u32;
             let kind = [libc::SOCK_STREAM, libc::SOCK_DGRAM, libc::SOCK_RAW]
                 .iter()
                 .any(|&t| arg(1) & 0xf == t as u32);
             let protocol = [0, libc::IPPROTO_TCP, libc::IPPROTO_UDP]
                 .iter()
                 .any(|&p| arg(2) == p as u32);
-            if allow_network && family && kind && protocol {
+            let family = (sockets.network && ip) || (sockets.unix && unix);
+            if family && kind && protocol {
                 ALLOW
             } else {
                 RET_EPERM
@@ -696,6 +742,13 @@ mod tests {
         libc::CLONE_PARENT,
     ];
 
+    /// Every combination of socket families a filter is compiled for.
+    fn every_sockets() -> impl Iterator<Item = Sockets> {
+        [(false, false), (true, false), (false, true), (true, true)]
+            .into_iter()
+            .map(|(network, unix)| Sockets { network, unix })
+    }
+
     /// First arguments worth trying on every syscall: none, namespace flags, socket families,
     /// garbage in the high word.
     fn arg0_variants() -> Vec<u64> {
@@ -731,8 +784,8 @@ mod tests {
     /// answers what the reference model above answers.
     #[test]
     fn every_syscall_number_gets_the_policy_verdict() {
-        for allow_network in [false, true] {
-            let program = program(allow_network);
+        for sockets in every_sockets() {
+            let program = program(sockets);
             // Every number of the table and well past its end (1024), x32's, the top one.
             let numbers = (0..=1024).chain([0x4000_0000, 0x4000_0000 | 112, u32::MAX]);
             for nr in numbers {
@@ -740,8 +793,8 @@ mod tests {
                     let data = syscall(nr.into(), arg0);
                     assert_eq!(
                         run(&program, &data).ret,
-                        policy(allow_network, &data),
-                        "allow_network {allow_network}, nr {nr}, arg0 {arg0:#x}"
+                        policy(sockets, &data),
+                        "{sockets:?}, nr {nr}, arg0 {arg0:#x}"
                     );
                 }
                 // Modes in every argument: set-id bits alone, with others, in the high word.
@@ -750,8 +803,8 @@ mod tests {
                     data.args = [mode; 6];
                     assert_eq!(
                         run(&program, &data).ret,
-                        policy(allow_network, &data),
-                        "allow_network {allow_network}, nr {nr}, args {mode:#o}"
+                        policy(sockets, &data),
+                        "{sockets:?}, nr {nr}, args {mode:#o}"
                     );
                 }
             }
@@ -760,8 +813,8 @@ mod tests {
 
     #[test]
     fn the_syscalls_the_sandbox_relies_on_get_the_right_answer() {
-        for allow_network in [false, true] {
-            let program = program(allow_network);
+        for sockets in every_sockets() {
+            let program = program(sockets);
             let ret = |nr: i64, arg0: u64| run(&program, &syscall(nr, arg0)).ret;
             assert_eq!(ret(libc::SYS_ptrace, 0), RET_EPERM);
             assert_eq!(ret(libc::SYS_setsid, 0), RET_EPERM);
@@ -777,8 +830,8 @@ mod tests {
             assert_eq!(ret(libc::SYS_clone, libc::SIGCHLD as u64), ALLOW);
             let new_user = (libc::CLONE_NEWUSER | libc::SIGCHLD) as u64;
             assert_eq!(ret(libc::SYS_clone, new_user), RET_EPERM);
-            assert_eq!(ret(libc::SYS_socket, libc::AF_UNIX as u64), RET_EPERM);
-            let inet = if allow_network { ALLOW } else { RET_EPERM };
+            let inet = if sockets.network { ALLOW } else { RET_EPERM };
+            let unix = if sockets.unix { ALLOW } else { RET_EPERM };
             let socket = |family: i32, kind: i32, protocol: i32| {
                 let mut data = syscall(libc::SYS_socket, family as u64);
                 data.args[1] = kind as u64;
@@ -790,6 +843,9 @@ mod tests {
             assert_eq!(socket(libc::AF_INET6, stream, libc::IPPROTO_TCP), inet);
             assert_eq!(socket(libc::AF_INET, libc::SOCK_DGRAM, 0), inet);
             assert_eq!(socket(libc::AF_NETLINK, libc::SOCK_RAW, 0), inet);
+            assert_eq!(socket(libc::AF_UNIX, stream, 0), unix);
+            assert_eq!(socket(libc::AF_UNIX, libc::SOCK_DGRAM, 0), unix);
+            assert_eq!(socket(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0), RET_EPERM);
             // Not TCP to Landlock (its port rules would not apply), or not IP at all.
             assert_eq!(socket(libc::AF_INET, stream, 262), RET_EPERM); // IPPROTO_MPTCP
             assert_eq!(socket(libc::AF_INET, stream, libc::IPPROTO_SCTP), RET_EPERM);
@@ -850,7 +906,10 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn other_syscall_tables_are_refused() {
-        let program = program(true);
+        let program = program(Sockets {
+            network: true,
+            unix: true,
+        });
         // i386 `int 0x80`: another syscall table, the process is killed.
         let mut i386 = syscall(20, 0); // getpid in the i386 table
         i386.arch = 0x4000_0003; // AUDIT_ARCH_I386
@@ -864,8 +923,8 @@ mod tests {
     /// install, and caches the numbers that are allowed without looking at arguments.
     #[test]
     fn allowed_syscalls_are_decided_in_a_few_instructions_without_arguments() {
-        for allow_network in [false, true] {
-            let program = program(allow_network);
+        for sockets in every_sockets() {
+            let program = program(sockets);
             assert!(program.len() < 256, "{} instructions", program.len());
             for nr in 0..512 {
                 let data = syscall(nr, 0);

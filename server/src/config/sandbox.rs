@@ -13,7 +13,7 @@ pub struct SandboxArgs {
           value_parser = sandbox_mode_parser())]
     pub mode: SandboxMode,
 
-    /// Let scripts open TCP/UDP sockets (UNIX sockets stay closed).
+    /// Let scripts open TCP/UDP sockets (UNIX sockets do not depend on it: docs/security.md).
     #[arg(long, env = "PYRUN_ALLOW_NETWORK")]
     pub allow_network: bool,
 

@@ -1,4 +1,4 @@
-# warm corpus: the forkserver start method (the sandbox refuses its AF_UNIX socket: the same error warm)
+# warm corpus: the forkserver start method (its AF_UNIX socket: the same result warm and cold)
 import multiprocessing as mp
 
 

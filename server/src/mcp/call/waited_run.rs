@@ -197,7 +197,7 @@ async fn finished(
     // The run's stderr lives in its capture, not in the outcome; its end names the failure.
     let stderr_end = output.live.tail(Stream::Stderr, HINT_STDERR_BYTES);
     let stderr_end = String::from_utf8_lossy(&stderr_end);
-    let hint = run_hint::for_outcome(&outcome, &stderr_end, timeout, &app.config);
+    let hint = run_hint::for_outcome(&outcome, &stderr_end, timeout, &app.config, &sandbox);
     let mut result = report(app, outcome, output, timeout, sandbox, presented);
     if let Some(hint) = hint {
         run_hint::add(&mut result, &hint);
@@ -358,13 +358,17 @@ fn render_text(outcome: &RunOutcome, timeout: Duration, cut: (bool, bool)) -> St
     text
 }
 
-/// The line naming the protected names a run created, moved out or not.
+/// The lines naming the protected names a run created, moved out or not, and what else the
+/// check after it has to say (a folder it could not list, a protected entry the run moved).
 fn quarantine_note(quarantined: &[Quarantined]) -> Option<String> {
     let names = |moved: bool| {
         quarantined
             .iter()
-            .filter(|q| q.moved == moved)
-            .map(|q| q.path.as_str())
+            .filter(|q| q.moved == moved && (moved || q.note.is_none()))
+            .map(|q| match (&q.note, moved) {
+                (Some(note), true) => format!("{} ({note})", q.path),
+                _ => q.path.clone(),
+            })
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -379,6 +383,11 @@ fn quarantine_note(quarantined: &[Quarantined]) -> Option<String> {
         notes.push(format!(
             "[Protected names the run created could not be moved away: {stayed}]"
         ));
+    }
+    for q in quarantined.iter().filter(|q| !q.moved) {
+        if let Some(note) = &q.note {
+            notes.push(format!("[{}: {note}]", q.path));
+        }
     }
     (!notes.is_empty()).then(|| notes.join("\n"))
 }

@@ -28,11 +28,13 @@ const NETWORK_FAILURES: &[&str] = &[
 ];
 
 /// The hint for a run that ended, if a setting explains how: every cause that fits, a line each.
+/// `layers`: the sandbox layers it ran under.
 pub fn for_outcome(
     outcome: &RunOutcome,
     stderr: &str,
     timeout: Duration,
     config: &Config,
+    layers: &[&str],
 ) -> Option<String> {
     let limits = &config.sandbox.limits;
     let failed = outcome.exit_code != Some(0);
@@ -65,6 +67,9 @@ pub fn for_outcome(
              fail; the operator can allow it with --allow-network (PYRUN_ALLOW_NETWORK=true)"
                 .to_owned(),
         );
+    }
+    if failed {
+        hints.extend(unix_sockets_refused(layers, stderr).map(str::to_owned));
     }
     if failed && (said("MemoryError") || killed_by(outcome, "SIGKILL")) && !outcome.timed_out {
         hints.push(format!(
@@ -117,6 +122,22 @@ pub fn for_outcome(
         ));
     }
     (!hints.is_empty()).then(|| hints.join("\n"))
+}
+
+/// The hint for a run that failed on seccomp's refusal of `socket(AF_UNIX)` (seen through
+/// multiprocessing's forkserver or Manager, or a script's own socket), on a server whose runs
+/// are not given UNIX sockets (`pyrun_sandbox::unix_sockets_given`).
+fn unix_sockets_refused(layers: &[&str], stderr: &str) -> Option<&'static str> {
+    let refused = layers.contains(&"seccomp") && !pyrun_sandbox::unix_sockets_given(layers);
+    let seen = stderr.contains("PermissionError: [Errno 1] Operation not permitted")
+        && (stderr.contains("AF_UNIX") || stderr.contains("multiprocessing"));
+    (refused && seen).then_some(
+        "runs of this server may not open UNIX sockets: they get them only with their own file \
+         view and Landlock's scopes (the mount-ns and landlock-scopes layers; Linux 6.12 or \
+         later), which this machine lacks; multiprocessing's forkserver start method and \
+         Manager() need them: use multiprocessing.set_start_method(\"fork\") (or \"spawn\") \
+         with a Queue or Pipe instead",
+    )
 }
 
 /// The setting behind a run's time limit: `--timeout` for runs a call waits for.
@@ -211,6 +232,22 @@ mod tests {
         assert_eq!(capped(Some(30.0), limit, RUN_TIMEOUT), None);
         assert_eq!(capped(Some(5.0), limit, RUN_TIMEOUT), None);
         assert_eq!(capped(None, limit, RUN_TIMEOUT), None);
+    }
+
+    #[test]
+    fn a_refused_unix_socket_is_explained_only_where_runs_lack_the_layers_it_needs() {
+        let stderr = "  File \"/usr/lib/python3.11/multiprocessing/forkserver.py\", line 146\n    \
+                      with socket.socket(socket.AF_UNIX) as listener:\n\
+                      PermissionError: [Errno 1] Operation not permitted\n";
+        let older = ["landlock", "seccomp", "user-netns", "mount-ns"];
+        let hint = unix_sockets_refused(&older, stderr).expect("a hint");
+        assert!(hint.contains("set_start_method"), "{hint}");
+        let given = ["landlock", "seccomp", "mount-ns", "landlock-scopes"];
+        assert_eq!(unix_sockets_refused(&given, stderr), None);
+        // No seccomp: nothing of ours refused it.
+        assert_eq!(unix_sockets_refused(&["rlimits"], stderr), None);
+        let other = "PermissionError: [Errno 1] Operation not permitted: 'x'\n";
+        assert_eq!(unix_sockets_refused(&older, other), None);
     }
 
     #[cfg(unix)]
