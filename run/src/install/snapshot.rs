@@ -21,6 +21,9 @@
 //! finished snapshot is renamed `.pyrun-discard` (one atomic step), then removed by a
 //! [`Discard`]: unlinking ~12,000 names costs seconds, so the caller may do it after answering.
 
+// The copy is made on Linux only, where installs run.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code))]
+
 use std::fs::File;
 use std::io;
 
