@@ -33,6 +33,7 @@ if _results["venv_module"] == "DONE":
 tree = sys.prefix if sys.prefix != sys.base_prefix else os.path.dirname(sys.executable)
 _results["tree_in_tmp"] = "YES" if tree.startswith("/tmp/") else "NO"
 attempt("scratch_write", lambda: write("/tmp/mine/ok.txt"))
+attempt("beside_read", lambda: open(os.path.join(os.path.dirname(sys.executable), "beside.txt")).read())
 attempt("tree_new_file", lambda: write(os.path.join(tree, "planted.py")))
 attempt("tree_append", lambda: write(sys.executable if tree != sys.prefix else os.path.join(tree, "pyvenv.cfg"), "x", "a"))
 attempt("tree_chmod", lambda: os.chmod(tree, 0o777))
@@ -138,6 +139,8 @@ fn base_linked_under_tmp() -> Place {
     let dir = tmp_folder();
     let python = dir.path().join("python3");
     std::os::unix::fs::symlink(SYSTEM_PYTHON, &python).unwrap();
+    // The link's folder is not shown: only the link is.
+    std::fs::write(dir.path().join("beside.txt"), "not for runs\n").unwrap();
     Place {
         python,
         tree: dir.path().to_path_buf(),
@@ -236,6 +239,7 @@ fn keeps_every_layer(place: &Place, venv: bool) {
             let want_module = if venv { "venv" } else { "MISSING" };
             assert_eq!(tried["venv_module"], want_module, "{tried:?}");
             assert_eq!(tried["scratch_write"], "DONE", "{tried:?}");
+            assert_eq!(tried["beside_read"], "ENOENT", "{tried:?}");
             for name in REFUSED {
                 let got = tried
                     .get(*name)
