@@ -24,6 +24,14 @@
 //!   the listing the same mtime.
 //! - Symbolic links are never followed. A link with a protected name is reported when a run
 //!   made it (it could point the user's tools anywhere) but not bound (a bind would follow it).
+//! - Each folder is opened from its parent's held descriptor and listed on it (`beneath.rs`):
+//!   no absolute path is joined, so depth is no limit, and one descriptor per folder on the
+//!   current path is held (a folder deeper than [`MAX_DEPTH`] is counted whole). A folder the
+//!   server owns but cannot list gets its owner's access back, and the result says so.
+//! - Each protected entry is found with its identity (device, inode). After a run, what is at
+//!   a protected path with another identity than before is new, and an identity recorded
+//!   before the run is the user's own wherever it is now: a run that renames a folder above a
+//!   `.git` and plants its own at the old path loses the planted one, never the user's.
 
 use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
@@ -62,7 +70,7 @@ pub(crate) enum Writable {
 /// Why an entry is protected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Why {
-    /// Its name: one of [`PROTECTED_NAMES`](crate::PROTECTED_NAMES), or `.env*`.
+    /// Its name (see [`is_protected_name`](crate::is_protected_name)).
     Name,
     /// A folder holding a `pyvenv.cfg`: a venv, whatever its name.
     Venv,
@@ -75,7 +83,8 @@ pub enum Why {
     /// A folder the server cannot list (another user's, without read access for it):
     /// protected whole, since what is inside cannot be looked at.
     Unlistable,
-    /// A folder deeper than [`MAX_DEPTH`] below the walked part: not entered, counted whole.
+    /// A folder deeper than the walk goes (256 levels below the walked part): not entered,
+    /// counted whole.
     TooDeep,
 }
 
