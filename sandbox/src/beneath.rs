@@ -93,6 +93,18 @@ mod imp {
     /// folder the user made read-only stays so; moving an entry out asks for `w` apart).
     pub const WALK_ACCESS: u32 = 0o500;
 
+    /// Opens `name` (one component, never `..`) in `dir`: `openat2` beneath it without links;
+    /// where the kernel has no `openat2` (before 5.6), `openat` with `O_NOFOLLOW`, which is
+    /// the same for a single component (no folder on the way to follow).
+    fn open_in(dir: impl AsFd, name: &OsStr, flags: OFlags) -> rustix::io::Result<OwnedFd> {
+        match openat2(&dir, name, flags, Mode::empty(), RESOLVE) {
+            Err(Errno::NOSYS) => {
+                rustix::fs::openat(&dir, name, flags | OFlags::NOFOLLOW, Mode::empty())
+            }
+            other => other,
+        }
+    }
+
     /// The identity `stat` (not following a link) tells.
     pub fn id_of(stat: &Stat) -> EntryId {
         let link =
@@ -133,21 +145,19 @@ mod imp {
 
         /// Its subfolder `name`, never through a link.
         pub(crate) fn open_child(&self, name: &OsStr) -> Result<Self, Closed> {
-            match openat2(&self.fd, name, LIST, Mode::empty(), RESOLVE) {
+            match open_in(&self.fd, name, LIST) {
                 Ok(fd) => {
                     // Listable, but perhaps not enterable (no `x`) or not writable.
                     let restored = give_back(&fd, WALK_ACCESS).unwrap_or(false);
                     Ok(Self { fd, restored })
                 }
                 Err(Errno::ACCESS) => {
-                    let held = openat2(&self.fd, name, PATH, Mode::empty(), RESOLVE)
-                        .map_err(|_| Closed::Gone)?;
+                    let held = open_in(&self.fd, name, PATH).map_err(|_| Closed::Gone)?;
                     let id = rustix::fs::fstat(&held).ok().map(|s| id_of(&s));
                     if !give_back(&held, WALK_ACCESS).unwrap_or(false) {
                         return Err(Closed::Unlistable(id));
                     }
-                    let fd = openat2(&self.fd, name, LIST, Mode::empty(), RESOLVE)
-                        .map_err(|_| Closed::Unlistable(id))?;
+                    let fd = open_in(&self.fd, name, LIST).map_err(|_| Closed::Unlistable(id))?;
                     // The same folder as the one given access (not one swapped in meanwhile).
                     let same = rustix::fs::fstat(&fd).ok().map(|s| id_of(&s)) == id;
                     if !same {
@@ -216,7 +226,7 @@ mod imp {
         pub(crate) fn read_small(&self, name: &OsStr, max: usize) -> Option<Vec<u8>> {
             use std::io::Read as _;
             let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-            let fd: OwnedFd = openat2(&self.fd, name, flags, Mode::empty(), RESOLVE).ok()?;
+            let fd: OwnedFd = open_in(&self.fd, name, flags).ok()?;
             let stat = rustix::fs::fstat(&fd).ok()?;
             if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
                 return None;
@@ -259,7 +269,7 @@ mod imp {
                     "not a plain relative path",
                 ));
             };
-            at = openat2(&at, name, PATH, Mode::empty(), RESOLVE)?;
+            at = open_in(&at, name, PATH)?;
         }
         Ok(at)
     }

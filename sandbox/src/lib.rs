@@ -68,9 +68,9 @@ pub use beneath::EntryId;
 pub use beneath::{give_back, id_of as entry_id, open_beneath};
 pub use error::SandboxError;
 pub use policy::{
-    is_protected_name, unix_sockets_given, Grant, ResourceLimits, RunProject, SandboxMode,
-    SandboxPolicy, WriteScope, PROTECTED_NAMES, RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR,
-    RUN_SUPPORT_DIR,
+    is_protected_name, unix_sockets_given, Grant, MissingLayer, ResourceLimits, RunProject,
+    SandboxMode, SandboxPolicy, WriteScope, PROTECTED_NAMES, RUN_PROJECTS_DIR, RUN_PYCACHE_DIR,
+    RUN_SCRATCH_DIR, RUN_SUPPORT_DIR,
 };
 pub use protected::{Left, LeftBehind, Moved, RunScope, Why};
 pub use sandbox::{landlock_abi, Sandbox, SandboxSlot};

@@ -199,6 +199,15 @@ pub const RUN_PYCACHE_DIR: &str = "/pycache";
 /// Where a run sees the server's support modules (its matplotlib backend) in that view.
 pub const RUN_SUPPORT_DIR: &str = "/pyrun";
 
+/// A layer runs do not get from this server: what its absence leaves open (`why`) and what
+/// would bring it (`hint`). Fixed words, never a host path: `/health` shows them to anyone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissingLayer {
+    pub layer: &'static str,
+    pub why: &'static str,
+    pub hint: &'static str,
+}
+
 /// What a run may touch. System directories Python needs (`/usr`, `/lib*`, `/etc/ld.so.cache`, a few
 /// devices) are added by the sandbox itself; the interpreter's own trees are the caller's to add
 /// (the run layer asks the interpreter which it reads).
@@ -385,5 +394,25 @@ mod tests {
         ] {
             assert!(!super::is_protected_name(name.as_bytes()), "{name}");
         }
+    }
+
+    #[test]
+    fn unix_sockets_are_given_only_with_seccomp_the_view_and_landlocks_scopes() {
+        use super::unix_sockets_given;
+        let all = [
+            "landlock",
+            "seccomp",
+            "user-netns",
+            "mount-ns",
+            "landlock-scopes",
+        ];
+        assert!(unix_sockets_given(&all));
+        for dropped in ["seccomp", "mount-ns", "landlock-scopes"] {
+            let fewer: Vec<&str> = all.iter().copied().filter(|l| *l != dropped).collect();
+            assert!(!unix_sockets_given(&fewer), "given without {dropped}");
+        }
+        // Other platforms' layers never give them (nor refuse them: no seccomp there).
+        assert!(!unix_sockets_given(&["rlimits", "process-group"]));
+        assert!(!unix_sockets_given(&["job-object"]));
     }
 }

@@ -11,7 +11,7 @@ use crate::error::SandboxError;
 use crate::linux::{self, ChildSteps};
 #[cfg(all(unix, not(target_os = "linux")))]
 use crate::other_unix;
-use crate::policy::{Grant, RunProject, SandboxMode, SandboxPolicy, WriteScope};
+use crate::policy::{Grant, MissingLayer, RunProject, SandboxMode, SandboxPolicy, WriteScope};
 use crate::policy::{RUN_PYCACHE_DIR, RUN_SUPPORT_DIR};
 use crate::protected::{self, LeftBehind, RunScope};
 #[cfg(target_os = "linux")]
@@ -120,6 +120,17 @@ impl Sandbox {
         layers
     }
 
+    /// The layers runs do not get from this server that the platform has (Linux), each with
+    /// why and what would bring it; also said in the log at start, one line each. Empty with
+    /// the sandbox off (the operator's choice, warned about) and on other systems.
+    pub fn missing_layers(&self) -> Vec<MissingLayer> {
+        #[cfg(target_os = "linux")]
+        if let Some(imp) = &self.imp {
+            return imp.missing_layers();
+        }
+        Vec::new()
+    }
+
     /// The lasting rules of a run slot whose runs write in `scratch` (their HOME and TMPDIR): made
     /// once per slot and used by each of its runs, so a run pays only for joining them.
     pub fn slot(&self, scratch: &Path) -> Result<SandboxSlot, SandboxError> {
@@ -196,7 +207,7 @@ impl Sandbox {
     /// [`LeftBehind`]). Empty with the sandbox off.
     pub fn created_protected(&self, scope: &RunScope) -> LeftBehind {
         match &self.guard {
-            Some(guard) => guard.created(scope),
+            Some(guard) => guard.created(scope, self.has_view()),
             None => LeftBehind::default(),
         }
     }

@@ -1,7 +1,8 @@
 //! Attacks on what only warm runs have, each tried for real through the server binary: the
 //! driver's report of a run's imports (what the server learns to preload), the spares waiting
 //! for other folders, the job pipe that becomes the run's stdin, a spare's view made before the
-//! run, and processes a run leaves behind. Each must fail safely and leave the server serving.
+//! run, processes a run leaves behind, and what a venv's start-up code leaves running while its
+//! spare waits. Each must fail safely and leave the server serving.
 #![cfg(target_os = "linux")]
 
 use std::path::Path;
@@ -417,4 +418,135 @@ fn a_project_folder_made_after_a_top_level_spare_started_stays_read_only_to_its_
         "c\n"
     );
     server.close();
+}
+
+/// `.pth` lines of the venv's site-packages: Python runs them at every start, so a spare runs
+/// them before any call. The first forks a helper that spins; the second starts a thread that
+/// spins in bytecode (the GIL is let go: the spare still gets ready). Both for as long as the
+/// spare lives.
+const SPINNING_PTH: &str = "\
+import os; os.fork() == 0 and exec('while 1: pass')
+import threading; threading.Thread(target=exec, args=('while 1: pass',), daemon=True).start()
+";
+
+/// Another caller's kind of run tries to wake the spare: its pid and its pid 1's (host pids, as
+/// a script could guess them), their groups, and every process it can name.
+const WAKE: &str = r#"
+import errno, json, os, signal, sys
+tried = {}
+def attempt(name, f):
+    try:
+        f()
+        tried[name] = "DONE"
+    except OSError as e:
+        tried[name] = errno.errorcode.get(e.errno, str(e.errno))
+for name, pid in (("spare", int(sys.argv[1])), ("pid1", int(sys.argv[2]))):
+    attempt("kill " + name, lambda: os.kill(pid, signal.SIGCONT))
+    attempt("killpg " + name, lambda: os.killpg(pid, signal.SIGCONT))
+attempt("kill -1", lambda: os.kill(-1, signal.SIGCONT))
+print(json.dumps(tried))
+"#;
+
+/// CPU time (user + system, clock ticks) of `pid` and every process below it.
+fn cpu_ticks(pid: u32) -> u64 {
+    std::iter::once(pid)
+        .chain(warm::descendants(pid))
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
+        .map(|stat| {
+            // Fields after the parenthesised name: state is the 3rd, utime the 14th, stime the 15th.
+            let rest: Vec<&str> = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            let field = |n: usize| {
+                rest.get(n - 3)
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            field(14) + field(15)
+        })
+        .sum()
+}
+
+#[test]
+fn a_spare_whose_venv_starts_a_busy_thread_and_process_gets_no_cpu_while_it_waits() {
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("a system python3 (the unprivileged server needs one it can reach)");
+    // The test's own user, and an unprivileged server besides when the tests run as root.
+    let other = rustix::process::geteuid().is_root().then_some(61_235);
+    for uid in std::iter::once(None).chain(other.map(Some)) {
+        let (dir, _) = util::project(&[
+            ("a/_warmup.py", "pass\n"),
+            ("a/check.py", "print('checked', flush=True)\n"),
+            ("b/wake.py", WAKE),
+        ]);
+        let venv = dir.path().join("a/.venv");
+        let made = std::process::Command::new(python)
+            .args(["-m", "venv", "--without-pip"])
+            .arg(&venv)
+            .status()
+            .unwrap();
+        assert!(made.success(), "python -m venv failed");
+        let site = std::fs::read_dir(venv.join("lib"))
+            .unwrap()
+            .flatten()
+            .map(|version| version.path().join("site-packages"))
+            .find(|site| site.is_dir())
+            .expect("the venv's site-packages");
+        std::fs::write(site.join("spin.pth"), SPINNING_PTH).unwrap();
+        if let Some(uid) = uid {
+            let chown = std::process::Command::new("chown")
+                .args(["-R", &format!("{uid}:{uid}")])
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(chown.success());
+        }
+        let mut server = StdioServer::start_as(dir.path(), &["--python", python], uid);
+        let warmup = json!({"file_name": "a/_warmup.py"});
+        warm::warm_up(&mut server, warmup.clone());
+        let spare = warm::waiting_spares(server.pid())
+            .into_iter()
+            .find(|&pid| warm::of_kind(pid, &warmup))
+            .expect("the folder's spare");
+        let stat = std::fs::read_to_string(format!("/proc/{spare}/stat")).unwrap();
+        let pid1 = stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap();
+        let began = std::time::Instant::now();
+        let before = cpu_ticks(spare);
+        let woken = run(
+            &mut server,
+            "b/wake.py",
+            json!({"args": [spare.to_string(), pid1]}),
+        );
+        ended_normally(&woken);
+        let tried: serde_json::Map<String, Value> =
+            serde_json::from_str(stdout(&woken).trim()).unwrap();
+        for name in ["kill spare", "killpg spare", "kill pid1", "killpg pid1"] {
+            assert_ne!(tried[name], "DONE", "{name}: {woken}");
+        }
+        std::thread::sleep(Duration::from_secs(2).saturating_sub(began.elapsed()));
+        let used = cpu_ticks(spare) - before;
+        // Two spinners take up to ~400 ticks of 10 ms in 2 s on 2 cores (fewer on a busy
+        // machine); a held spare none.
+        assert!(
+            used <= 5,
+            "the waiting spare {spare} (server as {uid:?}) used {used} ticks of CPU in 2 s"
+        );
+        // The spare still serves its run, warm.
+        let checked = run(&mut server, "a/check.py", json!({}));
+        ended_normally(&checked);
+        assert_eq!(checked["structuredContent"]["warm"], true, "{checked}");
+        assert!(stdout(&checked).contains("checked"), "{checked}");
+        server.close();
+    }
 }

@@ -21,6 +21,8 @@
 //! Residual differences from a cold run are listed in `docs/runs.md` ("Warm runs").
 
 #[cfg(target_os = "linux")]
+mod hold;
+#[cfg(target_os = "linux")]
 mod key;
 #[cfg(target_os = "linux")]
 mod learned;

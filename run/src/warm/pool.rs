@@ -15,6 +15,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::hold;
 use super::key::{LearnKey, Stamp, WarmKey};
 use super::learned::{Learned, MAX_REPORT};
 use super::{WarmSettings, READY, REPORT_NAME, WARM_DRIVER};
@@ -30,8 +31,9 @@ const MAX_NOISY: u64 = 64 * 1024;
 const ATTEMPTS: usize = 2;
 /// Keys whose last start time is kept at most (the map starts over beyond).
 const MAX_TIMINGS: usize = 1024;
-/// How often stopped-for-idleness spares are looked for, at most.
-const SWEEP_EVERY: Duration = Duration::from_secs(30);
+/// How often the spares are looked at: unused for `--warm-idle`, or woken from inside (see
+/// `hold`), a spare is stopped for good.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// A warm interpreter, ready: its process and the slot it runs in (dropped together: the
 /// process tree is killed, then the slot goes back).
@@ -101,7 +103,8 @@ impl Warm {
             && spare.stamp.is_some()
             && key.stamp() == spare.stamp
             && scope_now(spare.slot.dir()) == spare.scope;
-        fresh.then_some(spare)
+        // Held still since READY: it runs again from here, for its run.
+        (fresh && hold::resume(&mut spare.child).is_ok()).then_some(spare)
     }
 
     /// The key's spare: one ready, or one already starting that is past half its expected
@@ -283,11 +286,11 @@ impl Shared {
     }
 }
 
-/// Stops spares unused for `idle`, until the pool is gone or the server shuts down.
+/// Stops spares unused for `idle`, and spares no longer held still, until the pool is gone or
+/// the server shuts down.
 fn sweep_idle(shared: Weak<Shared>, idle: Duration) {
-    let every = idle.clamp(Duration::from_secs(1), SWEEP_EVERY);
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
+        let mut tick = tokio::time::interval(SWEEP_EVERY);
         tick.tick().await;
         loop {
             let Some(shutdown) = shared.upgrade().map(|s| s.shutdown.clone()) else {
@@ -311,9 +314,15 @@ fn sweep_idle(shared: Weak<Shared>, idle: Duration) {
                 let mut state = shared.lock();
                 let old: Vec<WarmKey> = state
                     .spares
-                    .iter()
-                    .filter(|(_, s)| s.ready.elapsed() >= idle)
-                    .map(|(k, _)| k.clone())
+                    .iter_mut()
+                    .filter_map(|(key, spare)| {
+                        let idle = spare.ready.elapsed() >= idle;
+                        let woke = !idle && !hold::still_held(&mut spare.child);
+                        if woke {
+                            tracing::warn!("a waiting warm interpreter ran again: stopped");
+                        }
+                        (idle || woke).then(|| key.clone())
+                    })
                     .collect();
                 old.iter().filter_map(|k| state.spares.remove(k)).collect()
             };
@@ -345,6 +354,13 @@ async fn start_spare(
         .await
         .map_err(|source| RunError::Spawn {
             what: "a warm interpreter did not get ready",
+            source,
+        })?;
+    // What its start-up left running gets no CPU until a run takes it.
+    hold::stop(&mut child)
+        .await
+        .map_err(|source| RunError::Spawn {
+            what: "a warm interpreter could not be held still",
             source,
         })?;
     let spare = Spare {

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::SandboxError;
-use crate::policy::{Grant, ResourceLimits, SandboxMode, SandboxPolicy};
+use crate::policy::{Grant, MissingLayer, ResourceLimits, SandboxMode, SandboxPolicy};
 use crate::policy::{RUN_PROJECTS_DIR, RUN_PYCACHE_DIR, RUN_SCRATCH_DIR, RUN_SUPPORT_DIR};
 use crate::protected::RunScope;
 use crate::unix_limits::RlimitTable;
@@ -68,6 +68,8 @@ struct Probe {
 #[derive(Debug)]
 pub(super) struct LinuxSandbox {
     layers: Vec<&'static str>,
+    /// The layers runs do not get, each with why and what would bring it.
+    missing: Vec<MissingLayer>,
     rlimits: RlimitTable,
     fs: Option<FsRules>,
     namespaces: Option<Arc<Namespaces>>,
@@ -176,9 +178,16 @@ impl LinuxSandbox {
         let pid_namespace = report.probed(&probe, policy.allow_network, view.is_some());
         let (idmaps, namespaces) =
             settle_run_uid(idmaps, view.is_some(), namespaces, flags, &mut report);
+        report.own_uid(
+            idmaps.is_some(),
+            view.is_some(),
+            root,
+            &policy.limits,
+            &cgroups,
+        );
         report.limits(&policy.limits, &cgroups, root);
         report.landlock_abi(probe.landlock_abi, policy.tcp_connect_ports.is_some())?;
-        let layers = report.settle(policy.mode)?;
+        let (layers, missing) = report.settle(policy.mode)?;
         // Installs (no projects folder) never need UNIX sockets and keep them closed.
         if policy.projects.is_some() && crate::policy::unix_sockets_given(&layers) {
             filters = SeccompFilters::compile(Sockets {
@@ -195,6 +204,7 @@ impl LinuxSandbox {
 
         Ok(Self {
             layers,
+            missing,
             rlimits: RlimitTable::new(&policy.limits, idmaps.is_none()),
             fs: (probe.landlock_abi > 0).then_some(fs),
             namespaces,
@@ -219,6 +229,10 @@ impl LinuxSandbox {
 
     pub(super) fn layers(&self) -> Vec<&'static str> {
         self.layers.clone()
+    }
+
+    pub(super) fn missing_layers(&self) -> Vec<MissingLayer> {
+        self.missing.clone()
     }
 
     /// The rules of a slot whose runs write in `scratch`: its Landlock ruleset and its cgroups.
@@ -459,11 +473,12 @@ fn settle_run_uid(
         (Some(_), false) => {
             // Possible here but not given: `strict` refuses (where the filesystem cannot
             // idmap, only the probe's warning is said).
-            report.missing.push((
-                "run-uid",
-                "runs of this root server keep kernel uid 0 (they have no view to own \
-                 their folders through)",
-            ));
+            report.missing.push(MissingLayer {
+                layer: "run-uid",
+                why: "runs of this root server keep kernel uid 0 (they have no view to own \
+                      their folders through)",
+                hint: "bring back the mount-ns layer (see its line)",
+            });
             if namespaces.as_deref().and_then(Namespaces::user).is_some() {
                 namespaces = Some(Arc::new(
                     Namespaces::shared(flags, None).unwrap_or_else(|| Namespaces::unshared(flags)),
@@ -476,20 +491,29 @@ fn settle_run_uid(
     (idmaps, namespaces)
 }
 
-/// The layers a sandbox has, in the order runs report them, and those this machine lacks, each
-/// with what its absence leaves open.
+/// The layers a sandbox has, in the order runs report them, and those it lacks, each with what
+/// its absence leaves open and what would bring it.
 #[derive(Debug, Default)]
 struct LayerReport {
     active: Vec<&'static str>,
-    missing: Vec<(&'static str, &'static str)>,
+    /// Missing on this machine: `strict` refuses to start without them.
+    missing: Vec<MissingLayer>,
+    /// Not given by a server of this user (only root can): `strict` serves without them.
+    not_given: Vec<MissingLayer>,
 }
 
+/// What brings back a layer that needs unprivileged user namespaces.
+const USERNS_HINT: &str = "allow unprivileged user namespaces (sysctl user.max_user_namespaces \
+                           above 0; on Ubuntu also kernel.apparmor_restrict_unprivileged_userns=0)";
+/// What brings back a layer only a root server gives.
+const ROOT_HINT: &str = "run the server as root: it gives each run a uid and cgroups of its own";
+
 impl LayerReport {
-    fn note(&mut self, ok: bool, layer: &'static str, why: &'static str) {
+    fn note(&mut self, ok: bool, layer: &'static str, why: &'static str, hint: &'static str) {
         if ok {
             self.active.push(layer);
         } else {
-            self.missing.push((layer, why));
+            self.missing.push(MissingLayer { layer, why, hint });
         }
     }
 
@@ -500,11 +524,13 @@ impl LayerReport {
             probe.landlock_abi > 0,
             "landlock",
             "files outside the allowed trees are readable and writable",
+            "a Linux kernel with Landlock enabled (5.13 or later, `landlock` in its lsm= list)",
         );
         self.note(
             probe.seccomp,
             "seccomp",
             "dangerous syscalls (ptrace, mount, setsid...) are allowed",
+            "a kernel with seccomp filters (CONFIG_SECCOMP_FILTER)",
         );
         let ns_layer = if allow_network {
             "user-ns"
@@ -515,20 +541,73 @@ impl LayerReport {
             probe.namespaces,
             ns_layer,
             "the network and the server's capabilities are reachable",
+            USERNS_HINT,
         );
         let pid_namespace = probe.pid_namespace && crate::spawn::PID_NAMESPACE_SUPPORTED;
         self.note(
             pid_namespace,
             "pid-ns",
             "scripts can see, signal and limit other processes of the server's user",
+            USERNS_HINT,
         );
         self.note(
             has_view,
             "mount-ns",
             "files outside the projects folder can have their mode, owner and times changed, \
              every host path can be looked up, and runs see host paths",
+            "the log line before this one says why the view could not be built; it needs \
+             user namespaces and mount_setattr (Linux 5.12 or later)",
         );
         pid_namespace
+    }
+
+    /// The layers only a root server gives, when this one does not give them: a uid of the
+    /// runs' own (a root server without one has said why already), and the cgroups.
+    fn own_uid(
+        &mut self,
+        run_uid: bool,
+        has_view: bool,
+        root: bool,
+        limits: &ResourceLimits,
+        cgroups: &RunCgroups,
+    ) {
+        if run_uid || !has_view {
+            return;
+        }
+        let has = |c| cgroups.controllers().any(|have| have == c);
+        if root {
+            // Without a pids cgroup, `cgroup-pids` is missing and says so.
+            if limits.processes == 0 || has(cgroup::Controller::Pids) {
+                self.not_given.push(MissingLayer {
+                    layer: "run-uid",
+                    why: "runs of this root server keep kernel uid 0",
+                    hint: "the warning before this line says why: an account file naming the \
+                           runs' uid, or a filesystem that cannot be idmapped",
+                });
+            }
+            return;
+        }
+        self.not_given.push(MissingLayer {
+            layer: "run-uid",
+            why: "runs keep the server's uid: they own what the server's user owns outside \
+                  their view",
+            hint: ROOT_HINT,
+        });
+        if limits.processes > 0 && !has(cgroup::Controller::Pids) {
+            self.not_given.push(MissingLayer {
+                layer: "cgroup-pids",
+                why: "the process count is bounded for the server's user as a whole \
+                      (RLIMIT_NPROC), not per run",
+                hint: ROOT_HINT,
+            });
+        }
+        if limits.memory_bytes > 0 && !has(cgroup::Controller::Memory) {
+            self.not_given.push(MissingLayer {
+                layer: "cgroup-memory",
+                why: "memory is bounded per process (RLIMIT_AS), not for a run as a whole",
+                hint: ROOT_HINT,
+            });
+        }
     }
 
     /// The limits: rlimits and the process group always, the cgroup controllers this machine
@@ -543,10 +622,11 @@ impl LayerReport {
         let pids_bounded =
             limits.processes == 0 || !root || controllers.contains(&cgroup::Controller::Pids);
         if !pids_bounded {
-            self.missing.push((
-                "cgroup-pids",
-                "the process count is not limited (RLIMIT_NPROC does not apply to root)",
-            ));
+            self.missing.push(MissingLayer {
+                layer: "cgroup-pids",
+                why: "the process count is not limited (RLIMIT_NPROC does not apply to root)",
+                hint: "mount the cgroup v1 pids controller, writable by the server",
+            });
         }
     }
 
@@ -564,31 +644,43 @@ impl LayerReport {
         if abi >= LANDLOCK_SCOPED_ABI {
             self.active.push("landlock-scopes");
         } else if abi > 0 {
-            self.missing.push((
-                "landlock-scopes",
-                "scripts may signal processes of the same user, and may not open UNIX sockets \
-                 (Landlock ABI < 6)",
-            ));
+            self.missing.push(MissingLayer {
+                layer: "landlock-scopes",
+                why: "scripts may signal processes of the same user, and may not open UNIX \
+                      sockets (Landlock ABI < 6)",
+                hint: "Linux 6.12 or later",
+            });
         }
         Ok(())
     }
 
-    /// `strict` refuses a sandbox with a layer missing; otherwise each missing one is warned
-    /// about. The active layers, in order.
-    fn settle(self, mode: SandboxMode) -> Result<Vec<&'static str>, SandboxError> {
+    /// `strict` refuses a sandbox with a layer missing on this machine; otherwise each layer
+    /// runs do not get is warned about, one line each. The active layers, in order, and those
+    /// runs do not get.
+    fn settle(
+        self,
+        mode: SandboxMode,
+    ) -> Result<(Vec<&'static str>, Vec<MissingLayer>), SandboxError> {
         if mode == SandboxMode::Strict && !self.missing.is_empty() {
             let missing = self
                 .missing
                 .iter()
-                .map(|(layer, why)| format!("{layer} ({why})"))
+                .map(|m| format!("{} ({})", m.layer, m.why))
                 .collect::<Vec<_>>()
                 .join(", ");
             return Err(SandboxError::StrictUnavailable { missing });
         }
-        for (layer, why) in &self.missing {
-            tracing::warn!(layer, "sandbox layer unavailable on this machine: {why}");
+        let missing: Vec<MissingLayer> = self.missing.into_iter().chain(self.not_given).collect();
+        for m in &missing {
+            tracing::warn!(
+                layer = m.layer,
+                "sandbox: runs lack the {} layer: {}; hint: {}",
+                m.layer,
+                m.why,
+                m.hint
+            );
         }
-        Ok(self.active)
+        Ok((self.active, missing))
     }
 }
 

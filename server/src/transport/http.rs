@@ -213,7 +213,10 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
         .layer(from_fn(access_log::log_request))
 }
 
-/// What `/health` reports: nothing secret, enough for a load balancer or a curious user.
+/// What `/health` reports: nothing secret, enough for a load balancer or a curious user. The
+/// sandbox's active layers, and those runs do not get with fixed words for why and what would
+/// bring them (the operator's log has the details, host paths included; `/health` answers
+/// anyone, so it has none).
 #[derive(Serialize)]
 struct Health {
     status: &'static str,
@@ -221,19 +224,38 @@ struct Health {
     transports: [&'static str; 2],
     running: usize,
     sandbox: Vec<&'static str>,
+    sandbox_missing: Vec<MissingLayer>,
+}
+
+/// A layer runs lack, as `/health` shows it.
+#[derive(Serialize)]
+struct MissingLayer {
+    layer: &'static str,
+    why: &'static str,
+    hint: &'static str,
 }
 
 async fn health(State(app): State<Arc<App>>) -> Json<Health> {
+    let sandbox = app.engine.runner().sandbox().get().await.ok();
     Json(Health {
         status: "ok",
         version: env!("CARGO_PKG_VERSION"),
         transports: ["streamable-http", "sse"],
         running: app.engine.runner().running(),
         // Waits for the start-up probe (milliseconds); empty when the sandbox failed to set up.
-        sandbox: match app.engine.runner().sandbox().get().await {
-            Ok(sandbox) => sandbox.layers(),
-            Err(_) => Vec::new(),
-        },
+        sandbox: sandbox.as_ref().map(|s| s.layers()).unwrap_or_default(),
+        sandbox_missing: sandbox
+            .map(|s| {
+                s.missing_layers()
+                    .into_iter()
+                    .map(|m| MissingLayer {
+                        layer: m.layer,
+                        why: m.why,
+                        hint: m.hint,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }
 

@@ -185,7 +185,8 @@ pub fn warmup_beside(projects: &Path, file: &str) -> String {
 }
 
 /// The warm interpreters under the server that wait for their job: the driver, asleep in a read
-/// of its job pipe, two levels down (the server, the run's pid 1, the interpreter).
+/// of its job pipe or held stopped there, two levels down (the server, the run's pid 1, the
+/// interpreter).
 pub fn waiting_spares(server: u32) -> BTreeSet<u32> {
     descendants(server)
         .into_iter()
@@ -193,7 +194,8 @@ pub fn waiting_spares(server: u32) -> BTreeSet<u32> {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let driver = String::from_utf8_lossy(&cmdline).contains("_pyrun_warm.py");
             let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
-            driver && wchan.contains("pipe_read") && pyrun_mcp_tests::procs::alive(pid)
+            let waits = wchan.contains("pipe_read") || wchan.contains("do_signal_stop");
+            driver && waits && pyrun_mcp_tests::procs::alive(pid)
         })
         .collect()
 }
