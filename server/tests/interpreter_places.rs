@@ -350,3 +350,48 @@ async fn health_names_each_missing_layer_with_why_and_a_hint() {
         }
     }
 }
+
+/// A package install made with a server whose interpreter is a venv under `/tmp` works (the
+/// install's steps see their folders at their host paths, the interpreter's among them), and a
+/// run then imports the package with the same layers as before the install.
+#[test]
+fn an_install_with_an_interpreter_under_tmp_works_and_its_runs_keep_their_layers() {
+    let place = venv_under_tmp();
+    let index = pyrun_mcp_tests::PackageIndex::start();
+    let projects = TempProjects::named("p")
+        .file(
+            "app/use_alpha.py",
+            "import pyrunalpha\nprint(pyrunalpha.VALUE)\n",
+        )
+        .file("app/hello.py", "print('hello')\n");
+    let python = place.python.to_str().unwrap();
+    let url = index.url();
+    let mut server = StdioServer::start(
+        projects.path(),
+        &[
+            "--python",
+            python,
+            "--allow-install",
+            "--package-index",
+            &url,
+        ],
+    );
+    let before = server.call(
+        "run_python",
+        serde_json::json!({"file_name": "app/hello.py"}),
+    );
+    assert_eq!(before["isError"], false, "{before}");
+    let result = server.call(
+        "install_packages",
+        serde_json::json!({"project": "app", "packages": ["pyrunalpha"]}),
+    );
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structuredContent"]["ok"], true, "{result}");
+    let after = server.call(
+        "run_python",
+        serde_json::json!({"file_name": "app/use_alpha.py"}),
+    );
+    assert_eq!(after["structuredContent"]["exit_code"], 0, "{after}");
+    assert_eq!(layers(&after), layers(&before), "{after}");
+    assert!(layers(&after).iter().any(|l| l == "mount-ns"), "{after}");
+}
