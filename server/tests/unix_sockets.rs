@@ -281,10 +281,22 @@ fn a_run_reaches_no_host_socket_path_or_abstract() {
                     ("state folder", Bait::path(&state.path().join("state.sock"))),
                     ("host abstract", Bait::abstract_name(&nonce)),
                 ];
-                let targets: BTreeMap<&str, &str> = baits
+                let mut targets: BTreeMap<&str, &str> = baits
                     .iter()
                     .map(|(name, b)| (*name, b.1.as_str()))
                     .collect();
+                // A root server's runs (`run-uid`): a socket in the projects folder of another
+                // owner than the folder's is refused, the idmapped view maps only the owner.
+                // (One of the owner's is reachable: docs/security.md, "UNIX sockets".)
+                let other_owner = uid.is_none().then(|| {
+                    let path = dir.path().join("other-owner.sock");
+                    let bait = Bait::path(&path);
+                    std::os::unix::fs::chown(&path, Some(12_345), Some(12_345)).unwrap();
+                    bait
+                });
+                if other_owner.is_some() {
+                    targets.insert("projects, another owner", "/projects/other-owner.sock");
+                }
                 let targets = serde_json::to_string(&targets).unwrap();
                 let result = start.run(&mut server, dir.path(), "reach.py", &[&targets]);
                 require_layers(&result);
@@ -296,6 +308,13 @@ fn a_run_reaches_no_host_socket_path_or_abstract() {
                         matches!(got, Some("ENOENT" | "ECONNREFUSED" | "EPERM" | "EACCES")),
                         "{case}: {name} ended with {got:?}: {result}"
                     );
+                    bait.assert_untouched();
+                }
+                if let Some(bait) = &other_owner {
+                    let layers = result["structuredContent"]["sandbox"].to_string();
+                    assert!(layers.contains("run-uid"), "{case}: {result}");
+                    let got = &tried["projects, another owner"];
+                    assert_eq!(got, "EACCES", "{case}: {result}");
                     bait.assert_untouched();
                 }
                 assert_eq!(tried["own abstract"], "DONE", "{case}: {result}");
