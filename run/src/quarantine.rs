@@ -8,7 +8,8 @@
 //! `<quarantine>/<unix seconds>-<n>/`, holding the entries at their paths relative to the
 //! projects folder. The quarantine lies outside the projects folder (under the server's state
 //! folder), owner-only; a `rename` where it is on the same file system, a copy then a removal
-//! where it is not.
+//! where it is not (on Linux through held descriptors, like the walk: any depth, no link
+//! followed, a folder of the server's own it may not read given its owner's access back).
 //!
 //! What moves is told by identity, not by path (`pyrun_sandbox::LeftBehind`): an entry is moved
 //! only while its device and inode are still those the after-run walk found (checked on the held
@@ -221,6 +222,7 @@ fn move_out(
     kept: &std::collections::HashSet<EntryId>,
 ) -> io::Result<()> {
     use rustix::fs::{AtFlags, Mode, OFlags};
+    use std::os::fd::AsFd as _;
     let name = rel
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no entry name"))?;
@@ -228,10 +230,7 @@ fn move_out(
     let parent = pyrun_sandbox::open_beneath(projects, parent_rel)?;
     // The entry as it is now, on the folder held: the one the walk found, and not the user's.
     let stat = rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    let now = EntryId {
-        dev: stat.st_dev,
-        ino: stat.st_ino,
-    };
+    let now = pyrun_sandbox::entry_id(&stat);
     if id.is_some_and(|id| id != now) {
         return Err(io::Error::other(
             "it changed since the check found it: left in place",
@@ -263,13 +262,126 @@ fn move_out(
     match renamed {
         Ok(()) => Ok(()),
         Err(rustix::io::Errno::XDEV) => {
-            // Through the folder held open: the path names it, whatever happens to its name.
-            use std::os::fd::AsRawFd as _;
-            let from = PathBuf::from(format!("/proc/self/fd/{}", parent.as_raw_fd())).join(name);
-            copy_tree(&from, to)?;
-            remove_entry(&from)
+            // Another file system: a copy, then the removal, both from the folders held (no
+            // path joined: any depth; a folder of the server's own it may not read gets its
+            // owner's access back, as the walk did).
+            let to_name = to.file_name().unwrap_or(name);
+            held::copy_at(parent.as_fd(), name, into.as_fd(), to_name, 0)?;
+            held::remove_at(parent.as_fd(), name, 0)
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Copying and removing a tree through held descriptors, for a quarantine on another file
+/// system.
+#[cfg(target_os = "linux")]
+mod held {
+    use std::ffi::{OsStr, OsString};
+    use std::io;
+    use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    use rustix::io::Errno;
+
+    /// Deeper than this, a tree is not copied (its entry stays, reported): it bounds the
+    /// descriptors held, one per level.
+    const MAX_DEPTH: usize = 512;
+
+    fn too_deep() -> io::Error {
+        io::Error::other("a tree too deep to copy to the quarantine")
+    }
+
+    /// Opens `name` of `dir` (never through a link) with `flags`; when the server owns it and
+    /// may not, its owner's access is given back first.
+    fn open(dir: BorrowedFd, name: &OsStr, flags: OFlags) -> io::Result<OwnedFd> {
+        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+            Err(Errno::ACCESS) => {
+                let path = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                let held = rustix::fs::openat(dir, name, path, Mode::empty())?;
+                pyrun_sandbox::give_back(&held, 0o700)?;
+                Ok(rustix::fs::openat(dir, name, flags, Mode::empty())?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    fn entries(dir: &OwnedFd) -> io::Result<Vec<OsString>> {
+        let mut out = Vec::new();
+        for entry in rustix::fs::Dir::read_from(dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                out.push(OsStr::from_bytes(name).to_owned());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Copies entry `name` of `from` to a new entry `to_name` of `into`: folders, files and
+    /// links as they are (never followed); devices, pipes and sockets are not kept.
+    pub(super) fn copy_at(
+        from: BorrowedFd,
+        name: &OsStr,
+        into: BorrowedFd,
+        to_name: &OsStr,
+        depth: usize,
+    ) -> io::Result<()> {
+        if depth > MAX_DEPTH {
+            return Err(too_deep());
+        }
+        let stat = rustix::fs::statat(from, name, AtFlags::SYMLINK_NOFOLLOW)?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Directory => {
+                rustix::fs::mkdirat(into, to_name, Mode::RWXU)?;
+                let src = open(from, name, OFlags::RDONLY | OFlags::DIRECTORY)?;
+                // Listable but perhaps not enterable: its entries are opened next.
+                pyrun_sandbox::give_back(&src, 0o700)?;
+                let dst = open(into, to_name, OFlags::RDONLY | OFlags::DIRECTORY)?;
+                for child in entries(&src)? {
+                    copy_at(src.as_fd(), &child, dst.as_fd(), &child, depth + 1)?;
+                }
+            }
+            FileType::RegularFile => {
+                let src = open(from, name, OFlags::RDONLY | OFlags::NONBLOCK)?;
+                let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
+                let dst = rustix::fs::openat(
+                    into,
+                    to_name,
+                    flags | OFlags::CLOEXEC,
+                    Mode::RUSR | Mode::WUSR,
+                )?;
+                io::copy(&mut std::fs::File::from(src), &mut std::fs::File::from(dst))?;
+            }
+            FileType::Symlink => {
+                let target = rustix::fs::readlinkat(from, name, Vec::new())?;
+                rustix::fs::symlinkat(target.as_c_str(), into, to_name)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Removes entry `name` of `dir`, a whole tree for a folder, never following a link.
+    pub(super) fn remove_at(dir: BorrowedFd, name: &OsStr, depth: usize) -> io::Result<()> {
+        if depth > MAX_DEPTH {
+            return Err(too_deep());
+        }
+        let stat = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+        if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
+            let sub = open(dir, name, OFlags::RDONLY | OFlags::DIRECTORY)?;
+            // Removing its entries needs `w` on it.
+            pyrun_sandbox::give_back(&sub, 0o700)?;
+            for child in entries(&sub)? {
+                remove_at(sub.as_fd(), &child, depth + 1)?;
+            }
+            rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?;
+        } else {
+            rustix::fs::unlinkat(dir, name, AtFlags::empty())?;
+        }
+        Ok(())
     }
 }
 
@@ -279,10 +391,30 @@ fn move_out(
     projects: &Path,
     rel: &Path,
     to: &Path,
-    _id: Option<EntryId>,
-    _kept: &std::collections::HashSet<EntryId>,
+    id: Option<EntryId>,
+    kept: &std::collections::HashSet<EntryId>,
 ) -> io::Result<()> {
     let from = projects.join(rel);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(&from)?;
+        let now = EntryId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            link_ctime: meta
+                .file_type()
+                .is_symlink()
+                .then_some((meta.ctime(), meta.ctime_nsec())),
+        };
+        if id.is_some_and(|id| id != now) || kept.contains(&now) {
+            return Err(io::Error::other(
+                "it changed since the check found it, or is the project's own: left in place",
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (id, kept);
     if let Some(parent) = to.parent() {
         std::fs::create_dir_all(parent)?;
     }
@@ -301,6 +433,7 @@ fn is_cross_device(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::CrossesDevices
 }
 
+#[cfg(not(target_os = "linux"))]
 fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
     let meta = std::fs::symlink_metadata(from)?;
     if meta.is_dir() {
@@ -320,6 +453,7 @@ fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
     }
 }
 
+#[cfg(not(target_os = "linux"))]
 fn remove_entry(path: &Path) -> io::Result<()> {
     if std::fs::symlink_metadata(path)?.is_dir() {
         std::fs::remove_dir_all(path)
@@ -424,6 +558,7 @@ mod tests {
             EntryId {
                 dev: m.dev(),
                 ino: m.ino(),
+                link_ctime: None,
             }
         };
         std::fs::create_dir_all(root.join("a/sub/.git")).unwrap();
@@ -442,5 +577,63 @@ mod tests {
         left.created[0].id = Some(id("a/new/.git"));
         assert!(quarantine.take(root, &left)[0].moved);
         assert!(!root.join("a/new/.git").exists());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_entry_is_moved_to_a_quarantine_on_another_file_system_whole_at_any_depth() {
+        use std::os::unix::fs::PermissionsExt;
+        let shm = Path::new("/dev/shm");
+        let same = |a: &Path, b: &Path| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(a).unwrap().dev() == std::fs::metadata(b).unwrap().dev()
+        };
+        let projects = tempfile::tempdir().unwrap();
+        if !shm.is_dir() || same(shm, projects.path()) {
+            return; // no second file system to move across
+        }
+        let state = tempfile::tempdir_in(shm).unwrap();
+        let root = projects.path();
+        // A planted repository: a link, a shut folder, and a file deeper than PATH_MAX.
+        std::fs::create_dir_all(root.join("a/.git/objects/shut")).unwrap();
+        std::fs::write(root.join("a/.git/config"), "[core]\n").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.join("a/.git/link")).unwrap();
+        std::fs::write(root.join("a/.git/objects/shut/o"), "x").unwrap();
+        let shut = std::fs::Permissions::from_mode(0o000);
+        std::fs::set_permissions(root.join("a/.git/objects/shut"), shut).unwrap();
+        let mut at = std::fs::File::open(root.join("a/.git")).unwrap();
+        for _ in 0..25 {
+            let name = "d".repeat(200);
+            rustix::fs::mkdirat(&at, name.as_str(), rustix::fs::Mode::RWXU).unwrap();
+            let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY;
+            at = rustix::fs::openat(&at, name.as_str(), flags, rustix::fs::Mode::empty())
+                .map(std::fs::File::from)
+                .unwrap();
+        }
+        let flags = rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CREATE;
+        rustix::fs::openat(&at, "deep", flags, rustix::fs::Mode::RUSR).unwrap();
+        let quarantine = Quarantine::new(state.path().join(QUARANTINE_DIR));
+        let taken = quarantine.take(root, &left(&["a/.git"]));
+        assert!(taken[0].moved, "{taken:?}");
+        assert!(!root.join("a/.git").exists());
+        let batch = std::fs::read_dir(state.path().join(QUARANTINE_DIR))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let kept = batch.join("a/.git");
+        assert_eq!(
+            std::fs::read_to_string(kept.join("config")).unwrap(),
+            "[core]\n"
+        );
+        assert_eq!(
+            std::fs::read_link(kept.join("link")).unwrap(),
+            Path::new("/etc/passwd")
+        );
+        assert_eq!(
+            std::fs::read_to_string(kept.join("objects/shut/o")).unwrap(),
+            "x"
+        );
     }
 }

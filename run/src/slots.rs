@@ -536,6 +536,29 @@ mod tests {
         }
     }
 
+    /// The view's mount points (an interpreter under `/tmp`) are part of a clean slot: kept by
+    /// the check and by the clean-up, whose removal would take the interpreter out of the view.
+    #[test]
+    fn a_slots_mount_points_are_kept_by_the_check_and_the_clean_up() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("slot");
+        make_private_dir(&dir).unwrap();
+        make_private_dir(&dir.join(OUTPUT_DIR_NAME)).unwrap();
+        make_private_dir(&dir.join("interp")).unwrap();
+        let slot = Slot {
+            rules: off().slot(&dir).unwrap(),
+            dir: dir.clone(),
+            mount_points: vec!["interp".into()],
+        };
+        assert!(slot.is_reusable());
+        std::fs::write(dir.join("note.txt"), "left behind").unwrap();
+        assert!(!slot.is_reusable());
+        assert!(slot.clean());
+        let mut left = entries(&dir);
+        left.sort();
+        assert_eq!(left, ["interp", OUTPUT_DIR_NAME]);
+    }
+
     /// In the server the check runs after the lease is dropped, on a blocking thread: the next
     /// run waits for it and gets the same slot (a new one would build its cgroups and view), and
     /// never a slot that still holds something of the last run.

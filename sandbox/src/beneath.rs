@@ -21,6 +21,14 @@ use std::time::SystemTime;
 pub struct EntryId {
     pub dev: u64,
     pub ino: u64,
+    /// A symbolic link's ctime (seconds, nanoseconds); `None` for anything else. A link is
+    /// never bound read-only in a run's view (a bind would follow it), so a run may remove the
+    /// user's and make links until one gets the inode number it freed: device and inode alone
+    /// would take that one for the user's. A link's ctime is set when it is made and changes
+    /// only with its link count or owner, never back. (A folder's changes with its entries, so
+    /// it is not part of one's identity; real files and folders are bound read-only and cannot
+    /// be freed.)
+    pub link_ctime: Option<(i64, i64)>,
 }
 
 /// An entry's own type (a link is never followed).
@@ -85,10 +93,28 @@ mod imp {
     /// folder the user made read-only stays so; moving an entry out asks for `w` apart).
     pub const WALK_ACCESS: u32 = 0o500;
 
-    pub(crate) fn id_of(stat: &Stat) -> EntryId {
+    /// Opens `name` (one component, never `..`) in `dir`: `openat2` beneath it without links;
+    /// where the kernel has no `openat2` (before 5.6), `openat` with `O_NOFOLLOW`, which is
+    /// the same for a single component (no folder on the way to follow).
+    fn open_in(dir: impl AsFd, name: &OsStr, flags: OFlags) -> rustix::io::Result<OwnedFd> {
+        match openat2(&dir, name, flags, Mode::empty(), RESOLVE) {
+            Err(Errno::NOSYS) => {
+                rustix::fs::openat(&dir, name, flags | OFlags::NOFOLLOW, Mode::empty())
+            }
+            other => other,
+        }
+    }
+
+    /// The identity `stat` (not following a link) tells.
+    pub fn id_of(stat: &Stat) -> EntryId {
+        let link =
+            rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Symlink;
         EntryId {
             dev: stat.st_dev,
             ino: stat.st_ino,
+            // The field's type differs between architectures.
+            #[allow(clippy::unnecessary_cast)]
+            link_ctime: link.then_some((stat.st_ctime as i64, stat.st_ctime_nsec as i64)),
         }
     }
 
@@ -119,21 +145,19 @@ mod imp {
 
         /// Its subfolder `name`, never through a link.
         pub(crate) fn open_child(&self, name: &OsStr) -> Result<Self, Closed> {
-            match openat2(&self.fd, name, LIST, Mode::empty(), RESOLVE) {
+            match open_in(&self.fd, name, LIST) {
                 Ok(fd) => {
                     // Listable, but perhaps not enterable (no `x`) or not writable.
                     let restored = give_back(&fd, WALK_ACCESS).unwrap_or(false);
                     Ok(Self { fd, restored })
                 }
                 Err(Errno::ACCESS) => {
-                    let held = openat2(&self.fd, name, PATH, Mode::empty(), RESOLVE)
-                        .map_err(|_| Closed::Gone)?;
+                    let held = open_in(&self.fd, name, PATH).map_err(|_| Closed::Gone)?;
                     let id = rustix::fs::fstat(&held).ok().map(|s| id_of(&s));
                     if !give_back(&held, WALK_ACCESS).unwrap_or(false) {
                         return Err(Closed::Unlistable(id));
                     }
-                    let fd = openat2(&self.fd, name, LIST, Mode::empty(), RESOLVE)
-                        .map_err(|_| Closed::Unlistable(id))?;
+                    let fd = open_in(&self.fd, name, LIST).map_err(|_| Closed::Unlistable(id))?;
                     // The same folder as the one given access (not one swapped in meanwhile).
                     let same = rustix::fs::fstat(&fd).ok().map(|s| id_of(&s)) == id;
                     if !same {
@@ -202,7 +226,7 @@ mod imp {
         pub(crate) fn read_small(&self, name: &OsStr, max: usize) -> Option<Vec<u8>> {
             use std::io::Read as _;
             let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-            let fd: OwnedFd = openat2(&self.fd, name, flags, Mode::empty(), RESOLVE).ok()?;
+            let fd: OwnedFd = open_in(&self.fd, name, flags).ok()?;
             let stat = rustix::fs::fstat(&fd).ok()?;
             if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
                 return None;
@@ -245,14 +269,14 @@ mod imp {
                     "not a plain relative path",
                 ));
             };
-            at = openat2(&at, name, PATH, Mode::empty(), RESOLVE)?;
+            at = open_in(&at, name, PATH)?;
         }
         Ok(at)
     }
 }
 
 #[cfg(target_os = "linux")]
-pub use imp::{give_back, open_beneath};
+pub use imp::{give_back, id_of, open_beneath};
 
 #[cfg(not(target_os = "linux"))]
 impl Folder {
@@ -289,6 +313,7 @@ impl Folder {
                 id: Some(EntryId {
                     dev: meta.dev(),
                     ino: meta.ino(),
+                    link_ctime: None,
                 }),
                 mtime: meta.modified().ok(),
                 ctime: (meta.ctime(), meta.ctime_nsec()),
@@ -328,6 +353,10 @@ impl Folder {
             Some(EntryId {
                 dev: meta.dev(),
                 ino: meta.ino(),
+                link_ctime: meta
+                    .file_type()
+                    .is_symlink()
+                    .then_some((meta.ctime(), meta.ctime_nsec())),
             })
         }
         #[cfg(not(unix))]

@@ -65,7 +65,7 @@ mod windows;
 
 pub use beneath::EntryId;
 #[cfg(target_os = "linux")]
-pub use beneath::{give_back, open_beneath};
+pub use beneath::{give_back, id_of as entry_id, open_beneath};
 pub use error::SandboxError;
 pub use policy::{
     is_protected_name, unix_sockets_given, Grant, MissingLayer, ResourceLimits, RunProject,

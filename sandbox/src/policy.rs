@@ -395,4 +395,24 @@ mod tests {
             assert!(!super::is_protected_name(name.as_bytes()), "{name}");
         }
     }
+
+    #[test]
+    fn unix_sockets_are_given_only_with_seccomp_the_view_and_landlocks_scopes() {
+        use super::unix_sockets_given;
+        let all = [
+            "landlock",
+            "seccomp",
+            "user-netns",
+            "mount-ns",
+            "landlock-scopes",
+        ];
+        assert!(unix_sockets_given(&all));
+        for dropped in ["seccomp", "mount-ns", "landlock-scopes"] {
+            let fewer: Vec<&str> = all.iter().copied().filter(|l| *l != dropped).collect();
+            assert!(!unix_sockets_given(&fewer), "given without {dropped}");
+        }
+        // Other platforms' layers never give them (nor refuse them: no seccomp there).
+        assert!(!unix_sockets_given(&["rlimits", "process-group"]));
+        assert!(!unix_sockets_given(&["job-object"]));
+    }
 }

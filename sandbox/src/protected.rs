@@ -24,6 +24,14 @@
 //!   the listing the same mtime.
 //! - Symbolic links are never followed. A link with a protected name is reported when a run
 //!   made it (it could point the user's tools anywhere) but not bound (a bind would follow it).
+//! - Each folder is opened from its parent's held descriptor and listed on it (`beneath.rs`):
+//!   no absolute path is joined, so depth is no limit, and one descriptor per folder on the
+//!   current path is held (a folder deeper than [`MAX_DEPTH`] is counted whole). A folder the
+//!   server owns but cannot list gets its owner's access back, and the result says so.
+//! - Each protected entry is found with its identity (device, inode). After a run, what is at
+//!   a protected path with another identity than before is new, and an identity recorded
+//!   before the run is the user's own wherever it is now: a run that renames a folder above a
+//!   `.git` and plants its own at the old path loses the planted one, never the user's.
 
 use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
@@ -62,7 +70,7 @@ pub(crate) enum Writable {
 /// Why an entry is protected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Why {
-    /// Its name: one of [`PROTECTED_NAMES`](crate::PROTECTED_NAMES), or `.env*`.
+    /// Its name (see [`is_protected_name`](crate::is_protected_name)).
     Name,
     /// A folder holding a `pyvenv.cfg`: a venv, whatever its name.
     Venv,
@@ -75,7 +83,8 @@ pub enum Why {
     /// A folder the server cannot list (another user's, without read access for it):
     /// protected whole, since what is inside cannot be looked at.
     Unlistable,
-    /// A folder deeper than [`MAX_DEPTH`] below the walked part: not entered, counted whole.
+    /// A folder deeper than the walk goes (256 levels below the walked part): not entered,
+    /// counted whole.
     TooDeep,
 }
 
@@ -265,7 +274,13 @@ impl ProjectGuard {
     /// What was left in `scope`'s writable part since it was made (by the run, or by someone
     /// else meanwhile): protected entries that were not there, told apart by identity, not by
     /// path; the user's own ones found at another path; the folders that had to be opened.
-    pub(crate) fn created(&self, scope: &RunScope) -> LeftBehind {
+    ///
+    /// `held`: the run's view bound the real protected entries read-only, so the run could not
+    /// remove one and have its inode number reused for a planted entry. Only then does an
+    /// identity recorded before the run, found at another path, mean the user's own entry
+    /// moved; without a view (or for a link, which is not bound) an entry counts as the user's
+    /// only at its own path, with its own identity.
+    pub(crate) fn created(&self, scope: &RunScope, held: bool) -> LeftBehind {
         let ((now, _), opened) = self.walk(&scope.writable, Some(&scope.subfolders));
         let before_at: HashMap<&Path, Option<EntryId>> = scope
             .protected
@@ -275,6 +290,7 @@ impl ProjectGuard {
         let before_id: HashMap<EntryId, &Path> = scope
             .protected
             .iter()
+            .filter(|f| held && f.real)
             .filter_map(|f| Some((f.id?, f.path.as_path())))
             .collect();
         let mut left = LeftBehind {
@@ -636,7 +652,8 @@ fn list(folder: &Folder, stamp: Stamp, rel: &Path, projects: &Path) -> Option<Me
     let mut commondir = false;
     for (name, kind) in folder.entries().ok()? {
         let bytes = name.as_encoded_bytes();
-        if bytes == b"pyvenv.cfg" && kind == Kind::File {
+        // A link too: Python opens the file through it.
+        if bytes == b"pyvenv.cfg" && kind != Kind::Dir {
             memo.venv = true;
         }
         // Any kind: git follows links for each of them.
@@ -806,7 +823,7 @@ mod tests {
     /// The paths of what a run left that is to be moved away.
     fn created(guard: &ProjectGuard, scope: &RunScope) -> Vec<PathBuf> {
         guard
-            .created(scope)
+            .created(scope, true)
             .created
             .into_iter()
             .map(|l| l.path)
@@ -979,7 +996,7 @@ mod tests {
         std::fs::create_dir_all(root.join("a/sub/.git")).unwrap();
         std::fs::rename(root.join("a/src/pkg"), root.join("a/src/pkg_old")).unwrap();
         std::fs::create_dir_all(root.join("a/src/pkg/__pycache__")).unwrap();
-        let left = guard.created(&scope);
+        let left = guard.created(&scope, true);
         let made: Vec<_> = left
             .created
             .iter()
@@ -1010,6 +1027,18 @@ mod tests {
         // The user's entries' identities are what the quarantine must never move.
         let real = scope.protected.iter().filter_map(|f| f.id);
         assert!(real.clone().count() == 2 && real.into_iter().all(|id| left.kept.contains(&id)));
+        // Without a view holding them read-only, a run could remove an entry and have its inode
+        // number reused: an identity found at another path then proves nothing, and goes too.
+        let unheld: Vec<_> = guard
+            .created(&scope, false)
+            .created
+            .into_iter()
+            .map(|l| l.path)
+            .collect();
+        assert!(
+            unheld.contains(&PathBuf::from("a/sub_old/.git")),
+            "{unheld:?}"
+        );
         // A file replaced in place (same path, another inode) is new too. (The old one is kept
         // here: in a run's view it is bound read-only and cannot be removed, so its inode
         // cannot be reused.)
@@ -1062,7 +1091,7 @@ mod tests {
             deep.push("d");
         }
         std::fs::create_dir_all(root.join(&deep)).unwrap();
-        let left = guard.created(&scope);
+        let left = guard.created(&scope, true);
         let mut cut = PathBuf::from("a");
         for _ in 0..=MAX_DEPTH {
             cut.push("d");
@@ -1098,7 +1127,7 @@ mod tests {
         // HEAD alone is not a repository.
         std::fs::create_dir_all(root.join("a/h")).unwrap();
         std::fs::write(root.join("a/h/HEAD"), "x").unwrap();
-        let left = guard.created(&scope);
+        let left = guard.created(&scope, true);
         let found: Vec<_> = left
             .created
             .iter()
@@ -1141,7 +1170,7 @@ mod tests {
         let shut = std::fs::Permissions::from_mode(0o111);
         std::fs::set_permissions(root.join("a/x/y"), shut.clone()).unwrap();
         std::fs::set_permissions(root.join("a/x"), shut).unwrap();
-        let left = guard.created(&scope);
+        let left = guard.created(&scope, true);
         // Root lists it anyway; a server that owns it gives it back its access and looks.
         assert_eq!(
             left.created

@@ -207,7 +207,7 @@ impl Sandbox {
     /// [`LeftBehind`]). Empty with the sandbox off.
     pub fn created_protected(&self, scope: &RunScope) -> LeftBehind {
         match &self.guard {
-            Some(guard) => guard.created(scope),
+            Some(guard) => guard.created(scope, self.has_view()),
             None => LeftBehind::default(),
         }
     }

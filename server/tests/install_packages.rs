@@ -507,7 +507,8 @@ for name, attack in (("chmod", lambda: os.chmod(outside, 0o666)),
         seen.append(name + " worked")
     except OSError as e:
         seen.append(name + " refused")
-open(os.path.join(sys.prefix, "report.txt"), "a").write("\\n".join(seen) + "\\n")
+# Printed: the failed install puts the venv back, so a file there would be gone.
+print("REPORT: " + "; ".join(seen))
 """)
 print("PLANTED")
 "#;
@@ -557,8 +558,13 @@ fn code_planted_in_a_venv_runs_only_inside_the_install_profile() {
     );
     // The planted venv has no pip: the install fails, after the planted code ran.
     assert!(is_error(&result), "{result}");
-    let report = std::fs::read_to_string(projects.join("app/.venv/report.txt"))
-        .unwrap_or_else(|e| panic!("the planted code did not run ({e}): {result}"));
+    let report = result["structuredContent"]["output_tail"]
+        .as_str()
+        .unwrap_or("")
+        .lines()
+        .find_map(|line| line.strip_prefix("REPORT: "))
+        .unwrap_or_else(|| panic!("the planted code did not run: {result}"))
+        .to_owned();
     assert!(report.contains("canary refused"), "{report}");
     assert!(report.contains("index refused"), "{report}");
     assert!(!report.contains("index reached"), "{report}");

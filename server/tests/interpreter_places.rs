@@ -33,6 +33,7 @@ if _results["venv_module"] == "DONE":
 tree = sys.prefix if sys.prefix != sys.base_prefix else os.path.dirname(sys.executable)
 _results["tree_in_tmp"] = "YES" if tree.startswith("/tmp/") else "NO"
 attempt("scratch_write", lambda: write("/tmp/mine/ok.txt"))
+attempt("beside_read", lambda: open(os.path.join(os.path.dirname(sys.executable), "beside.txt")).read())
 attempt("tree_new_file", lambda: write(os.path.join(tree, "planted.py")))
 attempt("tree_append", lambda: write(sys.executable if tree != sys.prefix else os.path.join(tree, "pyvenv.cfg"), "x", "a"))
 attempt("tree_chmod", lambda: os.chmod(tree, 0o777))
@@ -138,6 +139,8 @@ fn base_linked_under_tmp() -> Place {
     let dir = tmp_folder();
     let python = dir.path().join("python3");
     std::os::unix::fs::symlink(SYSTEM_PYTHON, &python).unwrap();
+    // The link's folder is not shown: only the link is.
+    std::fs::write(dir.path().join("beside.txt"), "not for runs\n").unwrap();
     Place {
         python,
         tree: dir.path().to_path_buf(),
@@ -236,6 +239,7 @@ fn keeps_every_layer(place: &Place, venv: bool) {
             let want_module = if venv { "venv" } else { "MISSING" };
             assert_eq!(tried["venv_module"], want_module, "{tried:?}");
             assert_eq!(tried["scratch_write"], "DONE", "{tried:?}");
+            assert_eq!(tried["beside_read"], "ENOENT", "{tried:?}");
             for name in REFUSED {
                 let got = tried
                     .get(*name)
@@ -345,4 +349,49 @@ async fn health_names_each_missing_layer_with_why_and_a_hint() {
             None => assert!(!named.is_empty(), "{body}"),
         }
     }
+}
+
+/// A package install made with a server whose interpreter is a venv under `/tmp` works (the
+/// install's steps see their folders at their host paths, the interpreter's among them), and a
+/// run then imports the package with the same layers as before the install.
+#[test]
+fn an_install_with_an_interpreter_under_tmp_works_and_its_runs_keep_their_layers() {
+    let place = venv_under_tmp();
+    let index = pyrun_mcp_tests::PackageIndex::start();
+    let projects = TempProjects::named("p")
+        .file(
+            "app/use_alpha.py",
+            "import pyrunalpha\nprint(pyrunalpha.VALUE)\n",
+        )
+        .file("app/hello.py", "print('hello')\n");
+    let python = place.python.to_str().unwrap();
+    let url = index.url();
+    let mut server = StdioServer::start(
+        projects.path(),
+        &[
+            "--python",
+            python,
+            "--allow-install",
+            "--package-index",
+            &url,
+        ],
+    );
+    let before = server.call(
+        "run_python",
+        serde_json::json!({"file_name": "app/hello.py"}),
+    );
+    assert_eq!(before["isError"], false, "{before}");
+    let result = server.call(
+        "install_packages",
+        serde_json::json!({"project": "app", "packages": ["pyrunalpha"]}),
+    );
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structuredContent"]["ok"], true, "{result}");
+    let after = server.call(
+        "run_python",
+        serde_json::json!({"file_name": "app/use_alpha.py"}),
+    );
+    assert_eq!(after["structuredContent"]["exit_code"], 0, "{after}");
+    assert_eq!(layers(&after), layers(&before), "{after}");
+    assert!(layers(&after).iter().any(|l| l == "mount-ns"), "{after}");
 }

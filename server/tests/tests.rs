@@ -23,6 +23,7 @@ mod http_limits;
 mod http_security;
 mod http_tools;
 mod inline_code;
+mod install_failures;
 mod install_packages;
 mod interpreter_places;
 mod left_behind;

@@ -2,9 +2,9 @@
 //! `forkserver` start methods and a `Manager()` work (they need `socket(AF_UNIX)`), and a run
 //! still reaches no socket it did not make: not the host's (path sockets in the host's `/tmp`
 //! and the server's state folder, an abstract name), and not another run's going at the same
-//! time (its abstract name, its path socket). Cold (`--warm off`) and warm, on a root server and
-//! an unprivileged one. Every socket aimed at is the test's own, and the test checks on its side
-//! that nothing connected.
+//! time (its abstract name, its path socket); and the server holds no named socket to reach.
+//! Cold (`--warm off`) and warm, on a root server and an unprivileged one. Every socket aimed at
+//! is the test's own, and the test checks on its side that nothing connected.
 #![cfg(target_os = "linux")]
 
 use std::collections::BTreeMap;
@@ -281,10 +281,22 @@ fn a_run_reaches_no_host_socket_path_or_abstract() {
                     ("state folder", Bait::path(&state.path().join("state.sock"))),
                     ("host abstract", Bait::abstract_name(&nonce)),
                 ];
-                let targets: BTreeMap<&str, &str> = baits
+                let mut targets: BTreeMap<&str, &str> = baits
                     .iter()
                     .map(|(name, b)| (*name, b.1.as_str()))
                     .collect();
+                // A root server's runs (`run-uid`): a socket in the projects folder of another
+                // owner than the folder's is refused, the idmapped view maps only the owner.
+                // (One of the owner's is reachable: docs/security.md, "UNIX sockets".)
+                let other_owner = uid.is_none().then(|| {
+                    let path = dir.path().join("other-owner.sock");
+                    let bait = Bait::path(&path);
+                    std::os::unix::fs::chown(&path, Some(12_345), Some(12_345)).unwrap();
+                    bait
+                });
+                if other_owner.is_some() {
+                    targets.insert("projects, another owner", "/projects/other-owner.sock");
+                }
                 let targets = serde_json::to_string(&targets).unwrap();
                 let result = start.run(&mut server, dir.path(), "reach.py", &[&targets]);
                 require_layers(&result);
@@ -298,10 +310,23 @@ fn a_run_reaches_no_host_socket_path_or_abstract() {
                     );
                     bait.assert_untouched();
                 }
+                if let Some(bait) = &other_owner {
+                    let layers = result["structuredContent"]["sandbox"].to_string();
+                    assert!(layers.contains("run-uid"), "{case}: {result}");
+                    let got = &tried["projects, another owner"];
+                    assert_eq!(got, "EACCES", "{case}: {result}");
+                    bait.assert_untouched();
+                }
                 assert_eq!(tried["own abstract"], "DONE", "{case}: {result}");
                 assert_eq!(tried["own path in /tmp"], "DONE", "{case}: {result}");
                 assert_eq!(tried["bind in the project"], "EACCES", "{case}: {result}");
                 assert!(!dir.path().join("planted.sock").exists(), "{case}");
+                // The server's own: none has a name (a path or an abstract one) to connect to.
+                assert_eq!(
+                    named_unix_sockets(server.pid()),
+                    Vec::<String>::new(),
+                    "{case}"
+                );
             }
         }
     }
@@ -354,6 +379,31 @@ fn ended(server: &mut StdioServer, run_id: &str) -> Value {
         }
         assert!(Instant::now() < until, "run {run_id} never ended: {state}");
     }
+}
+
+/// The names (paths, `@abstract`) of the UNIX sockets process `pid` holds, from the host's
+/// `/proc/net/unix` (the server lives in the host's network namespace).
+fn named_unix_sockets(pid: u32) -> Vec<String> {
+    let held: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the server's descriptors")
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy().into_owned();
+            Some(link.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let table = std::fs::read_to_string("/proc/net/unix").expect("/proc/net/unix");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let name = fields.get(7)?;
+            held.iter()
+                .any(|inode| Some(&inode.as_str()) == fields.get(6))
+                .then(|| (*name).to_owned())
+        })
+        .collect()
 }
 
 fn script(body: &str) -> String {

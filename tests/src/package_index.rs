@@ -117,6 +117,20 @@ impl PackageIndex {
         self.paths.lock().unwrap().clone()
     }
 
+    /// Builds more distributions into the served folder: `script` runs under the test
+    /// interpreter with that folder as `sys.argv[1]` (served from the next request on).
+    pub fn add(&self, script: &str) {
+        let status = std::process::Command::new(python())
+            .args(["-c", script])
+            .arg(self._dir.path().join("files"))
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "building the test's extra distributions failed"
+        );
+    }
+
     /// Whether anyone asked for an sdist (a `.tar.gz`).
     pub fn served_an_sdist(&self) -> bool {
         let paths = self.paths.lock().unwrap();

@@ -1,8 +1,9 @@
 //! Real work inside the sandbox: one `run_python` through the built server runs numpy, pandas,
 //! scipy, matplotlib, scikit-learn with `n_jobs=2`, asyncio with a subprocess, a thread pool and
-//! a multiprocessing pool, with the venv's interpreter (`deps::workload_env`, from PyPI). Each
-//! step reports `true` or the error it raised: seccomp's allowlist, the namespaces and the file
-//! view must leave all of them working.
+//! a multiprocessing pool, with the venv's interpreter (`deps::workload_env`, from PyPI), once
+//! as it is and once under `multiprocessing.set_start_method("forkserver")` (Python 3.14's
+//! default on Linux: a UNIX socket). Each step reports `true` or the error it raised: seccomp's
+//! allowlist, the namespaces and the file view must leave all of them working.
 #![cfg(target_os = "linux")]
 
 use std::ffi::OsStr;
@@ -86,10 +87,32 @@ def _():
 print(json.dumps(results))
 "#;
 
+/// The workload under the `forkserver` start method: set once in the main script, whose
+/// top level (which the forkserver's children import again) does nothing else.
+const FORKSERVER: &str = r#"
+import multiprocessing, runpy
+if __name__ == "__main__":
+    multiprocessing.set_start_method("forkserver")
+    runpy.run_path("workload.py", run_name="workload")
+"#;
+
 #[test]
 fn numpy_pandas_scipy_matplotlib_sklearn_asyncio_and_a_process_pool_work_in_a_run() {
+    run_workload("workload.py");
+}
+
+#[test]
+fn the_workload_works_under_the_forkserver_start_method() {
+    run_workload("forkserver.py");
+}
+
+/// Runs `script` of a projects folder holding the workload and its `forkserver` wrapper, and
+/// asserts every step worked.
+fn run_workload(script: &str) {
     let python = workload_env();
-    let projects = TempProjects::named("projects").file("workload.py", WORKLOAD);
+    let projects = TempProjects::named("projects")
+        .file("workload.py", WORKLOAD)
+        .file("forkserver.py", FORKSERVER);
     let mut server = ServerLaunch::new(
         pyrun_mcp_tests::bin_path("pyrun-mcp-server"),
         projects.path(),
@@ -101,7 +124,7 @@ fn numpy_pandas_scipy_matplotlib_sklearn_asyncio_and_a_process_pool_work_in_a_ru
         OsStr::new("300"),
     ])
     .stdio();
-    let result = server.call("run_python", json!({"file_name": "workload.py"}));
+    let result = server.call("run_python", json!({"file_name": script}));
     let run = &result["structuredContent"];
     let stdout = run["stdout"].as_str().unwrap_or_default();
     let steps: Value = stdout

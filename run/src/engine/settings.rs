@@ -104,6 +104,8 @@ pub struct InstallPolicy {
     /// uv's real path; `None`: pip.
     pub uv: Option<PathBuf>,
     pub timeout: Duration,
+    /// The most one install may write (`--max-install-mb`), in bytes.
+    pub max_bytes: u64,
 }
 
 impl EngineSettings {
@@ -158,6 +160,7 @@ impl EngineSettings {
             index: policy.index.clone(),
             allow_sdist: policy.allow_sdist,
             timeout: policy.timeout,
+            max_bytes: policy.max_bytes,
             max_output_bytes: self.max_output_bytes,
             sandbox_mode: self.sandbox.mode,
             cache_dir,
@@ -308,10 +311,12 @@ pub(crate) mod tests {
             allow_sdist: false,
             uv: None,
             timeout: Duration::from_secs(300),
+            max_bytes: 1024 << 20,
         };
         let install = s.install(&policy, None);
         assert_eq!(install.sandbox_mode, SandboxMode::Off);
         assert_eq!(install.max_concurrent, MAX_CONCURRENT_INSTALLS);
         assert_eq!(install.timeout, Duration::from_secs(300));
+        assert_eq!(install.max_bytes, 1024 << 20);
     }
 }

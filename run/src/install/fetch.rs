@@ -44,18 +44,22 @@ impl Installs {
 
     /// The cache the fetch fills. With `--allow-sdist` a fetch runs build backends with the
     /// network: never from a cache that code of the project's venv could write (see `mod.rs`),
-    /// so such an install fetches into a cache of its own `scratch`.
+    /// so such an install fetches into a fresh cache of its own, removed with the returned
+    /// folder. It lies beside the scratch, not in it: the file view binds each granted folder
+    /// at its own path, and one inside another granted folder cannot be bound on its own.
     pub(super) fn fetch_cache(
         &self,
         project: &ProjectDir,
-        scratch: &Path,
-    ) -> Result<PathBuf, InstallError> {
+    ) -> Result<(PathBuf, Option<tempfile::TempDir>), InstallError> {
         if self.settings.allow_sdist {
-            let cache = scratch.join("cache");
-            std::fs::create_dir(&cache).map_err(InstallError::Scratch)?;
-            Ok(cache)
+            let cache = tempfile::Builder::new()
+                .prefix("sdist-cache-")
+                .tempdir_in(self.root.path())
+                .map_err(InstallError::Scratch)?;
+            Ok((cache.path().to_path_buf(), Some(cache)))
         } else {
-            self.project_cache(project).map_err(InstallError::Scratch)
+            let cache = self.project_cache(project).map_err(InstallError::Scratch)?;
+            Ok((cache, None))
         }
     }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use pyrun_sandbox::{Grant, Sandbox};
 
 use super::fetch::WHEELS_DIR;
+use super::snapshot::{self, VenvSnapshot};
 use super::step::{Command, Steps};
 use super::venv::{fd_path, UnfinishedVenv, VenvTarget};
 use super::{InstallError, InstallStep, Installs, Wanted, VENV_NAME};
@@ -23,6 +24,8 @@ pub(super) struct Filled {
     pub(super) ended: Ending,
     /// The venv was made (or was an empty folder) here.
     pub(super) made: bool,
+    /// The install step failed and the venv could not be put back as it was.
+    pub(super) not_restored: bool,
 }
 
 impl Installs {
@@ -41,6 +44,11 @@ impl Installs {
         let venv = project.absolute().join(VENV_NAME);
         let mut step = InstallStep::Venv;
         let (venv_fd, made) = target.open()?;
+        // An install that never finished (a killed server) is undone before anything runs.
+        let held = venv_fd.try_clone().map_err(InstallError::Venv)?;
+        blocking(move || snapshot::recover(&held))
+            .await
+            .map_err(InstallError::Venv)?;
         // The project read-only at its host path (venvs record absolute paths), and in it the
         // venv writable: the very folder proven above (a magic link to its descriptor), not
         // whatever its path names by now.
@@ -63,8 +71,8 @@ impl Installs {
         let slot = offline
             .slot_granting(steps.scratch, &grants)
             .map_err(|e| InstallError::Sandbox(Arc::new(e)))?;
-        // A half-made venv would be taken for a good one next time: it goes unless every
-        // step made it (also on an error or a dropped call).
+        // A venv made here goes again unless every step succeeded (also on an error or a
+        // dropped call): a half-made one would be taken for a good one next time.
         let mut unfinished = made.then(|| UnfinishedVenv::new(target, &venv_fd));
         let mut ended = if made {
             steps
@@ -73,11 +81,14 @@ impl Installs {
         } else {
             Ending::success()
         };
+        let mut not_restored = false;
         if ended.succeeded() {
-            if let Some(unfinished) = unfinished.as_mut() {
-                unfinished.finished();
-            }
             step = InstallStep::Install;
+            // The venv as it is now, put back if the step fails (see `snapshot.rs`).
+            let held = venv_fd.try_clone().map_err(InstallError::Venv)?;
+            let snapshot = blocking(move || VenvSnapshot::take(&held))
+                .await
+                .map_err(InstallError::Venv)?;
             let command = match wanted {
                 Wanted::Requirements(requirements) => {
                     self.install_command(&venv, cache, steps.scratch, requirements)
@@ -85,11 +96,35 @@ impl Installs {
                 Wanted::Lock(_) => self.sync_command(&venv, cache, steps.scratch, false)?,
             };
             ended = steps.run(offline, &slot, &command).await?;
+            if ended.succeeded() {
+                if let Some(unfinished) = unfinished.as_mut() {
+                    unfinished.finished();
+                }
+                match blocking(move || snapshot.keep()).await {
+                    Ok(discard) => self.remove_later(project, discard),
+                    Err(e) => tracing::warn!(%e, "an install's venv snapshot was not set aside"),
+                }
+            } else {
+                match blocking(move || snapshot.put_back()).await {
+                    // A venv made here goes whole below, with what was set aside.
+                    Ok(_) if made => {}
+                    Ok(discard) => self.remove_later(project, discard),
+                    Err(e) => {
+                        tracing::warn!(%e, "a failed install's venv was not put back");
+                        not_restored = true;
+                    }
+                }
+            }
         }
         drop(unfinished);
         #[cfg_attr(not(target_os = "linux"), allow(clippy::drop_non_drop))]
         drop(slot);
-        Ok(Filled { step, ended, made })
+        Ok(Filled {
+            step,
+            ended,
+            made,
+            not_restored,
+        })
     }
 
     /// The install step's command, without the network: uv from its cache (`--offline`), pip
@@ -136,4 +171,13 @@ impl Installs {
                 .owned_args(requirements),
         }
     }
+}
+
+/// Runs blocking file work (a venv's snapshot) off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
 }

@@ -17,7 +17,12 @@
 //! 2. **venv** (when missing): `.venv` made through the project's open folder, opened without
 //!    following a link, and made a venv (`uv venv --python <python>`, or `venv` + `ensurepip`);
 //! 3. **install**, without the network: `uv pip install --offline` from the cache, or the venv's
-//!    `pip install --no-index --find-links <scratch>/wheels`.
+//!    `pip install --no-index --find-links <scratch>/wheels`; pip's fetched wheels are first
+//!    checked against the disk budget (`budget.rs`: their stated sizes), and the venv kept as
+//!    it was (`snapshot.rs`), to be put back when this step fails.
+//!
+//! Every step runs under the install's disk budget (`--max-install-mb`): a watchdog kills a
+//! step whose writes to the venv, scratch and cache pass it.
 //!
 //! A project's `uv.lock` (checked by `uv_lock.rs`; uv only) is synced the same way: the lock as
 //! checked and a minimal `pyproject.toml` written into the scratch (the profiles cannot read the
@@ -30,8 +35,9 @@
 //!
 //! Each step runs in its own process group, output read into a capped [`LiveOutput`] (both pipes
 //! into one stream, in arrival order), killed with its whole group at the end, on timeout,
-//! cancellation or shutdown (the run layer's one `supervise`). A venv made here whose steps failed is removed again, through the
-//! project's open folder and only while it is still the folder made.
+//! cancellation or shutdown (the run layer's one `supervise`). A venv made here whose steps
+//! failed is removed again, through the project's open folder and only while it is still the
+//! folder made.
 //!
 //! Requirements reach the installer only as [`Requirement::to_arg`] renders them (see
 //! `requirement.rs`): no option, URL, path or file. The index is the operator's
@@ -42,7 +48,9 @@
 //! The folder, by job: `mod.rs` the use case (`Installs::install`: the steps above, in order);
 //! `profiles.rs` the two install sandboxes; `venv.rs` the project's `.venv` proven, held, made and
 //! removed when unfinished; `step.rs` one step's command and its supervised run; `fetch.rs` the
-//! fetch step; `fill.rs` the venv and install steps, offline; `lock_sync.rs` a `uv.lock` synced.
+//! fetch step; `fill.rs` the venv and install steps, offline; `lock_sync.rs` a `uv.lock` synced;
+//! `budget.rs` the disk budget (stated sizes, the watchdog); `snapshot.rs` the venv kept and put
+//! back.
 //!
 //! # Why two sandboxes
 //! The project's `.venv` is code any run can change: a run sees only the protected names on its
@@ -53,10 +61,12 @@
 //! in a sandbox without the network, as confined as a run. What each profile allows is
 //! described in `profiles.rs`.
 
+mod budget;
 mod fetch;
 mod fill;
 mod lock_sync;
 mod profiles;
+mod snapshot;
 mod step;
 mod venv;
 
@@ -75,6 +85,8 @@ use super::package_index::PackageIndex;
 use super::paths::ProjectDir;
 use super::requirement::Requirement;
 use super::uv_lock::CheckedLock;
+use budget::DiskBudget;
+pub use budget::OverBudget;
 use fill::Filled;
 use lock_sync::write_sync_project;
 pub use profiles::install_limits;
@@ -97,6 +109,8 @@ pub struct InstallSettings {
     pub allow_sdist: bool,
     /// One install, both steps, at most this long.
     pub timeout: Duration,
+    /// The most one install may write (venv, scratch, cache), in bytes.
+    pub max_bytes: u64,
     pub max_output_bytes: usize,
     pub sandbox_mode: SandboxMode,
     /// The installer's cache (owner-only, outside the projects folder); `None`: a private temp
@@ -166,6 +180,11 @@ pub struct InstallOutcome {
     /// The venv relative to the projects folder, `/`-separated (`mathpkg/.venv`).
     pub venv: String,
     pub duration: Duration,
+    /// The install would write, or wrote, more than `--max-install-mb`.
+    pub over_budget: Option<OverBudget>,
+    /// A step failed after the venv existed, and the venv could NOT be put back as it was
+    /// before the call (the server's log says why): it may be half-made.
+    pub venv_not_restored: bool,
 }
 
 impl InstallOutcome {
@@ -223,6 +242,9 @@ pub struct Installs {
     offline: OnceCell<Result<Arc<Sandbox>, Arc<SandboxError>>>,
     root: tempfile::TempDir,
     cache: PathBuf,
+    /// Venv snapshots being removed after their install answered, by project: the project's
+    /// next install waits for its own.
+    removing: Mutex<std::collections::HashMap<PathBuf, tokio::task::JoinHandle<()>>>,
     next: std::sync::atomic::AtomicU64,
     shutdown: CancellationToken,
 }
@@ -264,6 +286,7 @@ impl Installs {
             offline: OnceCell::new(),
             root,
             cache,
+            removing: Mutex::new(std::collections::HashMap::new()),
             next: std::sync::atomic::AtomicU64::new(0),
             shutdown,
         })
@@ -289,6 +312,11 @@ impl Installs {
     /// The operator's package index.
     pub fn index(&self) -> &PackageIndex {
         &self.settings.index
+    }
+
+    /// The most one install may write (`--max-install-mb`), in bytes.
+    pub fn max_install_bytes(&self) -> u64 {
+        self.settings.max_bytes
     }
 
     /// The most output kept, in bytes.
@@ -326,6 +354,14 @@ impl Installs {
             _ = cancel.cancelled() => return Err(InstallError::CancelledWhileQueued),
             _ = self.shutdown.cancelled() => return Err(InstallError::CancelledWhileQueued),
         };
+        let removing = self
+            .removing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(req.project.absolute());
+        if let Some(removing) = removing {
+            let _ = removing.await;
+        }
         req.live.mark_started();
         let online = self.sandbox(Network::IndexOnly).await?;
         let offline = self.sandbox(Network::None).await?;
@@ -336,35 +372,79 @@ impl Installs {
         if let Wanted::Lock(lock) = req.wanted {
             write_sync_project(scratch.path(), lock).map_err(InstallError::Scratch)?;
         }
-        let cache = self.fetch_cache(req.project, scratch.path())?;
+        let (cache, _own_cache) = self.fetch_cache(req.project)?;
+        // What the install may write: into the venv, its scratch and the cache, counted from now.
+        let roots = vec![venv.clone(), scratch.path().to_path_buf(), cache.clone()];
+        let max_bytes = self.settings.max_bytes;
+        let budget = tokio::task::spawn_blocking(move || DiskBudget::new(max_bytes, roots))
+            .await
+            .map_err(|e| InstallError::Scratch(io::Error::other(e)))?;
         let steps = Steps {
             installs: self,
             scratch: scratch.path(),
             live: &req.live,
             deadline: tokio::time::Instant::now() + self.settings.timeout,
             cancel,
+            budget: &budget,
+            over_budget: std::sync::atomic::AtomicBool::new(false),
         };
         let fetched = self.fetch(&steps, &online, &cache, &req.wanted).await?;
-        let filled = if fetched.succeeded() {
+        // pip's wheels say what they unpack to: refused before anything is unpacked.
+        let stated = match (fetched.succeeded(), &self.settings.uv) {
+            (true, None) => budget
+                .check_wheels(&scratch.path().join(fetch::WHEELS_DIR))
+                .unwrap_or_else(|e| {
+                    tracing::warn!(%e, "a fetched wheel's sizes could not be read");
+                    None
+                }),
+            _ => None,
+        };
+        let filled = if fetched.succeeded() && stated.is_none() {
             self.fill(&steps, &offline, &target, req.project, &cache, &req.wanted)
                 .await?
         } else {
             Filled {
-                step: InstallStep::Fetch,
-                ended: fetched,
+                step: if stated.is_some() {
+                    InstallStep::Install
+                } else {
+                    InstallStep::Fetch
+                },
+                ended: if stated.is_some() {
+                    crate::supervise::Ending::Cancelled
+                } else {
+                    fetched
+                },
                 made: false,
+                not_restored: false,
             }
         };
+        let written = steps
+            .over_budget
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then_some(OverBudget::Written);
+        let over_budget = stated.or(written);
         Ok(InstallOutcome {
             installer: self.installer(),
             step: filled.step,
             exit_code: filled.ended.exit_code(),
             timed_out: filled.ended.timed_out(),
-            cancelled: filled.ended.cancelled(),
+            cancelled: filled.ended.cancelled() && over_budget.is_none(),
             created_venv: filled.made && filled.step == InstallStep::Install,
             venv: relative_venv(req.project),
             duration: started.elapsed(),
+            over_budget,
+            venv_not_restored: filled.not_restored,
         })
+    }
+
+    /// Removes a set-aside venv snapshot after the call answered (seconds for a large venv);
+    /// the project's next install waits for it.
+    fn remove_later(&self, project: &ProjectDir, discard: snapshot::Discard) {
+        let task = tokio::task::spawn_blocking(move || discard.remove());
+        self.removing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(project.absolute().to_path_buf(), task);
     }
 
     /// A private scratch folder for one install (removed with it).

@@ -28,7 +28,7 @@
 //! scratch and (with uv, which writes its cache also `--offline`) the project's cache, and reads
 //! nothing of the projects folder. What it leaves in the cache the next fetch reads as data only:
 //! uv links cached files into the throwaway venv, no package code runs. A fetch that runs code,
-//! a build with `--allow-sdist`, gets a fresh cache in its scratch instead.
+//! a build with `--allow-sdist`, gets a fresh cache beside its scratch instead.
 //!
 //! What the fetch profile does not stop: UDP (DNS needs it; Landlock has no UDP rules) and TCP to any
 //! host on the index's port (Landlock rules name ports, not addresses). With wheels only
@@ -44,12 +44,13 @@ use pyrun_sandbox::{ResourceLimits, Sandbox, SandboxError, SandboxMode};
 use super::{InstallError, InstallSettings, Installs};
 use crate::python_env::python_read_paths;
 
-/// Larger bounds than a run's: uv and pip resolve on threads and unpack large wheels.
-pub fn install_limits(timeout: Duration) -> ResourceLimits {
+/// Larger bounds than a run's: uv and pip resolve on threads and unpack large wheels. No file
+/// may be larger than the whole install's budget (`max_bytes`), nor than 2 GiB.
+pub fn install_limits(timeout: Duration, max_bytes: u64) -> ResourceLimits {
     ResourceLimits {
         memory_bytes: 4096 << 20,
         cpu_secs: timeout.as_secs().max(1),
-        file_size_bytes: 2048 << 20,
+        file_size_bytes: max_bytes.clamp(1 << 20, 2048 << 20),
         open_files: 4096,
         processes: 512,
     }
@@ -90,7 +91,7 @@ fn build_sandbox(settings: &InstallSettings, network: Network) -> Result<Sandbox
         // Each install's `.venv` and cache are added to its own slot.
         write_paths: Vec::new(),
         allow_network: matches!(network, Network::IndexOnly),
-        limits: install_limits(settings.timeout),
+        limits: install_limits(settings.timeout, settings.max_bytes),
         tcp_connect_ports: match network {
             Network::IndexOnly => Some(vec![settings.index.port()]),
             Network::None => None,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::budget::DiskBudget;
 use super::{InstallError, Installs};
 use crate::live_output::LiveOutput;
 use crate::supervise::Ending;
@@ -55,6 +56,9 @@ pub(super) struct Steps<'a> {
     pub(super) live: &'a Arc<LiveOutput>,
     pub(super) deadline: tokio::time::Instant,
     pub(super) cancel: &'a CancellationToken,
+    /// What the install may write; a step past it is killed and `over_budget` set.
+    pub(super) budget: &'a DiskBudget,
+    pub(super) over_budget: std::sync::atomic::AtomicBool,
 }
 
 impl Steps<'_> {
@@ -109,14 +113,35 @@ impl Steps<'_> {
             what: "the installer's pipes could not be registered",
             source,
         })?;
+        // The step's own cancellation: the caller's, or the budget's watchdog.
+        let cancel = self.cancel.child_token();
         let limits = Limits {
             deadline: self.deadline,
-            cancel: self.cancel,
+            cancel: &cancel,
             shutdown: &self.installs.shutdown,
         };
-        let supervised = Process::new(child)
-            .supervise(Sink::Merged(self.live), limits)
-            .await;
+        let mut process = Process::new(child);
+        let supervised = process.supervise(Sink::Merged(self.live), limits);
+        tokio::pin!(supervised);
+        let every = super::budget::WATCH_EVERY;
+        let mut watch = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let supervised = loop {
+            tokio::select! {
+                done = &mut supervised => break done,
+                _ = watch.tick(), if !cancel.is_cancelled() => {
+                    let budget = self.budget.clone();
+                    let over = tokio::task::spawn_blocking(move || budget.exceeded())
+                        .await
+                        .unwrap_or(false);
+                    if over {
+                        tracing::warn!(limit = self.budget.limit(), "an install step wrote past its budget: killed");
+                        self.over_budget.store(true, std::sync::atomic::Ordering::SeqCst);
+                        cancel.cancel();
+                    }
+                }
+            }
+        };
         Ok(supervised.ending)
     }
 
@@ -133,6 +158,8 @@ impl Steps<'_> {
             self.live,
             self.deadline,
             self.cancel,
+            self.budget,
+            &self.over_budget,
         );
         Err(InstallError::Unsupported)
     }

@@ -24,7 +24,8 @@ const PROBE: &str = "import os, platform, site, sys\n\
 print(platform.python_version())\n\
 print('\\n'.join('S ' + p for p in site.getsitepackages()))\n\
 paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,\n\
-         os.path.dirname(os.path.realpath(sys.executable)), os.path.dirname(sys.executable)]\n\
+         os.path.dirname(os.path.realpath(sys.executable))]\n\
+print('X ' + sys.executable)\n\
 paths += site.getsitepackages() + sys.path\n\
 paths.append(getattr(sys.modules.get('sitecustomize'), '__file__', None))\n\
 print('\\n'.join('R ' + p for p in paths if p))";
@@ -41,11 +42,23 @@ pub struct PythonFacts {
 }
 
 /// The directories `python` needs to read (and execute) to run scripts: `sys.prefix`,
-/// `sys.base_prefix` (for a venv), the real executable's directory and the one it was started
-/// from (a link's: runs start it by that path), the stdlib and site-packages.
+/// `sys.base_prefix` (for a venv), the real executable's directory, the stdlib and site-packages;
+/// and the link it was started through when it was (runs start it by that path), alone.
 /// Canonical, existing, without nested duplicates. Refuses an answer that includes `/`.
 pub fn python_read_paths(python: &Path) -> Result<Vec<PathBuf>, SandboxError> {
     python_facts(python).map(|facts| facts.read_paths)
+}
+
+/// The link `python` was started through (`executable`), at its canonical folder, when it is
+/// one: runs start the interpreter by that path, so their view shows the link itself (not its
+/// folder: a link in a home folder must not bring the home).
+fn started_through_link(executable: &Path) -> Option<PathBuf> {
+    let is_link = std::fs::symlink_metadata(executable).is_ok_and(|m| m.file_type().is_symlink());
+    if !is_link || !executable.is_absolute() {
+        return None;
+    }
+    let folder = executable.parent()?.canonicalize().ok()?;
+    Some(folder.join(executable.file_name()?))
 }
 
 /// Starts `python` once and learns its version, its site-packages folders and the trees it reads
@@ -88,6 +101,10 @@ pub fn python_facts(python: &Path) -> Result<PythonFacts, SandboxError> {
         let (list, path) = match line.split_once(' ') {
             Some(("S", path)) => (&mut site_packages, path),
             Some(("R", path)) => (&mut paths, path),
+            Some(("X", path)) => {
+                paths.extend(started_through_link(Path::new(path)));
+                continue;
+            }
             _ => continue,
         };
         let path = Path::new(path);

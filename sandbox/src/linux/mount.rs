@@ -516,6 +516,12 @@ fn shown_in_scratch(trees: &[PathBuf]) -> io::Result<Vec<Op>> {
         let Some(first) = parts.first() else {
             continue;
         };
+        // A link (the one the interpreter is started through) is copied as a link.
+        let link = std::fs::symlink_metadata(tree)?
+            .file_type()
+            .is_symlink()
+            .then(|| std::fs::read_link(tree))
+            .transpose()?;
         let is_dir = std::fs::metadata(tree)?.is_dir();
         let mut at = PathBuf::from(SCRATCH_STUBS);
         if made.insert(at.clone()) {
@@ -523,17 +529,27 @@ fn shown_in_scratch(trees: &[PathBuf]) -> io::Result<Vec<Op>> {
         }
         for (i, part) in parts.iter().enumerate() {
             at.push(part);
-            if i + 1 == parts.len() && !is_dir {
-                stubs.push(Op::File(cstring(&at)?));
-            } else if made.insert(at.clone()) {
-                stubs.push(Op::Mkdir(cstring(&at)?));
+            let last = i + 1 == parts.len();
+            match &link {
+                Some(target) if last => stubs.push(Op::Symlink {
+                    target: cstring(target)?,
+                    path: cstring(&at)?,
+                }),
+                _ if last && !is_dir => stubs.push(Op::File(cstring(&at)?)),
+                _ => {
+                    if made.insert(at.clone()) {
+                        stubs.push(Op::Mkdir(cstring(&at)?));
+                    }
+                }
             }
         }
         tops.insert(first.to_os_string());
-        binds.push(Op::Bind {
-            from: under("/oldroot", tree)?,
-            to: under("/newroot", tree)?,
-        });
+        if link.is_none() {
+            binds.push(Op::Bind {
+                from: under("/oldroot", tree)?,
+                to: under("/newroot", tree)?,
+            });
+        }
     }
     for top in tops {
         let stub = Path::new(SCRATCH_STUBS).join(&top);

@@ -38,6 +38,7 @@ pub fn engine_settings(config: &Config, remote: Vec<Arc<dyn RemoteBackend>>) -> 
             allow_sdist: config.install.allow_sdist,
             uv: config.install.uv.clone(),
             timeout: config.install.timeout,
+            max_bytes: config.install.max_bytes,
         }),
         warm: config.warm.clone(),
         // Only OAuth brings several callers.

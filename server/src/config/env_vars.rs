@@ -77,6 +77,7 @@ pub const ENV_VARS: &[&str] = &[
     "PYRUN_ALLOW_SDIST",
     "PYRUN_UV",
     "PYRUN_INSTALL_TIMEOUT",
+    "PYRUN_MAX_INSTALL_MB",
     // Project environments (`PythonEnvArgs`).
     "PYRUN_ALLOW_PYTHON",
     // Python sessions (`SessionArgs`).

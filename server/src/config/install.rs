@@ -9,6 +9,8 @@ use pyrun_run::package_index::PackageIndex;
 
 /// Largest `--install-timeout`: an hour.
 const MAX_INSTALL_TIMEOUT_SECS: u64 = 3600;
+/// Largest `--max-install-mb`: 1 TiB.
+const MAX_INSTALL_MB: u64 = 1 << 20;
 
 /// The flags, as given.
 #[derive(Debug, clap::Args)]
@@ -38,6 +40,14 @@ pub struct InstallArgs {
     /// Seconds one install (making the venv and installing) may take before it is killed.
     #[arg(long, env = "PYRUN_INSTALL_TIMEOUT", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=MAX_INSTALL_TIMEOUT_SECS))]
     pub install_timeout: u64,
+
+    /// The most one install may write, in MB: what it unpacks into the venv, downloads and
+    /// builds in its scratch, and adds to its cache. Wheels whose sizes (as the archive states
+    /// them) pass it are refused before anything is unpacked; an install that writes past it is
+    /// stopped and the venv put back. The default fits numpy, pandas and scikit-learn together
+    /// (about 330 MB).
+    #[arg(long, env = "PYRUN_MAX_INSTALL_MB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=MAX_INSTALL_MB))]
+    pub max_install_mb: u64,
 }
 
 fn parse_index(text: &str) -> Result<PackageIndex, String> {
@@ -54,6 +64,8 @@ pub struct InstallConfig {
     /// uv's real path; `None`: pip.
     pub uv: Option<PathBuf>,
     pub timeout: Duration,
+    /// `--max-install-mb` in bytes.
+    pub max_bytes: u64,
 }
 
 /// Why the install settings cannot be used.
@@ -94,6 +106,7 @@ impl InstallArgs {
             allow_sdist: self.allow_sdist,
             uv,
             timeout: Duration::from_secs(self.install_timeout),
+            max_bytes: self.max_install_mb << 20,
         })
     }
 }
@@ -136,6 +149,7 @@ mod tests {
             allow_sdist: false,
             uv: Some(uv.to_path_buf()),
             install_timeout: 300,
+            max_install_mb: 1024,
         }
     }
 

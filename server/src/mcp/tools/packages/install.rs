@@ -28,7 +28,7 @@ use crate::mcp::call::{with_progress, CallContext};
 use crate::mcp::present::reply::{millis, refusal};
 use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::install::{
-    InstallOutcome, InstallRequest, InstallStep, Installer, Installs, Wanted,
+    InstallOutcome, InstallRequest, InstallStep, Installer, Installs, OverBudget, Wanted,
 };
 use pyrun_run::live_output::{LiveOutput, Stream};
 use pyrun_run::paths::{PathError, ProjectDir, ReadError};
@@ -114,6 +114,11 @@ pub struct InstallReport {
     pub duration_ms: u64,
     /// The isolation layers of the install's sandbox.
     pub sandbox: Vec<String>,
+    /// Whether the install would write, or wrote, more than the server's --max-install-mb.
+    pub over_budget: bool,
+    /// Whether the venv was left as it was before the call (true unless a failed install
+    /// could not put it back: then it may be half-made).
+    pub venv_unchanged_on_failure: bool,
 }
 
 #[tool_router(router = install_router, vis = "pub(in crate::mcp)")]
@@ -195,8 +200,10 @@ impl PyRunServer {
             output_truncated: truncated,
             duration_ms: millis(outcome.duration),
             sandbox: installs.layers().into_iter().map(String::from).collect(),
+            over_budget: outcome.over_budget.is_some(),
+            venv_unchanged_on_failure: !outcome.venv_not_restored,
         };
-        Ok(result(&outcome, report))
+        Ok(result(&outcome, report, installs.max_install_bytes()))
     }
 }
 
@@ -376,7 +383,8 @@ fn nothing_to_install() -> ClientMessage {
 }
 
 /// The result: structured always; a tool error (with the last lines) when the install failed.
-fn result(outcome: &InstallOutcome, report: InstallReport) -> CallToolResult {
+fn result(outcome: &InstallOutcome, report: InstallReport, max_bytes: u64) -> CallToolResult {
+    let mb = |bytes: u64| bytes.div_ceil(1 << 20);
     let mut text = if report.ok && report.synced_lock {
         format!(
             "synced the project's uv.lock ({} packages) into {} with {} in {:.1} s",
@@ -392,6 +400,24 @@ fn result(outcome: &InstallOutcome, report: InstallReport) -> CallToolResult {
             report.venv,
             report.installer,
             outcome.duration.as_secs_f64()
+        )
+    } else if let Some(over) = outcome.over_budget {
+        let why = match over {
+            OverBudget::Stated(bytes) => format!(
+                "its packages unpack to {} MB, more than the server's --max-install-mb ({} MB); \
+                 nothing was unpacked",
+                mb(bytes),
+                mb(max_bytes)
+            ),
+            OverBudget::Written => format!(
+                "it wrote more than the server's --max-install-mb ({} MB) and was stopped",
+                mb(max_bytes)
+            ),
+        };
+        format!(
+            "the install into {} was refused: {why}\nhint: install fewer packages at a time, or \
+             ask the server's operator to raise --max-install-mb (PYRUN_MAX_INSTALL_MB)",
+            report.venv
         )
     } else if report.timed_out {
         format!(
@@ -416,6 +442,14 @@ fn result(outcome: &InstallOutcome, report: InstallReport) -> CallToolResult {
             report.venv, report.installer
         )
     };
+    if !report.ok {
+        text.push_str(if outcome.venv_not_restored {
+            "\nthe venv could NOT be put back as it was: it may be half-made (the server's log \
+             says why)"
+        } else {
+            "\nthe venv is left as it was before the call"
+        });
+    }
     if !report.output_tail.is_empty() {
         text.push_str("\n--- installer output (last lines) ---\n");
         text.push_str(&report.output_tail);
