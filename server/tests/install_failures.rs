@@ -384,3 +384,74 @@ fn allow_sdist_builds_a_local_sdist_and_a_hostile_backend_is_refused_everything_
     let after = listing(&venv);
     assert_eq!(before, after, "{:?}", changes(&before, &after));
 }
+
+/// A `.pth` planted in the venv (by the test, as a run of another folder could): while an
+/// install's snapshot exists and `slow-once` is in the venv, it adds a file and sleeps, so that
+/// the server can be killed in the middle of the install step.
+const SLOW_PTH: &str = "import os, sys, time; p = sys.prefix; \
+    (open(os.path.join(p, 'lib', 'added_by_step'), 'w').write('x'), time.sleep(120)) \
+    if os.path.exists(os.path.join(p, 'slow-once')) \
+    and os.path.exists(os.path.join(p, '.pyrun-install', 'COMPLETE')) else None\n";
+
+#[test]
+fn an_install_step_cut_short_by_a_killed_server_is_undone_by_the_next_install() {
+    let index = index_with_dists("    pass");
+    let (_base, projects) = folder();
+    let args = [
+        "--allow-install",
+        "--uv",
+        "off",
+        "--package-index",
+        &index.url(),
+    ];
+    let mut server = StdioServer::start(&projects, &args);
+    let good = server.call(
+        "install_packages",
+        json!({"project": "app", "packages": ["pyrunalpha"]}),
+    );
+    assert!(!is_error(&good), "{good}");
+    let venv = projects.join("app/.venv");
+    let site = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("site-packages"))
+        .find(|p| p.is_dir())
+        .unwrap();
+    std::fs::write(site.join("zz_slow.pth"), SLOW_PTH).unwrap();
+    std::fs::write(venv.join("slow-once"), "").unwrap();
+    let mut before = listing(&venv);
+    before.remove("slow-once");
+
+    // The install step starts, adds a file, and the server dies under it.
+    server.start_request(
+        "tools/call",
+        json!({"name": "install_packages",
+               "arguments": {"project": "app", "packages": ["pyrunbeta"]}}),
+    );
+    let added = venv.join("lib/added_by_step");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !added.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(added.exists(), "the install step never started");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    drop(server);
+    assert!(venv.join(".pyrun-install/COMPLETE").exists());
+    // Only what the test itself planted goes, so that the next install runs at full speed.
+    std::fs::remove_file(venv.join("slow-once")).unwrap();
+    std::fs::remove_file(venv.join(".pyrun-install/before/slow-once")).unwrap();
+
+    // The next server's first install into the project puts the venv back before its step.
+    let mut server = StdioServer::start(&projects, &args);
+    let again = server.call(
+        "install_packages",
+        json!({"project": "app", "packages": ["pyrunbeta"]}),
+    );
+    assert!(!is_error(&again), "{again}");
+    let after = listing(&venv);
+    assert_eq!(before, after, "{:?}", changes(&before, &after));
+}

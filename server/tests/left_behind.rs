@@ -363,3 +363,64 @@ attempt("package", lambda: write("src/usercustomize/__init__.py", hook))
         );
     }
 }
+
+/// A protected entry that is a link is not bound read-only (a bind would follow it), so a run
+/// may remove it; the inode number it frees is handed out again, and a new link made until one
+/// gets it (then renamed to the old name) has the old link's device and inode. It is still new:
+/// `.venv` pointing at a planted folder would run its `bin/activate` in the user's shell.
+#[test]
+fn a_link_replaced_by_one_with_its_inode_number_does_not_stay() {
+    let body = r##"
+def reuse():
+    ino = os.lstat(".venv").st_ino
+    os.unlink(".venv")
+    for i in range(5000):
+        tmp = "t%d" % i
+        os.symlink("fake", tmp)
+        if os.lstat(tmp).st_ino == ino:
+            os.rename(tmp, ".venv")
+            break
+    for name in os.listdir("."):
+        if name.startswith("t") and os.path.islink(name):
+            os.unlink(name)
+    write("fake/bin/activate", "touch " + MARKER + "\n")
+    if os.lstat(".venv").st_ino != ino:
+        raise OSError(errno.EAGAIN, "no inode reused")
+attempt("reuse", reuse)
+"##;
+    let script = script(body);
+    let files = [
+        ("proj/main.py", "print(1)\n"),
+        ("proj/attack.py", script.as_str()),
+    ];
+    for start in Start::BOTH {
+        for (dir, mut server, uid) in servers_for(start, &files) {
+            let venv = dir.path().join("proj/.venv");
+            std::os::unix::fs::symlink("/nonexistent/venv", &venv).expect("the user's link");
+            if let Some(uid) = uid {
+                std::os::unix::fs::lchown(&venv, Some(uid), Some(uid)).expect("chown -h");
+            }
+            let (_keep, marker) = marker();
+            let marker_arg = marker.to_string_lossy().into_owned();
+            let result = start.run(&mut server, dir.path(), "proj/attack.py", &[&marker_arg]);
+            assert_eq!(attempts(&result)["reuse"], "DONE", "{result}");
+            // The user's shell, activating the project's venv.
+            let _ = Command::new("bash")
+                .args(["-c", ". proj/.venv/bin/activate"])
+                .current_dir(dir.path())
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("bash runs");
+            assert!(
+                !marker.exists(),
+                "the planted activate ran ({start:?}, uid {uid:?}): {result}"
+            );
+            let now = std::fs::read_link(&venv).ok();
+            assert!(
+                now.is_none() || now == Some(PathBuf::from("/nonexistent/venv")),
+                "a planted .venv link stayed ({start:?}, uid {uid:?}): {now:?} {result}"
+            );
+            server.close();
+        }
+    }
+}
