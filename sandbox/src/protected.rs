@@ -652,7 +652,8 @@ fn list(folder: &Folder, stamp: Stamp, rel: &Path, projects: &Path) -> Option<Me
     let mut commondir = false;
     for (name, kind) in folder.entries().ok()? {
         let bytes = name.as_encoded_bytes();
-        if bytes == b"pyvenv.cfg" && kind == Kind::File {
+        // A link too: Python opens the file through it.
+        if bytes == b"pyvenv.cfg" && kind != Kind::Dir {
             memo.venv = true;
         }
         // Any kind: git follows links for each of them.
