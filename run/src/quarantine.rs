@@ -221,7 +221,7 @@ fn move_out(
     id: Option<EntryId>,
     kept: &std::collections::HashSet<EntryId>,
 ) -> io::Result<()> {
-    use rustix::fs::{AtFlags, Mode, OFlags};
+    use rustix::fs::{Mode, OFlags};
     use std::os::fd::AsFd as _;
     let name = rel
         .file_name()
@@ -229,8 +229,7 @@ fn move_out(
     let parent_rel = rel.parent().unwrap_or(Path::new(""));
     let parent = pyrun_sandbox::open_beneath(projects, parent_rel)?;
     // The entry as it is now, on the folder held: the one the walk found, and not the user's.
-    let stat = rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    let now = pyrun_sandbox::entry_id(&stat);
+    let now = pyrun_sandbox::entry_id_at(&parent, name)?;
     if id.is_some_and(|id| id != now) {
         return Err(io::Error::other(
             "it changed since the check found it: left in place",
@@ -397,16 +396,7 @@ fn move_out(
     let from = projects.join(rel);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::symlink_metadata(&from)?;
-        let now = EntryId {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            link_ctime: meta
-                .file_type()
-                .is_symlink()
-                .then_some((meta.ctime(), meta.ctime_nsec())),
-        };
+        let now = pyrun_sandbox::entry_id(&std::fs::symlink_metadata(&from)?);
         if id.is_some_and(|id| id != now) || kept.contains(&now) {
             return Err(io::Error::other(
                 "it changed since the check found it, or is the project's own: left in place",
@@ -549,17 +539,13 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn an_entry_is_moved_only_while_it_is_what_the_walk_found_and_never_the_users_own() {
-        use std::os::unix::fs::MetadataExt;
         let projects = tempfile::tempdir().unwrap();
         let state = tempfile::tempdir().unwrap();
         let root = projects.path();
         let id = |p: &str| {
-            let m = std::fs::symlink_metadata(root.join(p)).unwrap();
-            EntryId {
-                dev: m.dev(),
-                ino: m.ino(),
-                link_ctime: None,
-            }
+            let p = Path::new(p);
+            let parent = std::fs::File::open(root.join(p.parent().unwrap())).unwrap();
+            pyrun_sandbox::entry_id_at(&parent, p.file_name().unwrap()).unwrap()
         };
         std::fs::create_dir_all(root.join("a/sub/.git")).unwrap();
         std::fs::create_dir_all(root.join("a/new/.git")).unwrap();

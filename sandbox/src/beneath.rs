@@ -16,19 +16,17 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-/// An entry's identity: its device and inode, taken before a run and compared after it.
+/// An entry's identity: its device, inode and birth time, taken before a run and compared after
+/// it. The birth time is what tells a planted entry from the user's when the file system gives
+/// a removed entry's inode number to the next one made (ext4 does at once): a run that removes
+/// a protected link (never bound) or, where no view holds them, a protected folder and makes
+/// another at its path gets the same `(dev, ino)` but another birth. `(0, 0)` where the file
+/// system keeps none (then the inode alone).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EntryId {
     pub dev: u64,
     pub ino: u64,
-    /// A symbolic link's ctime (seconds, nanoseconds); `None` for anything else. A link is
-    /// never bound read-only in a run's view (a bind would follow it), so a run may remove the
-    /// user's and make links until one gets the inode number it freed: device and inode alone
-    /// would take that one for the user's. A link's ctime is set when it is made and changes
-    /// only with its link count or owner, never back. (A folder's changes with its entries, so
-    /// it is not part of one's identity; real files and folders are bound read-only and cannot
-    /// be freed.)
-    pub link_ctime: Option<(i64, i64)>,
+    pub born: (i64, u32),
 }
 
 /// An entry's own type (a link is never followed).
@@ -75,7 +73,9 @@ mod imp {
     use std::os::fd::{AsFd, AsRawFd, OwnedFd};
     use std::os::unix::ffi::OsStrExt;
 
-    use rustix::fs::{openat2, AtFlags, FileType, Mode, OFlags, RawDir, ResolveFlags, Stat};
+    use rustix::fs::{
+        openat2, AtFlags, FileType, Mode, OFlags, RawDir, ResolveFlags, Statx, StatxFlags,
+    };
     use rustix::io::Errno;
 
     const RESOLVE: ResolveFlags = ResolveFlags::BENEATH
@@ -105,17 +105,32 @@ mod imp {
         }
     }
 
-    /// The identity `stat` (not following a link) tells.
-    pub fn id_of(stat: &Stat) -> EntryId {
-        let link =
-            rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Symlink;
+    /// What an identity is read from: `statx`, for the birth time `stat` lacks.
+    const ID_MASK: StatxFlags = StatxFlags::BASIC_STATS.union(StatxFlags::BTIME);
+
+    fn id_of(stx: &Statx) -> EntryId {
+        let born = if stx.stx_mask & StatxFlags::BTIME.bits() != 0 {
+            (stx.stx_btime.tv_sec, stx.stx_btime.tv_nsec)
+        } else {
+            (0, 0)
+        };
         EntryId {
-            dev: stat.st_dev,
-            ino: stat.st_ino,
-            // The field's type differs between architectures.
-            #[allow(clippy::unnecessary_cast)]
-            link_ctime: link.then_some((stat.st_ctime as i64, stat.st_ctime_nsec as i64)),
+            dev: rustix::fs::makedev(stx.stx_dev_major, stx.stx_dev_minor),
+            ino: stx.stx_ino,
+            born,
         }
+    }
+
+    /// The identity of entry `name` of folder `dir` (never a link's target).
+    pub fn entry_id_at(dir: impl AsFd, name: &OsStr) -> io::Result<EntryId> {
+        let stx = rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, ID_MASK)?;
+        Ok(id_of(&stx))
+    }
+
+    /// The identity of what `fd` holds (`O_PATH` included).
+    fn fd_id(fd: impl AsFd) -> io::Result<EntryId> {
+        let stx = rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, ID_MASK)?;
+        Ok(id_of(&stx))
     }
 
     /// Gives the folder held by `fd` (any kind of descriptor, `O_PATH` included) its owner's
@@ -153,13 +168,13 @@ mod imp {
                 }
                 Err(Errno::ACCESS) => {
                     let held = open_in(&self.fd, name, PATH).map_err(|_| Closed::Gone)?;
-                    let id = rustix::fs::fstat(&held).ok().map(|s| id_of(&s));
+                    let id = fd_id(&held).ok();
                     if !give_back(&held, WALK_ACCESS).unwrap_or(false) {
                         return Err(Closed::Unlistable(id));
                     }
                     let fd = open_in(&self.fd, name, LIST).map_err(|_| Closed::Unlistable(id))?;
                     // The same folder as the one given access (not one swapped in meanwhile).
-                    let same = rustix::fs::fstat(&fd).ok().map(|s| id_of(&s)) == id;
+                    let same = fd_id(&fd).ok() == id;
                     if !same {
                         return Err(Closed::Unlistable(id));
                     }
@@ -170,17 +185,15 @@ mod imp {
         }
 
         pub(crate) fn stamp(&self) -> io::Result<Stamp> {
-            let stat = rustix::fs::fstat(&self.fd)?;
+            let stx = rustix::fs::statx(&self.fd, "", AtFlags::EMPTY_PATH, ID_MASK)?;
             let mtime = SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::new(
-                u64::try_from(stat.st_mtime).unwrap_or(0),
-                u32::try_from(stat.st_mtime_nsec).unwrap_or(0),
+                u64::try_from(stx.stx_mtime.tv_sec).unwrap_or(0),
+                stx.stx_mtime.tv_nsec,
             ));
             Ok(Stamp {
-                id: Some(id_of(&stat)),
+                id: Some(id_of(&stx)),
                 mtime,
-                // The field's type differs between architectures.
-                #[allow(clippy::unnecessary_cast)]
-                ctime: (stat.st_ctime as i64, stat.st_ctime_nsec as i64),
+                ctime: (stx.stx_ctime.tv_sec, i64::from(stx.stx_ctime.tv_nsec)),
             })
         }
 
@@ -217,9 +230,7 @@ mod imp {
 
         /// The identity of its entry `name` (never a link's target).
         pub(crate) fn id_of(&self, name: &OsStr) -> Option<EntryId> {
-            rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
-                .ok()
-                .map(|s| id_of(&s))
+            entry_id_at(&self.fd, name).ok()
         }
 
         /// The start of its regular file `name` (at most `max` bytes), never through a link.
@@ -276,7 +287,29 @@ mod imp {
 }
 
 #[cfg(target_os = "linux")]
-pub use imp::{give_back, id_of, open_beneath};
+pub use imp::{entry_id_at, give_back, open_beneath};
+
+/// The identity of the entry `meta` describes (taken without following a link); the birth
+/// time where the platform keeps one (macOS, the BSDs).
+#[cfg(all(unix, not(target_os = "linux")))]
+pub fn entry_id(meta: &std::fs::Metadata) -> EntryId {
+    use std::os::unix::fs::MetadataExt;
+    let born = meta
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .map_or((0, 0), |d| {
+            (
+                i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                d.subsec_nanos(),
+            )
+        });
+    EntryId {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        born,
+    }
+}
 
 #[cfg(not(target_os = "linux"))]
 impl Folder {
@@ -310,11 +343,7 @@ impl Folder {
         {
             use std::os::unix::fs::MetadataExt;
             Ok(Stamp {
-                id: Some(EntryId {
-                    dev: meta.dev(),
-                    ino: meta.ino(),
-                    link_ctime: None,
-                }),
+                id: Some(entry_id(&meta)),
                 mtime: meta.modified().ok(),
                 ctime: (meta.ctime(), meta.ctime_nsec()),
             })
@@ -348,16 +377,8 @@ impl Folder {
     pub(crate) fn id_of(&self, name: &OsStr) -> Option<EntryId> {
         #[cfg(unix)]
         {
-            use std::os::unix::fs::MetadataExt;
             let meta = std::fs::symlink_metadata(self.path.join(name)).ok()?;
-            Some(EntryId {
-                dev: meta.dev(),
-                ino: meta.ino(),
-                link_ctime: meta
-                    .file_type()
-                    .is_symlink()
-                    .then_some((meta.ctime(), meta.ctime_nsec())),
-            })
+            Some(entry_id(&meta))
         }
         #[cfg(not(unix))]
         {

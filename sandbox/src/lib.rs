@@ -63,9 +63,11 @@ mod unix_limits;
 #[cfg(windows)]
 mod windows;
 
+#[cfg(all(unix, not(target_os = "linux")))]
+pub use beneath::entry_id;
 pub use beneath::EntryId;
 #[cfg(target_os = "linux")]
-pub use beneath::{give_back, id_of as entry_id, open_beneath};
+pub use beneath::{entry_id_at, give_back, open_beneath};
 pub use error::SandboxError;
 pub use policy::{
     is_protected_name, unix_sockets_given, Grant, MissingLayer, ResourceLimits, RunProject,

@@ -1050,6 +1050,47 @@ mod tests {
         assert!(created(&guard, &scope).contains(&PathBuf::from("a/.env")));
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn a_protected_entry_removed_and_made_again_at_its_path_is_new_even_with_its_inode_number() {
+        // ext4 gives a removed entry's inode number to the next one made: the user's link
+        // `.git` -> their repository, replaced by a link to a planted one, or (where no view
+        // holds it) the user's `.git` folder replaced by a planted one, can have the same
+        // (dev, ino). Its birth time tells them apart.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("a/sub")).unwrap();
+        std::fs::create_dir_all(root.join("a/w/.git")).unwrap();
+        std::os::unix::fs::symlink("../../mine", root.join("a/sub/.git")).unwrap();
+        let guard = ProjectGuard::new(root.to_path_buf(), false, WriteScope::Project);
+        let scope = guard.scope(&RunProject::Folder("a".into()));
+        let ino = |p: &str| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::symlink_metadata(root.join(p)).unwrap().ino()
+        };
+        let (link, folder) = (ino("a/sub/.git"), ino("a/w/.git"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::remove_file(root.join("a/sub/.git")).unwrap();
+        std::os::unix::fs::symlink("../planted", root.join("a/sub/.git")).unwrap();
+        std::fs::remove_dir(root.join("a/w/.git")).unwrap();
+        std::fs::create_dir(root.join("a/w/.git")).unwrap();
+        let reused = ino("a/sub/.git") == link && ino("a/w/.git") == folder;
+        let left: Vec<_> = guard
+            .created(&scope, false)
+            .created
+            .into_iter()
+            .map(|l| (l.path, l.replaced))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                (PathBuf::from("a/sub/.git"), true),
+                (PathBuf::from("a/w/.git"), true)
+            ],
+            "inode numbers reused: {reused}"
+        );
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn a_repository_deeper_than_path_max_is_found() {

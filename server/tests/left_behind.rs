@@ -80,10 +80,29 @@ fn attack(
     folders: &[Vec<String>],
     check: impl Fn(&Path, &Value, &Path),
 ) {
+    attack_with_links(start, body, files, &[], folders, check);
+}
+
+/// [`attack`], the project also holding `links` (path, target) made before the run.
+fn attack_with_links(
+    start: Start,
+    body: &str,
+    files: &[(&str, &str)],
+    links: &[(&str, &str)],
+    folders: &[Vec<String>],
+    check: impl Fn(&Path, &Value, &Path),
+) {
     let script = script(body);
     let mut files = files.to_vec();
     files.push(("proj/attack.py", &script));
     for (dir, mut server, uid) in servers_for(start, &files) {
+        for (path, target) in links {
+            std::os::unix::fs::symlink(target, dir.path().join(path)).expect("a link");
+            if let Some(uid) = uid {
+                std::os::unix::fs::lchown(dir.path().join(path), Some(uid), Some(uid))
+                    .expect("the link given to the server's user");
+            }
+        }
         let (_keep, marker) = marker();
         let marker_arg = marker.to_string_lossy().into_owned();
         let result = start.run(&mut server, dir.path(), "proj/attack.py", &[&marker_arg]);
@@ -267,6 +286,39 @@ attempt("linked", linked)
                 assert_eq!(real, 1, "the user's .git went: {result}");
                 assert!(quarantined(result).contains("proj/hl/.git"), "{result}");
                 assert_ne!(attempts(result)["link_user"], "DONE", "{result}");
+            },
+        );
+    }
+}
+
+#[test]
+fn a_protected_link_replaced_by_a_planted_repository_goes_even_with_its_inode_number() {
+    // The view cannot bind a link read-only, so a run may remove the user's `sub/.git` link;
+    // ext4 gives the planted folder made next at that path the link's inode number, and the
+    // check by (dev, ino) alone took it for the user's.
+    let body = r##"
+attempt("remove", lambda: os.remove("sub/.git"))
+attempt("plant", lambda: plant("sub/.git"))
+"##;
+    for start in Start::BOTH {
+        attack_with_links(
+            start,
+            body,
+            &[
+                ("proj/main.py", "print(1)\n"),
+                ("proj/sub/readme.txt", "mine\n"),
+                ("proj/mine/.git/HEAD", "ref: refs/heads/main\n"),
+                ("proj/mine/.git/config", "[core]\n\tbare = false\n"),
+                ("proj/mine/.git/objects/.keep", ""),
+                ("proj/mine/.git/refs/heads/.keep", ""),
+            ],
+            &[("proj/sub/.git", "../mine/.git")],
+            &[steps("proj/sub")],
+            |root, result, _marker| {
+                assert_eq!(attempts(result)["plant"], "DONE", "{result}");
+                assert!(quarantined(result).contains("proj/sub/.git"), "{result}");
+                let config = std::fs::read_to_string(root.join("proj/mine/.git/config"));
+                assert_eq!(config.ok().as_deref(), Some("[core]\n\tbare = false\n"));
             },
         );
     }
