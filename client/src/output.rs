@@ -167,6 +167,9 @@ impl Output {
             _ => {}
         }
         self.truncation_notes(&report.truncated);
+        for gap in &report.gaps {
+            self.hint(gap);
+        }
         for line in report.hint.iter().flat_map(|hint| hint.lines()) {
             self.hint(line);
         }

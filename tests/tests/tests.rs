@@ -16,6 +16,7 @@ mod client_fastmcp;
 // Signals, /proc and tmux: Linux only, like the Ctrl-C tests of `client_pyrun`.
 #[cfg(target_os = "linux")]
 mod client_first_day;
+mod client_output;
 mod client_pyrun;
 mod conformance;
 mod consent_browser;

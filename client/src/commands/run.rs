@@ -2,12 +2,13 @@
 
 use std::io::Read;
 
-use pyrun_api::{ArtifactInfo, RunStatus, SkippedArtifact};
+use pyrun_api::{ArtifactInfo, OutputCut, RunStatus, SkippedArtifact};
 use rmcp::model::{CallToolResult, JsonObject};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::cli::RunArgs;
+use crate::commands::runs;
 use crate::error::{exit_code, ClientError};
 use crate::live::Printed;
 use crate::session::Session;
@@ -28,6 +29,10 @@ pub struct RunReport {
     /// The server's word on a setting behind the run's failure or cut (`--allow-network`, a
     /// limit), one line each.
     pub hint: Option<String>,
+    /// The streams the result cut to a model's size, with where their whole capture is.
+    pub cuts: Vec<(&'static str, OutputCut)>,
+    /// What the whole capture could not give back: notes for after the output.
+    pub gaps: Vec<String>,
 }
 
 /// The structured `artifacts` and `skipped_artifacts` of a result, for the notes after a run.
@@ -83,6 +88,10 @@ struct Structured {
     signal: Option<Value>,
     #[serde(default)]
     hint: Option<String>,
+    #[serde(default)]
+    stdout_cut: Option<OutputCut>,
+    #[serde(default)]
+    stderr_cut: Option<OutputCut>,
     /// Only in a result handed over to the background (with `status` running or queued).
     run_id: Option<String>,
     status: Option<RunStatus>,
@@ -103,6 +112,8 @@ impl RunReport {
                 artifacts,
                 printed: Printed::default(),
                 hint: None,
+                cuts: vec![],
+                gaps: vec![],
             };
         };
         let truncated = [
@@ -112,6 +123,10 @@ impl RunReport {
         .into_iter()
         .filter_map(|(name, cut)| cut.then_some(name))
         .collect();
+        let cuts = [("stdout", s.stdout_cut), ("stderr", s.stderr_cut)]
+            .into_iter()
+            .filter_map(|(name, cut)| Some((name, cut?)))
+            .collect();
         let going = matches!(s.status, Some(RunStatus::Running | RunStatus::Queued));
         let outcome = match s.run_id {
             Some(run_id) if going => RunOutcome::HandedOver { run_id },
@@ -130,6 +145,8 @@ impl RunReport {
             artifacts,
             printed: Printed::default(),
             hint: s.hint.filter(|h| !h.trim().is_empty()),
+            cuts,
+            gaps: vec![],
         }
     }
 
@@ -172,7 +189,106 @@ pub async fn execute(
     if report.outcome == RunOutcome::Unstructured && report.result.is_error == Some(true) {
         return Err(ClientError::tool_failed(TOOL, &report.result));
     }
+    if live {
+        complete(session, &mut report).await;
+    }
     Ok(report)
+}
+
+/// Puts back what the result cut from its streams (it is sized for a model: the head and the
+/// tail of each) from the run's whole capture, which the server keeps under the cut's run id.
+/// Past the server's `--max-output-bytes` only the tail was kept: that gap is noted instead.
+/// A stream that cannot be completed keeps the result's text, and says why.
+async fn complete(session: &Session, report: &mut RunReport) {
+    let RunOutcome::Finished { stdout, stderr, .. } = &mut report.outcome else {
+        return;
+    };
+    for (name, cut) in std::mem::take(&mut report.cuts) {
+        let shown = if name == "stdout" {
+            &mut *stdout
+        } else {
+            &mut *stderr
+        };
+        match whole_stream(session, name, &cut, shown).await {
+            Ok(whole) => {
+                *shown = whole.text;
+                report.truncated.retain(|stream| *stream != name);
+                if whole.dropped > 0 {
+                    report.gaps.push(format!(
+                        "the server dropped {} bytes of the script's {name}: it kept the first {} \
+                         (--max-output-bytes) and the last {} of {} bytes, printed above",
+                        whole.dropped, cut.captured_bytes, whole.tail_bytes, cut.total_bytes
+                    ));
+                }
+            }
+            Err(why) => report.gaps.push(format!(
+                "the result showed only the head and tail of the script's {name}, and its \
+                 whole capture could not be read: {why}"
+            )),
+        }
+    }
+}
+
+/// A stream put back whole, but for what the server dropped.
+struct Whole {
+    text: String,
+    dropped: u64,
+    tail_bytes: u64,
+}
+
+async fn whole_stream(
+    session: &Session,
+    name: &str,
+    cut: &OutputCut,
+    shown: &str,
+) -> Result<Whole, ClientError> {
+    let run_id = cut.run_id.as_deref().ok_or_else(|| {
+        ClientError::Protocol("the server could not keep it (its run list is full)".into())
+    })?;
+    let mut text =
+        runs::read_capture(session, run_id, name == "stdout", cut.captured_bytes).await?;
+    if cut.captured_bytes >= cut.total_bytes {
+        return Ok(Whole {
+            text,
+            dropped: 0,
+            tail_bytes: 0,
+        });
+    }
+    // Past the capture the server counted bytes and kept only the last ones: the result's tail.
+    let tail_bytes = cut
+        .total_bytes
+        .saturating_sub(cut.head_bytes.saturating_add(cut.omitted_bytes));
+    let tail_start = cut.total_bytes - tail_bytes;
+    let tail = result_tail(shown, name, cut)
+        .ok_or_else(|| ClientError::Protocol("the result's cut line was not found".into()))?;
+    if tail_start < cut.captured_bytes {
+        // The tail begins inside the capture: keep the capture up to it (its text is its bytes
+        // unless it held invalid UTF-8 or named the host's folders).
+        let keep = usize::try_from(tail_start).unwrap_or(usize::MAX);
+        if text.len() as u64 != cut.captured_bytes || !text.is_char_boundary(keep) {
+            return Err(ClientError::Protocol(
+                "its tail overlaps its capture at a place the client cannot find".into(),
+            ));
+        }
+        text.truncate(keep);
+    }
+    text.push_str(tail);
+    Ok(Whole {
+        text,
+        dropped: tail_start.saturating_sub(cut.captured_bytes),
+        tail_bytes,
+    })
+}
+
+/// The tail a cut result shows: what follows the line the server put between head and tail.
+fn result_tail<'a>(shown: &'a str, name: &str, cut: &OutputCut) -> Option<&'a str> {
+    let line = format!(
+        "[... {} bytes ({} lines) of {name} cut here:",
+        cut.omitted_bytes, cut.omitted_lines
+    );
+    let start = shown.find(&line)?;
+    let end = shown[start..].find('\n')? + start + 1;
+    Some(&shown[end..])
 }
 
 /// `run`'s flags as `run_python` (and `start_python`) arguments.
@@ -353,6 +469,18 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn the_tail_of_a_cut_result_follows_its_cut_line() {
+        let cut: OutputCut =
+            serde_json::from_value(json!({"omitted_bytes": 70, "omitted_lines": 7,
+            "total_bytes": 100, "captured_bytes": 50, "head_bytes": 20}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let shown = "head [... 1 bytes (1 lines) of stdout cut here: not ours]\n\
+                     [... 70 bytes (7 lines) of stdout cut here: more]\nlast\nend";
+        assert_eq!(result_tail(shown, "stdout", &cut), Some("last\nend"));
+        assert_eq!(result_tail(shown, "stderr", &cut), None);
     }
 
     #[test]

@@ -257,6 +257,45 @@ fn next_read(page: &RunState, asked: (u64, u64), follow: bool) -> Result<Option<
     })
 }
 
+/// The whole capture of one stream of a kept run, from its start up to `len` bytes, read in
+/// `get_run` pages as the server presents them (stderr without the host's folders, as its live
+/// chunks and results are): what completes a waited run's result that was cut for a model.
+pub async fn read_capture(
+    session: &Session,
+    run_id: &str,
+    stdout: bool,
+    len: u64,
+) -> Result<String, ClientError> {
+    let (mine, other) = if stdout {
+        ("stdout_offset", "stderr_offset")
+    } else {
+        ("stderr_offset", "stdout_offset")
+    };
+    let mut text = String::new();
+    let mut offset = 0u64;
+    while offset < len {
+        let mut arguments = JsonObject::new();
+        arguments.insert("run_id".into(), json!(run_id));
+        arguments.insert(mine.into(), json!(offset));
+        // Past its end: the other stream sends nothing.
+        arguments.insert(other.into(), json!(u64::MAX));
+        let state = RunState::from_result(GET, &call(session, GET, arguments).await?)?;
+        let (page, next) = if stdout {
+            (state.stdout, state.next_stdout_offset)
+        } else {
+            (state.stderr, state.next_stderr_offset)
+        };
+        if next <= offset {
+            return Err(ClientError::Protocol(format!(
+                "`{GET}` stopped at byte {offset} of {len} of run {run_id}'s capture"
+            )));
+        }
+        text.push_str(&page);
+        offset = next;
+    }
+    Ok(text)
+}
+
 /// A tool call whose `isError` result becomes the error (e.g. an unknown run id).
 async fn call(
     session: &Session,
