@@ -1,7 +1,8 @@
 //! `install_packages` when an install goes wrong, through the real binary over stdio, hermetic
 //! (the harness's loopback [`PackageIndex`], plus wheels and sdists each test builds): a wheel
 //! of 3 GiB of zeros (a few MB deflated), a wheel refused for a path leaving the venv, and a set
-//! of small files over `--max-install-mb` each leave the project's `.venv` exactly as it was
+//! of small files over `--max-install-mb` (also in a wheel whose end record lies about its
+//! entries) each leave the project's `.venv` exactly as it was
 //! (paths and sizes compared); `--allow-sdist` builds a local sdist; a hostile build backend
 //! reads no host file, reaches no other port, writes nothing outside its scratch (the host is
 //! checked afterwards), and one that writes past the budget is stopped.
@@ -51,6 +52,15 @@ wheel("pyrunescape", [("pyrunescape/__init__.py", "X = 1\n"),
                       ("../../../../escaped.txt", "escaped\n")])
 wheel("pyrunmany", [("pyrunmany/__init__.py", "X = 1\n")]
       + [(f"pyrunmany/f{i}.bin", 1 << 20) for i in range(120)])
+wheel("pyrunlying", [("pyrunlying/__init__.py", "X = 1\n")]
+      + [(f"pyrunlying/f{i}.bin", 1 << 20) for i in range(120)])
+# Its end record lies: no entries. Python's zipfile (pip) reads every entry anyway (it walks
+# the directory's stated size, found just before the end record).
+path = os.path.join(out, "pyrunlying-1.0-py3-none-any.whl")
+data = bytearray(open(path, "rb").read())
+end = data.rfind(b"PK\x05\x06")
+data[end + 8:end + 12] = bytes(4)
+open(path, "wb").write(bytes(data))
 
 BACKEND = '''
 import json, os, socket, zipfile
@@ -262,6 +272,22 @@ fn failed_installs_leave_the_venv_exactly_as_it_was() {
         before,
         after,
         "the set over budget changed the venv: {:?}",
+        changes(&before, &after)
+    );
+
+    // The same set in a wheel whose end record says it holds nothing: pip unpacks it within
+    // one look of the watchdog, so the step's end is looked at too.
+    let lying = server.call(
+        "install_packages",
+        json!({"project": "app", "packages": ["pyrunlying"]}),
+    );
+    assert!(is_error(&lying), "{lying}");
+    assert!(text(&lying).contains("--max-install-mb"), "{lying}");
+    let after = listing(&venv);
+    assert_eq!(
+        before,
+        after,
+        "the lying wheel changed the venv: {:?}",
         changes(&before, &after)
     );
 
