@@ -726,7 +726,12 @@ struct Sweep {
 
 impl Sweep {
     async fn run(self) -> Vec<Quarantined> {
-        let Some(quarantine) = self.quarantine else {
+        self.check().await
+    }
+
+    /// What the run created so far, moved out (a run held still, or dead).
+    async fn check(&self) -> Vec<Quarantined> {
+        let Some(quarantine) = self.quarantine.clone() else {
             return Vec::new();
         };
         // A walk through the sandbox's watched memo of the writable part (a lookup per folder,
@@ -772,6 +777,27 @@ impl ResidentRun {
     /// grace).
     pub fn interrupt(&self) {
         self.process.interrupt();
+    }
+
+    /// Holds it still between two uses (a session between execs): every process of it stopped
+    /// (Linux; see `warm/hold.rs`), so that no thread or process the code left running plants
+    /// anything while nobody looks; then what it created with a protected name so far is moved
+    /// to the quarantine and returned. An error when it would not hold still (the owner ends
+    /// it). Elsewhere nothing stops it: only the check runs.
+    pub async fn hold(&mut self) -> std::io::Result<Vec<Quarantined>> {
+        #[cfg(target_os = "linux")]
+        crate::warm::hold::stop(&mut self.process.child).await?;
+        Ok(match &self.sweep {
+            Some(sweep) => sweep.check().await,
+            None => Vec::new(),
+        })
+    }
+
+    /// Lets a held run go on (its owner uses it again).
+    pub fn resume(&mut self) -> std::io::Result<()> {
+        #[cfg(target_os = "linux")]
+        crate::warm::hold::resume(&mut self.process.child)?;
+        Ok(())
     }
 
     /// Kills the whole process tree and reaps the child (bounded), then moves what it created

@@ -105,12 +105,23 @@ pub const PROTECTED_NAMES: &[&str] = &[
 /// ran. Any form Python imports counts: `name.py`, `name.pyc`, `name.*.so`, a `name/` package.
 const STARTUP_MODULES: [&[u8]; 2] = [b"sitecustomize", b"usercustomize"];
 
+/// Compiled modules Python imports from any folder on its path, before a `.py` of the same name
+/// (extension modules: `name.so`, `name.cpython-311-x86_64-linux-gnu.so`, `name.pyd`) or where
+/// there is none (a `name.pyc` beside no source): a planted `json.pyc` in a project runs for the
+/// user's `python3 main.py` that imports `json`, and `*.pyc` hides in every Python `.gitignore`.
+/// Python 3 itself writes `.pyc` files only into `__pycache__`.
+const COMPILED_MODULES: [&[u8]; 3] = [b".pyc", b".so", b".pyd"];
+
 /// Whether an entry of the projects folder named `name` is protected by its name alone: one of
-/// [`PROTECTED_NAMES`], `.env` and its variants (`.env.local`...), or a `sitecustomize` or
+/// [`PROTECTED_NAMES`], `.env` and its variants (`.env.local`...), a compiled module (`*.pyc`,
+/// `*.so`, `*.pyd`, see [`COMPILED_MODULES`]), or a `sitecustomize` or
 /// `usercustomize` module in any form (`sitecustomize.py`, `.pyc`, `.so`, a package folder).
 pub fn is_protected_name(name: &[u8]) -> bool {
     PROTECTED_NAMES.iter().any(|n| n.as_bytes() == name)
         || name.starts_with(b".env")
+        || COMPILED_MODULES
+            .iter()
+            .any(|suffix| name.len() > suffix.len() && name.ends_with(suffix))
         || STARTUP_MODULES.iter().any(|module| {
             name.strip_prefix(*module)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"."))
@@ -392,6 +403,23 @@ mod tests {
             "x.pth",
             "setup.py",
         ] {
+            assert!(!super::is_protected_name(name.as_bytes()), "{name}");
+        }
+    }
+
+    #[test]
+    fn compiled_modules_python_would_import_before_or_without_a_source_are_protected() {
+        for name in [
+            "json.pyc",
+            "pytest.pyc",
+            "utils.so",
+            "utils.cpython-311-x86_64-linux-gnu.so",
+            "utils.abi3.so",
+            "utils.pyd",
+        ] {
+            assert!(super::is_protected_name(name.as_bytes()), "{name}");
+        }
+        for name in [".pyc", ".so", "libfoo.so.1", "notes.pyc.txt", "main.py"] {
             assert!(!super::is_protected_name(name.as_bytes()), "{name}");
         }
     }

@@ -725,6 +725,9 @@ mod watch {
 
     use super::Memo;
 
+    /// The most folders one server watches (a project of 10,000 files has a few hundred).
+    pub(super) const MAX_WATCHES: usize = 4096;
+
     #[derive(Debug)]
     pub(super) struct Watches {
         fd: OwnedFd,
@@ -750,6 +753,12 @@ mod watch {
         /// Watches the folder `call` names (its descriptor's `/proc/self/fd` path: the very
         /// folder, however deep, never a link's target), memoized at `rel`; false when it
         /// cannot be.
+        /// How many folders are watched.
+        #[cfg(test)]
+        pub(super) fn count(&self) -> usize {
+            self.dirs.len()
+        }
+
         pub(super) fn watch(&mut self, call: &Path, rel: &Path) -> bool {
             // No DONT_FOLLOW: the magic link is what names the folder held.
             let flags = WatchFlags::CREATE
@@ -760,6 +769,12 @@ mod watch {
                 | WatchFlags::MOVE_SELF
                 | WatchFlags::ONLYDIR
                 | WatchFlags::EXCL_UNLINK;
+            // A cap: watches count against the server's user's host-wide limit
+            // (`max_user_watches`), and a run can make folders by the ten thousand; past it a
+            // folder is memoized by its stamp instead (one `stat` a walk).
+            if self.dirs.len() >= MAX_WATCHES {
+                return false;
+            }
             match inotify::add_watch(&self.fd, call, flags) {
                 Ok(wd) => {
                     self.dirs.insert(wd, rel.to_path_buf());
@@ -1089,6 +1104,27 @@ mod tests {
             ],
             "inode numbers reused: {reused}"
         );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn folders_past_the_watch_cap_are_still_looked_at_without_a_watch() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let many = watch::MAX_WATCHES + 200;
+        for n in 0..many {
+            std::fs::create_dir_all(root.join(format!("a/d{n}"))).unwrap();
+        }
+        let guard = ProjectGuard::new(root.to_path_buf(), false, WriteScope::Project);
+        let scope = guard.scope(&RunProject::Folder("a".into()));
+        let watched = |g: &ProjectGuard| g.memo.lock().unwrap().watches.as_ref().map(|w| w.count());
+        assert_eq!(watched(&guard), Some(watch::MAX_WATCHES));
+        // A protected name made in every folder, watched or not, is found.
+        for n in 0..many {
+            std::fs::create_dir(root.join(format!("a/d{n}/.git"))).unwrap();
+        }
+        assert_eq!(created(&guard, &scope).len(), many);
+        assert_eq!(watched(&guard), Some(watch::MAX_WATCHES));
     }
 
     #[cfg(target_os = "linux")]

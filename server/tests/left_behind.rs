@@ -364,6 +364,54 @@ attempt("package", lambda: write("src/usercustomize/__init__.py", hook))
     }
 }
 
+/// A compiled module beside no source (`json.pyc`) or an extension module (`*.so`) in a folder on
+/// the path is imported by the user's own Python before the standard library's or the project's
+/// `.py` of that name; `*.pyc` hides in every Python `.gitignore`.
+#[test]
+fn a_compiled_module_planted_in_the_project_does_not_stay() {
+    let body = r##"
+import importlib.util, marshal
+print("exe", sys.executable)
+hook = "open(" + repr(MARKER) + ", 'w').write('ran')\n"
+def pyc(name):
+    code = compile(hook, name + ".py", "exec")
+    head = importlib.util.MAGIC_NUMBER + bytes(12)
+    with open(name + ".pyc", "wb") as f:
+        f.write(head + marshal.dumps(code))
+attempt("pyc", lambda: pyc("json"))
+attempt("so", lambda: write("helper.so", "not an ELF"))
+"##;
+    for start in Start::BOTH {
+        attack(
+            start,
+            body,
+            &[("proj/main.py", "import json\nprint(json.dumps(1))\n")],
+            &[],
+            |root, result, marker| {
+                assert_eq!(attempts(result)["pyc"], "DONE", "{result}");
+                // The interpreter the run had (the planted bytecode is for its version), as the
+                // user would start the project's script on the host.
+                let stdout = result["structuredContent"]["stdout"].as_str().unwrap_or("");
+                let exe = stdout
+                    .lines()
+                    .find_map(|l| l.strip_prefix("exe "))
+                    .unwrap_or_else(|| panic!("no interpreter in {result}"));
+                let python = Command::new(exe)
+                    .arg("main.py")
+                    .current_dir(root.join("proj"))
+                    .output()
+                    .expect("the interpreter runs");
+                assert!(!marker.exists(), "the host's python ran it: {result}");
+                assert!(python.status.success(), "{python:?}");
+                let said = quarantined(result);
+                for name in ["proj/json.pyc", "proj/helper.so"] {
+                    assert!(said.contains(name), "{name} not reported: {result}");
+                }
+            },
+        );
+    }
+}
+
 /// A protected entry that is a link is not bound read-only (a bind would follow it), so a run
 /// may remove it; the inode number it frees is handed out again, and a new link made until one
 /// gets it (then renamed to the old name) has the old link's device and inode. It is still new:

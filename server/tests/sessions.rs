@@ -269,7 +269,8 @@ fn a_dead_interpreter_says_so_and_leaves_nothing() {
         "{listed}"
     );
 
-    // An interpreter that dies between execs: the next exec says so.
+    // An interpreter that dies while an exec runs, by a thread an earlier exec started (held
+    // still between execs, it goes on with the next one): that exec says so.
     let id = start(&mut server, json!({}));
     report(
         &mut server,
@@ -277,7 +278,7 @@ fn a_dead_interpreter_says_so_and_leaves_nothing() {
         "import os, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os._exit(1))).start()",
     );
     std::thread::sleep(Duration::from_millis(800));
-    let reply = exec(&mut server, &id, "1");
+    let reply = exec(&mut server, &id, "import time\ntime.sleep(2)");
     assert_eq!(reply["isError"], true, "{reply}");
     assert!(text(&reply).contains("has ended"), "{reply}");
     assert!(gone_within(&id, Duration::from_secs(5)));
@@ -397,13 +398,15 @@ fn a_memory_bomb_and_a_fork_bomb_end_clearly_and_the_server_serves_on() {
     assert_eq!(forks["isError"], false, "{forks}");
     let error = forks["structuredContent"]["error"].as_str().unwrap_or("");
     assert!(error.contains("BlockingIOError"), "{forks}");
+    // (Held still between execs, the children end while the session's next execs run.)
     assert!(
-        holds_within(Duration::from_secs(10), || processes_carrying(&id).len()
-            == 1),
+        holds_within(Duration::from_secs(10), || {
+            assert_eq!(report(&mut server, &id, "'alive'")["result"], "'alive'");
+            processes_carrying(&id).len() == 1
+        }),
         "left: {:?}",
         processes_carrying(&id)
     );
-    assert_eq!(report(&mut server, &id, "'alive'")["result"], "'alive'");
     server.call("session_stop", json!({"session_id": id}));
     assert!(
         gone_within(&id, Duration::from_secs(10)),
@@ -762,4 +765,81 @@ fn a_cancelled_exec_is_interrupted_and_the_session_lives_on() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// The host's own `git status` in `dir` (any repository trusted, none above `stop` looked for).
+fn host_git_status(dir: &std::path::Path, stop: &std::path::Path) {
+    let _ = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "status"])
+        .current_dir(dir)
+        .env("GIT_CEILING_DIRECTORIES", stop)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .stdin(std::process::Stdio::null())
+        .output();
+}
+
+/// A session's code may plant a repository the user's own `git` would run (a `core.fsmonitor`),
+/// and start a thread that plants it again whenever it is gone: each exec's end moves what the
+/// session made to the quarantine (and says so), and between execs the session is held still,
+/// so nothing it left running plants anything while nobody looks.
+#[test]
+fn what_a_session_plants_goes_after_each_exec_and_nothing_it_left_running_plants_between() {
+    let (base, projects) = folder();
+    let marker = base.path().join("ran");
+    let mut server = StdioServer::start(&projects, ALLOW);
+    let id = start(&mut server, json!({"project": "pkg"}));
+    let code = format!(
+        r#"
+import os, threading, time
+CONFIG = "[core]\n\tbare = false\n\tfsmonitor = touch {marker}; echo\n"
+def plant(at):
+    os.makedirs(at + "/objects", exist_ok=True)
+    os.makedirs(at + "/refs/heads", exist_ok=True)
+    with open(at + "/config", "w") as f: f.write(CONFIG)
+    with open(at + "/HEAD", "w") as f: f.write("ref: refs/heads/main\n")
+plant("sub/.git")
+def again():
+    while True:
+        try:
+            plant("later/.git")
+        except OSError:
+            pass
+        time.sleep(0.02)
+threading.Thread(target=again, daemon=True).start()
+time.sleep(0.2)
+"#,
+        marker = marker.display()
+    );
+    let reply = exec(&mut server, &id, &code);
+    assert_eq!(reply["isError"], false, "{reply}");
+    let said = reply["structuredContent"]["quarantined"].to_string();
+    for planted in ["pkg/sub/.git", "pkg/later/.git"] {
+        assert!(said.contains(planted), "{planted} not moved: {reply}");
+    }
+    assert!(text(&reply).contains("quarantine"), "{reply}");
+    // Between execs: held still, the thread plants nothing.
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(
+        !projects.join("pkg/later/.git").exists() && !projects.join("pkg/sub/.git").exists(),
+        "a session planted between execs"
+    );
+    for dir in ["pkg/sub", "pkg/later"] {
+        let dir = projects.join(dir);
+        if dir.is_dir() {
+            host_git_status(&dir, &projects);
+        }
+    }
+    assert!(
+        !marker.exists(),
+        "the host's git ran what the session planted"
+    );
+    // The next exec lets it go on: the thread plants again, and that goes after the exec.
+    let out = report(&mut server, &id, "time.sleep(0.2)");
+    assert!(
+        out["quarantined"].to_string().contains("pkg/later/.git"),
+        "{out}"
+    );
+    assert!(!projects.join("pkg/later/.git").exists());
+    assert_eq!(report(&mut server, &id, "1 + 1")["result"], "2");
 }

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::frame::{read_frame, write_frame};
 use super::raw_output::RawOutput;
+use crate::quarantine::Quarantined;
 use crate::runner::{PipeReader, PipeWriter, ResidentRun};
 
 /// How long an interrupted exec has to reply before its session is killed.
@@ -62,6 +63,9 @@ pub struct ExecOutcome {
     /// The time limit interrupted it.
     pub timed_out: bool,
     pub duration: Duration,
+    /// What the session created with a protected name so far, moved to the quarantine once
+    /// the exec was over (and the session held still).
+    pub quarantined: Vec<Quarantined>,
 }
 
 /// Why an exec has no outcome. The session is over in every case.
@@ -140,6 +144,50 @@ impl Interpreter {
         }
     }
 
+    /// Holds the interpreter still until the next exec (nothing it left running gets the CPU
+    /// meanwhile, so nothing plants a protected name while nobody looks) and moves out what it
+    /// created with one. A session that would not hold still is closed.
+    pub async fn hold(&self) -> Result<Vec<Quarantined>, ExecError> {
+        let run = self
+            .run
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let Some(mut run) = run else {
+            return Err(ExecError::Ended);
+        };
+        let held = run.hold().await;
+        {
+            let mut slot = self
+                .run
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Closed meanwhile: `close` found no run to kill; this one is killed below.
+            if !self.has_ended() && held.is_ok() {
+                *slot = Some(run);
+                return held.map_err(|_| ExecError::Ended);
+            }
+        }
+        if let Err(e) = &held {
+            tracing::warn!("a session's processes would not hold still between execs: {e}");
+        }
+        self.ended.store(true, Ordering::Relaxed);
+        run.kill().await;
+        Err(ExecError::Ended)
+    }
+
+    /// Lets a held interpreter go on, for an exec.
+    fn resume(&self) -> Result<(), ExecError> {
+        let mut run = self
+            .run
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match run.as_mut() {
+            Some(run) => run.resume().map_err(|_| ExecError::Ended),
+            None => Err(ExecError::Ended),
+        }
+    }
+
     fn interrupt(&self) {
         if let Some(run) = self
             .run
@@ -206,6 +254,7 @@ impl Interpreter {
             marker: &marker,
         };
         let body = serde_json::to_vec(&request).map_err(|_| ExecError::Ended)?;
+        self.resume()?;
         let started = Instant::now();
         // The driver reads only between execs, and it is between execs now: a write that does
         // not go through in the time limit means a driver gone astray.
@@ -242,6 +291,7 @@ impl Interpreter {
             })
             .ok_or(ExecError::Ended)?;
         let (raw, raw_cut) = self.raw.finish(MARKER_WAIT).await;
+        let quarantined = self.hold().await?;
         let mut stderr = reply.stderr;
         stderr.push_str(&String::from_utf8_lossy(&raw));
         let stderr_cut = cut_to(&mut stderr, self.max_output);
@@ -262,6 +312,7 @@ impl Interpreter {
             error: capped(reply.error),
             timed_out,
             duration,
+            quarantined,
         })
     }
 }

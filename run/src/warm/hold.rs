@@ -36,10 +36,12 @@ use super::super::launch::Spawned;
 const SETTLE: Duration = Duration::from_secs(2);
 /// The pause between two looks while the stop settles.
 const LOOK_EVERY: Duration = Duration::from_millis(2);
+/// Looks taken at once, before the first pause.
+const QUICK_LOOKS: usize = 8;
 
 /// Stops the spare `child` and waits until every thread of it is stopped; an error when it did
 /// not settle within [`SETTLE`] (the caller drops the spare) or is gone.
-pub(super) async fn stop(child: &mut Spawned) -> io::Result<()> {
+pub(crate) async fn stop(child: &mut Spawned) -> io::Result<()> {
     let began = std::time::Instant::now();
     loop {
         let group = group_of(child)?;
@@ -48,6 +50,15 @@ pub(super) async fn stop(child: &mut Spawned) -> io::Result<()> {
         if init {
             // Pid 1 watches the lifeline; it forwards no SIGCONT to the interpreter.
             kill_process(group, Signal::CONT)?;
+        }
+        // First looks at once (a thread waiting in the kernel, as an idle driver in `read`,
+        // stops within microseconds of its wake-up; a session pays this after every exec), then
+        // every `LOOK_EVERY`.
+        for _ in 0..QUICK_LOOKS {
+            tokio::task::yield_now().await;
+            if still_held(child) {
+                return Ok(());
+            }
         }
         tokio::time::sleep(LOOK_EVERY).await;
         if still_held(child) {
@@ -60,7 +71,7 @@ pub(super) async fn stop(child: &mut Spawned) -> io::Result<()> {
 }
 
 /// Continues every process of the spare (a run takes it).
-pub(super) fn resume(child: &mut Spawned) -> io::Result<()> {
+pub(crate) fn resume(child: &mut Spawned) -> io::Result<()> {
     kill_process_group(group_of(child)?, Signal::CONT)?;
     Ok(())
 }

@@ -21,7 +21,7 @@
 //! Residual differences from a cold run are listed in `docs/runs.md` ("Warm runs").
 
 #[cfg(target_os = "linux")]
-mod hold;
+pub(crate) mod hold;
 #[cfg(target_os = "linux")]
 mod key;
 #[cfg(target_os = "linux")]

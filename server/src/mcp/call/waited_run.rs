@@ -18,6 +18,7 @@ use crate::mcp::call::{python_info, with_progress, CallContext, Progress};
 use crate::mcp::present::artifact_blocks::{self, Presented};
 use crate::mcp::present::live_chunks::ChunkCursor;
 use crate::mcp::present::output_cut;
+use crate::mcp::present::quarantine_note::quarantine_note;
 use crate::mcp::present::reply::{
     fmt_secs, millis, push_section, refusal, to_array, truncation_note,
 };
@@ -26,7 +27,7 @@ use pyrun_run::background::{RunEnd, RunRecord};
 use pyrun_run::engine::Engine;
 use pyrun_run::live_output::{LiveOutput, Stream};
 use pyrun_run::paths::ProjectPath;
-use pyrun_run::quarantine::{moved_paths, Quarantined};
+use pyrun_run::quarantine::moved_paths;
 use pyrun_run::runner::{RunOutcome, RunRequest, RunSource};
 
 pub use pyrun_api::RunReport;
@@ -349,47 +350,13 @@ fn render_text(outcome: &RunOutcome, timeout: Duration, cut: (bool, bool)) -> St
     if let Some(note) = truncation_note(truncated.0, truncated.1) {
         push_section(&mut text, &note);
     }
-    if let Some(note) = quarantine_note(&outcome.quarantined) {
+    if let Some(note) = quarantine_note(&outcome.quarantined, "run") {
         push_section(&mut text, &note);
     }
     if text.is_empty() {
         text.push_str("(no output)");
     }
     text
-}
-
-/// The lines naming the protected names a run created, moved out or not, and what else the
-/// check after it has to say (a folder it could not list, a protected entry the run moved).
-fn quarantine_note(quarantined: &[Quarantined]) -> Option<String> {
-    let names = |moved: bool| {
-        quarantined
-            .iter()
-            .filter(|q| q.moved == moved && (moved || q.note.is_none()))
-            .map(|q| match (&q.note, moved) {
-                (Some(note), true) => format!("{} ({note})", q.path),
-                _ => q.path.clone(),
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let (moved, stayed) = (names(true), names(false));
-    let mut notes = Vec::new();
-    if !moved.is_empty() {
-        notes.push(format!(
-            "[Protected names the run created were moved to the server's quarantine: {moved}]"
-        ));
-    }
-    if !stayed.is_empty() {
-        notes.push(format!(
-            "[Protected names the run created could not be moved away: {stayed}]"
-        ));
-    }
-    for q in quarantined.iter().filter(|q| !q.moved) {
-        if let Some(note) = &q.note {
-            notes.push(format!("[{}: {note}]", q.path));
-        }
-    }
-    (!notes.is_empty()).then(|| notes.join("\n"))
 }
 
 #[cfg(test)]

@@ -23,11 +23,13 @@ use crate::app::App;
 use crate::client_message::ClientMessage;
 use crate::mcp::call::arguments::{check_code, effective_timeout};
 use crate::mcp::call::{optional_project, project_env, CallContext};
+use crate::mcp::present::quarantine_note::quarantine_note;
 use crate::mcp::present::reply::{
     fmt_secs, listing, millis, push_section, refusal, rfc3339, structured, truncation_note,
 };
 use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::engine::placement::RunMode;
+use pyrun_run::quarantine::moved_paths;
 use pyrun_run::session::{ExecError, ExecOutcome, Session, SessionError, INTERRUPT_GRACE};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -89,6 +91,9 @@ pub struct ExecReport {
     pub stderr_truncated: bool,
     /// Wall time of the exec in milliseconds.
     pub duration_ms: u64,
+    /// Protected names (a `.git`, a `__pycache__`, `.env`...) the session created in the
+    /// projects folder, moved to the server's quarantine after the exec (relative paths).
+    pub quarantined: Vec<String>,
 }
 
 /// One line of `list_sessions`.
@@ -373,8 +378,12 @@ fn exec_result(app: &App, outcome: ExecOutcome, timeout: Duration) -> CallToolRe
         stdout_truncated: outcome.stdout_truncated,
         stderr_truncated: outcome.stderr_truncated,
         duration_ms: millis(outcome.duration),
+        quarantined: moved_paths(&outcome.quarantined),
     };
-    let text = render_exec(&report, timeout);
+    let mut text = render_exec(&report, timeout);
+    if let Some(note) = quarantine_note(&outcome.quarantined, "session") {
+        push_section(&mut text, &note);
+    }
     structured(text, &report)
 }
 
@@ -434,6 +443,7 @@ mod tests {
             stdout_truncated: true,
             stderr_truncated: false,
             duration_ms: 1,
+            quarantined: Vec::new(),
         };
         assert_eq!(
             render_exec(&report, Duration::from_secs(30)),
