@@ -50,6 +50,12 @@ wheel("pyrunbomb", [("pyrunbomb/__init__.py", "X = 1\n"), ("pyrunbomb/zeros.bin"
 wheel("pyrunescape", [("pyrunescape/__init__.py", "X = 1\n"),
                       ("pyrunescape/data.txt", "x" * 1000),
                       ("../../../../escaped.txt", "escaped\n")])
+# Files of the venv's root (the wheel's data scheme) aimed at the install's own snapshot: a file
+# put back with the venv, a forged marker, and a folder where a finished snapshot goes.
+wheel("pyrunsnap", [("pyrunsnap/__init__.py", "X = 1\n"),
+                    ("pyrunsnap-1.0.data/data/.pyrun-install/before/planted.txt", "planted\n"),
+                    ("pyrunsnap-1.0.data/data/.pyrun-install/MOVED", ""),
+                    ("pyrunsnap-1.0.data/data/.pyrun-discard/x", "x\n")])
 wheel("pyrunmany", [("pyrunmany/__init__.py", "X = 1\n")]
       + [(f"pyrunmany/f{i}.bin", 1 << 20) for i in range(120)])
 wheel("pyrunlying", [("pyrunlying/__init__.py", "X = 1\n")]
@@ -480,4 +486,44 @@ fn an_install_step_cut_short_by_a_killed_server_is_undone_by_the_next_install() 
     assert!(!is_error(&again), "{again}");
     let after = listing(&venv);
     assert_eq!(before, after, "{:?}", changes(&before, &after));
+}
+
+/// The install step writes the venv's root (a wheel's data files land there), where the snapshot
+/// it would be put back from lies: the step's view holds the snapshot read-only, so a wheel can
+/// neither plant a file that the putting back brings into the venv nor forge its markers.
+#[test]
+fn an_install_step_cannot_write_the_snapshot_its_venv_is_put_back_from() {
+    let index = index_with_dists("    pass");
+    let (_base, projects) = folder();
+    let mut server = StdioServer::start(
+        &projects,
+        &["--allow-install", "--package-index", &index.url()],
+    );
+    let good = server.call(
+        "install_packages",
+        json!({"project": "app", "packages": ["pyrunalpha"]}),
+    );
+    assert!(!is_error(&good), "{good}");
+    let venv = projects.join("app/.venv");
+    let before = listing(&venv);
+    // With a wheel that fails (a path out of the venv), so that the venv is put back.
+    let attack = server.call(
+        "install_packages",
+        json!({"project": "app", "packages": ["pyrunsnap", "pyrunescape"]}),
+    );
+    assert!(is_error(&attack), "{attack}");
+    let after = listing(&venv);
+    assert_eq!(
+        before,
+        after,
+        "the venv was not put back as it was: {:?}: {attack}",
+        changes(&before, &after)
+    );
+    assert!(!venv.join("planted.txt").exists(), "{attack}");
+    // And later installs work.
+    let again = server.call(
+        "install_packages",
+        json!({"project": "app", "packages": ["pyrunbeta"]}),
+    );
+    assert!(!is_error(&again), "{again}");
 }
