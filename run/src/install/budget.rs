@@ -82,8 +82,17 @@ fn walk(dir: &Path, seen: &mut std::collections::HashSet<(u64, u64)>, total: &mu
     use std::os::unix::fs::MetadataExt;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            // A folder the step shut (`chmod 0300`, an unprivileged server's own): its owner's
+            // access back, or what is inside would be neither counted nor removed after.
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied && opened(&dir) => {
+                match std::fs::read_dir(&dir) {
+                    Ok(entries) => entries,
+                    Err(_) => continue,
+                }
+            }
+            Err(_) => continue,
         };
         for entry in entries.flatten() {
             // `DirEntry::metadata` does not follow a link.
@@ -95,6 +104,25 @@ fn walk(dir: &Path, seen: &mut std::collections::HashSet<(u64, u64)>, total: &mu
                 stack.push(entry.path());
             }
         }
+    }
+}
+
+/// Gives folder `dir` (never a link) its owner's access back; whether it did.
+#[cfg(unix)]
+fn opened(dir: &Path) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        rustix::fs::open(dir, flags, Mode::empty())
+            .ok()
+            .and_then(|fd| pyrun_sandbox::give_back(&fd, 0o700).ok())
+            .unwrap_or(false)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        false
     }
 }
 
