@@ -1,7 +1,8 @@
 //! `install_packages` when an install goes wrong, through the real binary over stdio, hermetic
 //! (the harness's loopback [`PackageIndex`], plus wheels and sdists each test builds): a wheel
 //! of 3 GiB of zeros (a few MB deflated), a wheel refused for a path leaving the venv, and a set
-//! of small files over `--max-install-mb` each leave the project's `.venv` exactly as it was
+//! of small files over `--max-install-mb` (also in a wheel whose end record lies about its
+//! entries) each leave the project's `.venv` exactly as it was
 //! (paths and sizes compared); `--allow-sdist` builds a local sdist; a hostile build backend
 //! reads no host file, reaches no other port, writes nothing outside its scratch (the host is
 //! checked afterwards), and one that writes past the budget is stopped.
@@ -49,8 +50,23 @@ wheel("pyrunbomb", [("pyrunbomb/__init__.py", "X = 1\n"), ("pyrunbomb/zeros.bin"
 wheel("pyrunescape", [("pyrunescape/__init__.py", "X = 1\n"),
                       ("pyrunescape/data.txt", "x" * 1000),
                       ("../../../../escaped.txt", "escaped\n")])
+# Files of the venv's root (the wheel's data scheme) aimed at the install's own snapshot: a file
+# put back with the venv, a forged marker, and a folder where a finished snapshot goes.
+wheel("pyrunsnap", [("pyrunsnap/__init__.py", "X = 1\n"),
+                    ("pyrunsnap-1.0.data/data/.pyrun-install/before/planted.txt", "planted\n"),
+                    ("pyrunsnap-1.0.data/data/.pyrun-install/MOVED", ""),
+                    ("pyrunsnap-1.0.data/data/.pyrun-discard/x", "x\n")])
 wheel("pyrunmany", [("pyrunmany/__init__.py", "X = 1\n")]
       + [(f"pyrunmany/f{i}.bin", 1 << 20) for i in range(120)])
+wheel("pyrunlying", [("pyrunlying/__init__.py", "X = 1\n")]
+      + [(f"pyrunlying/f{i}.bin", 1 << 20) for i in range(120)])
+# Its end record lies: no entries. Python's zipfile (pip) reads every entry anyway (it walks
+# the directory's stated size, found just before the end record).
+path = os.path.join(out, "pyrunlying-1.0-py3-none-any.whl")
+data = bytearray(open(path, "rb").read())
+end = data.rfind(b"PK\x05\x06")
+data[end + 8:end + 12] = bytes(4)
+open(path, "wb").write(bytes(data))
 
 BACKEND = '''
 import json, os, socket, zipfile
@@ -265,6 +281,22 @@ fn failed_installs_leave_the_venv_exactly_as_it_was() {
         changes(&before, &after)
     );
 
+    // The same set in a wheel whose end record says it holds nothing: pip unpacks it within
+    // one look of the watchdog, so the step's end is looked at too.
+    let lying = server.call(
+        "install_packages",
+        json!({"project": "app", "packages": ["pyrunlying"]}),
+    );
+    assert!(is_error(&lying), "{lying}");
+    assert!(text(&lying).contains("--max-install-mb"), "{lying}");
+    let after = listing(&venv);
+    assert_eq!(
+        before,
+        after,
+        "the lying wheel changed the venv: {:?}",
+        changes(&before, &after)
+    );
+
     // A project without a venv keeps none when its first install fails.
     let fresh = server.call(
         "install_packages",
@@ -454,4 +486,44 @@ fn an_install_step_cut_short_by_a_killed_server_is_undone_by_the_next_install() 
     assert!(!is_error(&again), "{again}");
     let after = listing(&venv);
     assert_eq!(before, after, "{:?}", changes(&before, &after));
+}
+
+/// The install step writes the venv's root (a wheel's data files land there), where the snapshot
+/// it would be put back from lies: the step's view holds the snapshot read-only, so a wheel can
+/// neither plant a file that the putting back brings into the venv nor forge its markers.
+#[test]
+fn an_install_step_cannot_write_the_snapshot_its_venv_is_put_back_from() {
+    let index = index_with_dists("    pass");
+    let (_base, projects) = folder();
+    let mut server = StdioServer::start(
+        &projects,
+        &["--allow-install", "--package-index", &index.url()],
+    );
+    let good = server.call(
+        "install_packages",
+        json!({"project": "app", "packages": ["pyrunalpha"]}),
+    );
+    assert!(!is_error(&good), "{good}");
+    let venv = projects.join("app/.venv");
+    let before = listing(&venv);
+    // With a wheel that fails (a path out of the venv), so that the venv is put back.
+    let attack = server.call(
+        "install_packages",
+        json!({"project": "app", "packages": ["pyrunsnap", "pyrunescape"]}),
+    );
+    assert!(is_error(&attack), "{attack}");
+    let after = listing(&venv);
+    assert_eq!(
+        before,
+        after,
+        "the venv was not put back as it was: {:?}: {attack}",
+        changes(&before, &after)
+    );
+    assert!(!venv.join("planted.txt").exists(), "{attack}");
+    // And later installs work.
+    let again = server.call(
+        "install_packages",
+        json!({"project": "app", "packages": ["pyrunbeta"]}),
+    );
+    assert!(!is_error(&again), "{again}");
 }

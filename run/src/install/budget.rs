@@ -82,8 +82,17 @@ fn walk(dir: &Path, seen: &mut std::collections::HashSet<(u64, u64)>, total: &mu
     use std::os::unix::fs::MetadataExt;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            // A folder the step shut (`chmod 0300`, an unprivileged server's own): its owner's
+            // access back, or what is inside would be neither counted nor removed after.
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied && opened(&dir) => {
+                match std::fs::read_dir(&dir) {
+                    Ok(entries) => entries,
+                    Err(_) => continue,
+                }
+            }
+            Err(_) => continue,
         };
         for entry in entries.flatten() {
             // `DirEntry::metadata` does not follow a link.
@@ -95,6 +104,25 @@ fn walk(dir: &Path, seen: &mut std::collections::HashSet<(u64, u64)>, total: &mu
                 stack.push(entry.path());
             }
         }
+    }
+}
+
+/// Gives folder `dir` (never a link) its owner's access back; whether it did.
+#[cfg(unix)]
+fn opened(dir: &Path) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        rustix::fs::open(dir, flags, Mode::empty())
+            .ok()
+            .and_then(|fd| pyrun_sandbox::give_back(&fd, 0o700).ok())
+            .unwrap_or(false)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        false
     }
 }
 
@@ -176,34 +204,40 @@ pub(super) fn zip_unpacked_size<R: Read + Seek>(zip: &mut R) -> io::Result<u64> 
         .rev()
         .find(|&i| u32_at(&tail, i).ok() == Some(u64::from(EOCD)))
         .ok_or_else(|| bad("no end of central directory"))?;
-    let mut entries = u16_at(&tail, eocd + 10)?;
+    // Read as Python's `zipfile` (pip's unpacker) reads it, whatever the records claim: a
+    // ZIP64 locator just before the end record is followed whenever it is there, the ZIP64
+    // record is the one just before the locator, the central directory is the `size` bytes just
+    // before the end records (the stated offset and entry count are not trusted: a count of 0,
+    // or an offset at a small decoy directory, would otherwise hide what pip unpacks), and it is
+    // walked to its end.
+    let eocd_at = len - tail_len + eocd as u64;
     let mut size = u32_at(&tail, eocd + 12)?;
-    let mut offset = u32_at(&tail, eocd + 16)?;
-    if entries == 0xFFFF || size == 0xFFFF_FFFF || offset == 0xFFFF_FFFF {
-        let locator = eocd
-            .checked_sub(20)
-            .ok_or_else(|| bad("no ZIP64 locator"))?;
-        if u32_at(&tail, locator)? != u64::from(ZIP64_LOCATOR) {
-            return Err(bad("no ZIP64 locator"));
-        }
-        zip.seek(SeekFrom::Start(u64_at(&tail, locator + 8)?))?;
+    let mut end_records = 0u64;
+    let locator = eocd.checked_sub(20);
+    if locator.is_some_and(|l| u32_at(&tail, l).ok() == Some(u64::from(ZIP64_LOCATOR))) {
+        let record_at = eocd_at
+            .checked_sub(20 + 56)
+            .ok_or_else(|| bad("no ZIP64 end record"))?;
+        zip.seek(SeekFrom::Start(record_at))?;
         let mut record = [0u8; 56];
         zip.read_exact(&mut record)?;
         if u32_at(&record, 0)? != u64::from(ZIP64_EOCD) {
             return Err(bad("no ZIP64 end record"));
         }
-        entries = u64_at(&record, 32)?;
         size = u64_at(&record, 40)?;
-        offset = u64_at(&record, 48)?;
+        end_records = 20 + 56;
     }
     if size > MAX_CENTRAL_DIRECTORY {
         return Err(bad("central directory too large"));
     }
-    zip.seek(SeekFrom::Start(offset))?;
+    let start = eocd_at
+        .checked_sub(end_records + size)
+        .ok_or_else(|| bad("central directory before the file's start"))?;
+    zip.seek(SeekFrom::Start(start))?;
     let mut dir = vec![0u8; size as usize];
     zip.read_exact(&mut dir)?;
     let (mut at, mut total) = (0usize, 0u64);
-    for _ in 0..entries {
+    while at < dir.len() {
         if u32_at(&dir, at)? != u64::from(CENTRAL) {
             return Err(bad("bad central directory entry"));
         }
@@ -267,6 +301,17 @@ mod tests {
         );
         assert_eq!(
             unpacked_wheels(dir.path()).unwrap(),
+            1000 + 5000 + (3 << 20)
+        );
+        // The end record's entry count and offset lie (0 entries, an offset past the end):
+        // Python reads every entry anyway, and so does the count.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let eocd = bytes.windows(4).rposition(|w| w == b"PK\x05\x06").unwrap();
+        bytes[eocd + 8..eocd + 12].fill(0);
+        bytes[eocd + 16..eocd + 20].fill(0xEE);
+        let mut lying = io::Cursor::new(bytes);
+        assert_eq!(
+            zip_unpacked_size(&mut lying).unwrap(),
             1000 + 5000 + (3 << 20)
         );
         let mut junk = io::Cursor::new(vec![0u8; 100]);

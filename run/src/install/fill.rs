@@ -52,6 +52,11 @@ impl Installs {
         // The project read-only at its host path (venvs record absolute paths), and in it the
         // venv writable: the very folder proven above (a magic link to its descriptor), not
         // whatever its path names by now.
+        // And in the venv its snapshot's folder read-only (see `snapshot::prepare`).
+        let held = venv_fd.try_clone().map_err(InstallError::Venv)?;
+        let _snapshot_dir = blocking(move || snapshot::prepare(&held))
+            .await
+            .map_err(InstallError::Venv)?;
         let mut grants = vec![
             Grant {
                 at: project.absolute().to_path_buf(),
@@ -62,6 +67,13 @@ impl Installs {
                 at: venv.clone(),
                 held: Some(fd_path(&venv_fd)),
                 writable: true,
+            },
+            // By its path: nothing but the server writes the venv (runs see it read-only), and
+            // the folder was just made.
+            Grant {
+                at: venv.join(snapshot::SNAPSHOT_DIR),
+                held: None,
+                writable: false,
             },
         ];
         // uv installs from its cache, and writes it (also `--offline`); pip from the wheels.

@@ -374,7 +374,16 @@ impl Installs {
         }
         let (cache, _own_cache) = self.fetch_cache(req.project)?;
         // What the install may write: into the venv, its scratch and the cache, counted from now.
-        let roots = vec![venv.clone(), scratch.path().to_path_buf(), cache.clone()];
+        // The slot's own `/dev/shm` lies beside its scratch (`<scratch>.shm`): a build backend
+        // writes there too.
+        let mut shm = scratch.path().as_os_str().to_owned();
+        shm.push(".shm");
+        let roots = vec![
+            venv.clone(),
+            scratch.path().to_path_buf(),
+            cache.clone(),
+            PathBuf::from(shm),
+        ];
         let max_bytes = self.settings.max_bytes;
         let budget = tokio::task::spawn_blocking(move || DiskBudget::new(max_bytes, roots))
             .await

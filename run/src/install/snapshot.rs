@@ -106,6 +106,17 @@ impl Drop for VenvSnapshot {
     }
 }
 
+/// Makes the snapshot's folder in `venv` (empty, owner-only) before the install step's view is
+/// built, and returns it open: the view binds it read-only, so the step (a hostile wheel's
+/// `*.data/data/` files land in the venv's root) can neither plant files in the copy that is put
+/// back nor forge its markers. Blocking.
+pub(super) fn prepare(venv: &File) -> io::Result<File> {
+    imp::prepare(venv)
+}
+
+/// Its name in the venv, for the view's read-only bind.
+pub(super) const SNAPSHOT_DIR: &str = SNAPSHOT;
+
 /// Undoes what an install that never finished left in `venv` (a server killed during a step):
 /// a whole copy is put back, a partial one (the step had not started) removed, a discarded one
 /// removed. Blocking.
@@ -157,8 +168,24 @@ mod imp {
         }
     }
 
+    pub(super) fn prepare(venv: &File) -> io::Result<File> {
+        match mkdirat(venv, SNAPSHOT, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let snapshot = open_dir(venv.as_fd(), SNAPSHOT)?;
+        if !names(snapshot.as_fd())?.is_empty() {
+            return Err(io::Error::other("the venv's snapshot folder is not empty"));
+        }
+        Ok(File::from(snapshot))
+    }
+
     pub(super) fn take(venv: &File) -> io::Result<()> {
-        mkdirat(venv, SNAPSHOT, Mode::from_raw_mode(0o700))?;
+        // Made empty by `prepare` (before the step's view), or here.
+        match mkdirat(venv, SNAPSHOT, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
         let snapshot = open_dir(venv.as_fd(), SNAPSHOT)?;
         mkdirat(&snapshot, BEFORE, Mode::from_raw_mode(0o755))?;
         let before = open_dir(snapshot.as_fd(), BEFORE)?;
@@ -203,6 +230,11 @@ mod imp {
 
     /// The snapshot renamed out of the way (one atomic step: it is no longer put back).
     pub(super) fn retire(venv: &File) -> io::Result<()> {
+        // A `.pyrun-discard` here is an earlier one not yet removed, or one the step made (it
+        // may write the venv's root): either goes, or the rename would fail.
+        if exists(venv.as_fd(), DISCARD) {
+            remove(venv, DISCARD)?;
+        }
         match renameat(venv, SNAPSHOT, venv, DISCARD) {
             Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
             Err(e) => Err(e.into()),
@@ -259,6 +291,9 @@ mod imp {
     use std::io;
 
     // Installs run on Linux only (see `InstallError::Unsupported`).
+    pub(super) fn prepare(_: &File) -> io::Result<File> {
+        Err(io::Error::other("installs need Linux"))
+    }
     pub(super) fn take(_: &File) -> io::Result<()> {
         Err(io::Error::other("installs need Linux"))
     }

@@ -142,6 +142,23 @@ impl Steps<'_> {
                 }
             }
         };
+        // A step that wrote past the budget and ended between two looks (pip unpacks a
+        // hundred MB well within one interval) is caught here: the watchdog's last look.
+        if supervised.ending.succeeded() && !cancel.is_cancelled() {
+            let budget = self.budget.clone();
+            let over = tokio::task::spawn_blocking(move || budget.exceeded())
+                .await
+                .unwrap_or(false);
+            if over {
+                tracing::warn!(
+                    limit = self.budget.limit(),
+                    "an install step wrote past its budget"
+                );
+                self.over_budget
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                return Ok(crate::supervise::Ending::Cancelled);
+            }
+        }
         Ok(supervised.ending)
     }
 

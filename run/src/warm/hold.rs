@@ -36,8 +36,9 @@ use super::super::launch::Spawned;
 const SETTLE: Duration = Duration::from_secs(2);
 /// The pause between two looks while the stop settles.
 const LOOK_EVERY: Duration = Duration::from_millis(2);
-/// Looks taken at once, before the first pause.
-const QUICK_LOOKS: usize = 8;
+/// How long the stop is first looked at finely, and how often then.
+const FINE_FOR: Duration = Duration::from_millis(3);
+const FINE_EVERY: Duration = Duration::from_micros(20);
 
 /// Stops the spare `child` and waits until every thread of it is stopped; an error when it did
 /// not settle within [`SETTLE`] (the caller drops the spare) or is gone.
@@ -51,14 +52,27 @@ pub(crate) async fn stop(child: &mut Spawned) -> io::Result<()> {
             // Pid 1 watches the lifeline; it forwards no SIGCONT to the interpreter.
             kill_process(group, Signal::CONT)?;
         }
-        // First looks at once (a thread waiting in the kernel, as an idle driver in `read`,
-        // stops within microseconds of its wake-up; a session pays this after every exec), then
-        // every `LOOK_EVERY`.
-        for _ in 0..QUICK_LOOKS {
-            tokio::task::yield_now().await;
-            if still_held(child) {
-                return Ok(());
+        // Fine looks first, on a blocking thread: a thread waiting in the kernel (an idle
+        // session driver in `read`) stops as soon as it is next scheduled, tens of microseconds
+        // on an idle machine, and a session pays this wait after every exec; the runtime's
+        // timer (a millisecond at best) would cost it 2-4 ms.
+        let top = group.as_raw_nonzero().get();
+        let fine = tokio::task::spawn_blocking(move || {
+            let until = std::time::Instant::now() + FINE_FOR;
+            loop {
+                if held_below(top, init) {
+                    return true;
+                }
+                if std::time::Instant::now() > until {
+                    return false;
+                }
+                std::thread::sleep(FINE_EVERY);
             }
+        })
+        .await
+        .unwrap_or(false);
+        if fine {
+            return Ok(());
         }
         tokio::time::sleep(LOOK_EVERY).await;
         if still_held(child) {
@@ -81,12 +95,13 @@ pub(super) fn still_held(child: &mut Spawned) -> bool {
     let Ok(group) = group_of(child) else {
         return false;
     };
-    let top = group.as_raw_nonzero().get();
-    let held = if is_pid_one(group) {
-        Vec::new()
-    } else {
-        vec![top]
-    };
+    held_below(group.as_raw_nonzero().get(), is_pid_one(group))
+}
+
+/// Whether every thread of the processes of the group led by `top` is stopped (or dead); `top`
+/// itself apart when it is pid 1 (`init`).
+fn held_below(top: i32, init: bool) -> bool {
+    let held = if init { Vec::new() } else { vec![top] };
     held.into_iter()
         .chain(descendants(top))
         .all(all_threads_stopped)
