@@ -52,11 +52,6 @@ impl Installs {
         // The project read-only at its host path (venvs record absolute paths), and in it the
         // venv writable: the very folder proven above (a magic link to its descriptor), not
         // whatever its path names by now.
-        // And in the venv its snapshot's folder read-only (see `snapshot::prepare`).
-        let held = venv_fd.try_clone().map_err(InstallError::Venv)?;
-        let _snapshot_dir = blocking(move || snapshot::prepare(&held))
-            .await
-            .map_err(InstallError::Venv)?;
         let mut grants = vec![
             Grant {
                 at: project.absolute().to_path_buf(),
@@ -68,14 +63,23 @@ impl Installs {
                 held: Some(fd_path(&venv_fd)),
                 writable: true,
             },
-            // By its path: nothing but the server writes the venv (runs see it read-only), and
-            // the folder was just made.
-            Grant {
+        ];
+        // And in a venv that was there, its snapshot's folder read-only (see
+        // `snapshot::prepare`), by its path: nothing but the server writes the venv (runs see
+        // it read-only), and the folder was just made. A venv made here is not put back but
+        // removed whole when a step fails (and `venv` makers refuse a folder that is not
+        // empty).
+        if !made {
+            let held = venv_fd.try_clone().map_err(InstallError::Venv)?;
+            blocking(move || snapshot::prepare(&held).map(drop))
+                .await
+                .map_err(InstallError::Venv)?;
+            grants.push(Grant {
                 at: venv.join(snapshot::SNAPSHOT_DIR),
                 held: None,
                 writable: false,
-            },
-        ];
+            });
+        }
         // uv installs from its cache, and writes it (also `--offline`); pip from the wheels.
         if self.settings.uv.is_some() {
             grants.push(Grant::writable(cache));
