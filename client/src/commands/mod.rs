@@ -8,5 +8,6 @@ pub mod ping;
 pub mod prompts;
 pub mod resources;
 pub mod run;
+pub mod run_arguments;
 pub mod runs;
 pub mod tools;

@@ -1,19 +1,17 @@
 //! `run FILE [-- ARGS…]`: run_python, reporting the script's output and exit code.
 
-use std::io::Read;
-
 use pyrun_api::{ArtifactInfo, OutputCut, RunStatus, SkippedArtifact};
-use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::model::CallToolResult;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::cli::RunArgs;
-use crate::commands::runs;
+use crate::commands::{run_arguments, runs};
 use crate::error::{exit_code, ClientError};
 use crate::live::Printed;
 use crate::session::Session;
 
-pub const TOOL: &str = "run_python";
+pub use crate::commands::run_arguments::TOOL;
 
 #[derive(Debug, Clone)]
 pub struct RunReport {
@@ -177,7 +175,7 @@ pub async fn execute(
     args: &RunArgs,
     live: bool,
 ) -> Result<RunReport, ClientError> {
-    let arguments = arguments(args)?;
+    let arguments = run_arguments::arguments(args)?;
     let (result, printed) = if live {
         session.call_tool_live(TOOL, arguments).await
     } else {
@@ -291,25 +289,6 @@ fn result_tail<'a>(shown: &'a str, name: &str, cut: &OutputCut) -> Option<&'a st
     Some(&shown[end..])
 }
 
-/// `run`'s flags as `run_python` (and `start_python`) arguments.
-pub fn arguments(args: &RunArgs) -> Result<JsonObject, ClientError> {
-    let mut arguments = JsonObject::new();
-    arguments.insert("file_name".into(), json!(args.file));
-    let script_args: Vec<&String> = args.script_args.iter().chain(&args.args).collect();
-    if !script_args.is_empty() {
-        arguments.insert("args".into(), json!(script_args));
-    }
-    if let Some(path) = &args.stdin_file {
-        arguments.insert("stdin".into(), Value::String(read_stdin_file(path)?));
-    } else if let Some(text) = &args.stdin_text {
-        arguments.insert("stdin".into(), Value::String(text.clone()));
-    }
-    if let Some(seconds) = args.script_timeout {
-        arguments.insert("timeout_seconds".into(), json!(seconds));
-    }
-    Ok(arguments)
-}
-
 /// The note for a script killed before it exited, naming the signal when the server sent it
 /// (`9` or `"SIGKILL"`); the number alone when the name is not one we know.
 pub fn killed_note(signal: Option<&Value>) -> String {
@@ -352,27 +331,11 @@ fn signal_name(number: i64) -> Option<&'static str> {
     })
 }
 
-fn read_stdin_file(path: &std::path::Path) -> Result<String, ClientError> {
-    let io_error = |source| ClientError::Io {
-        context: format!("cannot read {}", path.display()),
-        source,
-    };
-    let mut bytes = Vec::new();
-    if path.as_os_str() == "-" {
-        std::io::stdin().read_to_end(&mut bytes).map_err(io_error)?;
-    } else {
-        bytes = std::fs::read(path).map_err(io_error)?;
-    }
-    String::from_utf8(bytes).map_err(|_| ClientError::BadArguments {
-        tool: TOOL.into(),
-        reason: format!("{} is not UTF-8 text", path.display()),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use rmcp::model::ContentBlock;
+    use serde_json::json;
 
     fn report(structured: Value) -> RunReport {
         let mut result = CallToolResult::success(vec![ContentBlock::text("x")]);

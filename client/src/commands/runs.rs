@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::cli::RunArgs;
-use crate::commands::run;
+use crate::commands::run_arguments;
 use crate::error::{exit_code, ClientError};
 use crate::session::Session;
 
@@ -155,7 +155,7 @@ pub struct RunList {
 
 /// `run --detach`: start_python with `run`'s arguments.
 pub async fn start(session: &Session, args: &RunArgs) -> Result<StartedRun, ClientError> {
-    let result = call(session, START, run::arguments(args)?).await?;
+    let result = call(session, START, run_arguments::arguments(args)?).await?;
     let raw = structured(START, &result)?;
     let mut started: StartedRun = parse(START, &raw)?;
     started.raw = raw;
