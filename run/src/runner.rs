@@ -571,7 +571,7 @@ impl Runner {
             scope: scope.clone(),
             quarantine: self.quarantine.clone(),
         }
-        .run()
+        .check()
         .await
     }
 
@@ -725,10 +725,6 @@ struct Sweep {
 }
 
 impl Sweep {
-    async fn run(self) -> Vec<Quarantined> {
-        self.check().await
-    }
-
     /// What the run created so far, moved out (a run held still, or dead).
     async fn check(&self) -> Vec<Quarantined> {
         let Some(quarantine) = self.quarantine.clone() else {
@@ -805,7 +801,7 @@ impl ResidentRun {
     pub async fn kill(mut self) {
         self.process.kill().await;
         if let Some(sweep) = self.sweep.take() {
-            sweep.run().await;
+            sweep.check().await;
         }
     }
 }
