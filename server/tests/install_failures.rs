@@ -145,7 +145,16 @@ fn hostile_attack(secret: &Path, trap_port: u16, outside: &Path, projects: &Path
 
 /// Every path under `dir` with its kind and size (symlinks by their target), sorted: what
 /// "left as it was" is compared by.
+///
+/// A finished install's snapshot is set aside as `.pyrun-discard` and removed after the call
+/// answered (seconds for a large venv): the listing waits for it to go, so that it is never
+/// counted as a change (nor kept for ever: it must go within a minute).
 fn listing(dir: &Path) -> BTreeMap<String, String> {
+    let discard = dir.join(".pyrun-discard");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while discard.symlink_metadata().is_ok() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
         for entry in std::fs::read_dir(dir).unwrap().flatten() {
             let path = entry.path();
