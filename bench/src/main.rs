@@ -63,6 +63,11 @@ struct Args {
     /// initialized with a connection per client, initialized with one shared client.
     #[arg(long)]
     only_sse_sessions: bool,
+    /// Open --idle-sessions initialized legacy-SSE sessions on the server at this base URL (one
+    /// client each), hold them for --load-secs, then close them: for a heap profiler run on a
+    /// server started by hand.
+    #[arg(long)]
+    hold_sse_sessions: Option<String>,
     /// Measure only the list_packages row (200 packages over stdio); with --only-sessions, both.
     #[arg(long)]
     only_packages: bool,
@@ -202,6 +207,15 @@ async fn main() -> anyhow::Result<()> {
         for warm::Row(a, b, c, d) in rows {
             println!("| {a} | {b} | {c} | {d} |");
         }
+        return Ok(());
+    }
+    if let Some(base) = &args.hold_sse_sessions {
+        let mut open = Vec::with_capacity(args.idle_sessions);
+        for _ in 0..args.idle_sessions {
+            open.push(SseSession::start(base, "/sse").await?);
+        }
+        eprintln!("holding {} sessions", open.len());
+        tokio::time::sleep(Duration::from_secs(args.load_secs)).await;
         return Ok(());
     }
     if args.only_sse_sessions {

@@ -140,6 +140,7 @@ pub async fn measure(projects: &Path, bin: &Path, opts: &Options<'_>) -> anyhow:
     let n = Counts::new(opts.quick);
     std::fs::write(projects.join(BURN), BURN_SOURCE)?;
     let load_start = load_avg();
+    let commit = command_line("git", &["rev-parse", "--short", "HEAD"]);
     let started = Instant::now();
     let mut ids = Ids::new();
     let mut rows = Vec::new();
@@ -389,7 +390,7 @@ pub async fn measure(projects: &Path, bin: &Path, opts: &Options<'_>) -> anyhow:
             opts.idle_sessions
         ),
         format!("{} → {}", mib(sessions.0), mib(sessions.1)),
-        "(the same server)".into(),
+        "— (not a warm-run figure)".into(),
         String::new(),
         String::new(),
         "—".into(),
@@ -402,7 +403,7 @@ pub async fn measure(projects: &Path, bin: &Path, opts: &Options<'_>) -> anyhow:
     out.push_str(&format!(
         "{}, commit {}, {} UTC; load average {} at the start, {} at the end; {:.0} s{}.\n\n",
         crate::machine_line(opts.python),
-        command_line("git", &["rev-parse", "--short", "HEAD"]),
+        commit,
         command_line("date", &["-u", "+%Y-%m-%d %H:%M"]),
         load_start,
         load_end,
