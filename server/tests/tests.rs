@@ -46,6 +46,7 @@ mod server_death;
 mod sessions;
 mod settings_checks;
 mod settings_grammar;
+mod signals;
 mod standin_python;
 mod startup;
 mod stdio;
