@@ -61,6 +61,7 @@ mod tests {
         ("PYTHON_BIN", Text),
         ("PYRUN_MAX_OUTPUT_BYTES", Bytes),
         ("PYRUN_MAX_RESULT_OUTPUT_BYTES", Bytes),
+        ("PYRUN_MAX_STDIN_BYTES", Bytes),
         ("PYRUN_MAX_CONCURRENT", Count),
         ("PYRUN_PASS_ENV", Text),
         ("PYRUN_ALLOW_BROAD_PROJECTS_DIR", Bool),

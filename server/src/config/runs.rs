@@ -32,7 +32,7 @@ pub struct RunArgs {
 
     /// The largest stdin a run is given, in bytes (inline `stdin`, or staged in pieces with
     /// upload_stdin and named by `stdin_upload`).
-    #[arg(long, env = "PYRUN_MAX_STDIN_BYTES", default_value_t = 64 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
+    #[arg(long, env = "PYRUN_MAX_STDIN_BYTES", default_value_t = 64 * 1024 * 1024, value_parser = super::grammar::bytes(1, 1 << 30))]
     pub max_stdin_bytes: u64,
 
     /// Runs at once; further calls wait their turn; with --oauth, one caller's runs leave a
