@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 
+use crate::app::stderr;
 use crate::config::TunnelConfig;
 
 /// Longest wait for one step with the ngrok service (connect and authenticate; open the endpoint).
@@ -105,18 +106,20 @@ impl OpenTunnel {
 
     /// Prints the public URLs on stderr (stable lines for people and scripts) and writes the
     /// `…/mcp` URL to `url_file` when asked.
-    #[allow(
-        clippy::print_stderr,
-        reason = "the public URLs: stable lines for people and scripts, not log records"
-    )]
     pub fn announce(&self, url_file: Option<&Path>) -> Result<(), TunnelError> {
-        eprintln!("pyrun-mcp public URL (Streamable HTTP): {}", self.mcp_url());
-        eprintln!("pyrun-mcp public URL (legacy SSE):      {}", self.sse_url());
-        eprintln!(
+        stderr::line(&format!(
+            "pyrun-mcp public URL (Streamable HTTP): {}",
+            self.mcp_url()
+        ));
+        stderr::line(&format!(
+            "pyrun-mcp public URL (legacy SSE):      {}",
+            self.sse_url()
+        ));
+        stderr::line(&format!(
             "hint: clients send `Authorization: Bearer <MCP_AUTH_TOKEN>`; \
              `pyrun-mcp-server config cursor --url {}` prints a ready config",
             self.mcp_url()
-        );
+        ));
         if let Some(path) = url_file {
             std::fs::write(path, format!("{}\n", self.mcp_url())).map_err(|source| {
                 TunnelError::UrlFile {

@@ -3,6 +3,8 @@
 pub mod banner;
 pub mod engine_settings;
 pub mod protection;
+pub mod shutdown;
+pub mod stderr;
 
 use std::sync::Arc;
 

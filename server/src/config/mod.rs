@@ -191,6 +191,8 @@ pub struct Config {
     pub max_output_bytes: usize,
     /// Output a result shows per stream (head and tail) before it cuts the middle.
     pub max_result_output_bytes: usize,
+    /// The largest stdin a run is given (inline or staged).
+    pub max_stdin_bytes: usize,
     pub max_concurrent: usize,
     pub pass_env: Vec<String>,
     /// Background runs: their limits and retention.
@@ -425,6 +427,7 @@ impl Cli {
             max_output_bytes: usize::try_from(run.max_output_bytes).unwrap_or(usize::MAX),
             max_result_output_bytes: usize::try_from(run.max_result_output_bytes)
                 .unwrap_or(usize::MAX),
+            max_stdin_bytes: usize::try_from(run.max_stdin_bytes).unwrap_or(usize::MAX),
             max_concurrent: run
                 .max_concurrent
                 .map_or(2 * cpus, |n| usize::try_from(n).unwrap_or(usize::MAX)),
