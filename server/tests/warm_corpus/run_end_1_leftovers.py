@@ -19,7 +19,8 @@ class Farewell:
 farewell = Farewell()
 left_open = open("run_end_open.txt", "w")
 left_open.write("written, never flushed or closed\n" * 2)
-atexit.register(lambda: print("the script's atexit handler ran"))
+# One write of a whole line each (runs are unbuffered: `print` writes its end apart).
+atexit.register(lambda: sys.stdout.write("the script's atexit handler ran\n"))
 
 # A child that outlives the interpreter, writing to the run's stdout until the run's end kills
 # it: what it wrote before the interpreter ended is the run's; later lines race the end.
@@ -33,5 +34,5 @@ if pid == 0:
         time.sleep(0.001)
 os.read(ready_r, 1)
 # Whole lines only from here on (the child's lines may come between two writes).
-print("script: done")
+sys.stdout.write("script: done\n")
 sys.exit(3)
