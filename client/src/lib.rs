@@ -114,6 +114,11 @@ async fn run_async(cli: Cli) -> Result<u8, ClientError> {
             &target,
             &http,
             Notifier::new(reporter.clone(), live.clone()),
+            if cli.verbose {
+                connect::ServerLog::All
+            } else {
+                connect::ServerLog::Errors
+            },
         ))
         .await?;
     if cli.verbose {

@@ -261,7 +261,7 @@ pub enum ConfigError {
         "--tunnel needs the HTTP transport\nhint: drop --transport stdio (or MCP_TRANSPORT=stdio)"
     )]
     TunnelNeedsHttp,
-    #[error("refusing to open a public URL without an auth token: anyone could run your scripts\nhint: set MCP_AUTH_TOKEN in .env (scripts/setup makes one) or pass --auth-token TOKEN")]
+    #[error("refusing to open a public URL without an auth token: anyone could run your scripts\nhint: set MCP_AUTH_TOKEN in .env ({}) or pass --auth-token TOKEN", crate::app::source_tree::pick("scripts/setup makes one", "e.g. MCP_AUTH_TOKEN=$(openssl rand -hex 32)"))]
     TunnelWithoutAuthToken,
     #[error("--tunnel ngrok needs an ngrok authtoken\nhint: copy yours from https://dashboard.ngrok.com/get-started/your-authtoken into NGROK_AUTHTOKEN (environment or .env)")]
     NoNgrokAuthtoken,
