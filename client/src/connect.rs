@@ -196,7 +196,12 @@ pub async fn connect(
     target: &Target,
     http: &HttpOptions,
     handler: Notifier,
+    server_log: ServerLog,
 ) -> Result<(McpSession, Target), ClientError> {
+    if let Target::Stdio { argv } = target {
+        let session = connect_stdio(target, argv, handler, server_log).await?;
+        return Ok((session, target.clone()));
+    }
     let Target::Base { url } = target else {
         let session = connect_to(target, http, handler).await?;
         return Ok((session, target.clone()));
@@ -224,7 +229,7 @@ async fn connect_to(
     handler: Notifier,
 ) -> Result<McpSession, ClientError> {
     match target {
-        Target::Stdio { argv } => connect_stdio(target, argv, handler).await,
+        Target::Stdio { argv } => connect_stdio(target, argv, handler, ServerLog::Errors).await,
         Target::StreamableHttp { url } | Target::Base { url } => {
             connect_streamable(target, url, http, handler).await
         }
@@ -240,10 +245,21 @@ async fn connect_to(
     }
 }
 
+/// What of a stdio server's stderr (its banner and log) reaches ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerLog {
+    /// Its error lines (and the `hint:` lines that follow them) only: the terminal is the
+    /// script's.
+    Errors,
+    /// All of it (`--verbose`).
+    All,
+}
+
 async fn connect_stdio(
     target: &Target,
     argv: &[String],
     handler: Notifier,
+    server_log: ServerLog,
 ) -> Result<McpSession, ClientError> {
     let (program, args) = argv
         .split_first()
@@ -252,7 +268,7 @@ async fn connect_stdio(
     command.args(args);
     // pyrun-mcp-server logs at info by default; keep the user's terminal for the script's output
     // unless they asked for server logs. Other servers ignore the variable.
-    if std::env::var_os("PYRUN_LOG").is_none() {
+    if std::env::var_os("PYRUN_LOG").is_none() && server_log == ServerLog::Errors {
         command.env("PYRUN_LOG", "warn");
     }
     // Own process group: a terminal's Ctrl-C reaches only us, and we cancel the call cleanly
@@ -268,7 +284,7 @@ async fn connect_stdio(
             target: target.display(),
             reason: format!("cannot start `{program}`: {e}"),
         })?;
-    let stderr = stderr.map(relay_stderr);
+    let stderr = stderr.map(|stderr| relay_stderr(stderr, server_log));
     match handler.serve(transport).await {
         Ok(session) => Ok(session),
         Err(
@@ -305,14 +321,22 @@ struct StderrRelay {
     task: tokio::task::JoinHandle<Option<String>>,
 }
 
-fn relay_stderr(stderr: tokio::process::ChildStderr) -> StderrRelay {
+fn relay_stderr(stderr: tokio::process::ChildStderr, server_log: ServerLog) -> StderrRelay {
     use tokio::io::AsyncBufReadExt;
     let task = tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).lines();
         let (mut last, mut last_error) = (None, None);
+        // Whether the lines now are an error's (its own line, then its hints and indented lines).
+        let mut in_error = false;
         while let Ok(Some(line)) = lines.next_line().await {
-            crate::term::write_stderr(&format!("{line}\n"));
-            if line.trim_start().to_lowercase().starts_with("error") {
+            let error = is_error_line(&line);
+            in_error = error
+                || (in_error
+                    && (line.starts_with("hint:") || line.starts_with(char::is_whitespace)));
+            if server_log == ServerLog::All || in_error {
+                crate::term::write_stderr(&format!("{line}\n"));
+            }
+            if error {
                 last_error = Some(line.clone());
             }
             if !line.trim().is_empty() {
@@ -322,6 +346,17 @@ fn relay_stderr(stderr: tokio::process::ChildStderr) -> StderrRelay {
         last_error.or(last)
     });
     StderrRelay { task }
+}
+
+/// A line a server wrote about a failure: `error: …` (a refused start), or a log line at level
+/// ERROR (`2026-… ERROR target: …`).
+fn is_error_line(line: &str) -> bool {
+    let trimmed = line.trim_start();
+    trimmed.to_lowercase().starts_with("error")
+        || trimmed
+            .split_whitespace()
+            .take(3)
+            .any(|word| word == "ERROR" || word.ends_with("ERROR"))
 }
 
 impl StderrRelay {
@@ -394,6 +429,25 @@ fn http_client(url: &Url) -> Result<reqwest::Client, ClientError> {
 
 #[cfg(test)]
 mod tests {
+    use super::is_error_line;
+
+    #[test]
+    fn error_lines_are_told_from_the_rest_of_a_servers_log() {
+        for error in [
+            "error: the projects folder ./nowhere does not exist",
+            "2026-12-08T00:00:00.1Z ERROR pyrun_mcp_server: cannot bind",
+            "  ERROR pyrun_mcp_server::app: boom",
+        ] {
+            assert!(is_error_line(error), "{error}");
+        }
+        for other in [
+            "pyrun-mcp serving over stdio; projects folder: /tmp/p",
+            "2026-12-08T00:00:00.1Z  WARN pyrun_mcp_server: no token",
+            "pyrun-mcp protection: landlock, seccomp (an ERROR later is not this line's level)",
+        ] {
+            assert!(!is_error_line(other), "{other}");
+        }
+    }
     use super::*;
 
     fn detect(s: &str) -> Target {

@@ -6,9 +6,10 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
-use pyrun_mcp_server::app::{banner, App};
+use pyrun_mcp_server::app::{banner, shutdown, stderr, App};
 use pyrun_mcp_server::config::{Cli, Subcommand, Transport};
 use pyrun_mcp_server::integrations::{self, Assistant};
 use pyrun_mcp_server::oauth;
@@ -24,7 +25,9 @@ pub fn main() -> ExitCode {
     let fd_limit = process_setup::raise_fd_limit();
     let (cli, dotenv) = Cli::load();
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        // Never fails, panics or blocks: see `stderr`.
+        .with_writer(stderr::Stderr::new)
+        .log_internal_errors(false)
         .with_env_filter(
             EnvFilter::try_from_env("PYRUN_LOG")
                 .unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn")),
@@ -52,22 +55,25 @@ pub fn main() -> ExitCode {
         Ok(limit) => tracing::debug!(limit, "open-file limit (RLIMIT_NOFILE)"),
         Err(error) => tracing::warn!(%error, "could not raise the open-file limit (RLIMIT_NOFILE)"),
     }
-    match run(cli) {
+    let code = match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             print_error(&e);
             ExitCode::from(2)
         }
-    }
+    };
+    // The last lines out, unless nobody reads them.
+    stderr::flush(LAST_WORDS);
+    code
 }
 
+/// How long the process's last log lines may take to be written before it exits.
+const LAST_WORDS: Duration = Duration::from_millis(200);
+
 /// Why the server did not start or stopped: one line on stderr, whatever the log filter says.
-#[allow(
-    clippy::print_stderr,
-    reason = "the binary's last word, for the person who ran it"
-)]
 fn print_error(e: &anyhow::Error) {
-    eprintln!("error: {e:#}");
+    stderr::line(&format!("error: {e:#}"));
+    stderr::flush(LAST_WORDS);
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -78,9 +84,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         let state_dir = cli.state_dir()?;
         return oauth::admin::run(action, &state_dir, &mut std::io::stdout().lock());
     }
-    let mut config = cli.resolve()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(async {
+    // Before anything starts a process (the interpreter is asked where it is): a signal from
+    // here on waits for the stop instead of killing the server with a helper half-done.
+    let signals = {
+        let _runtime = runtime.enter();
+        shutdown::Signals::install()
+    };
+    let mut config = cli.resolve()?;
+    let served = runtime.block_on(async {
         let shutdown = CancellationToken::new();
         // Bind first, so a taken port fails before anything is public; then the tunnel, whose
         // host name must be allowed before the router is built.
@@ -121,7 +133,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .map_or_else(|| "probing".to_owned(), |l| format!("{l:?}")),
             "pyrun-mcp {} ready", env!("CARGO_PKG_VERSION")
         );
-        tokio::spawn(cancel_on_signal(shutdown.clone()));
+        tokio::spawn(shutdown::on_signals(signals, shutdown.clone()));
         banner::protection_when_probed(app.clone());
         let served = match (listener, tunnel) {
             (None, _) => {
@@ -136,7 +148,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         // However the session ended (a client that closed stdin at once, a signal, an error).
         app.close().await;
         served
-    })
+    });
+    // Every run and helper is reaped by now; a blocking-pool thread still waiting (a read of a
+    // stdin that never closes) must not hold the process.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    served
 }
 
 /// Serves the local listener and the tunnel's connections with one router; a tunnel that closes
@@ -175,25 +191,6 @@ fn print_config(cli: &Cli, assistant: Assistant, url: Option<&str>) -> anyhow::R
         eprintln!("{hint}");
     }
     Ok(())
-}
-
-/// Ctrl-C or SIGTERM: cancel the shutdown token (running scripts are killed).
-async fn cancel_on_signal(shutdown: CancellationToken) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut term) = signal(SignalKind::terminate()) else {
-            return;
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
-    tracing::info!("shutting down");
-    shutdown.cancel();
 }
 
 /// Process-wide settings made first thing in `main`, while the server is one thread.

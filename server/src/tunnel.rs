@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 
+use crate::app::stderr;
 use crate::config::TunnelConfig;
 
 /// Longest wait for one step with the ngrok service (connect and authenticate; open the endpoint).
@@ -21,12 +22,24 @@ use crate::config::TunnelConfig;
 #[cfg_attr(not(feature = "tunnel"), allow(dead_code))]
 const NGROK_STEP_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// What to do without the in-process tunnel: from a clone, its build and scripts; from a release
+/// download (which has no scripts), the ngrok agent by hand.
+fn not_built_hint() -> &'static str {
+    crate::app::source_tree::pick(
+        "rebuild with `cargo build --release -p pyrun-mcp-server --features tunnel` \
+         (scripts/setup does), or run the ngrok agent next to the server instead: \
+         scripts/start-tunnel.sh (Windows: scripts\\start-tunnel.ps1)",
+        "run the ngrok agent next to the server instead: `ngrok http 127.0.0.1:PORT \
+         --host-header localhost:PORT`, and pass its host to --allowed-host (docs/http-and-oauth.md, \
+         Public URL)",
+    )
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum TunnelError {
     #[error(
-        "this pyrun-mcp-server was built without tunnel support\nhint: rebuild with \
-         `cargo build --release -p pyrun-mcp-server --features tunnel` (scripts/setup does), or run the ngrok agent \
-         next to the server instead: scripts/start-tunnel.sh (Windows: scripts\\start-tunnel.ps1)"
+        "this pyrun-mcp-server was built without tunnel support\nhint: {}",
+        not_built_hint()
     )]
     NotBuilt,
     #[error(
@@ -105,18 +118,20 @@ impl OpenTunnel {
 
     /// Prints the public URLs on stderr (stable lines for people and scripts) and writes the
     /// `…/mcp` URL to `url_file` when asked.
-    #[allow(
-        clippy::print_stderr,
-        reason = "the public URLs: stable lines for people and scripts, not log records"
-    )]
     pub fn announce(&self, url_file: Option<&Path>) -> Result<(), TunnelError> {
-        eprintln!("pyrun-mcp public URL (Streamable HTTP): {}", self.mcp_url());
-        eprintln!("pyrun-mcp public URL (legacy SSE):      {}", self.sse_url());
-        eprintln!(
+        stderr::line(&format!(
+            "pyrun-mcp public URL (Streamable HTTP): {}",
+            self.mcp_url()
+        ));
+        stderr::line(&format!(
+            "pyrun-mcp public URL (legacy SSE):      {}",
+            self.sse_url()
+        ));
+        stderr::line(&format!(
             "hint: clients send `Authorization: Bearer <MCP_AUTH_TOKEN>`; \
              `pyrun-mcp-server config cursor --url {}` prints a ready config",
             self.mcp_url()
-        );
+        ));
         if let Some(path) = url_file {
             std::fs::write(path, format!("{}\n", self.mcp_url())).map_err(|source| {
                 TunnelError::UrlFile {

@@ -21,16 +21,16 @@ use crate::util::http::*;
 use crate::util::run_alone;
 
 /// The first thing in each test body: orphans of the server come to this process.
-fn become_subreaper() {
+pub(crate) fn become_subreaper() {
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .expect("PR_SET_CHILD_SUBREAPER");
 }
 
 /// This process's live children but `except` (zombies have exited: they are not left running),
-/// each with its command line; then kills them (they were the server's) and reaps every zombie.
-fn take_leftovers(except: &[u32]) -> Vec<String> {
+/// each with its command line.
+pub(crate) fn live_children(except: &[u32]) -> Vec<(u32, String)> {
     let me = std::process::id();
-    let mut left = Vec::new();
+    let mut children = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
@@ -45,10 +45,17 @@ fn take_leftovers(except: &[u32]) -> Vec<String> {
         }
         let line = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
         let line = String::from_utf8_lossy(&line).replace('\0', " ");
-        left.push(format!(
-            "{pid}: {}",
-            line.chars().take(120).collect::<String>()
-        ));
+        children.push((pid, line.chars().take(120).collect()));
+    }
+    children
+}
+
+/// [`live_children`] as `pid: command line`; then kills them (they were the server's) and reaps
+/// every zombie.
+pub(crate) fn take_leftovers(except: &[u32]) -> Vec<String> {
+    let mut left = Vec::new();
+    for (pid, line) in live_children(except) {
+        left.push(format!("{pid}: {line}"));
         if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
@@ -166,7 +173,7 @@ fn a_stdio_session_that_lists_the_files_and_ends_leaves_no_process_behind() {
 }
 
 /// Starts a child that sleeps (the run's tree), writes `started` beside itself, sleeps.
-const TREE: &str = r#"
+pub(crate) const TREE: &str = r#"
 import os, subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "started-" + sys.argv[1]), "w") as f:

@@ -52,6 +52,6 @@ pub use paths::{bin_path, projects_copy, sample_projects, target_dir, workspace_
 pub use process::{run_bounded, Output, RunningChild};
 pub use projects::TempProjects;
 pub use python::{python, resolve_python};
-pub use server::{wait_for_listening, HttpServer, ServerLaunch, StartError, StdioCommand};
+pub use server::{wait_for_listening, HttpServer, Outputs, ServerLaunch, StartError, StdioCommand};
 pub use stdio::StdioServer;
 pub use warm::{run_warm, was_warm};

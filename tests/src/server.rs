@@ -243,6 +243,55 @@ impl ServerLaunch {
         })
     }
 
+    /// Starts it over HTTP on a free loopback port with its stdout and stderr as `outputs` says
+    /// (for tests of what it does when they fail); up once `/health`'s port accepts.
+    pub fn http_with_outputs(self, outputs: Outputs) -> HttpServer {
+        let port = crate::net::free_port();
+        let mut cmd = self.command("http", Some(&format!("127.0.0.1:{port}")));
+        let (stdout, stderr) = outputs.stdio();
+        cmd.stdout(stdout).stderr(stderr);
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", self.binary.display()));
+        let log = match outputs {
+            // Read until the banner is out, then the reader goes away (both pipes closed).
+            Outputs::ClosedLater => {
+                let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+                let mut lines = BufReader::new(stderr.expect("piped stderr")).lines();
+                assert!(
+                    lines.any(|l| l.is_ok_and(|l| l.contains("listening on "))),
+                    "the server ended before its banner"
+                );
+                drop((stdout, lines));
+                Log::default()
+            }
+            Outputs::Read => {
+                let (_, log) =
+                    wait_for_listening(&mut child, START_TIMEOUT).unwrap_or_else(|e| panic!("{e}"));
+                log
+            }
+            Outputs::ClosedFromStart | Outputs::Full => Log::default(),
+        };
+        let deadline = std::time::Instant::now() + START_TIMEOUT;
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the server ended before it listened ({status}); outputs {outputs:?}");
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server never listened"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        HttpServer {
+            base: format!("http://127.0.0.1:{port}"),
+            child: RunningChild(child),
+            log,
+            projects: self.projects.clone().unwrap_or_default(),
+            _owned: self.owned_projects.into_iter().chain(self.state).collect(),
+        }
+    }
+
     /// Starts it over stdio and completes the initialize handshake.
     pub fn stdio(self) -> StdioServer {
         self.try_stdio().unwrap_or_else(|e| panic!("{e}"))
@@ -258,6 +307,51 @@ impl ServerLaunch {
             .map_err(|e| StartError(format!("start {}: {e}", self.binary.display())))?;
         let owned = self.owned_projects.into_iter().chain(self.state).collect();
         StdioServer::handshake(child, owned)
+    }
+}
+
+/// Where a server's stdout and stderr go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outputs {
+    /// Pipes the test reads for as long as the server runs (stdout: null).
+    Read,
+    /// Pipes whose reader goes away once the server is up: every later write is `EPIPE`.
+    ClosedLater,
+    /// Pipes whose reader was gone before the server started.
+    ClosedFromStart,
+    /// `/dev/full`: every write is `ENOSPC`.
+    Full,
+}
+
+impl Outputs {
+    pub const ALL: [Outputs; 4] = [
+        Outputs::Read,
+        Outputs::ClosedLater,
+        Outputs::ClosedFromStart,
+        Outputs::Full,
+    ];
+
+    /// The server's stdout and stderr.
+    pub fn stdio(self) -> (Stdio, Stdio) {
+        match self {
+            Outputs::Read => (Stdio::null(), Stdio::piped()),
+            Outputs::ClosedLater => (Stdio::piped(), Stdio::piped()),
+            Outputs::ClosedFromStart => {
+                let (reader, writer) = std::io::pipe().expect("a pipe");
+                drop(reader);
+                let second = writer.try_clone().expect("a pipe's second end");
+                (writer.into(), second.into())
+            }
+            Outputs::Full => {
+                let full = || {
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open("/dev/full")
+                        .expect("/dev/full")
+                };
+                (full().into(), full().into())
+            }
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use crate::paths::bin_path;
 use crate::server::{ServerLaunch, StartError};
 
 /// Longest wait for one response.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(180);
 
 pub struct StdioServer {
     child: Child,
@@ -140,13 +140,15 @@ impl StdioServer {
         id
     }
 
-    /// Waits (at most 60 s) for the response to `id`, keeping notifications seen meanwhile.
+    /// Waits (at most 180 s: an install on a loaded machine takes minutes) for the response to
+    /// `id`, keeping notifications seen meanwhile.
     pub fn response(&mut self, id: u64) -> Value {
         self.try_response(&json!(id))
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// Waits (at most 60 s) for the response to `id`, keeping notifications seen meanwhile.
+    /// Waits (at most 180 s: an install on a loaded machine takes minutes) for the response to
+    /// `id`, keeping notifications seen meanwhile.
     pub fn try_response(&mut self, id: &Value) -> Result<Value, String> {
         let deadline = Instant::now() + RESPONSE_TIMEOUT;
         loop {

@@ -5,16 +5,13 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
+use super::stderr;
 use super::{protection, App};
 
 /// The lines said when the HTTP listener is bound. The first stays `pyrun-mcp listening on URL`:
 /// scripts and tests read the address from it.
-#[allow(
-    clippy::print_stderr,
-    reason = "the banner: stable lines for the person who started the server and for scripts"
-)]
 pub fn listening(app: &App, addr: SocketAddr) {
-    eprintln!("pyrun-mcp listening on http://{addr}");
+    stderr::line(&format!("pyrun-mcp listening on http://{addr}"));
     // 0.0.0.0 is no address to connect to: this machine's own clients use loopback.
     let reach = if addr.ip().is_unspecified() {
         SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
@@ -22,13 +19,18 @@ pub fn listening(app: &App, addr: SocketAddr) {
         addr
     };
     let base = format!("http://{reach}");
-    eprintln!("  connect MCP clients to {base}/mcp (Streamable HTTP) or {base}/sse (legacy SSE)");
-    eprintln!("  projects folder: {}", app.engine.root().path().display());
+    stderr::line(&format!(
+        "  connect MCP clients to {base}/mcp (Streamable HTTP) or {base}/sse (legacy SSE)"
+    ));
+    stderr::line(&format!(
+        "  projects folder: {}",
+        app.engine.root().path().display()
+    ));
     let http = &app.config.http;
     if http.bind.ip().is_loopback() && http.auth_token.is_none() && app.oauth.is_none() {
-        eprintln!(
+        stderr::line(
             "  no auth token: any program of any user on this machine can run these scripts; \
-             set MCP_AUTH_TOKEN (or --auth-token) to require one"
+             set MCP_AUTH_TOKEN (or --auth-token) to require one",
         );
     }
     if !http.bind.ip().is_loopback() {
@@ -38,13 +40,13 @@ pub fn listening(app: &App, addr: SocketAddr) {
             .into_iter()
             .chain(http.allowed_hosts.iter().map(String::as_str))
             .collect();
-        eprintln!(
+        stderr::line(&format!(
             "  accepted Host names: {}; a request naming another (this machine's LAN name or \
              address, e.g. http://192.168.1.20:{}) gets 403: add it with --allowed-host NAME \
              (MCP_ALLOWED_HOSTS, comma-separated)",
             hosts.join(", "),
             addr.port()
-        );
+        ));
     }
     if let Some(url) = app
         .config
@@ -52,23 +54,19 @@ pub fn listening(app: &App, addr: SocketAddr) {
         .as_ref()
         .and_then(|o| o.public_url.as_deref())
     {
-        eprintln!(
+        stderr::line(&format!(
             "  Claude connector URL (Settings > Connectors > Add custom connector): {}/mcp",
             url.trim_end_matches('/')
-        );
+        ));
     }
 }
 
 /// Over stdio, where stderr is the log a client may keep: the projects folder.
-#[allow(
-    clippy::print_stderr,
-    reason = "the banner: stable lines for the person who started the server"
-)]
 pub fn stdio(app: &App) {
-    eprintln!(
+    stderr::line(&format!(
         "pyrun-mcp serving over stdio; projects folder: {}",
         app.engine.root().path().display()
-    );
+    ));
 }
 
 /// Says the platform's protection once the sandbox is probed (not starting the probe early).
@@ -79,10 +77,6 @@ pub fn protection_when_probed(app: Arc<App>) {
     });
 }
 
-#[allow(
-    clippy::print_stderr,
-    reason = "the banner: stable lines for the person who started the server"
-)]
 fn say_protection(line: &str) {
-    eprintln!("pyrun-mcp protection: {line}");
+    stderr::line(&format!("pyrun-mcp protection: {line}"));
 }
