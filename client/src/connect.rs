@@ -3,8 +3,8 @@
 
 mod diagnose;
 mod sse;
+mod stdio;
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use reqwest::Url;
 use rmcp::service::{ClientInitializeError, RunningService};
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 
 use crate::cli::TransportChoice;
@@ -224,7 +224,7 @@ async fn connect_to(
     handler: Notifier,
 ) -> Result<McpSession, ClientError> {
     match target {
-        Target::Stdio { argv } => connect_stdio(target, argv, handler).await,
+        Target::Stdio { argv } => stdio::connect(target, argv, handler).await,
         Target::StreamableHttp { url } | Target::Base { url } => {
             connect_streamable(target, url, http, handler).await
         }
@@ -237,102 +237,6 @@ async fn connect_to(
                 .await
                 .map_err(|e| init_error(target, e, http.token.is_some()))
         }
-    }
-}
-
-async fn connect_stdio(
-    target: &Target,
-    argv: &[String],
-    handler: Notifier,
-) -> Result<McpSession, ClientError> {
-    let (program, args) = argv
-        .split_first()
-        .ok_or_else(|| ClientError::Usage("the server command line is empty".into()))?;
-    let mut command = tokio::process::Command::new(program);
-    command.args(args);
-    // pyrun-mcp-server logs at info by default; keep the user's terminal for the script's output
-    // unless they asked for server logs. Other servers ignore the variable.
-    if std::env::var_os("PYRUN_LOG").is_none() {
-        command.env("PYRUN_LOG", "warn");
-    }
-    // Own process group: a terminal's Ctrl-C reaches only us, and we cancel the call cleanly
-    // before closing the server's stdin.
-    #[cfg(unix)]
-    command.process_group(0);
-    #[cfg(windows)]
-    command.creation_flags(0x0000_0200); // CREATE_NEW_PROCESS_GROUP
-    let (transport, stderr) = TokioChildProcess::builder(command)
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| ClientError::Connect {
-            target: target.display(),
-            reason: format!("cannot start `{program}`: {e}"),
-        })?;
-    let stderr = stderr.map(relay_stderr);
-    match handler.serve(transport).await {
-        Ok(session) => Ok(session),
-        Err(
-            e @ (ClientInitializeError::ConnectionClosed(_)
-            | ClientInitializeError::TransportError { .. }),
-        ) => {
-            // Its last words explain it better than the broken pipe we saw.
-            let last = match stderr {
-                Some(relay) => relay.last_line().await,
-                None => None,
-            };
-            let reason = match last {
-                Some(line) => format!(
-                    "the server command exited before the MCP handshake; it said: {}",
-                    line.trim()
-                ),
-                None => format!(
-                    "the server command ended the MCP handshake ({}) and wrote nothing on stderr",
-                    diagnose::root_cause(&e)
-                ),
-            };
-            Err(ClientError::Connect {
-                target: target.display(),
-                reason,
-            })
-        }
-        Err(other) => Err(ClientError::Protocol(diagnose::chain(&other))),
-    }
-}
-
-/// The stdio server's stderr, passed on to ours line by line as it comes, with the line that
-/// best says why it died kept for the error: its last `error…` line, else its last line.
-struct StderrRelay {
-    task: tokio::task::JoinHandle<Option<String>>,
-}
-
-fn relay_stderr(stderr: tokio::process::ChildStderr) -> StderrRelay {
-    use tokio::io::AsyncBufReadExt;
-    let task = tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(stderr).lines();
-        let (mut last, mut last_error) = (None, None);
-        while let Ok(Some(line)) = lines.next_line().await {
-            crate::term::write_stderr(&format!("{line}\n"));
-            if line.trim_start().to_lowercase().starts_with("error") {
-                last_error = Some(line.clone());
-            }
-            if !line.trim().is_empty() {
-                last = Some(line);
-            }
-        }
-        last_error.or(last)
-    });
-    StderrRelay { task }
-}
-
-impl StderrRelay {
-    /// The last line, once the server closed its stderr (briefly waited for: a server that
-    /// left a child holding it open gives none).
-    async fn last_line(self) -> Option<String> {
-        tokio::time::timeout(Duration::from_secs(2), self.task)
-            .await
-            .ok()?
-            .ok()
-            .flatten()
     }
 }
 
