@@ -97,6 +97,16 @@ impl StdioSession {
         })
     }
 
+    /// Takes over a server started some other way (stdin and stdout piped), e.g. the FastMCP
+    /// baseline over stdio, and completes the initialize handshake.
+    pub fn attach(child: std::process::Child) -> anyhow::Result<Self> {
+        let server = StdioServer::attach(child).map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(Self {
+            server,
+            _launch: None,
+        })
+    }
+
     pub fn pid(&self) -> u32 {
         self.server.pid()
     }
@@ -190,7 +200,16 @@ pub struct SseSession {
 
 impl SseSession {
     pub async fn start(base: &str, sse_path: &str) -> anyhow::Result<Self> {
-        let client = reqwest::Client::new();
+        Self::start_on(reqwest::Client::new(), base, sse_path).await
+    }
+
+    /// Like [`SseSession::start`] on a given client: sessions that share one client share its
+    /// pool of keep-alive connections for their POSTs.
+    pub async fn start_on(
+        client: reqwest::Client,
+        base: &str,
+        sse_path: &str,
+    ) -> anyhow::Result<Self> {
         let resp = client
             .get(format!("{base}{sse_path}"))
             .header("Accept", "text/event-stream")

@@ -9,6 +9,7 @@ mod packages;
 mod procs;
 mod sessions;
 mod stats;
+mod table;
 mod warm;
 
 use std::path::{Path, PathBuf};
@@ -58,6 +59,15 @@ struct Args {
     /// Measure only the Python session rows (session_exec of 1+1 over stdio).
     #[arg(long)]
     only_sessions: bool,
+    /// Measure only the server's memory with --idle-sessions legacy-SSE sessions: opened only,
+    /// initialized with a connection per client, initialized with one shared client.
+    #[arg(long)]
+    only_sse_sessions: bool,
+    /// Open --idle-sessions initialized legacy-SSE sessions on the server at this base URL (one
+    /// client each), hold them for --load-secs, then close them: for a heap profiler run on a
+    /// server started by hand.
+    #[arg(long)]
+    hold_sse_sessions: Option<String>,
     /// Measure only the list_packages row (200 packages over stdio); with --only-sessions, both.
     #[arg(long)]
     only_packages: bool,
@@ -91,6 +101,18 @@ struct Args {
     /// Warm rows: the warm servers' debug logs (pyrun_run=debug) are written to this folder.
     #[arg(long)]
     warm_log_dir: Option<PathBuf>,
+    /// The one current table (scripts/bench.sh's default): every pattern with warm runs on and
+    /// off, interleaved, beside raw python and the FastMCP baseline. The numpy+pandas rows need
+    /// --workload-venv and --workload-python.
+    #[arg(long)]
+    table: bool,
+    /// The table with fewer calls (a first look, not figures to quote).
+    #[arg(long)]
+    quick: bool,
+    /// The table is also written into this page, between its `<!-- bench-table:start -->` and
+    /// `<!-- bench-table:end -->` markers.
+    #[arg(long, requires = "table")]
+    write_into: Option<PathBuf>,
 }
 
 const SCRIPT: &str = "hello_world.py";
@@ -143,6 +165,27 @@ async fn main() -> anyhow::Result<()> {
     let mut report = Report { rows: Vec::new() };
     let machine = machine_line(&python);
     eprintln!("{machine}");
+    if args.table {
+        let opts = table::Options {
+            python: &python,
+            server_args: &python_arg,
+            fastmcp_python: args.fastmcp_python.as_deref(),
+            baseline_script: &baseline_script,
+            workload: match (&args.workload_venv, &args.workload_python) {
+                (Some(v), Some(p)) => Some((std::path::absolute(v)?, p.clone())),
+                _ => None,
+            },
+            quick: args.quick,
+            idle_sessions: args.idle_sessions,
+        };
+        let text = table::measure(&projects, bin, &opts).await?;
+        println!("{text}");
+        if let Some(page) = &args.write_into {
+            table::write_into(page, &text)?;
+            eprintln!("written into {}", page.display());
+        }
+        return Ok(());
+    }
     if args.warm {
         let workload = match (&args.workload_venv, &args.workload_python) {
             (Some(v), Some(p)) => Some((std::path::absolute(v)?, p.clone())),
@@ -164,6 +207,20 @@ async fn main() -> anyhow::Result<()> {
         for warm::Row(a, b, c, d) in rows {
             println!("| {a} | {b} | {c} | {d} |");
         }
+        return Ok(());
+    }
+    if let Some(base) = &args.hold_sse_sessions {
+        let mut open = Vec::with_capacity(args.idle_sessions);
+        for _ in 0..args.idle_sessions {
+            open.push(SseSession::start(base, "/sse").await?);
+        }
+        eprintln!("holding {} sessions", open.len());
+        tokio::time::sleep(Duration::from_secs(args.load_secs)).await;
+        return Ok(());
+    }
+    if args.only_sse_sessions {
+        sse_session_rows(&mut report, bin, &projects, &python_arg, args.idle_sessions).await?;
+        report.print(&machine);
         return Ok(());
     }
     if args.only_sessions || args.only_packages {
@@ -455,6 +512,47 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Server memory with `n` idle legacy-SSE sessions, each on a fresh server, as RSS and as bytes
+/// per session over the idle server's.
+async fn sse_session_rows(
+    report: &mut Report,
+    bin: &Path,
+    projects: &Path,
+    python_arg: &[&str],
+    n: usize,
+) -> anyhow::Result<()> {
+    let args = [
+        python_arg,
+        &["--max-sessions", "5000", "--max-connections", "5000"],
+    ]
+    .concat();
+    let shared = reqwest::Client::new();
+    for what in [
+        "opened (GET /sse only)",
+        "initialized, a client each",
+        "initialized, one client",
+    ] {
+        let server = procs::start_pyrun_http(bin, projects, &args)?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let idle = rss_kib(server.pid()).map_or(0, |(r, _)| r);
+        let with = match what {
+            "opened (GET /sse only)" => idle_sse_rss(&server, n).await?,
+            "initialized, a client each" => initialized_sse_rss_on(&server, n, None).await?,
+            _ => initialized_sse_rss_on(&server, n, Some(&shared)).await?,
+        };
+        report.row(
+            &format!("{n} legacy-SSE sessions, {what}: server RSS"),
+            format!("{} → {}", mib(idle), mib(with)),
+            "—".into(),
+            format!(
+                "{:.1} KiB per session",
+                with.saturating_sub(idle) as f64 / n.max(1) as f64
+            ),
+        );
+    }
+    Ok(())
+}
+
 /// The Python session rows: `session_exec` of `1+1` over stdio, beside `run_python`.
 /// list_packages of a venv with 200 packages over stdio (no run: its metadata is read).
 async fn packages_row(
@@ -694,9 +792,20 @@ async fn idle_sse_rss(server: &Server, n: usize) -> anyhow::Result<u64> {
 
 /// Server RSS with `n` SSE sessions that each initialized, then stay idle.
 async fn initialized_sse_rss(server: &Server, n: usize) -> anyhow::Result<u64> {
+    initialized_sse_rss_on(server, n, None).await
+}
+
+/// [`initialized_sse_rss`], the sessions' clients all `client` when given (one pool of POST
+/// connections), else each its own (a POST connection per session, as separate clients keep).
+async fn initialized_sse_rss_on(
+    server: &Server,
+    n: usize,
+    client: Option<&reqwest::Client>,
+) -> anyhow::Result<u64> {
     let mut open = Vec::with_capacity(n);
     for _ in 0..n {
-        open.push(SseSession::start(&server.base_url, "/sse").await?);
+        let client = client.cloned().unwrap_or_default();
+        open.push(SseSession::start_on(client, &server.base_url, "/sse").await?);
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss = rss_kib(server.pid()).map(|(rss, _)| rss).unwrap_or(0);
@@ -834,7 +943,10 @@ def run_python(file_name: str) -> str:
     return out
 
 
-mcp.run(transport=transport, host="127.0.0.1", port=port, show_banner=False)
+if transport == "stdio":
+    mcp.run(transport="stdio", show_banner=False)
+else:
+    mcp.run(transport=transport, host="127.0.0.1", port=port, show_banner=False)
 "#;
 
 fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {

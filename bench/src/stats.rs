@@ -18,6 +18,11 @@ impl Samples {
         self.0.len()
     }
 
+    /// The samples in the order they were taken (pairs line up by index).
+    pub fn values(&self) -> &[Duration] {
+        &self.0
+    }
+
     fn quantile(&self, q: f64) -> Duration {
         if self.0.is_empty() {
             return Duration::ZERO;
@@ -38,6 +43,16 @@ impl Samples {
 
     pub fn p99(&self) -> Duration {
         self.quantile(0.99)
+    }
+}
+
+/// The `q` quantile of plain numbers (nearest rank); 0 for none.
+pub fn quantile_of(values: &[f64], q: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n => sorted[(((n as f64 - 1.0) * q).round() as usize).min(n - 1)],
     }
 }
 

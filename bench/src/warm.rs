@@ -130,7 +130,7 @@ fn ratio(s: &Samples, raw: &Samples) -> String {
 }
 
 /// CPU time (user + system, ms) of a process and its waited-for descendants.
-fn cpu_ms(pid: &str) -> Option<f64> {
+pub(crate) fn cpu_ms(pid: &str) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = after.split_whitespace().collect();
@@ -143,7 +143,7 @@ fn cpu_ms(pid: &str) -> Option<f64> {
 }
 
 /// The bench's own waited-for children's CPU (ms): the raw spawns.
-fn children_cpu_ms() -> f64 {
+pub(crate) fn children_cpu_ms() -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return 0.0;
     };
@@ -159,11 +159,11 @@ fn children_cpu_ms() -> f64 {
 }
 
 /// Memory of a process tree: the root's RSS, and the RSS and PSS (KiB) of its descendants.
-struct TreeMem {
-    server_rss: u64,
+pub(crate) struct TreeMem {
+    pub server_rss: u64,
     server_pss: u64,
-    children: usize,
-    children_rss: u64,
+    pub children: usize,
+    pub children_rss: u64,
     children_pss: u64,
     pythons: usize,
 }
@@ -214,7 +214,7 @@ fn descendants(root: u32) -> Vec<u32> {
     found
 }
 
-fn tree_mem(root: u32) -> TreeMem {
+pub(crate) fn tree_mem(root: u32) -> TreeMem {
     let kids = descendants(root);
     let status =
         |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -573,7 +573,7 @@ async fn fork_limit(
 
 /// Whether the server's background compile of the venv at `venv` is done: its stamp (first
 /// line the fingerprint, second the venv's host folder) anywhere in the cache.
-fn venv_cached(cache: &Path, venv: &Path) -> bool {
+pub(crate) fn venv_cached(cache: &Path, venv: &Path) -> bool {
     let Ok(interps) = std::fs::read_dir(cache.join("pyrun-mcp/bytecode")) else {
         return false;
     };
@@ -583,7 +583,7 @@ fn venv_cached(cache: &Path, venv: &Path) -> bool {
     })
 }
 
-fn stdlib_filled(cache: &Path) -> bool {
+pub(crate) fn stdlib_filled(cache: &Path) -> bool {
     std::fs::read_dir(cache.join("pyrun-mcp/bytecode")).is_ok_and(|d| {
         d.flatten()
             .filter(|i| i.file_name().to_string_lossy().starts_with("python"))

@@ -102,6 +102,22 @@ pub enum Command {
         /// The run id `run --detach` printed (`runs` lists them).
         run_id: String,
     },
+    /// Run Python code sent in the call (run_python_code; the server needs
+    /// --allow-inline-code), reported as `run` reports a file: output, then its exit code as ours.
+    Code(CodeArgs),
+    /// Python sessions that keep their variables between calls (session_start, session_exec,
+    /// session_stop, list_sessions; the server needs --allow-inline-code). Across invocations
+    /// they need an HTTP target; over stdio, use the `interactive` menu's session.
+    #[command(subcommand)]
+    Session(SessionCommand),
+    /// Install packages into a project's .venv (install_packages; the server needs
+    /// --allow-install): the installer's last lines, exit 1 when it failed.
+    Install(InstallArgs),
+    /// List the packages of a project's environment (list_packages), `name==version` a line.
+    Packages {
+        /// A folder of the projects folder; the folder itself when omitted.
+        project: Option<String>,
+    },
     /// List the server's resources (for pyrun-mcp: the project files, as pyrun://projects/…).
     Resources,
     /// Read one resource: text to stdout, or any content to a file with -o.
@@ -134,9 +150,84 @@ impl Command {
             Self::Logs(_) => Some("logs"),
             Self::Cancel { .. } => Some("cancel"),
             Self::Run(args) if args.detach => Some("run --detach"),
+            Self::Session(_) => Some("session"),
             _ => None,
         }
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Start a session; prints its id on stdout (`sid=$(pyrun-mcp-client session start)`).
+    Start {
+        /// A folder of the projects folder to work in; its own scratch folder when omitted.
+        #[arg(long)]
+        project: Option<String>,
+    },
+    /// Run code in a session: its stdout to stdout, its stderr and any traceback to stderr, the
+    /// repr of a final expression on stdout; exit 1 when it raised, 124 when it timed out.
+    Exec(SessionExecArgs),
+    /// Stop a session and everything it started.
+    Stop {
+        /// The id `session start` printed (`session list` lists them).
+        session_id: String,
+    },
+    /// List your open sessions.
+    List,
+}
+
+#[derive(Debug, Args)]
+pub struct SessionExecArgs {
+    /// The id `session start` printed.
+    pub session_id: String,
+    #[command(flatten)]
+    pub source: CodeSource,
+    /// The code's own time limit in seconds, enforced by the server (exit 124 when hit).
+    #[arg(long, value_name = "SECONDS")]
+    pub script_timeout: Option<f64>,
+}
+
+/// Where code comes from: the command line, or a file (`-`: our stdin).
+#[derive(Debug, Args)]
+pub struct CodeSource {
+    /// The Python source, e.g. 'print(1 + 1)'.
+    #[arg(value_name = "CODE", required_unless_present = "file")]
+    pub code: Option<String>,
+    /// Read the source from this file instead (`-` reads our stdin).
+    #[arg(long, short = 'f', value_name = "PATH", conflicts_with = "code")]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CodeArgs {
+    #[command(flatten)]
+    pub source: CodeSource,
+    /// A folder of the projects folder to run in; its own scratch folder when omitted.
+    #[arg(long)]
+    pub project: Option<String>,
+    /// Arguments for the code (its sys.argv[1:]), after `--`.
+    #[arg(last = true, value_name = "-- ARGS")]
+    pub args: Vec<String>,
+    /// Pass this command's stdin to the code (docker's -i).
+    #[arg(short = 'i', long = "stdin", conflicts_with = "stdin_file")]
+    pub stdin: bool,
+    /// Feed this file to the code's stdin (`-` reads our own stdin, as -i does).
+    #[arg(long, value_name = "PATH")]
+    pub stdin_file: Option<PathBuf>,
+    /// The code's own time limit in seconds, enforced by the server (exit 124 when hit).
+    #[arg(long, value_name = "SECONDS")]
+    pub script_timeout: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// The project folder (relative to the projects folder) whose .venv gets the packages.
+    pub project: String,
+    /// Requirements, e.g. 'requests>=2' numpy; with none and no -r, the project's uv.lock is synced.
+    pub packages: Vec<String>,
+    /// A requirements file of the project (relative to it), read by the server.
+    #[arg(long, short = 'r', value_name = "FILE")]
+    pub requirements: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -178,7 +269,12 @@ pub struct RunArgs {
     /// Arguments for the script after `--`, taken as they are.
     #[arg(last = true, value_name = "-- ARGS", hide = true)]
     pub args: Vec<String>,
-    /// Feed this file to the script's stdin (`-` reads our own stdin).
+    /// Pass this command's stdin to the script (docker's -i): read to its end before the run
+    /// starts. Without it (or --stdin-file) the script's stdin is empty and ours is never read.
+    #[arg(short = 'i', long = "stdin", conflicts_with = "stdin_file")]
+    pub stdin: bool,
+    /// Feed this file to the script's stdin (`-` reads our own stdin, as -i does). Any size: past
+    /// 512 KiB it is sent in pieces (upload_stdin), up to the server's --max-stdin-bytes.
     #[arg(long, value_name = "PATH")]
     pub stdin_file: Option<PathBuf>,
     /// The script's stdin as text (the interactive menu's), when no --stdin-file is given.

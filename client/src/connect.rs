@@ -21,6 +21,7 @@ use crate::error::ClientError;
 use crate::handler::Notifier;
 
 pub(crate) use diagnose::{chain as error_chain, root_cause};
+pub use stdio::ServerLog;
 
 pub type McpSession = RunningService<RoleClient, Notifier>;
 
@@ -196,7 +197,12 @@ pub async fn connect(
     target: &Target,
     http: &HttpOptions,
     handler: Notifier,
+    server_log: ServerLog,
 ) -> Result<(McpSession, Target), ClientError> {
+    if let Target::Stdio { argv } = target {
+        let session = stdio::connect(target, argv, handler, server_log).await?;
+        return Ok((session, target.clone()));
+    }
     let Target::Base { url } = target else {
         let session = connect_to(target, http, handler).await?;
         return Ok((session, target.clone()));
@@ -224,7 +230,7 @@ async fn connect_to(
     handler: Notifier,
 ) -> Result<McpSession, ClientError> {
     match target {
-        Target::Stdio { argv } => stdio::connect(target, argv, handler).await,
+        Target::Stdio { argv } => stdio::connect(target, argv, handler, ServerLog::Errors).await,
         Target::StreamableHttp { url } | Target::Base { url } => {
             connect_streamable(target, url, http, handler).await
         }

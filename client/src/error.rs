@@ -53,7 +53,8 @@ Exit codes:
   15   MCP protocol error, or the connection was lost during a call (the server
        stopped or the network dropped; what arrived before is printed)
   16   unknown tool or prompt
-  17   bad tool or prompt arguments
+  17   bad tool or prompt arguments (also: a request larger than the server's
+       --max-body-bytes, HTTP 413)
   75   `logs` without --follow: the run is still queued or running
   124  timeout (--timeout, or the script's time limit for `run` and `logs`)
   130  interrupted (Ctrl-C); the call is cancelled on the server";
@@ -91,6 +92,10 @@ pub enum ClientError {
         during: String,
         reason: Option<String>,
     },
+
+    /// HTTP 413: one request's body passed the server's limit; `reason` is the server's word.
+    #[error("the server refused the `{during}` request as too large (HTTP 413): {reason}")]
+    TooLarge { during: String, reason: String },
 
     #[error("the server has no tool named `{name}`")]
     UnknownTool {
@@ -171,7 +176,7 @@ impl ClientError {
             Self::NotMcp { .. } | Self::NotStdioServer { .. } => NOT_MCP,
             Self::Protocol(_) | Self::ConnectionLost { .. } => PROTOCOL,
             Self::UnknownTool { .. } => UNKNOWN_TOOL,
-            Self::BadArguments { .. } => BAD_ARGUMENTS,
+            Self::BadArguments { .. } | Self::TooLarge { .. } => BAD_ARGUMENTS,
             Self::ToolFailed { .. }
             | Self::Io { .. }
             | Self::NotOffered { .. }
@@ -255,6 +260,11 @@ impl ClientError {
                 Some("`pyrun-mcp-client runs` lists the runs the server keeps for you".into())
             }
             Self::Timeout(_) => Some("raise --timeout, or leave it out for no limit".into()),
+            Self::TooLarge { .. } => Some(
+                "the server's limit is --max-body-bytes (MCP_MAX_BODY_BYTES, 4 MiB unless set); \
+                 `run -i` and `run --stdin-file` send a large stdin in pieces"
+                    .into(),
+            ),
             Self::ConnectionLost { .. } => Some(
                 "the server stopped or the network dropped; the output above is what arrived \
                  before (a background run may go on in a server that is still up: \

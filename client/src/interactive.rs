@@ -1,5 +1,5 @@
 //! `interactive`: a small menu on a terminal — run a file (picked from the server's list, with
-//! arguments and the script's stdin typed in), list files, list tools, quit. A driver beside
+//! arguments and the script's stdin typed in), list files, list tools, a Python session, quit. A driver beside
 //! `execute` in lib.rs, not a command: it runs the commands and hands their data to `output`,
 //! which prints every line of the conversation. Ctrl-C during a run cancels that run and the
 //! menu comes back; Ctrl-C at the menu ends the session.
@@ -7,12 +7,13 @@
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
 use crate::cli::RunArgs;
-use crate::commands::{files, run, tools};
+use crate::commands::{files, run, sessions, tools};
 use crate::error::ClientError;
 use crate::output::Output;
 use crate::session::Session;
 
-const MENU: &str = "\n  1) run a file   2) list files   3) list tools   q) quit\n";
+const MENU: &str =
+    "\n  1) run a file   2) list files   3) list tools   4) Python session   q) quit\n";
 
 type Input = Lines<BufReader<Stdin>>;
 
@@ -37,6 +38,7 @@ pub async fn execute(session: &Session, output: &Output) -> Result<u8, ClientErr
             "3" | "t" | "tools" => tools::execute(session)
                 .await
                 .map(|t| output.tools(&t, false)),
+            "4" | "s" | "session" => python_session(session, &mut input, output).await,
             "q" | "quit" | "exit" => return Ok(0),
             "" => Ok(()),
             other => {
@@ -82,6 +84,7 @@ async fn run_one(
         file,
         script_args: vec![],
         args,
+        stdin: false,
         stdin_file: None,
         stdin_text: stdin,
         script_timeout: None,
@@ -91,6 +94,57 @@ async fn run_one(
     let report = run::execute(session, &run_args, true).await?;
     output.run_report(&report, false);
     Ok(Some(report.exit_code()))
+}
+
+/// A Python session for as long as the menu item lasts (over stdio the server ends with this
+/// client, so a session lives within one `interactive`): each line runs in it, a line ending
+/// in `:` opens a block that an empty line closes; an empty line (or `exit`, or end of input)
+/// stops the session and the menu comes back.
+async fn python_session(
+    session: &Session,
+    input: &mut Input,
+    output: &Output,
+) -> Result<(), ClientError> {
+    let started = sessions::start(session, None).await?;
+    let id = started.value.session_id;
+    output.note(&format!(
+        "Python session {id}: type code; a line ending in `:` opens a block an empty line \
+         closes; an empty line ends the session"
+    ));
+    let result = session_loop(session, input, output, &id).await;
+    // Stopped however the loop ended (Ctrl-C included); a failure to stop is only noted.
+    if let Err(e) = sessions::stop(session, &id).await {
+        output.error(&e);
+    }
+    result
+}
+
+async fn session_loop(
+    session: &Session,
+    input: &mut Input,
+    output: &Output,
+    id: &str,
+) -> Result<(), ClientError> {
+    loop {
+        let Some(first) = prompt_raw(session, input, output, ">>> ").await? else {
+            return Ok(());
+        };
+        if first.trim().is_empty() || first.trim() == "exit" {
+            return Ok(());
+        }
+        let mut code = format!("{first}\n");
+        if first.trim_end().ends_with(':') {
+            while let Some(line) = prompt_raw(session, input, output, "... ").await? {
+                if line.trim().is_empty() {
+                    break;
+                }
+                code.push_str(&line);
+                code.push('\n');
+            }
+        }
+        let answer = sessions::exec(session, id, &code, None).await?;
+        output.session_exec(&answer);
+    }
 }
 
 /// The server's files, numbered; the answer is a number or a path. `None`: nothing picked.
@@ -137,15 +191,15 @@ async fn read_stdin(
     Ok(Some((!text.is_empty()).then_some(text)))
 }
 
-/// `None` at end of input.
-async fn prompt(
+/// A line as typed (its indentation kept, for code); `None` at end of input.
+async fn prompt_raw(
     session: &Session,
     input: &mut Input,
     output: &Output,
     text: &str,
 ) -> Result<Option<String>, ClientError> {
     output.prompt(text);
-    let line = session
+    session
         .limits()
         .guard(async {
             input.next_line().await.map_err(|source| ClientError::Io {
@@ -153,6 +207,16 @@ async fn prompt(
                 source,
             })
         })
-        .await?;
+        .await
+}
+
+/// `None` at end of input.
+async fn prompt(
+    session: &Session,
+    input: &mut Input,
+    output: &Output,
+    text: &str,
+) -> Result<Option<String>, ClientError> {
+    let line = prompt_raw(session, input, output, text).await?;
     Ok(line.map(|l| l.trim().to_owned()))
 }

@@ -16,7 +16,7 @@ mod term;
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, SessionCommand};
 use crate::commands::artifacts;
 use crate::commands::run::RunOutcome;
 use crate::connect::{HttpOptions, Target};
@@ -50,8 +50,9 @@ async fn run_async(cli: Cli) -> Result<u8, ClientError> {
         None if std::io::stdin().is_terminal() => Command::Interactive,
         None => {
             return Err(ClientError::Usage(
-                "no subcommand given (tools, call, run, files, runs, logs, cancel, resources, \
-                 read, prompts, prompt, ping, interactive); see --help"
+                "no subcommand given (tools, call, run, code, files, runs, logs, cancel, \
+                 session, install, packages, resources, read, prompts, prompt, ping, \
+                 interactive); see --help"
                     .into(),
             ))
         }
@@ -65,6 +66,7 @@ async fn run_async(cli: Cli) -> Result<u8, ClientError> {
     match &command {
         Command::Logs(args) => commands::runs::check_run_id(&args.run_id)?,
         Command::Cancel { run_id } => commands::runs::check_run_id(run_id)?,
+        Command::Code(args) => commands::code::check(args)?,
         _ => {}
     }
     if let (Target::Stdio { .. }, Some(name)) = (&target, command.needs_lasting_server()) {
@@ -90,6 +92,21 @@ async fn run_async(cli: Cli) -> Result<u8, ClientError> {
         deadline,
     };
     let output = Output::new(cli.json);
+    let stdin_passed = match &command {
+        Command::Run(args) => Some(args.stdin || args.stdin_file.is_some()),
+        Command::Code(args) => Some(
+            args.stdin
+                || args.stdin_file.is_some()
+                || args
+                    .source
+                    .file
+                    .as_deref()
+                    .is_some_and(|f| f.as_os_str() == "-"),
+        ),
+        _ => None,
+    };
+    // Said after the run's output (a hint, like the others), so that it never lands in the middle.
+    let stdin_note = stdin_passed == Some(false);
     let reporter = Reporter::for_terminal(cli.json);
     let live = LiveSink::default();
     let (service, used) = limits
@@ -97,6 +114,11 @@ async fn run_async(cli: Cli) -> Result<u8, ClientError> {
             &target,
             &http,
             Notifier::new(reporter.clone(), live.clone()),
+            if cli.verbose {
+                connect::ServerLog::All
+            } else {
+                connect::ServerLog::Errors
+            },
         ))
         .await?;
     if cli.verbose {
@@ -105,6 +127,9 @@ async fn run_async(cli: Cli) -> Result<u8, ClientError> {
     let session = Session::new(service, limits, reporter, live);
     let result = execute(&session, command, &output, cli.verbose).await;
     session.close().await;
+    if stdin_note && result.is_ok() && commands::run_arguments::stdin_is_data() {
+        output.hint(commands::run_arguments::STDIN_NOT_PASSED);
+    }
     result
 }
 
@@ -156,6 +181,20 @@ async fn execute(
                 save_artifacts(session, output, &artifacts::links(&report.result), dir).await?;
             }
             Ok(report.exit_code())
+        }
+        Command::Code(args) => {
+            let report = commands::code::execute(session, &args, !output.json()).await?;
+            output.run_report(&report, false);
+            Ok(report.exit_code())
+        }
+        Command::Session(command) => session_command(session, output, command).await,
+        Command::Install(args) => {
+            output.call_result(&commands::packages::install(session, &args).await?);
+            Ok(0)
+        }
+        Command::Packages { project } => {
+            output.call_result(&commands::packages::list(session, project.as_deref()).await?);
+            Ok(0)
         }
         Command::Runs => {
             output.runs(&commands::runs::list(session).await?);
@@ -217,6 +256,36 @@ async fn execute(
             Ok(0)
         }
         Command::Interactive => interactive::execute(session, output).await,
+    }
+}
+
+/// `session start|exec|stop|list`; `exec` exits 1 when the code raised, 124 when it timed out.
+async fn session_command(
+    session: &Session,
+    output: &Output,
+    command: SessionCommand,
+) -> Result<u8, ClientError> {
+    use commands::sessions;
+    match command {
+        SessionCommand::Start { project } => {
+            output.session_started(&sessions::start(session, project.as_deref()).await?);
+            Ok(0)
+        }
+        SessionCommand::Exec(args) => {
+            let code = commands::code::source_text(&args.source)?;
+            let answer =
+                sessions::exec(session, &args.session_id, &code, args.script_timeout).await?;
+            output.session_exec(&answer);
+            Ok(answer.value.exit_code())
+        }
+        SessionCommand::Stop { session_id } => {
+            output.call_result(&sessions::stop(session, &session_id).await?);
+            Ok(0)
+        }
+        SessionCommand::List => {
+            output.sessions(&sessions::list(session).await?);
+            Ok(0)
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use crate::commands::ping::PingReport;
 use crate::commands::resources::ReadContent;
 use crate::commands::run::{killed_note, Artifacts, RunOutcome, RunReport};
 use crate::commands::runs::{RunList, RunLog, RunState, StartedRun};
+use crate::commands::sessions::{Answer, Exec, Started, Summary};
 use crate::error::ClientError;
 use crate::term::{write_stderr, write_stdout, write_stdout_bytes};
 
@@ -302,6 +303,58 @@ impl Output {
             })
             .collect();
         let header = ["RUN", "STATUS", "EXIT", "TIME", "STARTED", "KIND", "FILE"].map(String::from);
+        write_stdout(&table(&header, &rows));
+    }
+
+    /// `session start`: the id alone on stdout, for `sid=$(…)`.
+    pub fn session_started(&self, answer: &Answer<Started>) {
+        if self.json {
+            return print_json(&json!(answer.result));
+        }
+        write_stdout(&format!("{}\n", answer.value.session_id));
+    }
+
+    /// `session exec`: its stdout to stdout, stderr and traceback to stderr, the repr of a final
+    /// expression on stdout, a note when it timed out.
+    pub fn session_exec(&self, answer: &Answer<Exec>) {
+        if self.json {
+            return print_json(&json!(answer.result));
+        }
+        let exec = &answer.value;
+        write_stdout(&exec.stdout);
+        write_stderr(&exec.stderr);
+        if let Some(result) = &exec.result {
+            write_stdout(&format!("{result}\n"));
+        }
+        if let Some(error) = &exec.error {
+            write_stderr(&format!("{}\n", error.trim_end()));
+        }
+        if exec.timed_out {
+            self.hint("the code hit its time limit and was stopped (exit 124)");
+        }
+    }
+
+    /// `session list`.
+    pub fn sessions(&self, answer: &Answer<Vec<Summary>>) {
+        if self.json {
+            return print_json(&json!(answer.result));
+        }
+        if answer.value.is_empty() {
+            return write_stderr("no sessions: you have none open\n");
+        }
+        let rows: Vec<[String; 4]> = answer
+            .value
+            .iter()
+            .map(|s| {
+                [
+                    s.session_id.clone(),
+                    s.execs.to_string(),
+                    s.last_used_at.clone(),
+                    s.project.clone().unwrap_or_else(|| "(scratch)".into()),
+                ]
+            })
+            .collect();
+        let header = ["SESSION", "EXECS", "LAST USED", "PROJECT"].map(String::from);
         write_stdout(&table(&header, &rows));
     }
 

@@ -459,13 +459,39 @@ fn service_error(err: ServiceError, label: &str) -> ClientError {
             reason: None,
         },
         ServiceError::TransportSend(_) if !err.is_authorization_required() => {
-            ClientError::ConnectionLost {
-                during: label.into(),
-                reason: Some(crate::connect::root_cause(&err)),
+            let reason = crate::connect::root_cause(&err);
+            match too_large(&reason) {
+                Some(said) => ClientError::TooLarge {
+                    during: label.into(),
+                    reason: said,
+                },
+                None => ClientError::ConnectionLost {
+                    during: label.into(),
+                    reason: Some(reason),
+                },
             }
         }
         other => ClientError::Protocol(crate::connect::error_chain(&other)),
     }
+}
+
+/// A send that the server answered with `413`: what the server said of its limit (its own
+/// hint lines left to ours), or the status alone.
+fn too_large(reason: &str) -> Option<String> {
+    const STATUS: &str = "HTTP 413 Payload Too Large";
+    let start = reason.find(STATUS)?;
+    let said = reason[start + STATUS.len()..]
+        .trim_start_matches(':')
+        .trim()
+        .trim_start_matches("Payload Too Large:")
+        .trim();
+    let said = said.split("\nhint:").next().unwrap_or(said);
+    let said = said.lines().next().unwrap_or(said).trim();
+    Some(if said.is_empty() {
+        "larger than it accepts".to_owned()
+    } else {
+        said.to_owned()
+    })
 }
 
 fn unexpected(what: &str, result: &ServerResult) -> ClientError {
@@ -479,6 +505,24 @@ fn unexpected(what: &str, result: &ServerResult) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_413_keeps_the_servers_first_line() {
+        let reason = "unexpected server response: HTTP 413 Payload Too Large: Payload Too Large: \
+                      the request body is more than the 65536 bytes this server accepts \
+                      (--max-body-bytes, MCP_MAX_BODY_BYTES)\nhint: send it in pieces";
+        let said = too_large(reason).unwrap_or_default();
+        assert!(
+            said.starts_with("the request body is more than the 65536"),
+            "{said}"
+        );
+        assert!(said.ends_with("MCP_MAX_BODY_BYTES)"), "{said}");
+        assert_eq!(
+            too_large("HTTP 413 Payload Too Large").as_deref(),
+            Some("larger than it accepts")
+        );
+        assert_eq!(too_large("connection reset"), None);
+    }
 
     #[test]
     fn a_rearmed_interrupt_stops_only_the_waits_of_its_moment() {

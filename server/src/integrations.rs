@@ -100,6 +100,11 @@ const BUNDLE_HINT: &str = "hint: the easy way is the MCP Bundle: scripts/bundle.
                            scripts\\bundle.ps1) builds dist/pyrun-mcp-*.mcpb; double-click it \
                            and pick the projects folder";
 
+/// The same from a release download, which ships the bundle beside the archives, not the script.
+const BUNDLE_HINT_RELEASE: &str = "hint: the easy way is the MCP Bundle: download \
+                                   pyrun-mcp-*.mcpb from the same release page; double-click \
+                                   it and pick the projects folder";
+
 /// Stands for the connector URL when none was given (`config` refuses that before it asks).
 const URL_PLACEHOLDER: &str = "https://<your-public-host>/mcp";
 
@@ -129,7 +134,9 @@ pub fn snippet(assistant: Assistant, target: &Target) -> Snippet {
                     "command": command, "args": args, "disabled": false, "autoApprove": []
                 })),
                 Assistant::ClaudeDesktop => {
-                    hints.push(BUNDLE_HINT.to_owned());
+                    hints.push(
+                        crate::app::source_tree::pick(BUNDLE_HINT, BUNDLE_HINT_RELEASE).to_owned(),
+                    );
                     servers(json!({ "command": command, "args": args }))
                 }
                 // (Claude's connectors were answered above.)

@@ -22,12 +22,24 @@ use crate::config::TunnelConfig;
 #[cfg_attr(not(feature = "tunnel"), allow(dead_code))]
 const NGROK_STEP_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// What to do without the in-process tunnel: from a clone, its build and scripts; from a release
+/// download (which has no scripts), the ngrok agent by hand.
+fn not_built_hint() -> &'static str {
+    crate::app::source_tree::pick(
+        "rebuild with `cargo build --release -p pyrun-mcp-server --features tunnel` \
+         (scripts/setup does), or run the ngrok agent next to the server instead: \
+         scripts/start-tunnel.sh (Windows: scripts\\start-tunnel.ps1)",
+        "run the ngrok agent next to the server instead: `ngrok http 127.0.0.1:PORT \
+         --host-header localhost:PORT`, and pass its host to --allowed-host (docs/http-and-oauth.md, \
+         Public URL)",
+    )
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum TunnelError {
     #[error(
-        "this pyrun-mcp-server was built without tunnel support\nhint: rebuild with \
-         `cargo build --release -p pyrun-mcp-server --features tunnel` (scripts/setup does), or run the ngrok agent \
-         next to the server instead: scripts/start-tunnel.sh (Windows: scripts\\start-tunnel.ps1)"
+        "this pyrun-mcp-server was built without tunnel support\nhint: {}",
+        not_built_hint()
     )]
     NotBuilt,
     #[error(

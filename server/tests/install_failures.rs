@@ -536,3 +536,57 @@ fn an_install_step_cannot_write_the_snapshot_its_venv_is_put_back_from() {
     );
     assert!(!is_error(&again), "{again}");
 }
+
+/// The install roots in `temp`, by name.
+fn install_roots(temp: &Path) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = std::fs::read_dir(temp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("pyrun-mcp-install-"))
+        })
+        .collect();
+    roots.sort();
+    roots
+}
+
+/// A server killed with SIGKILL cannot remove its install root (its pip/uv cache, tens of MB
+/// after a few installs); the next server to start removes it, and never a live server's.
+#[test]
+fn the_install_root_a_killed_server_left_is_removed_by_the_next_one() {
+    let temp = tempfile::tempdir().unwrap();
+    let tmpdir = temp.path().to_str().unwrap();
+    let (_base, projects) = folder();
+    let env = [("TMPDIR", tmpdir)];
+    let mut killed = StdioServer::start_with_env(&projects, &["--allow-install"], None, &env);
+    let _ = killed.request("tools/list", json!({}));
+    let left = install_roots(temp.path());
+    assert_eq!(left.len(), 1, "{left:?}");
+    std::fs::write(left[0].join("cached-wheel"), vec![0u8; 1 << 20]).unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-9", &killed.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    drop(killed);
+    assert!(left[0].join("cached-wheel").exists());
+
+    let live = StdioServer::start_with_env(&projects, &["--allow-install"], None, &env);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while left[0].exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!left[0].exists(), "the killed server's install root stayed");
+    let now = install_roots(temp.path());
+    assert_eq!(now.len(), 1, "{now:?}");
+
+    // A third server leaves the second's root: its server lives.
+    let third = StdioServer::start_with_env(&projects, &["--allow-install"], None, &env);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(now[0].is_dir(), "a live server's install root was removed");
+    assert_eq!(install_roots(temp.path()).len(), 2);
+    drop((live, third));
+}

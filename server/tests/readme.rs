@@ -331,3 +331,129 @@ fn the_readme_says_what_is_protected_per_platform_and_how_to_connect_claude_on_i
         "the test suite (line {suite}) comes under Developing"
     );
 }
+
+/// The fenced `bash` blocks of the README's `## Try it`, each as its lines.
+fn try_it_blocks(readme: &str) -> Vec<Vec<String>> {
+    let section = readme
+        .split("\n## ")
+        .find(|s| s.starts_with("Try it\n"))
+        .expect("the README has a `## Try it` section");
+    section
+        .split("```bash\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .map(|block| block.lines().map(str::to_owned).collect())
+        .collect()
+}
+
+/// README's "Try it" works as written from a fresh clone: its build makes both programs, and
+/// its commands, run by bash with those programs on PATH (the build's, here the tests'), do what
+/// the comments say — the server listening (on a free port instead of 8000), the client's runs
+/// and exit codes, the stdio `tools`.
+#[cfg(unix)]
+#[test]
+fn the_readme_try_it_commands_work_as_written() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let blocks = try_it_blocks(&readme());
+    assert_eq!(
+        blocks.len(),
+        2,
+        "a server block and a client block: {blocks:?}"
+    );
+    let build = &blocks[0][0];
+    assert!(
+        build.starts_with("cargo build")
+            && build.contains("pyrun-mcp-server")
+            && build.contains("pyrun-mcp-client"),
+        "the first command builds both programs: {build}"
+    );
+    let bins = pyrun_mcp_tests::bin_path("pyrun-mcp-server");
+    let bins = bins.parent().expect("the binaries' folder");
+    let path = format!(
+        "{}:{}",
+        bins.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // A clone's folder: the samples (a private copy) at `python_projects`.
+    let projects = pyrun_mcp_tests::projects_copy();
+    let clone = tempfile::tempdir().expect("a temporary folder");
+    std::os::unix::fs::symlink(projects.path(), clone.path().join("python_projects"))
+        .expect("link the samples");
+    let state = tempfile::tempdir().expect("a state folder");
+    let bash = |script: &str| {
+        let mut cmd = Command::new("bash");
+        pyrun_mcp_tests::scrub_env(&mut cmd);
+        cmd.env_remove("MCP_SERVER_URL")
+            .env("PATH", &path)
+            .env("PYRUN_STATE_DIR", state.path())
+            .env("NO_COLOR", "1")
+            .current_dir(clone.path())
+            .arg("-c")
+            .arg(script);
+        cmd
+    };
+
+    // The server block, on a free port: its `listening on` line gives the URL.
+    let server_lines: Vec<&String> = blocks[0][1..]
+        .iter()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect();
+    let script = server_lines
+        .iter()
+        .map(|l| {
+            if l.starts_with("pyrun-mcp-server ") {
+                format!("exec {l} --bind 127.0.0.1:0")
+            } else {
+                (*l).clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut server = bash(&script)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the server block");
+    let stderr = server.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut url = None;
+    while Instant::now() < deadline {
+        let Some(Ok(line)) = lines.next() else { break };
+        if let Some(found) = line.split("listening on ").nth(1) {
+            url = Some(found.trim().trim_end_matches('/').to_owned());
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    let Some(url) = url else {
+        let _ = server.kill();
+        panic!("the server block printed no `listening on` line");
+    };
+    let port = url.rsplit(':').next().expect("a port").to_owned();
+
+    for line in &blocks[1] {
+        if line.trim_start().starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let command = line.replace("127.0.0.1:8000", &format!("127.0.0.1:{port}"));
+        let out = bash(&command).output().expect("run a client line");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "`{line}` failed: {stdout}\n{stderr}");
+        if let Some((_, said)) = line.split_once("  # ") {
+            let said = said.trim();
+            assert!(stdout.contains(said), "`{line}` printed {stdout}\n{stderr}");
+        }
+        if line.ends_with(" tools") {
+            assert!(stdout.contains("run_python"), "`{line}`: {stdout}");
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+}

@@ -189,3 +189,43 @@ fn run_says_what_the_server_dropped_past_its_capture() {
     let tail = &out.stdout[65536..];
     assert!(stdout.ends_with(tail), "the tail is how the output ended");
 }
+
+/// The stdio server the client starts keeps its banner and log to itself unless `--verbose`
+/// asks; its errors (a start it refuses) always reach the terminal.
+#[test]
+fn a_stdio_servers_log_shows_only_with_verbose_and_its_errors_always() {
+    let cmd = StdioCommand::new(&[]);
+    let target = command_line(&cmd.program, &cmd.args);
+    std::fs::write(cmd.projects.path().join("hi.py"), "print('hi')\n").expect("write");
+    let out = client()
+        .arg("--server")
+        .arg(&target)
+        .args(["run", "hi.py"])
+        .output()
+        .expect("run the client");
+    let err = as_text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(as_text(&out.stdout), "hi\n");
+    assert!(!err.contains("pyrun-mcp serving"), "no banner: {err}");
+    let out = client()
+        .arg("--server")
+        .arg(&target)
+        .args(["--verbose", "run", "hi.py"])
+        .output()
+        .expect("run the client");
+    let err = as_text(&out.stderr);
+    assert!(
+        err.contains("pyrun-mcp serving"),
+        "the banner with --verbose: {err}"
+    );
+    let broken = format!("{target} --timeout 0");
+    let out = client()
+        .arg("--server")
+        .arg(&broken)
+        .args(["run", "hi.py"])
+        .output()
+        .expect("run the client");
+    let err = as_text(&out.stderr);
+    assert_eq!(out.status.code(), Some(10), "{err}");
+    assert!(err.contains("error"), "the server's refusal: {err}");
+}

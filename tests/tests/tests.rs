@@ -18,6 +18,8 @@ mod client_fastmcp;
 mod client_first_day;
 mod client_output;
 mod client_pyrun;
+mod client_stdin;
+mod client_tools;
 mod conformance;
 mod consent_browser;
 mod fastmcp_http;

@@ -3,11 +3,14 @@
 
 pub mod artifacts;
 pub mod call;
+pub mod code;
 pub mod files;
+pub mod packages;
 pub mod ping;
 pub mod prompts;
 pub mod resources;
 pub mod run;
 pub mod run_arguments;
 pub mod runs;
+pub mod sessions;
 pub mod tools;

@@ -1,7 +1,7 @@
 //! `run FILE [-- ARGS…]`: run_python, reporting the script's output and exit code.
 
 use pyrun_api::{ArtifactInfo, OutputCut, RunStatus, SkippedArtifact};
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, JsonObject};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -175,17 +175,27 @@ pub async fn execute(
     args: &RunArgs,
     live: bool,
 ) -> Result<RunReport, ClientError> {
-    let arguments = run_arguments::arguments(args)?;
+    let arguments = run_arguments::arguments(session, args).await?;
+    execute_tool(session, TOOL, arguments, live).await
+}
+
+/// A run through `tool` (`run_python`, `run_python_code`), whose result is a run report.
+pub async fn execute_tool(
+    session: &Session,
+    tool: &str,
+    arguments: JsonObject,
+    live: bool,
+) -> Result<RunReport, ClientError> {
     let (result, printed) = if live {
-        session.call_tool_live(TOOL, arguments).await
+        session.call_tool_live(tool, arguments).await
     } else {
-        (session.call_tool(TOOL, arguments).await, Printed::default())
+        (session.call_tool(tool, arguments).await, Printed::default())
     };
     let mut report = RunReport::from_result(result?);
     report.printed = printed;
     // A refused call (missing file, path outside the folder) is the tool's error, not the script's.
     if report.outcome == RunOutcome::Unstructured && report.result.is_error == Some(true) {
-        return Err(ClientError::tool_failed(TOOL, &report.result));
+        return Err(ClientError::tool_failed(tool, &report.result));
     }
     if live {
         complete(session, &mut report).await;

@@ -155,7 +155,12 @@ pub struct RunList {
 
 /// `run --detach`: start_python with `run`'s arguments.
 pub async fn start(session: &Session, args: &RunArgs) -> Result<StartedRun, ClientError> {
-    let result = call(session, START, run_arguments::arguments(args)?).await?;
+    let result = call(
+        session,
+        START,
+        run_arguments::arguments(session, args).await?,
+    )
+    .await?;
     let raw = structured(START, &result)?;
     let mut started: StartedRun = parse(START, &raw)?;
     started.raw = raw;

@@ -23,10 +23,21 @@ use crate::handler::Notifier;
 /// up; this leaves room for an interpreter's or a package runner's cold start.
 pub const HANDSHAKE: Duration = Duration::from_secs(10);
 
+/// What of a stdio server's stderr (its banner and log) reaches ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerLog {
+    /// Its error lines (and the `hint:` lines that follow them) only: the terminal is the
+    /// script's.
+    Errors,
+    /// All of it (`--verbose`).
+    All,
+}
+
 pub(super) async fn connect(
     target: &Target,
     argv: &[String],
     handler: Notifier,
+    server_log: ServerLog,
 ) -> Result<McpSession, ClientError> {
     let (program, args) = argv
         .split_first()
@@ -35,7 +46,7 @@ pub(super) async fn connect(
     command.args(args);
     // pyrun-mcp-server logs at info by default; keep the user's terminal for the script's output
     // unless they asked for server logs. Other servers ignore the variable.
-    if std::env::var_os("PYRUN_LOG").is_none() {
+    if std::env::var_os("PYRUN_LOG").is_none() && server_log == ServerLog::Errors {
         command.env("PYRUN_LOG", "warn");
     }
     // Own process group: a terminal's Ctrl-C reaches only us, and we cancel the call cleanly
@@ -59,7 +70,7 @@ pub(super) async fn connect(
             tracing::warn!(%e, "the server may outlive the client");
         }
     }
-    let relay = stderr.map(relay_stderr);
+    let relay = stderr.map(|stderr| relay_stderr(stderr, server_log));
     let serves_http = async {
         match &relay {
             Some(relay) => relay.serves_http().await,
@@ -141,17 +152,25 @@ struct StderrRelay {
     http_seen: Arc<Notify>,
 }
 
-fn relay_stderr(stderr: tokio::process::ChildStderr) -> StderrRelay {
+fn relay_stderr(stderr: tokio::process::ChildStderr, server_log: ServerLog) -> StderrRelay {
     use tokio::io::AsyncBufReadExt;
     let said = Arc::new(Mutex::new(Said::default()));
     let http_seen = Arc::new(Notify::new());
     let (record, seen) = (said.clone(), http_seen.clone());
     let task = tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).lines();
+        // Whether the lines now are an error's (its own line, then its hints and indented lines).
+        let mut in_error = false;
         while let Ok(Some(line)) = lines.next_line().await {
-            crate::term::write_stderr(&format!("{line}\n"));
+            let error = is_error_line(&line);
+            in_error = error
+                || (in_error
+                    && (line.starts_with("hint:") || line.starts_with(char::is_whitespace)));
+            if server_log == ServerLog::All || in_error {
+                crate::term::write_stderr(&format!("{line}\n"));
+            }
             let mut said = record.lock().unwrap_or_else(PoisonError::into_inner);
-            if line.trim_start().to_lowercase().starts_with("error") {
+            if error {
                 said.last_error = Some(line.clone());
             }
             if said.http.is_none() && says_it_serves_http(&line) {
@@ -168,6 +187,17 @@ fn relay_stderr(stderr: tokio::process::ChildStderr) -> StderrRelay {
         said,
         http_seen,
     }
+}
+
+/// A line a server wrote about a failure: `error: …` (a refused start), or a log line at level
+/// ERROR (`2026-… ERROR target: …`).
+fn is_error_line(line: &str) -> bool {
+    let trimmed = line.trim_start();
+    trimmed.to_lowercase().starts_with("error")
+        || trimmed
+            .split_whitespace()
+            .take(3)
+            .any(|word| word == "ERROR" || word.ends_with("ERROR"))
 }
 
 /// "pyrun-mcp listening on http://…", "Uvicorn running on http://…": a server that waits for
@@ -301,6 +331,24 @@ mod death {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_lines_are_told_from_the_rest_of_a_servers_log() {
+        for error in [
+            "error: the projects folder ./nowhere does not exist",
+            "2026-12-08T00:00:00.1Z ERROR pyrun_mcp_server: cannot bind",
+            "  ERROR pyrun_mcp_server::app: boom",
+        ] {
+            assert!(is_error_line(error), "{error}");
+        }
+        for other in [
+            "pyrun-mcp serving over stdio; projects folder: /tmp/p",
+            "2026-12-08T00:00:00.1Z  WARN pyrun_mcp_server: no token",
+            "pyrun-mcp protection: landlock, seccomp (an ERROR later is not this line's level)",
+        ] {
+            assert!(!is_error_line(other), "{other}");
+        }
+    }
 
     #[test]
     fn http_banners_are_recognised() {

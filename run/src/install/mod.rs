@@ -67,6 +67,7 @@ mod fill;
 mod lock_sync;
 mod profiles;
 mod snapshot;
+mod stale_roots;
 mod step;
 mod venv;
 
@@ -240,6 +241,10 @@ pub struct Installs {
     online: OnceCell<Result<Arc<Sandbox>, Arc<SandboxError>>>,
     /// The other steps' sandbox (no network, as runs).
     offline: OnceCell<Result<Arc<Sandbox>, Arc<SandboxError>>>,
+    /// The root's lock, held while the server lives: a server that starts after this one was
+    /// killed removes the root (see `stale_roots`). Declared before `root`, so that it is closed
+    /// before the root is removed.
+    _held: std::fs::File,
     root: tempfile::TempDir,
     cache: PathBuf,
     /// Venv snapshots being removed after their install answered, by project: the project's
@@ -266,8 +271,10 @@ impl Installs {
         shutdown: CancellationToken,
     ) -> io::Result<Self> {
         let root = tempfile::Builder::new()
-            .prefix("pyrun-mcp-install-")
+            .prefix(stale_roots::PREFIX)
             .tempdir()?;
+        let held = stale_roots::hold(root.path())?;
+        stale_roots::sweep_later(std::env::temp_dir(), root.path().to_path_buf());
         let cache = match &settings.cache_dir {
             Some(dir) => dir.clone(),
             None => {
@@ -284,6 +291,7 @@ impl Installs {
             busy: Mutex::new(HashSet::new()),
             online: OnceCell::new(),
             offline: OnceCell::new(),
+            _held: held,
             root,
             cache,
             removing: Mutex::new(std::collections::HashMap::new()),

@@ -4,6 +4,7 @@ pub mod banner;
 pub mod engine_settings;
 pub mod protection;
 pub mod shutdown;
+pub mod source_tree;
 pub mod stderr;
 
 use std::sync::Arc;

@@ -191,6 +191,8 @@ pub struct Config {
     pub max_output_bytes: usize,
     /// Output a result shows per stream (head and tail) before it cuts the middle.
     pub max_result_output_bytes: usize,
+    /// The largest stdin a run is given (inline or staged).
+    pub max_stdin_bytes: usize,
     pub max_concurrent: usize,
     pub pass_env: Vec<String>,
     /// Background runs: their limits and retention.
@@ -259,7 +261,7 @@ pub enum ConfigError {
         "--tunnel needs the HTTP transport\nhint: drop --transport stdio (or MCP_TRANSPORT=stdio)"
     )]
     TunnelNeedsHttp,
-    #[error("refusing to open a public URL without an auth token: anyone could run your scripts\nhint: set MCP_AUTH_TOKEN in .env (scripts/setup makes one) or pass --auth-token TOKEN")]
+    #[error("refusing to open a public URL without an auth token: anyone could run your scripts\nhint: set MCP_AUTH_TOKEN in .env ({}) or pass --auth-token TOKEN", crate::app::source_tree::pick("scripts/setup makes one", "e.g. MCP_AUTH_TOKEN=$(openssl rand -hex 32)"))]
     TunnelWithoutAuthToken,
     #[error("--tunnel ngrok needs an ngrok authtoken\nhint: copy yours from https://dashboard.ngrok.com/get-started/your-authtoken into NGROK_AUTHTOKEN (environment or .env)")]
     NoNgrokAuthtoken,
@@ -425,6 +427,7 @@ impl Cli {
             max_output_bytes: usize::try_from(run.max_output_bytes).unwrap_or(usize::MAX),
             max_result_output_bytes: usize::try_from(run.max_result_output_bytes)
                 .unwrap_or(usize::MAX),
+            max_stdin_bytes: usize::try_from(run.max_stdin_bytes).unwrap_or(usize::MAX),
             max_concurrent: run
                 .max_concurrent
                 .map_or(2 * cpus, |n| usize::try_from(n).unwrap_or(usize::MAX)),

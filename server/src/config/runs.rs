@@ -30,6 +30,11 @@ pub struct RunArgs {
     #[arg(long, env = "PYRUN_MAX_RESULT_OUTPUT_BYTES", default_value_t = 24 * 1024, value_parser = clap::value_parser!(u64).range(1024..=(256 * 1024)))]
     pub max_result_output_bytes: u64,
 
+    /// The largest stdin a run is given, in bytes (inline `stdin`, or staged in pieces with
+    /// upload_stdin and named by `stdin_upload`).
+    #[arg(long, env = "PYRUN_MAX_STDIN_BYTES", default_value_t = 64 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
+    pub max_stdin_bytes: u64,
+
     /// Runs at once; further calls wait their turn; with --oauth, one caller's runs leave a
     /// place to the others [default: 2 x CPUs].
     #[arg(long, env = "PYRUN_MAX_CONCURRENT", value_parser = clap::value_parser!(u64).range(1..=4096))]

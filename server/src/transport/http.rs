@@ -1,12 +1,13 @@
 //! HTTP transport: one axum router with Streamable HTTP on `/mcp`, legacy HTTP+SSE on `/sse` and
 //! `/messages`, and `/health`; auth, Host/Origin checks, session limits, the status of a session's
-//! close, the read shares an answer holds until written, the body deadline and the access log
-//! are layers. A stateless (2026-07-28) request's run
+//! close, the read shares an answer holds until written, the body deadline, the body limit's
+//! `413` (naming the setting) and the access log are layers. A stateless (2026-07-28) request's run
 //! ends with its connection; a session's does not (see [`router`]).
 
 mod accept;
 mod access_log;
 mod auth;
+mod body_limit;
 mod body_timeout;
 mod host_check;
 mod read_hold;
@@ -193,6 +194,10 @@ pub fn router(app: Arc<App>, shutdown: CancellationToken) -> Router {
         .route_layer(from_fn_with_state(auth, auth::require_token))
         .route("/health", get(health).with_state(app))
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
+        .layer(from_fn_with_state(
+            body_limit::BodyLimit(settings.max_body_bytes),
+            body_limit::name_the_limit,
+        ))
         .layer(from_fn_with_state(
             hosts.clone(),
             host_check::check_host_and_origin,

@@ -6,6 +6,7 @@
 
 pub(super) mod arguments;
 pub(super) mod start_run;
+pub(super) mod stdin_upload;
 pub(super) mod waited_run;
 
 use std::future::Future;
@@ -29,6 +30,7 @@ use pyrun_run::engine::placement::RunMode;
 use pyrun_run::engine::Engine;
 use pyrun_run::paths::{ProjectDir, ProjectPath};
 use pyrun_run::python_env::PythonEnv;
+use stdin_upload::StdinUploads;
 
 /// How often a run that the caller follows with a progress token reports that it is still going.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -45,6 +47,10 @@ pub struct RunPythonArgs {
     /// Text given to the script on standard input; it sees end-of-file at once when omitted.
     #[serde(default)]
     pub stdin: Option<String>,
+    /// Instead of `stdin`: the id `upload_stdin` returned for text sent in pieces (too large
+    /// for one request); the run takes the upload.
+    #[serde(default)]
+    pub stdin_upload: Option<String>,
     #[serde(flatten)]
     pub limit: TimeLimit,
     /// Where the run goes: `local` (this machine, the default) or a configured remote backend.
@@ -61,6 +67,19 @@ pub struct TimeLimit {
     /// Seconds before the run is killed; may lower the server's limit, never raise it.
     #[serde(default)]
     pub timeout_seconds: Option<f64>,
+}
+
+/// Puts in `stdin` the text of the upload `upload` names (taken: it feeds one run), or checks
+/// the inline text against `--max-stdin-bytes`. Called once the rest of the call is checked, so
+/// that a refused call leaves the upload for the next.
+pub fn take_stdin(
+    uploads: &StdinUploads,
+    caller: &Caller,
+    stdin: &mut Option<String>,
+    upload: Option<&str>,
+) -> Result<(), ClientMessage> {
+    *stdin = uploads.stdin_of(caller, stdin.take(), upload)?;
+    Ok(())
 }
 
 /// A file run's arguments, checked.

@@ -22,6 +22,7 @@ use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
 use super::{fixtures, prompts, resources};
 use crate::app::{protection, App};
 use crate::audit::{CallNotes, Channel, FinishedCall, TransportKind};
+use crate::mcp::call::stdin_upload::StdinUploads;
 use crate::mcp::call::{call_notes, CallContext};
 use crate::mcp::present::reply::NOTIFY_TIMEOUT;
 use crate::mcp::protocol::resources::read_budget::{ReadBudget, ShareHold};
@@ -40,6 +41,8 @@ pub struct McpState {
     pub(in crate::mcp) watch: ProjectWatch,
     /// The bytes `resources/read` and prompts may hold at once.
     pub(in crate::mcp) reads: ReadBudget,
+    /// Stdin sent in pieces (`upload_stdin`), until a run takes it.
+    pub(in crate::mcp) stdin: StdinUploads,
 }
 
 impl McpState {
@@ -53,6 +56,7 @@ impl McpState {
             tasks,
             watch: ProjectWatch::new(app.engine.root().clone()),
             reads: ReadBudget::default(),
+            stdin: StdinUploads::new(app.config.max_stdin_bytes),
         })
     }
 }
@@ -100,7 +104,10 @@ impl PyRunServer {
     /// tools only with `--allow-inline-code`, `install_packages` only with `--allow-install` (not
     /// listed, and unknown when called, without them).
     fn routers(app: &App) -> ToolRouter<Self> {
-        let router = Self::run_router() + Self::background_router() + Self::packages_router();
+        let router = Self::run_router()
+            + Self::background_router()
+            + Self::packages_router()
+            + Self::stdin_router();
         let router = router + fixtures::tool_router();
         let router = if app.config.inline.allowed {
             router + Self::inline_router() + Self::sessions_router()
@@ -197,8 +204,7 @@ impl PyRunServer {
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks());
         if wants_task && request.name == "run_python" {
-            return run_python_as_task(self.call_context(&context), &self.state.tasks, request)
-                .await;
+            return run_python_as_task(self.call_context(&context), &self.state, request).await;
         }
         self.tool_router
             .call(ToolCallContext::new(self, request, context))

@@ -16,7 +16,9 @@ use serde::Deserialize;
 use crate::app::App;
 use crate::client_message::ClientMessage;
 use crate::mcp::call::start_run::{file_run, start_refused};
-use crate::mcp::call::{call_notes, python_info, script_call, CallContext, RunPythonArgs};
+use crate::mcp::call::{
+    call_notes, python_info, script_call, take_stdin, CallContext, RunPythonArgs,
+};
 use crate::mcp::present::artifact_blocks::{self, Presented};
 use crate::mcp::present::reply::{
     fmt_secs, listing, millis, refusal, rfc3339, structured, truncation_note, PAGE_BYTES,
@@ -71,7 +73,7 @@ impl PyRunServer {
     )]
     async fn start_python(
         &self,
-        Parameters(args): Parameters<RunPythonArgs>,
+        Parameters(mut args): Parameters<RunPythonArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let notes = call_notes(&ctx);
@@ -80,6 +82,15 @@ impl PyRunServer {
             Err(message) => return Ok(refusal(message)),
         };
         let owner = self.caller(&ctx);
+        let upload = args.stdin_upload.take();
+        if let Err(message) = take_stdin(
+            &self.state.stdin,
+            &owner,
+            &mut args.stdin,
+            upload.as_deref(),
+        ) {
+            return Ok(refusal(message));
+        }
         let asked_timeout = args.limit.timeout_seconds;
         let run = match file_run(self.engine(), &call, &args) {
             Ok(run) => run,

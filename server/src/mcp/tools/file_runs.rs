@@ -19,7 +19,7 @@ use crate::mcp::call::waited_run::{
     ended_result, report_value, run_in_call, run_message, too_long_to_show, RunReport,
 };
 use crate::mcp::call::{
-    python_info, script_call, with_progress, CallContext, RunPythonArgs, ScriptCall,
+    python_info, script_call, take_stdin, with_progress, CallContext, RunPythonArgs, ScriptCall,
 };
 use crate::mcp::present::reply::{fmt_secs, millis, refusal, structured, PAGE_BYTES};
 use crate::mcp::present::run_hint;
@@ -58,7 +58,7 @@ impl PyRunServer {
     )]
     async fn run_python(
         &self,
-        Parameters(args): Parameters<RunPythonArgs>,
+        Parameters(mut args): Parameters<RunPythonArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         // What the audit log learns of this call: names, counts and the outcome, never values.
@@ -68,6 +68,12 @@ impl PyRunServer {
             Ok(checked) => checked,
             Err(message) => return Ok(refusal(message)),
         };
+        let upload = args.stdin_upload.take();
+        let uploads = &self.state.stdin;
+        if let Err(message) = take_stdin(uploads, &call.caller, &mut args.stdin, upload.as_deref())
+        {
+            return Ok(refusal(message));
+        }
         // In the call, or (a remote run, or with --detach-after) in the background registry,
         // unlisted until it is handed over: the engine's choice.
         let started = match file_run(engine, &checked, &args) {

@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use crate::mcp::call::arguments::{check_code, effective_timeout};
 use crate::mcp::call::waited_run::{run_in_call, RunReport};
-use crate::mcp::call::{optional_project, project_env, TimeLimit};
+use crate::mcp::call::{optional_project, project_env, take_stdin, TimeLimit};
 use crate::mcp::present::reply::refusal;
 use crate::mcp::present::run_hint;
 use crate::mcp::protocol::apps::run_viewer_tool_meta;
@@ -41,6 +41,10 @@ pub struct RunPythonCodeArgs {
     /// Text given to the code on standard input; it sees end-of-file at once when omitted.
     #[serde(default)]
     pub stdin: Option<String>,
+    /// Instead of `stdin`: the id `upload_stdin` returned for text sent in pieces (too large
+    /// for one request); the run takes the upload.
+    #[serde(default)]
+    pub stdin_upload: Option<String>,
     #[serde(flatten)]
     pub limit: TimeLimit,
 }
@@ -59,7 +63,7 @@ impl PyRunServer {
     )]
     async fn run_python_code(
         &self,
-        Parameters(args): Parameters<RunPythonCodeArgs>,
+        Parameters(mut args): Parameters<RunPythonCodeArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         // What the audit log learns of this call: sizes, counts and the outcome, never the code.
@@ -86,6 +90,12 @@ impl PyRunServer {
             Ok(env) => env,
             Err(message) => return Ok(refusal(message)),
         };
+        let upload = args.stdin_upload.take();
+        let uploads = &self.state.stdin;
+        if let Err(message) = take_stdin(uploads, &call.caller, &mut args.stdin, upload.as_deref())
+        {
+            return Ok(refusal(message));
+        }
         let source = RunSource::Inline {
             code: &args.code,
             cwd: project.as_ref(),

@@ -7,3 +7,4 @@ mod file_runs;
 mod inline_code;
 mod packages;
 mod python_sessions;
+mod stdin_uploads;

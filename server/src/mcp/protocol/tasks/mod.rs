@@ -20,10 +20,10 @@ use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
 use crate::mcp::call::start_run::{file_run, start_refused};
 use crate::mcp::call::waited_run::ended_result;
-use crate::mcp::call::{script_call, CallContext, RunPythonArgs};
+use crate::mcp::call::{script_call, take_stdin, CallContext, RunPythonArgs};
 use crate::mcp::present::reply::refusal;
+use crate::mcp::protocol::handler::McpState;
 use pyrun_run::background::{RunKind, RunRecord};
-use store::Tasks;
 
 use pyrun_run::engine::placement::RunMode;
 use pyrun_run::engine::Engine;
@@ -34,11 +34,11 @@ use pyrun_run::paths::ProjectPath;
 /// returns a task at once. Bad arguments are answered as the tool would, without a task.
 pub(in crate::mcp) async fn run_python_as_task(
     call: CallContext<'_>,
-    tasks: &Tasks,
+    state: &McpState,
     request: CallToolRequestParams,
 ) -> Result<CallToolResponse, ErrorData> {
     let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
-    let args: RunPythonArgs = serde_json::from_value(arguments).map_err(|e| {
+    let mut args: RunPythonArgs = serde_json::from_value(arguments).map_err(|e| {
         ErrorData::invalid_params(format!("failed to deserialize parameters: {e}"), None)
     })?;
     let CallContext { app, caller, notes } = call;
@@ -47,6 +47,11 @@ pub(in crate::mcp) async fn run_python_as_task(
         Ok(call) => call,
         Err(message) => return Ok(refusal(message).into()),
     };
+    let upload = args.stdin_upload.take();
+    if let Err(message) = take_stdin(&state.stdin, &caller, &mut args.stdin, upload.as_deref()) {
+        return Ok(refusal(message).into());
+    }
+    let tasks = &state.tasks;
     let owner = caller.key().into_owned();
     let run = match file_run(engine, &call, &args) {
         Ok(run) => run,
