@@ -100,6 +100,7 @@ pub(in crate::mcp) async fn run_in_call(
     request: RunRequest<'_>,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
+    let began = std::time::Instant::now();
     let engine = &call.app.engine;
     let (source, timeout) = (request.source, request.timeout);
     let caller = &call.caller;
@@ -133,7 +134,7 @@ pub(in crate::mcp) async fn run_in_call(
                 live,
                 kept_as: kept.as_deref(),
             };
-            finished(
+            let result = finished(
                 call,
                 outcome,
                 output,
@@ -141,7 +142,11 @@ pub(in crate::mcp) async fn run_in_call(
                 source,
                 timeout,
             )
-            .await
+            .await;
+            // Where a call's time goes after its run (`PYRUN_LOG=pyrun_run::steps=debug`).
+            let us = began.elapsed().as_micros();
+            tracing::debug!(target: "pyrun_run::steps", step = "result built", us);
+            result
         }
         Err(e) => {
             let span = tracing::warn_span!("run", %caller, script = source.shown());
