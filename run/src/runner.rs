@@ -38,7 +38,7 @@ use super::sandbox_probe::SandboxProbe;
 use super::slots::SlotLease;
 use super::supervise::{Ending, Limits, Process, Sink, Supervised};
 use super::turns::CallerTurns;
-use super::warm::{Place, Spare, Warm, WarmKey, WarmSettings};
+use super::warm::{Arrival, Place, Spare, Warm, WarmKey, WarmSettings};
 use pyrun_sandbox::{RunScope, Sandbox};
 
 /// What the runner needs from the configuration.
@@ -360,6 +360,11 @@ impl Runner {
     async fn place(&self, req: &RunRequest<'_>) -> Result<Placed, RunError> {
         let sandbox = self.probed_sandbox().await?;
         let key = self.warm.enabled().then(|| warm_key(req));
+        // A foreground run holds back spares' starts while it is in flight.
+        let arrival = key
+            .as_ref()
+            .filter(|_| req.pool == Pool::Foreground)
+            .map(|key| self.warm.arrive(key));
         let scope_now = |scratch: &Path| launch_of(req, scratch).scope(&sandbox);
         let spare = match &key {
             Some(key) => {
@@ -381,6 +386,7 @@ impl Runner {
         Ok(Placed {
             sandbox,
             key,
+            _arrival: arrival,
             spare,
             slot,
             scope,
@@ -463,6 +469,7 @@ impl Runner {
         } = placed;
         if let Some(key) = key {
             self.warm.learn(&key, slot.dir());
+            self.warm.ended(&key, run.warm, duration);
             self.warm
                 .refill(key, self.starter.clone(), Arc::clone(&sandbox));
             clock.step("learned");
@@ -706,6 +713,9 @@ struct Placed {
     sandbox: Arc<Sandbox>,
     /// Its kind, with warm runs on.
     key: Option<WarmKey>,
+    /// While it is in flight (a foreground run), no spare starts; dropped last, after the
+    /// run's settling asked for its kind's next spare.
+    _arrival: Option<Arrival>,
     spare: Option<Spawned>,
     slot: SlotLease,
     scope: RunScope,
