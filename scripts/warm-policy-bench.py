@@ -101,7 +101,11 @@ class Stdio:
 
     def close(self):
         self.proc.terminate()
-        self.proc.wait()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
         shutil.rmtree(self.state, ignore_errors=True)
 
 
@@ -126,7 +130,11 @@ class Http:
 
     def close(self):
         self.proc.terminate()
-        self.proc.wait()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
         shutil.rmtree(self.state, ignore_errors=True)
 
 
@@ -152,6 +160,8 @@ class McpClient:
     def request(self, msg):
         resp = self.post(msg)
         body = resp.read().decode()
+        if resp.status >= 400 or not body.strip():
+            raise RuntimeError("HTTP %d from /mcp: %r" % (resp.status, body[:300]))
         if resp.getheader("content-type", "").startswith("text/event-stream"):
             for line in body.splitlines():
                 if line.startswith("data:") and line[5:].strip():
