@@ -1,12 +1,14 @@
 //! The vocabulary pyrun-mcp's server and client share: what a run is called ([`RunStatus`],
 //! [`RunKind`]), what a run answers ([`RunReport`], [`RunState`], [`StartedRun`], [`RunList`])
 //! and the files it leaves ([`ArtifactInfo`], [`SkippedArtifact`]). Defined once, serialized by
-//! the server and read by the client, the bench and the tests, never mirrored as strings.
+//! the server and read by the client, the bench and the tests, never mirrored as strings; and
+//! the one [`grammar`] of setting values (booleans, numbers, sizes, durations) both read.
 //!
 //! Serde only (with the `schema` feature, the JSON Schemas the server's tools declare): the
 //! client that reads these pulls in nothing of the sandbox or the server. The doc comments are
 //! the schemas' descriptions a model reads.
 
+pub mod grammar;
 pub mod live_output;
 
 use serde::{Deserialize, Serialize};

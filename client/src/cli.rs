@@ -52,8 +52,9 @@ pub struct Cli {
     #[arg(long, short = 'v', global = true)]
     pub verbose: bool,
 
-    /// Give up after this many seconds (connect plus the call); the call is cancelled on the server.
-    #[arg(long, value_name = "SECONDS", global = true)]
+    /// Give up after this long (connect plus the call): seconds, or with a unit (500ms, 90s, 5m,
+    /// 1h); the call is cancelled on the server.
+    #[arg(long, value_name = "DURATION", global = true, value_parser = duration_secs)]
     pub timeout: Option<f64>,
 
     #[command(subcommand)]
@@ -280,8 +281,9 @@ pub struct RunArgs {
     /// The script's stdin as text (the interactive menu's), when no --stdin-file is given.
     #[arg(skip)]
     pub stdin_text: Option<String>,
-    /// The script's own time limit in seconds, enforced by the server (exit 124 when hit).
-    #[arg(long, value_name = "SECONDS")]
+    /// The script's own time limit, enforced by the server (exit 124 when hit): whole seconds, or
+    /// with a unit (90s, 5m, 1h).
+    #[arg(long, value_name = "DURATION", value_parser = whole_secs)]
     pub script_timeout: Option<u64>,
     /// Start the run in the background (start_python), print its run id and exit at once; follow
     /// it with `logs RUN_ID --follow` (needs an HTTP target).
@@ -291,4 +293,15 @@ pub struct RunArgs {
     /// would leave DIR are refused.
     #[arg(long, value_name = "DIR")]
     pub save_artifacts: Option<PathBuf>,
+}
+
+/// `--timeout`: the settings' one duration grammar (`pyrun_api::grammar`), as the server reads its
+/// own; in seconds.
+fn duration_secs(text: &str) -> Result<f64, pyrun_api::grammar::BadValue> {
+    pyrun_api::grammar::duration(text).map(|d| d.as_secs_f64())
+}
+
+/// `--script-timeout`: a duration in whole seconds, at least one.
+fn whole_secs(text: &str) -> Result<u64, pyrun_api::grammar::BadValue> {
+    pyrun_api::grammar::seconds(text, 1, u64::MAX)
 }

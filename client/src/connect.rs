@@ -3,8 +3,8 @@
 
 mod diagnose;
 mod sse;
+mod stdio;
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use reqwest::Url;
 use rmcp::service::{ClientInitializeError, RunningService};
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 
 use crate::cli::TransportChoice;
@@ -21,6 +21,7 @@ use crate::error::ClientError;
 use crate::handler::Notifier;
 
 pub(crate) use diagnose::{chain as error_chain, root_cause};
+pub use stdio::ServerLog;
 
 pub type McpSession = RunningService<RoleClient, Notifier>;
 
@@ -199,7 +200,7 @@ pub async fn connect(
     server_log: ServerLog,
 ) -> Result<(McpSession, Target), ClientError> {
     if let Target::Stdio { argv } = target {
-        let session = connect_stdio(target, argv, handler, server_log).await?;
+        let session = stdio::connect(target, argv, handler, server_log).await?;
         return Ok((session, target.clone()));
     }
     let Target::Base { url } = target else {
@@ -229,7 +230,7 @@ async fn connect_to(
     handler: Notifier,
 ) -> Result<McpSession, ClientError> {
     match target {
-        Target::Stdio { argv } => connect_stdio(target, argv, handler, ServerLog::Errors).await,
+        Target::Stdio { argv } => stdio::connect(target, argv, handler, ServerLog::Errors).await,
         Target::StreamableHttp { url } | Target::Base { url } => {
             connect_streamable(target, url, http, handler).await
         }
@@ -242,132 +243,6 @@ async fn connect_to(
                 .await
                 .map_err(|e| init_error(target, e, http.token.is_some()))
         }
-    }
-}
-
-/// What of a stdio server's stderr (its banner and log) reaches ours.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServerLog {
-    /// Its error lines (and the `hint:` lines that follow them) only: the terminal is the
-    /// script's.
-    Errors,
-    /// All of it (`--verbose`).
-    All,
-}
-
-async fn connect_stdio(
-    target: &Target,
-    argv: &[String],
-    handler: Notifier,
-    server_log: ServerLog,
-) -> Result<McpSession, ClientError> {
-    let (program, args) = argv
-        .split_first()
-        .ok_or_else(|| ClientError::Usage("the server command line is empty".into()))?;
-    let mut command = tokio::process::Command::new(program);
-    command.args(args);
-    // pyrun-mcp-server logs at info by default; keep the user's terminal for the script's output
-    // unless they asked for server logs. Other servers ignore the variable.
-    if std::env::var_os("PYRUN_LOG").is_none() && server_log == ServerLog::Errors {
-        command.env("PYRUN_LOG", "warn");
-    }
-    // Own process group: a terminal's Ctrl-C reaches only us, and we cancel the call cleanly
-    // before closing the server's stdin.
-    #[cfg(unix)]
-    command.process_group(0);
-    #[cfg(windows)]
-    command.creation_flags(0x0000_0200); // CREATE_NEW_PROCESS_GROUP
-    let (transport, stderr) = TokioChildProcess::builder(command)
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| ClientError::Connect {
-            target: target.display(),
-            reason: format!("cannot start `{program}`: {e}"),
-        })?;
-    let stderr = stderr.map(|stderr| relay_stderr(stderr, server_log));
-    match handler.serve(transport).await {
-        Ok(session) => Ok(session),
-        Err(
-            e @ (ClientInitializeError::ConnectionClosed(_)
-            | ClientInitializeError::TransportError { .. }),
-        ) => {
-            // Its last words explain it better than the broken pipe we saw.
-            let last = match stderr {
-                Some(relay) => relay.last_line().await,
-                None => None,
-            };
-            let reason = match last {
-                Some(line) => format!(
-                    "the server command exited before the MCP handshake; it said: {}",
-                    line.trim()
-                ),
-                None => format!(
-                    "the server command ended the MCP handshake ({}) and wrote nothing on stderr",
-                    diagnose::root_cause(&e)
-                ),
-            };
-            Err(ClientError::Connect {
-                target: target.display(),
-                reason,
-            })
-        }
-        Err(other) => Err(ClientError::Protocol(diagnose::chain(&other))),
-    }
-}
-
-/// The stdio server's stderr, passed on to ours line by line as it comes, with the line that
-/// best says why it died kept for the error: its last `error…` line, else its last line.
-struct StderrRelay {
-    task: tokio::task::JoinHandle<Option<String>>,
-}
-
-fn relay_stderr(stderr: tokio::process::ChildStderr, server_log: ServerLog) -> StderrRelay {
-    use tokio::io::AsyncBufReadExt;
-    let task = tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(stderr).lines();
-        let (mut last, mut last_error) = (None, None);
-        // Whether the lines now are an error's (its own line, then its hints and indented lines).
-        let mut in_error = false;
-        while let Ok(Some(line)) = lines.next_line().await {
-            let error = is_error_line(&line);
-            in_error = error
-                || (in_error
-                    && (line.starts_with("hint:") || line.starts_with(char::is_whitespace)));
-            if server_log == ServerLog::All || in_error {
-                crate::term::write_stderr(&format!("{line}\n"));
-            }
-            if error {
-                last_error = Some(line.clone());
-            }
-            if !line.trim().is_empty() {
-                last = Some(line);
-            }
-        }
-        last_error.or(last)
-    });
-    StderrRelay { task }
-}
-
-/// A line a server wrote about a failure: `error: …` (a refused start), or a log line at level
-/// ERROR (`2026-… ERROR target: …`).
-fn is_error_line(line: &str) -> bool {
-    let trimmed = line.trim_start();
-    trimmed.to_lowercase().starts_with("error")
-        || trimmed
-            .split_whitespace()
-            .take(3)
-            .any(|word| word == "ERROR" || word.ends_with("ERROR"))
-}
-
-impl StderrRelay {
-    /// The last line, once the server closed its stderr (briefly waited for: a server that
-    /// left a child holding it open gives none).
-    async fn last_line(self) -> Option<String> {
-        tokio::time::timeout(Duration::from_secs(2), self.task)
-            .await
-            .ok()?
-            .ok()
-            .flatten()
     }
 }
 
@@ -429,25 +304,6 @@ fn http_client(url: &Url) -> Result<reqwest::Client, ClientError> {
 
 #[cfg(test)]
 mod tests {
-    use super::is_error_line;
-
-    #[test]
-    fn error_lines_are_told_from_the_rest_of_a_servers_log() {
-        for error in [
-            "error: the projects folder ./nowhere does not exist",
-            "2026-12-08T00:00:00.1Z ERROR pyrun_mcp_server: cannot bind",
-            "  ERROR pyrun_mcp_server::app: boom",
-        ] {
-            assert!(is_error_line(error), "{error}");
-        }
-        for other in [
-            "pyrun-mcp serving over stdio; projects folder: /tmp/p",
-            "2026-12-08T00:00:00.1Z  WARN pyrun_mcp_server: no token",
-            "pyrun-mcp protection: landlock, seccomp (an ERROR later is not this line's level)",
-        ] {
-            assert!(!is_error_line(other), "{other}");
-        }
-    }
     use super::*;
 
     fn detect(s: &str) -> Target {

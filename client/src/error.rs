@@ -19,7 +19,8 @@ pub mod exit_code {
     pub const FORBIDDEN: u8 = 12;
     /// TLS handshake or certificate failure.
     pub const TLS: u8 = 13;
-    /// The URL answered, but not as an MCP endpoint (HTML page, 404, wrong content type).
+    /// The URL answered, but not as an MCP endpoint (HTML page, 404, wrong content type), or
+    /// the `--server` command does not speak MCP on stdio.
     pub const NOT_MCP: u8 = 14;
     /// The server broke the MCP protocol or closed the connection mid-call.
     pub const PROTOCOL: u8 = 15;
@@ -47,7 +48,8 @@ Exit codes:
   11   401 Unauthorized (pass --token or set MCP_AUTH_TOKEN)
   12   403/421 Host or Origin not allowed by the server
   13   TLS failure
-  14   not an MCP endpoint (HTML page such as a tunnel warning, 404, wrong content type)
+  14   not an MCP endpoint (HTML page such as a tunnel warning, 404, wrong content type), or a
+       --server command that is not an MCP stdio server (it serves HTTP, never answers)
   15   MCP protocol error, or the connection was lost during a call (the server
        stopped or the network dropped; what arrived before is printed)
   16   unknown tool or prompt
@@ -76,6 +78,10 @@ pub enum ClientError {
 
     #[error("{url} is not an MCP endpoint: it answered with {what}")]
     NotMcp { url: String, what: String },
+
+    /// A `--server` command that started but does not speak MCP on its stdin and stdout.
+    #[error("{command} is not an MCP stdio server: {what}")]
+    NotStdioServer { command: String, what: String },
 
     #[error("MCP protocol error: {0}")]
     Protocol(String),
@@ -167,7 +173,7 @@ impl ClientError {
             Self::Unauthorized { .. } => UNAUTHORIZED,
             Self::Forbidden { .. } => FORBIDDEN,
             Self::Tls { .. } => TLS,
-            Self::NotMcp { .. } => NOT_MCP,
+            Self::NotMcp { .. } | Self::NotStdioServer { .. } => NOT_MCP,
             Self::Protocol(_) | Self::ConnectionLost { .. } => PROTOCOL,
             Self::UnknownTool { .. } => UNKNOWN_TOOL,
             Self::BadArguments { .. } | Self::TooLarge { .. } => BAD_ARGUMENTS,
@@ -226,6 +232,11 @@ impl ClientError {
             Self::NotMcp { .. } => Some(
                 "check the URL path: /mcp for Streamable HTTP, /sse for legacy SSE \
                  (or force one with --transport)"
+                    .into(),
+            ),
+            Self::NotStdioServer { .. } => Some(
+                "start it with `--transport stdio` (pyrun-mcp-server serves HTTP unless told \
+                 so), or start it yourself and give --server its URL"
                     .into(),
             ),
             Self::UnknownTool { available, .. } if !available.is_empty() => {

@@ -40,7 +40,7 @@ mod pyvenv_cfg;
 
 pub use discovery::{python_facts, python_read_paths, resolve_python, PythonError, PythonFacts};
 pub use interpreters::{Interpreter, Interpreters};
-pub use pyvenv_cfg::{CfgProblem, PyvenvCfg};
+pub use pyvenv_cfg::{CfgProblem, PyvenvCfg, MAX_BYTES as PYVENV_CFG_MAX_BYTES};
 
 /// The names a venv folder may have, in the order they are looked for at each level.
 pub const VENV_NAMES: [&str; 2] = [".venv", "venv"];
@@ -97,8 +97,12 @@ pub enum EnvError {
     HomeGone { venv: String, home: PathBuf },
     #[error("the virtual environment '{venv}': its base interpreter's folder {} lies inside the projects folder", home.display())]
     HomeInside { venv: String, home: PathBuf },
-    #[error("the virtual environment '{venv}': {} holds no interpreter this server allows", home.display())]
-    NotAllowed { venv: String, home: PathBuf },
+    #[error("the virtual environment '{venv}': {} holds no interpreter this server allows; {}", home.display(), allow_with(.base.allow.as_deref()))]
+    NotAllowed {
+        venv: String,
+        home: PathBuf,
+        base: Box<ForeignBase>,
+    },
     #[error("the virtual environment '{venv}' was made with Python {made_with}, but the allowed interpreter in {} is Python {have}", home.display())]
     OtherVersion {
         venv: String,
@@ -108,6 +112,45 @@ pub enum EnvError {
     },
     #[error("the interpreter could not be asked what it is: {0}")]
     Interpreter(Arc<SandboxError>),
+}
+
+/// A venv's base interpreter the server does not run: what the venv wants, what the server runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignBase {
+    /// The version the venv was made with, as its `pyvenv.cfg` says (`3.12.1`), if it does.
+    pub wants_version: Option<String>,
+    /// The file name of the interpreter that made it (`python3.12`), if its `pyvenv.cfg` says.
+    pub wants_name: Option<String>,
+    /// What the server runs, each `3.11.2 (python3)`: versions and file names, no folder.
+    pub runs: Vec<String>,
+    /// The interpreter in `home` that `--allow-python` would take (a host path: log only).
+    pub allow: Option<PathBuf>,
+}
+
+/// The setting that would allow a venv's base interpreter, for the log.
+fn allow_with(interpreter: Option<&Path>) -> String {
+    match interpreter {
+        Some(path) => format!(
+            "to allow it, start the server with --allow-python {} (PYRUN_ALLOW_PYTHON)",
+            path.display()
+        ),
+        None => "that folder holds no python3 or python to allow with --allow-python".to_owned(),
+    }
+}
+
+/// The interpreter a venv's `home` folder holds, for the setting that would allow it: the one its
+/// `pyvenv.cfg` names (`executable`), else `python3.X` of its version, `python3`, `python`
+/// (`python.exe` on Windows).
+pub fn base_interpreter(home: &Path, cfg: &PyvenvCfg) -> Option<PathBuf> {
+    let mut names: Vec<String> = cfg.interpreter_name.iter().cloned().collect();
+    if let Some(version) = &cfg.version {
+        names.push(format!("python{version}"));
+    }
+    names.extend(["python3", "python", "python.exe"].map(String::from));
+    names
+        .into_iter()
+        .map(|name| home.join(name))
+        .find(|path| path.is_file())
 }
 
 /// What identifies one version of a `pyvenv.cfg`: a change of any means "check again".
@@ -285,7 +328,17 @@ impl PythonEnvs {
             .filter(|i| i.homes.contains(&real_home))
             .collect();
         let Some(first) = at_home.first() else {
-            return Err(EnvError::NotAllowed { venv, home });
+            let base = ForeignBase {
+                allow: base_interpreter(&real_home, &cfg),
+                wants_version: cfg.version_text.or(cfg.version),
+                wants_name: cfg.interpreter_name,
+                runs: interpreters.iter().map(|i| described(i)).collect(),
+            };
+            return Err(EnvError::NotAllowed {
+                venv,
+                home,
+                base: Box::new(base),
+            });
         };
         let chosen = match &cfg.version {
             None => first,
@@ -333,6 +386,15 @@ impl PythonEnvs {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// `3.11.2 (python3)`: an interpreter as a client may read of it (no folder).
+fn described(interpreter: &Interpreter) -> String {
+    let name = interpreter
+        .path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    format!("{} ({name})", interpreter.facts.version)
 }
 
 /// The venv's own site-packages for Python `major_minor` that exist, canonical and inside `dir`

@@ -38,7 +38,7 @@ use super::sandbox_probe::SandboxProbe;
 use super::slots::SlotLease;
 use super::supervise::{Ending, Limits, Process, Sink, Supervised};
 use super::turns::CallerTurns;
-use super::warm::{Place, Spare, Warm, WarmKey, WarmSettings};
+use super::warm::{Arrival, Place, Spare, Warm, WarmKey, WarmSettings};
 use pyrun_sandbox::{RunScope, Sandbox};
 
 /// What the runner needs from the configuration.
@@ -298,6 +298,7 @@ impl Runner {
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, RunError> {
         let _admitted = self.admit(&req, cancel).await?;
+        let clock = StepClock::start();
         let live = req
             .live
             .clone()
@@ -305,13 +306,20 @@ impl Runner {
         live.mark_started();
         // Dropped after the process below: the slot goes back only once the run is dead.
         let mut placed = self.place(&req).await?;
+        clock.step("placed");
         let started = Instant::now();
         let mut run = self.start(&req, &mut placed).await?;
+        clock.step("started");
         let supervised = self.supervise(&req, &mut run, &live, cancel).await;
+        clock.at("exited", supervised.exited);
+        clock.at("tree dead", supervised.tree_dead);
+        clock.step("drained");
         let duration = supervised.tree_dead.saturating_duration_since(started);
-        Ok(self
-            .settle(req, placed, run, supervised.ending, duration, &live)
-            .await)
+        let outcome = self
+            .settle(req, placed, run, supervised.ending, duration, &live, &clock)
+            .await;
+        clock.step("settled");
+        Ok(outcome)
     }
 
     /// Admission: the caller's turn (when callers share the server) and a permit of the run's
@@ -352,6 +360,11 @@ impl Runner {
     async fn place(&self, req: &RunRequest<'_>) -> Result<Placed, RunError> {
         let sandbox = self.probed_sandbox().await?;
         let key = self.warm.enabled().then(|| warm_key(req));
+        // A foreground run holds back spares' starts while it is in flight.
+        let arrival = key
+            .as_ref()
+            .filter(|_| req.pool == Pool::Foreground)
+            .map(|key| self.warm.arrive(key));
         let scope_now = |scratch: &Path| launch_of(req, scratch).scope(&sandbox);
         let spare = match &key {
             Some(key) => {
@@ -373,6 +386,7 @@ impl Runner {
         Ok(Placed {
             sandbox,
             key,
+            _arrival: arrival,
             spare,
             slot,
             scope,
@@ -434,6 +448,7 @@ impl Runner {
     /// Settling, once the run's tree is dead: what its kind imported learned and its next spare
     /// started, its artifacts kept, protected names it made swept, its inline file removed; the
     /// outcome.
+    #[allow(clippy::too_many_arguments)]
     async fn settle(
         &self,
         req: RunRequest<'_>,
@@ -442,6 +457,7 @@ impl Runner {
         ending: Ending,
         duration: Duration,
         live: &LiveOutput,
+        clock: &StepClock,
     ) -> RunOutcome {
         let Placed {
             sandbox,
@@ -453,12 +469,16 @@ impl Runner {
         } = placed;
         if let Some(key) = key {
             self.warm.learn(&key, slot.dir());
+            self.warm.ended(&key, run.warm, duration);
             self.warm
                 .refill(key, self.starter.clone(), Arc::clone(&sandbox));
+            clock.step("learned");
         }
         let output = slot.dir().join(OUTPUT_DIR_NAME);
         let artifacts = collect_artifacts(req.artifacts, output).await;
+        clock.step("artifacts");
         let quarantined = self.sweep(&sandbox, &scope).await;
+        clock.step("swept");
         // Gone with the run, so the slot can be reused (a run that replaced it leaves it to the
         // slot's clean-up).
         if let Some(file) = inline {
@@ -693,6 +713,9 @@ struct Placed {
     sandbox: Arc<Sandbox>,
     /// Its kind, with warm runs on.
     key: Option<WarmKey>,
+    /// While it is in flight (a foreground run), no spare starts; dropped last, after the
+    /// run's settling asked for its kind's next spare.
+    _arrival: Option<Arrival>,
     spare: Option<Spawned>,
     slot: SlotLease,
     scope: RunScope,
@@ -700,6 +723,25 @@ struct Placed {
 }
 
 struct DecrementOnDrop<'a>(&'a AtomicUsize);
+
+/// When each step of a run ended, in microseconds since its admission: a debug log
+/// (`PYRUN_LOG=pyrun_run::steps=debug`) for measuring where a call's time goes.
+struct StepClock(Instant);
+
+impl StepClock {
+    fn start() -> Self {
+        Self(Instant::now())
+    }
+
+    fn step(&self, step: &'static str) {
+        self.at(step, Instant::now());
+    }
+
+    fn at(&self, step: &'static str, at: Instant) {
+        let us = at.saturating_duration_since(self.0).as_micros();
+        tracing::debug!(target: "pyrun_run::steps", step, us);
+    }
+}
 
 impl Drop for DecrementOnDrop<'_> {
     fn drop(&mut self) {

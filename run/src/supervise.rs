@@ -108,6 +108,8 @@ impl Ending {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Supervised {
     pub(crate) ending: Ending,
+    /// When its end was seen (its exit, the deadline, the cancellation).
+    pub(crate) exited: Instant,
     /// When the whole tree was dead (before the pipes were drained).
     pub(crate) tree_dead: Instant,
 }
@@ -180,6 +182,7 @@ impl Process {
             _ = limits.cancel.cancelled() => Ending::Cancelled,
             _ = limits.shutdown.cancelled() => Ending::Cancelled,
         };
+        let exited = Instant::now();
         // Whatever happened, nothing of the child may outlive it.
         self.tree.kill();
         if !matches!(ending, Ending::Exited(_)) {
@@ -187,7 +190,11 @@ impl Process {
         }
         let tree_dead = Instant::now();
         drain([out, err], stop_reading).await;
-        Supervised { ending, tree_dead }
+        Supervised {
+            ending,
+            exited,
+            tree_dead,
+        }
     }
 
     /// Sends SIGINT to the child alone (on Linux the pid namespace's pid 1, which forwards it).

@@ -69,6 +69,14 @@ impl ClientMessage {
         self
     }
 
+    /// Appends a short word about an interpreter — a version, a file name without its folder —
+    /// as a venv's `pyvenv.cfg` in the projects folder or the server's own facts say it,
+    /// escaped: never a host path (the run layer keeps only plain words).
+    pub fn word(mut self, word: &str) -> Self {
+        push_escaped(&mut self.text, word);
+        self
+    }
+
     /// Appends a proven path as the caller may see it: relative to the projects folder, escaped.
     pub fn path(mut self, path: &ProjectPath) -> Self {
         push_escaped(&mut self.text, path.relative());
@@ -440,15 +448,35 @@ impl From<EnvError> for ClientMessage {
                      folder, where scripts can write",
                 )
                 .hint(VENV_HINT),
-            EnvError::NotAllowed { venv, .. } => refused(&venv)
-                .then(
-                    "its base interpreter (`home` in its pyvenv.cfg) is not one this server runs \
-                     (--python, --allow-python)",
+            EnvError::NotAllowed { venv, base, .. } => {
+                let mut said =
+                    refused(&venv).then("its base interpreter (`home` in its pyvenv.cfg)");
+                said = match (&base.wants_version, &base.wants_name) {
+                    (Some(version), Some(name)) => said
+                        .then(" is Python ")
+                        .word(version)
+                        .then(" (")
+                        .word(name)
+                        .then("),"),
+                    (Some(version), None) => said.then(" is Python ").word(version).then(","),
+                    (None, Some(name)) => said.then(" is ").word(name).then(","),
+                    (None, None) => said,
+                };
+                said = said.then(" which this server does not run; it runs ");
+                for (i, interpreter) in base.runs.iter().enumerate() {
+                    if i > 0 {
+                        said = said.then(", ");
+                    }
+                    said = said.then("Python ").word(interpreter);
+                }
+                said.hint(
+                    "recreate it with the server's interpreter (python3 -m venv .venv), or ask \
+                     the operator to allow the venv's interpreter: --allow-python PATH \
+                     (PYRUN_ALLOW_PYTHON) with the interpreter in the venv's `home`; the server's \
+                     log names it, and `pyrun-mcp-server config ASSISTANT --allow-venv-pythons` \
+                     adds it to an assistant's snippet",
                 )
-                .hint(
-                    "recreate it with the server's interpreter, or ask the operator to allow \
-                     its interpreter with --allow-python PATH",
-                ),
+            }
             EnvError::OtherVersion { venv, .. } => refused(&venv)
                 .then(
                     "it was made with another Python version than the interpreter allowed in \
@@ -625,6 +653,12 @@ mod tests {
             EnvError::NotAllowed {
                 venv: venv(),
                 home: home.clone(),
+                base: Box::new(pyrun_run::python_env::ForeignBase {
+                    wants_version: Some("3.12.1".into()),
+                    wants_name: Some("python3.12\n".into()),
+                    runs: vec!["3.11.2 (python3)".into()],
+                    allow: Some(home.join("python3.12")),
+                }),
             },
             EnvError::OtherVersion {
                 venv: venv(),

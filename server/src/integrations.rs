@@ -39,6 +39,9 @@ pub enum Target {
         projects_dir: PathBuf,
         /// Absolute path of the interpreter, when known: assistants start with a bare PATH.
         python: Option<PathBuf>,
+        /// The other settings given to `config` (flags, environment, `.env`), as flags and
+        /// values; never a secret.
+        settings: Vec<String>,
     },
     /// A running server at a URL (`…/mcp` or `…/sse`).
     Remote {
@@ -256,6 +259,7 @@ fn stdio_command(target: &Target) -> (String, Vec<String>) {
         server,
         projects_dir,
         python,
+        settings,
     } = target
     else {
         return (String::new(), Vec::new());
@@ -270,6 +274,7 @@ fn stdio_command(target: &Target) -> (String, Vec<String>) {
         args.push("--python".to_owned());
         args.push(python.display().to_string());
     }
+    args.extend(settings.iter().cloned());
     (server.display().to_string(), args)
 }
 
@@ -333,6 +338,7 @@ mod tests {
             server: std::env::current_exe().unwrap(),
             projects_dir: projects.to_path_buf(),
             python: None,
+            settings: vec!["--timeout".to_owned(), "120".to_owned()],
         }
     }
 
@@ -388,6 +394,7 @@ mod tests {
             let at = args.iter().position(|a| a == "--projects-dir").unwrap();
             assert!(std::path::Path::new(&args[at + 1]).is_dir(), "{args:?}");
             assert_eq!(args[..2], ["--transport", "stdio"]);
+            assert_eq!(args[args.len() - 2..], ["--timeout", "120"]);
             assert!(!snippet.hints.is_empty());
             // Claude Desktop's users hear of the bundle, the easy way; nobody else does.
             let bundle = snippet.hints.iter().any(|h| h.contains(".mcpb"));

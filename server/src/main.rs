@@ -35,6 +35,9 @@ pub fn main() -> ExitCode {
         .with_ansi(std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal())
         .init();
     dotenv.log();
+    for lookalike in pyrun_mcp_server::config::lookalikes(&dotenv) {
+        tracing::warn!("{lookalike}");
+    }
     // A `.env` line that cannot be read stops everything: the settings after it (a token, the
     // sandbox mode) must not silently fall back to their defaults.
     if let Some(refusal) = dotenv.refusal() {
@@ -77,8 +80,13 @@ fn print_error(e: &anyhow::Error) {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    if let Some(Subcommand::Config { assistant, url }) = &cli.command {
-        return print_config(&cli, *assistant, url.as_deref());
+    if let Some(Subcommand::Config {
+        assistant,
+        url,
+        allow_venv_pythons,
+    }) = &cli.command
+    {
+        return print_config(&cli, *assistant, url.as_deref(), *allow_venv_pythons);
     }
     if let Some(Subcommand::Oauth { action }) = &cli.command {
         let state_dir = cli.state_dir()?;
@@ -184,10 +192,16 @@ async fn serve_with_tunnel(
     clippy::print_stderr,
     reason = "a CLI subcommand that serves no protocol: its output is the snippet"
 )]
-fn print_config(cli: &Cli, assistant: Assistant, url: Option<&str>) -> anyhow::Result<()> {
-    let snippet = integrations::snippet(assistant, &cli.integration_target(assistant, url)?);
+fn print_config(
+    cli: &Cli,
+    assistant: Assistant,
+    url: Option<&str>,
+    allow_venv_pythons: bool,
+) -> anyhow::Result<()> {
+    let (target, notes) = cli.integration_target(assistant, url, allow_venv_pythons)?;
+    let snippet = integrations::snippet(assistant, &target);
     println!("{}", snippet.text);
-    for hint in &snippet.hints {
+    for hint in snippet.hints.iter().chain(&notes) {
         eprintln!("{hint}");
     }
     Ok(())

@@ -635,3 +635,77 @@ fn the_schemas_declare_python_and_list_packages() {
     );
     assert_eq!(list["annotations"]["readOnlyHint"], true, "{list}");
 }
+
+/// The refusal of another interpreter's venv says which Python the venv wants (its version, and
+/// its interpreter's name as its pyvenv.cfg has it) and which the server runs — versions and file
+/// names, never a folder — and the setting that allows it; `config --allow-venv-pythons` writes
+/// that `--allow-python` into the snippet, whose server then runs the venv (`config` without it
+/// says which venv it found).
+#[test]
+fn a_refused_venv_names_both_interpreters_and_config_allows_its_base() {
+    let Some(other) = other_interpreter() else {
+        eprintln!("no second interpreter on this machine: skipped");
+        return;
+    };
+    let (base, projects) = folder(&[("main.py", "import othermod; print(othermod.X)\n")]);
+    let site = make_venv(&other, &projects.join(".venv"));
+    std::fs::write(site.join("othermod.py"), "X = 'other'\n").unwrap();
+    let (_, wants) = version_of(&other);
+    let (_, runs) = version_of(&python());
+    let mut server = StdioServer::start(&projects, &[]);
+    let result = run(&mut server, "main.py");
+    drop(server);
+    let wants_said = format!("is Python {wants} (python");
+    let runs_said = format!("it runs Python {runs} (");
+    assert_refused(
+        &result,
+        &[
+            &wants_said,
+            &runs_said,
+            "--allow-python PATH (PYRUN_ALLOW_PYTHON)",
+            "--allow-venv-pythons",
+        ],
+        &projects,
+    );
+    let config = |extra: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pyrun-mcp-server"));
+        pyrun_mcp_tests::scrub_env(&mut cmd)
+            .arg("--projects-dir")
+            .arg(&projects)
+            .arg("--state-dir")
+            .arg(base.path().join("state"))
+            .args(["config", "cursor"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let said = config(&[]);
+    assert!(said.status.success(), "{said:?}");
+    let notes = String::from_utf8_lossy(&said.stderr);
+    assert!(
+        notes.contains(&format!("the venv .venv wants Python {wants}"))
+            && notes.contains("--allow-venv-pythons"),
+        "{notes}"
+    );
+    assert!(!String::from_utf8_lossy(&said.stdout).contains("--allow-python"));
+    let allowing = config(&["--allow-venv-pythons"]);
+    assert!(allowing.status.success(), "{allowing:?}");
+    let snippet: Value = serde_json::from_slice(&allowing.stdout).unwrap();
+    let entry = &snippet["mcpServers"]["pyrun"];
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(args.contains(&"--allow-python"), "{args:?}");
+    let mut cmd = Command::new(entry["command"].as_str().unwrap());
+    pyrun_mcp_tests::scrub_env(&mut cmd)
+        .args(&args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut server = StdioServer::attach(cmd.spawn().unwrap()).unwrap();
+    let result = run(&mut server, "main.py");
+    assert_eq!(result["structuredContent"]["stdout"], "other\n", "{result}");
+}

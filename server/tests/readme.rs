@@ -156,7 +156,7 @@ fn flags_in(text: &str) -> BTreeSet<String> {
 #[test]
 fn every_flag_the_readme_names_is_a_flag_of_the_server_or_the_client() {
     let mut ours = BTreeSet::new();
-    long_flags(&pyrun_mcp_server::config::Cli::command(), &mut ours);
+    long_flags(&pyrun_mcp_server::config::Cli::command_line(), &mut ours);
     long_flags(&pyrun_mcp_client::cli::Cli::command(), &mut ours);
     for flag in OTHER_PROGRAMS_FLAGS {
         assert!(

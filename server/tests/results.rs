@@ -345,3 +345,37 @@ fn a_cut_output_stays_readable_after_run_python_code_and_after_a_run_that_could_
     );
     server.close();
 }
+
+/// A `\r` progress bar reaches a model as its last frame per line, in the text and in the
+/// structured `stdout`/`stderr` alike; a caller that follows the live output (the CLI, to print
+/// it) gets every byte, and so does the whole capture.
+#[test]
+fn progress_frames_reach_a_model_as_the_last_frame_of_each_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("bar.py"),
+        "import sys\nprint('start')\nfor i in range(101):\n    sys.stdout.write('\\r%3d%%' % i)\n\
+         \x20   sys.stderr.write('\\rstep %d' % i)\nprint()\nsys.stderr.write('\\n')\nprint('done')\n",
+    )
+    .unwrap();
+    let mut server = StdioServer::start(dir.path(), &[]);
+    let result = server.call("run_python", json!({"file_name": "bar.py"}));
+    let structured = &result["structuredContent"];
+    assert_eq!(structured["stdout"], "start\n100%\ndone\n", "{result}");
+    assert_eq!(structured["stderr"], "step 100\n", "{result}");
+    let shown = text(&result);
+    assert!(shown.starts_with("start\n100%\ndone\n"), "{shown}");
+    assert!(!shown.contains('\r'), "{shown}");
+    // Asked for live chunks (`_meta`), the result keeps every frame.
+    let reply = server.request(
+        "tools/call",
+        json!({"name": "run_python", "arguments": {"file_name": "bar.py"},
+               "_meta": {"progressToken": "bar", "pyrun/live_output": true}}),
+    );
+    let raw = reply["result"]["structuredContent"]["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(raw.starts_with("start\n\r  0%\r  1%"), "{reply}");
+    assert!(raw.ends_with("\r100%\ndone\n"), "{reply}");
+}

@@ -248,3 +248,64 @@ fn a_caller_at_its_quota_is_refused_before_its_project_is_packed() {
         "the project was packed first: {text}"
     );
 }
+
+/// A stand-in for RunPod's API that answers every request with a healthy endpoint's `/health`
+/// and counts the requests. Returns its base URL and the count.
+fn counting_health_api() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let body = r#"{"workers":{"idle":1,"running":0},"jobs":{"inQueue":0}}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (url, count)
+}
+
+/// A client calling `backend_status` in a loop cannot spend the operator's RunPod rate limit:
+/// answers come from a short cache, and the endpoint is asked again once it has aged.
+#[test]
+fn backend_status_answers_from_a_short_cache() {
+    let (url, asked) = counting_health_api();
+    let projects = TempProjects::named("runpod-cache");
+    let mut server = StdioServer::start_with_env(
+        projects.path(),
+        &["--runpod-endpoint", "ep-1", "--runpod-api-url", &url],
+        None,
+        &[(KEY_VAR, KEY)],
+    );
+    for _ in 0..5 {
+        let status = server.call("backend_status", json!({}));
+        assert_eq!(status["structuredContent"]["key_works"], true, "{status}");
+        assert_eq!(
+            status["structuredContent"]["workers"]["idle"], 1,
+            "{status}"
+        );
+    }
+    let count = || asked.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        count(),
+        1,
+        "five backend_status calls asked RunPod {} times",
+        count()
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    server.call("backend_status", json!({}));
+    assert_eq!(count(), 2, "an aged answer is asked again");
+}

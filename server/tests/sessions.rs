@@ -199,6 +199,39 @@ fn a_timeout_interrupts_the_code_and_the_session_lives_on() {
 }
 
 #[test]
+fn a_time_limit_above_the_servers_is_capped_and_the_result_says_so() {
+    let (_base, projects) = folder();
+    let mut server = StdioServer::start(&projects, &["--allow-inline-code", "--timeout", "5"]);
+    let id = start(&mut server, json!({}));
+    let reply = server.call(
+        "session_exec",
+        json!({"session_id": id, "code": "6 * 7", "timeout_seconds": 100}),
+    );
+    assert_eq!(reply["isError"], false, "{reply}");
+    assert_eq!(reply["structuredContent"]["result"], "42", "{reply}");
+    let hint = reply["structuredContent"]["hint"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        hint.contains("timeout_seconds 100 was capped to the server's limit of 5 s"),
+        "{reply}"
+    );
+    assert!(
+        text(&reply).contains("hint: timeout_seconds 100 was capped"),
+        "{reply}"
+    );
+    // Within the limit: no hint.
+    let within = server.call(
+        "session_exec",
+        json!({"session_id": id, "code": "1", "timeout_seconds": 3}),
+    );
+    assert!(
+        within["structuredContent"].get("hint").is_none(),
+        "{within}"
+    );
+}
+
+#[test]
 fn code_that_ignores_the_interrupt_is_killed_with_everything_it_started() {
     let (_base, projects) = folder();
     let mut server = StdioServer::start(&projects, ALLOW);

@@ -45,6 +45,7 @@ mod scratch;
 mod server_death;
 mod sessions;
 mod settings_checks;
+mod settings_grammar;
 mod signals;
 mod standin_python;
 mod startup;

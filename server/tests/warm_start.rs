@@ -178,3 +178,84 @@ fn a_sitecustomize_in_inline_codes_project_runs_only_inside_calls() {
     }
     server.close();
 }
+
+/// The server's processes still running the warm driver as started (spares starting or waiting:
+/// a run's driver writes the run's command line over its own).
+fn spare_processes(server: u32) -> Vec<u32> {
+    crate::util::warm::descendants(server)
+        .into_iter()
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains("_pyrun_warm.py")
+        })
+        .collect()
+}
+
+#[test]
+fn no_spare_starts_while_a_foreground_run_is_in_flight_and_one_does_once_it_is_over() {
+    // `a/slow.py` runs until the test lets it go; `b/quick.py`'s run ends meanwhile.
+    let projects = TempProjects::named("p")
+        .file(
+            "a/slow.py",
+            "import os, time\nopen('started', 'w').close()\nfor _ in range(600):\n    if os.path.exists('go'):\n        break\n    time.sleep(0.05)\nprint('slow')\n",
+        )
+        .file("b/quick.py", "print('quick')\n");
+    let mut server = StdioServer::start(projects.path(), &[]);
+    let slow = server.start_request(
+        "tools/call",
+        json!({"name": "run_python", "arguments": {"file_name": "a/slow.py"}}),
+    );
+    let started = projects.path().join("a/started");
+    assert!(
+        pyrun_mcp_tests::procs::holds_within(Duration::from_secs(20), || started.exists()),
+        "a/slow.py did not start"
+    );
+    let quick = run(&mut server, "b/quick.py");
+    assert_eq!(stdout(&quick), "quick\n", "{quick}");
+    // Before: `b`'s spare started as its run ended, beside the slow run.
+    let spare_started = pyrun_mcp_tests::procs::holds_within(Duration::from_millis(1500), || {
+        !spare_processes(server.pid()).is_empty()
+    });
+    assert!(
+        !spare_started,
+        "a spare started while a foreground run was in flight"
+    );
+    std::fs::write(projects.path().join("a/go"), "").unwrap();
+    let slow = server.response(slow);
+    assert_eq!(stdout(&slow["result"]), "slow\n", "{slow}");
+    // Once nothing is in flight, the spare asked for then starts.
+    assert!(
+        crate::util::warm::wait_for_spare(server.pid(), &json!({"file_name": "b/quick.py"})),
+        "no spare for b once the slow run was over"
+    );
+    server.close();
+}
+
+#[test]
+fn a_run_starts_cold_at_once_rather_than_wait_for_a_spare_still_starting() {
+    // The spare's preload takes 2.5 s: longer than a cold start of the run, and shorter than
+    // the longest wait for a starting spare.
+    let projects = TempProjects::named("p").file("hello.py", "print('hi')\n");
+    let site = venv(projects.path());
+    std::fs::write(site.join("slowish.py"), "import time\ntime.sleep(2.5)\n").unwrap();
+    let mut server = StdioServer::start(projects.path(), &["--preload", "slowish"]);
+    let first = run(&mut server, "hello.py");
+    assert!(!warm(&first), "{first}");
+    assert!(
+        pyrun_mcp_tests::procs::holds_within(Duration::from_secs(10), || {
+            !spare_processes(server.pid()).is_empty()
+        }),
+        "no spare started after the first run"
+    );
+    // Before: this run waited for the spare and ran in it.
+    let second = run(&mut server, "hello.py");
+    assert_eq!(stdout(&second), "hi\n", "{second}");
+    assert!(
+        !warm(&second),
+        "the run waited for a spare still importing its preload: {second}"
+    );
+    // The spare was good: a later run takes it.
+    let later = run_until_warm(&mut server, "hello.py", Duration::from_secs(20));
+    assert_eq!(stdout(&later), "hi\n");
+    server.close();
+}

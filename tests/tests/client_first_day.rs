@@ -612,3 +612,156 @@ fn a_newcomer_connects_with_the_printed_snippet_sees_live_output_and_understands
         .find(|line| line.starts_with("hint:") && line.contains("--allow-network"));
     assert!(hint.is_some(), "no hint naming --allow-network:\n{stderr}");
 }
+
+/// Live processes whose command line holds `marker` (a word only this test put there).
+#[cfg(target_os = "linux")]
+fn processes_with(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let line = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&line).contains(marker) && pyrun_mcp_tests::procs::alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits up to `within` for every process holding `marker` to end; kills (and names) any left.
+#[cfg(target_os = "linux")]
+fn none_left(marker: &str, within: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + within;
+    while !processes_with(marker).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = processes_with(marker);
+    for pid in &left {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    left
+}
+
+/// `--server` commands that are not MCP stdio servers: each is an error within seconds, the
+/// error says what to fix, and the process the client started is gone when it exits.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_server_command_that_is_not_an_mcp_stdio_server_is_an_error_within_seconds() {
+    let projects = tempfile::tempdir().unwrap();
+    let marker = projects.path().display().to_string();
+    let python = pyrun_mcp_tests::python().display().to_string();
+    let server = bin_path("pyrun-mcp-server");
+    let cases = [
+        // What a newcomer types: the server's HTTP default.
+        (
+            "serves HTTP",
+            command_line(
+                &server,
+                &[
+                    "--projects-dir".into(),
+                    marker.clone(),
+                    "--bind".into(),
+                    "127.0.0.1:0".into(),
+                ],
+            ),
+            "--transport stdio",
+        ),
+        (
+            "prints something else",
+            command_line(
+                Path::new(&python),
+                &[
+                    "-c".into(),
+                    "import sys, time; print('hello there', flush=True); time.sleep(60)".into(),
+                    marker.clone(),
+                ],
+            ),
+            "initialize",
+        ),
+        (
+            "never answers",
+            command_line(
+                Path::new(&python),
+                &[
+                    "-c".into(),
+                    "import time; time.sleep(60)".into(),
+                    marker.clone(),
+                ],
+            ),
+            "initialize",
+        ),
+    ];
+    for (what, target, says) in cases {
+        let started = Instant::now();
+        let out = client()
+            .args(["--server", &target, "tools"])
+            .output()
+            .expect("run the client");
+        let took = started.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            took < Duration::from_secs(15),
+            "{what}: the client took {took:?}\n{stderr}"
+        );
+        assert!(!out.status.success(), "{what}: {stderr}");
+        let error = stderr
+            .lines()
+            .find(|l| l.starts_with("error:"))
+            .unwrap_or_else(|| panic!("{what}: no error line:\n{stderr}"));
+        assert!(
+            stderr.contains(says),
+            "{what}: `{says}` not said:\n{stderr}"
+        );
+        let left = none_left(&marker, Duration::from_secs(3));
+        assert!(
+            left.is_empty(),
+            "{what}: the server outlived its client: {left:?}"
+        );
+        eprintln!("{what}: {took:?}: {error}");
+    }
+}
+
+/// A client killed by a signal (SIGKILL: it cannot clean up) takes the server it started with
+/// it, even one that does not stop at its stdin's end.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_server_the_client_started_dies_with_the_client_killed_by_a_signal() {
+    let marker = format!("pyrun-client-death-{}", std::process::id());
+    let python = pyrun_mcp_tests::python().display().to_string();
+    let target = command_line(
+        Path::new(&python),
+        &[
+            "-c".into(),
+            "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_IGN); time.sleep(60)"
+                .into(),
+            marker.clone(),
+        ],
+    );
+    let mut client = client_command();
+    client
+        .args(["--server", &target, "tools"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut client = client.spawn().expect("start the client");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // The client's own command line holds the marker too.
+    while processes_with(&marker)
+        .iter()
+        .all(|&pid| pid == client.id())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the client never started its server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    client.kill().expect("SIGKILL the client");
+    let _ = client.wait();
+    let left = none_left(&marker, Duration::from_secs(3));
+    assert!(
+        left.is_empty(),
+        "the server outlived its killed client: {left:?}"
+    );
+}

@@ -42,11 +42,26 @@ out.flush()
 sys.stderr.write("last stderr line, no newline")
 "#;
 
+/// A `\r` progress bar on both streams: a model's result shows its last frame, the CLI every
+/// frame.
+const PROGRESS: &str = r##"import sys, time
+for i in range(101):
+    sys.stdout.write("\r%3d%% [%-50s]" % (i, "#" * (i // 2)))
+    sys.stderr.write("\rstep %d" % i)
+    if i % 25 == 0:
+        sys.stdout.flush()
+        time.sleep(0.3)
+print()
+sys.stderr.write("\n")
+print("done")
+"##;
+
 fn add_scripts(projects: &Path) {
     for (name, text) in [
         ("summary.py", SUMMARY),
         ("raise_late.py", RAISE),
         ("raw_bytes.py", RAW),
+        ("progress.py", PROGRESS),
     ] {
         std::fs::write(projects.join(name), text).expect("write the script");
     }
@@ -126,7 +141,7 @@ fn run_matches_python(target: &str, http: bool, projects: &Path, file: &str) {
 
 fn every_script(target: &str, http: bool, projects: &Path) {
     add_scripts(projects);
-    for file in ["summary.py", "raise_late.py", "raw_bytes.py"] {
+    for file in ["summary.py", "raise_late.py", "raw_bytes.py", "progress.py"] {
         run_matches_python(target, http, projects, file);
     }
 }

@@ -5,12 +5,15 @@
 //! ([`crate::snapshot`]) and builds the job's request, refusing one over RunPod's request limit
 //! with the limit and the largest files named; the [`job::Job`] it returns is a
 //! [`pyrun_run::background::RemoteRun`]: the background registry drives it like any run (owner
-//! rules, offsets, cancel, retention). `health` asks the endpoint how it is doing.
+//! rules, offsets, cancel, retention). `health` asks the endpoint how it is doing, at most once
+//! per [`HEALTH_TTL`]: `backend_status` is a tool any client may call in a loop, and RunPod's
+//! rate limit is the operator's.
 
 pub mod api;
 mod job;
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use pyrun_run::background::RemoteRun;
@@ -39,15 +42,37 @@ const MAX_ENTRIES: usize = 20_000;
 /// run's limit and still has to send its end).
 const EXECUTION_GRACE: Duration = Duration::from_secs(30);
 
+/// How long an answer of the endpoint's `/health` is given again instead of asking anew.
+pub const HEALTH_TTL: Duration = Duration::from_secs(5);
+
 /// A configured RunPod endpoint.
 #[derive(Debug, Clone)]
 pub struct RunPod {
     api: RunPodApi,
+    /// The last health answer and when it came; held while asking, so that callers at the same
+    /// moment share one request.
+    health: Arc<tokio::sync::Mutex<Option<(Instant, BackendHealth)>>>,
 }
 
 impl RunPod {
     pub fn new(api: RunPodApi) -> Self {
-        Self { api }
+        Self {
+            api,
+            health: Arc::default(),
+        }
+    }
+
+    /// The endpoint's health, asked at most once per [`HEALTH_TTL`].
+    async fn cached_health(&self) -> BackendHealth {
+        let mut last = self.health.lock().await;
+        if let Some((at, health)) = last.as_ref() {
+            if at.elapsed() < HEALTH_TTL {
+                return health.clone();
+            }
+        }
+        let health = health_of(self.api.health().await);
+        *last = Some((Instant::now(), health.clone()));
+        health
     }
 
     pub fn api(&self) -> &RunPodApi {
@@ -120,7 +145,7 @@ impl RemoteBackend for RunPod {
     }
 
     fn health(&self) -> BackendFuture<'_, BackendHealth> {
-        Box::pin(async { health_of(self.api.health().await) })
+        Box::pin(self.cached_health())
     }
 }
 

@@ -270,9 +270,13 @@ impl Installs {
         projects: PathBuf,
         shutdown: CancellationToken,
     ) -> io::Result<Self> {
-        let root = tempfile::Builder::new()
-            .prefix(stale_roots::PREFIX)
-            .tempdir()?;
+        // Owner-only: the fetch's scratch holds the project's requirements and lock, and wheels
+        // of a private index.
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(stale_roots::PREFIX);
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+        let root = builder.tempdir()?;
         let held = stale_roots::hold(root.path())?;
         stale_roots::sweep_later(std::env::temp_dir(), root.path().to_path_buf());
         let cache = match &settings.cache_dir {

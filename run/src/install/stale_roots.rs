@@ -44,7 +44,7 @@ fn orphans(temp: &Path, ours: &Path) -> Vec<(PathBuf, File)> {
         if !named || path == ours || !owned_folder(&path) {
             continue;
         }
-        let Ok(lock) = File::open(path.join(HELD)) else {
+        let Some(lock) = open_lock(&path.join(HELD)) else {
             continue;
         };
         if lock.try_lock().is_ok() && owned_folder(&path) {
@@ -52,6 +52,20 @@ fn orphans(temp: &Path, ours: &Path) -> Vec<(PathBuf, File)> {
         }
     }
     out
+}
+
+/// A root's lock file, when it is a regular file: never through a link, and never waiting on a
+/// FIFO planted under its name (an open for reading would wait for a writer for ever).
+fn open_lock(path: &Path) -> Option<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = options.open(path).ok()?;
+    file.metadata().ok()?.is_file().then_some(file)
 }
 
 /// A real folder (never a link) that this process's user owns.
@@ -88,10 +102,10 @@ pub(super) fn sweep_later(temp: PathBuf, ours: PathBuf) {
 fn sweep(temp: &Path, ours: &Path) -> usize {
     let mut removed = 0;
     for (root, lock) in orphans(temp, ours) {
-        match std::fs::remove_dir_all(&root) {
+        match remove_root(&root) {
             Ok(()) => removed += 1,
             Err(e) => {
-                tracing::debug!(%e, root = %root.display(), "a dead server's install root stays")
+                tracing::warn!(%e, root = %root.display(), "a dead server's install root stays")
             }
         }
         drop(lock);
@@ -103,6 +117,58 @@ fn sweep(temp: &Path, ours: &Path) -> usize {
         );
     }
     removed
+}
+
+/// Removes a dead server's root: its folders opened up for their owner first (a build step may
+/// have left one read-only), everything but the lock, then the lock, then the root. A root that
+/// cannot be emptied keeps its lock, so that the next server to start tries again.
+fn remove_root(root: &Path) -> io::Result<()> {
+    open_up(root);
+    for entry in std::fs::read_dir(root)? {
+        let entry = entry?;
+        if entry.file_name() == HELD {
+            continue;
+        }
+        let path = entry.path();
+        if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    std::fs::remove_file(root.join(HELD))?;
+    std::fs::remove_dir(root)
+}
+
+/// Gives the owner rwx on `dir` and every folder under it (never through a link), so that
+/// their entries can be removed. Needless for root, which permissions do not stop.
+fn open_up(dir: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if rustix::process::geteuid().is_root() {
+            return;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(dir) else {
+            return;
+        };
+        if !meta.is_dir() {
+            return;
+        }
+        let mode = meta.permissions().mode();
+        if mode & 0o700 != 0o700 {
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o700));
+        }
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    open_up(&entry.path());
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
 }
 
 #[cfg(test)]
@@ -150,6 +216,23 @@ mod tests {
         assert!(unlocked.join("cache/wheel").exists());
         assert!(other.join(HELD).exists());
         assert!(target.path().join(HELD).exists());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_for_a_lock_never_blocks_the_sweep() {
+        let temp = tempfile::tempdir().unwrap();
+        let planted = root(temp.path(), "fifo");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            planted.join(HELD),
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let dead = root(temp.path(), "dead");
+        drop(hold(&dead).unwrap());
+        assert_eq!(sweep(temp.path(), Path::new("/nonexistent")), 1);
+        assert!(planted.exists() && !dead.exists());
     }
 
     #[test]

@@ -13,7 +13,9 @@ PRELOAD is a comma-separated list of module names (possibly empty). Steps:
    path: never a project source. An import that prints, changes a signal handler, starts a
    Python thread or loads a file from elsewhere is noisy; the environment, `sys.path` and the
    working folder are restored after the imports.
-3. `gc.freeze()`: what the preload made is never traversed again (and not at exit).
+3. `compile()` is called once (its first call makes the AST types, ~0.6 ms a cold start does not
+   pay: it compiles its script without them), then `gc.freeze()`: what the preload made is
+   never traversed again (and not at exit).
 4. fds 1 and 2 are restored and READY is written on stdout, then a 4-byte big-endian length and
    the noisy names, one per line; the server reads them before the job, and a spare with noisy
    names serves no run (what it imported cannot be unloaded).
@@ -26,9 +28,17 @@ PRELOAD is a comma-separated list of module names (possibly empty). Steps:
 7. The script runs as `__main__` in a fresh module, with `sys.argv`, `sys.orig_argv`, `sys.path[0]`
    and `__file__` as CPython sets them. SystemExit leaves as it would; another uncaught exception
    goes to `sys.excepthook` without this driver's frame, and the exit status is 1.
-8. At exit, last of the atexit handlers, the names of the modules the run loaded from the allowed
-   places are written to "report" (a file of the run's scratch): what the server learns to
-   preload (it keeps what earlier reports said).
+8. At exit, after the script's atexit handlers, the names of the modules the run loaded from the
+   allowed places are written to "report" (a file of the run's scratch): what the server learns
+   to preload (it keeps what earlier reports said).
+9. Last of all the atexit handlers (registered before the preload), when what is left of the
+   interpreter's finalization could neither write a byte nor change a file or the exit status,
+   the streams are flushed as the finalization would flush them and the process ends with the
+   script's status (`os._exit`): the finalization (1.5-3 ms, its preloaded modules torn down)
+   is off the run's path. It could when anything is left that has a finalizer: another thread,
+   a replaced `sys.stdout`, an object made by the run whose type is not plain data (an open
+   file, a generator, a `__del__`, a weakref callback, a `Popen`, an extension type), a shared
+   library the run loaded, collector debugging; then the interpreter ends as usual.
 """
 
 import sys
@@ -43,15 +53,22 @@ import gc
 import importlib
 import importlib.machinery
 import importlib.util
+import io
 import json
 import os
 import signal
+import _thread
 import types
+from _weakref import ref as _WeakRef
 
 try:
     import ctypes
-except ImportError:
-    ctypes = None
+
+    # The C library, loaded once before the preload (its ctypes classes are frozen with it).
+    _LIBC = ctypes.CDLL(None)
+    _FFLUSH = _LIBC.fflush
+except (ImportError, OSError, AttributeError):
+    ctypes = _LIBC = _FFLUSH = None
 
 _READY = b"\x00pyrun-warm-ready\n"
 _MAX_JOB = 1 << 20
@@ -283,10 +300,9 @@ def _set_cmdline(argv):
     `program_invocation_name` (argv[0]), only when they still hold the driver's command line; cut
     to fit."""
     try:
-        if ctypes is None or not _ORIG_ARGV:
+        if _LIBC is None or not _ORIG_ARGV:
             return
-        libc = ctypes.CDLL(None)
-        start = ctypes.c_void_p.in_dll(libc, "program_invocation_name").value
+        start = ctypes.c_void_p.in_dll(_LIBC, "program_invocation_name").value
         expected = b"\0".join(os.fsencode(a) for a in _ORIG_ARGV) + b"\0"
         room = len(expected)
         if not start or ctypes.string_at(start, room) != expected:
@@ -314,8 +330,121 @@ def _main_module(script):
 
 _PID = os.getpid()
 _NOISY = []
+# The script's exit status once it has ended without a signal (step 9), else empty.
+_ENDED = []
 # The command line the process was started with (argv[0] as the server gave it).
 _ORIG_ARGV = list(getattr(sys, "orig_argv", None) or [])
+
+
+# Step 9. Types whose objects a finalization frees without running any code of the run's or
+# writing anything: plain data and the parts of functions, classes and modules.
+_PLAIN = {
+    dict, list, tuple, set, frozenset, bytearray, type, types.FunctionType, types.ModuleType,
+    types.MethodType, types.BuiltinFunctionType, types.CellType, types.FrameType,
+    types.TracebackType, types.CodeType, types.SimpleNamespace, types.MappingProxyType,
+    types.GetSetDescriptorType, types.MemberDescriptorType, types.MethodDescriptorType,
+    types.WrapperDescriptorType, types.ClassMethodDescriptorType, property, classmethod,
+    staticmethod, slice, range, type({}.keys()), type({}.values()), type({}.items()),
+    int, float, complex, str, bytes, bool, type(None), type(NotImplemented), type(...),
+}
+# A file object closed already frees without writing (and its newline decoder with it).
+_FILES = {io.FileIO, io.BufferedReader, io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper}
+_PLAIN.add(io.IncrementalNewlineDecoder)
+_HEAPTYPE = 1 << 9
+_SCAN_MAX = 20000
+
+
+def _plain_class(cls, seen):
+    """Whether instances of `cls` free without running code: every class of its MRO is plain,
+    a built-in exception, or a class without a `__del__` (a finalizer shows as one: PEP 442)."""
+    verdict = seen.get(cls)
+    if verdict is None:
+        verdict = all(
+            c is object
+            or c in _PLAIN
+            or (issubclass(c, BaseException) and not c.__flags__ & _HEAPTYPE)
+            or (c.__flags__ & _HEAPTYPE and "__del__" not in c.__dict__)
+            for c in cls.__mro__
+        )
+        seen[cls] = verdict
+    return verdict
+
+
+def _quiet_end():
+    """Whether the rest of the finalization could write nothing and change nothing (step 9)."""
+    if sys.stdout is not sys.__stdout__ or sys.stderr is not sys.__stderr__:
+        return False
+    if gc.get_debug() or gc.garbage or sys.flags.dev_mode or sys.flags.verbose or _MALLOC_STATS:
+        return False
+    # Another thread (the non-daemon ones were joined before the atexit handlers), or an
+    # extension module the run loaded (its C code may write or register exit handlers).
+    count = getattr(_thread, "_count", None)
+    if _READY_MODULES is None or count is None or count() != 0:
+        return False
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    for name in set(sys.modules) - _READY_MODULES:
+        origin = getattr(getattr(sys.modules[name], "__spec__", None), "origin", None)
+        if not isinstance(origin, str) or origin.endswith(suffixes):
+            return False
+    objects = gc.get_objects()
+    if len(objects) > _SCAN_MAX:
+        return False
+    seen = {}
+    for obj in objects:
+        cls = type(obj)
+        if cls in _PLAIN or _plain_class(cls, seen):
+            if ctypes is not None and isinstance(obj, ctypes.CDLL):
+                # A library loaded by hand: its exit code runs in exit().
+                return False
+            continue
+        if cls is _WeakRef and obj.__callback__ is None:
+            continue
+        if cls in _FILES and obj.closed:
+            continue
+        return False
+    # What the run's objects hold that the collector does not track (extension objects):
+    # tracked ones were looked at above or are the spare's own (frozen).
+    for obj in gc.get_referents(*objects):
+        cls = type(obj)
+        if cls in _PLAIN or gc.is_tracked(obj):
+            continue
+        return False
+    return True
+
+
+def _exit_early():
+    """Step 9: registered before any other atexit handler, so it runs after all of them."""
+    if os.getpid() != _PID or not _ENDED:
+        return
+    try:
+        if not _quiet_end():
+            return
+        # As the finalization flushes them; a failing flush is left to it (it sets status 120).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if _FFLUSH is not None:
+            # What C code left in its stdio buffers, as exit() would write it.
+            _FFLUSH(None)
+    except BaseException:
+        return
+    os._exit(_ENDED[0])
+
+
+atexit.register(_exit_early)
+# The finalization prints the allocator's statistics then.
+_MALLOC_STATS = bool(os.environ.get("PYTHONMALLOCSTATS"))
+# The modules the spare had when it was ready.
+_READY_MODULES = None
+
+
+def _status(code):
+    """The exit status CPython gives a SystemExit's code, when it is a plain one (else None:
+    the interpreter ends as usual)."""
+    if code is None:
+        return 0
+    if isinstance(code, int) and 0 <= code <= 255:
+        return int(code)
+    return None
 
 
 def _serve():
@@ -328,6 +457,9 @@ def _serve():
     os.dup2(sink, 2)
     names = [n for n in (sys.argv[1] if len(sys.argv) > 1 else "").strip().split(",") if n]
     _NOISY.extend(_preload(names, sink))
+    global _READY_MODULES
+    _READY_MODULES = frozenset(sys.modules)
+    compile("", "<pyrun-warm>", "exec", dont_inherit=True)
     gc.collect()
     gc.freeze()
     os.dup2(out_fd, 1)
@@ -382,10 +514,14 @@ def _run(script):
     except SyntaxError as e:
         # As a cold start reports it: the place in the source, no traceback.
         _uncaught(e, None)
+        _ENDED.append(1)
         raise SystemExit(1)
     try:
         exec(code, main.__dict__)
-    except SystemExit:
+    except SystemExit as e:
+        status = _status(e.code)
+        if status is not None:
+            _ENDED.append(status)
         raise
     except BaseException as e:
         _uncaught(e, e.__traceback__.tb_next if e.__traceback__ else None)
@@ -394,7 +530,9 @@ def _run(script):
             # script's (threads joined, atexit handlers, files flushed, then death by SIGINT).
             sys.excepthook = lambda *_: None
             raise
+        _ENDED.append(1)
         raise SystemExit(1)
+    _ENDED.append(0)
 
 
 _run(_serve())

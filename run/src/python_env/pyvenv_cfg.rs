@@ -12,6 +12,11 @@ pub struct PyvenvCfg {
     pub home: String,
     /// `major.minor` of the Python that made it (`version` or `version_info`), when it says.
     pub version: Option<String>,
+    /// That version as written (`3.12.1`), when it is a plain version: safe to show.
+    pub version_text: Option<String>,
+    /// The file name of the interpreter that made it (`python3.12` of `executable`), when it
+    /// says: safe to show (no folder).
+    pub interpreter_name: Option<String>,
     /// `include-system-site-packages = true`: the base interpreter's packages are seen too.
     pub system_site_packages: bool,
 }
@@ -41,6 +46,7 @@ impl PyvenvCfg {
         }
         let text = std::str::from_utf8(bytes).map_err(|_| CfgProblem::NotText)?;
         let (mut home, mut version, mut system) = (None, None, false);
+        let (mut version_text, mut interpreter_name) = (None, None);
         for line in text.lines() {
             let Some((key, value)) = line.split_once('=') else {
                 continue;
@@ -50,6 +56,10 @@ impl PyvenvCfg {
                 "home" if home.is_none() => home = Some(value.to_owned()),
                 "version" | "version_info" if version.is_none() => {
                     version = major_minor(value);
+                    version_text = plain(value.trim_end_matches(".final.0"));
+                }
+                "executable" if interpreter_name.is_none() => {
+                    interpreter_name = value.rsplit(['/', '\\']).next().and_then(plain);
                 }
                 "include-system-site-packages" => system = value.eq_ignore_ascii_case("true"),
                 _ => {}
@@ -62,9 +72,22 @@ impl PyvenvCfg {
         Ok(Self {
             home,
             version,
+            version_text,
+            interpreter_name,
             system_site_packages: system,
         })
     }
+}
+
+/// `text` when it is a short word of letters, digits, `.`, `_` and `-` (a version, a file name):
+/// what a file a script may have written can put in a message.
+fn plain(text: &str) -> Option<String> {
+    let ok = !text.is_empty()
+        && text.len() <= 40
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    ok.then(|| text.to_owned())
 }
 
 /// `3.11` of `3.11.2` (or of virtualenv's `3.11.7.final.0`); `None` for anything else.
@@ -91,6 +114,8 @@ mod tests {
             PyvenvCfg {
                 home: "/usr/bin".into(),
                 version: Some("3.11".into()),
+                version_text: Some("3.11.2".into()),
+                interpreter_name: Some("python3.11".into()),
                 system_site_packages: false,
             }
         );
@@ -100,6 +125,12 @@ mod tests {
                 .unwrap();
         assert_eq!(cfg.home, "/opt/py/bin");
         assert_eq!(cfg.version.as_deref(), Some("3.12"));
+        assert_eq!(cfg.version_text.as_deref(), Some("3.12.1"));
+        assert_eq!(cfg.interpreter_name, None);
+        // What cannot be shown plainly is not kept.
+        let odd =
+            PyvenvCfg::parse(b"home = /b\nversion = 3.12 <b>\nexecutable = /x/py thon\n").unwrap();
+        assert_eq!((odd.version_text, odd.interpreter_name), (None, None));
         assert!(cfg.system_site_packages);
     }
 

@@ -12,6 +12,12 @@
 //! runs, nor any caller's code before the run it serves. A run with no spare ready is started
 //! through the driver at once (nothing preloaded), so that what it imports is learned too.
 //!
+//! When a spare starts is `pace`'s and the pool's: after a run of its kind, once no foreground
+//! run has been in flight for a moment, and only for a kind whose calls come slower than its
+//! spare gets ready; a run waits for a starting spare only while that beats its cold start. So
+//! a spare's start never shares the CPU with a run that waits for it (calls back to back or
+//! concurrent start cold, as with `--warm off`).
+//!
 //! Why not a forked zygote: a fork would share the parent's pid namespace, `/tmp`, IPC
 //! namespace and process group with its siblings unless the zygote kept the rights to make new
 //! ones (`CAP_SYS_ADMIN` in its user namespace, a looser seccomp filter) while it runs preload
@@ -31,6 +37,8 @@ mod learned;
 #[cfg(not(target_os = "linux"))]
 mod off;
 #[cfg(target_os = "linux")]
+mod pace;
+#[cfg(target_os = "linux")]
 mod pool;
 
 use std::time::Duration;
@@ -38,9 +46,9 @@ use std::time::Duration;
 #[cfg(target_os = "linux")]
 pub(crate) use key::{Place, WarmKey};
 #[cfg(not(target_os = "linux"))]
-pub(crate) use off::{Place, Spare, Warm, WarmKey};
+pub(crate) use off::{Arrival, Place, Spare, Warm, WarmKey};
 #[cfg(target_os = "linux")]
-pub(crate) use pool::{await_ready, job_frame, Spare, Warm};
+pub(crate) use pool::{await_ready, job_frame, Arrival, Spare, Warm};
 
 /// The driver's file name in the server's support folder.
 pub const WARM_DRIVER: &str = "_pyrun_warm.py";

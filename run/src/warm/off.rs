@@ -42,6 +42,9 @@ pub(crate) struct Spare {
     pub(crate) slot: SlotLease,
 }
 
+/// A run in flight (nothing is counted here).
+pub(crate) struct Arrival;
+
 /// The spares: none, ever.
 pub(crate) struct Warm;
 
@@ -57,6 +60,12 @@ impl Warm {
     pub(crate) fn ready(&self) -> usize {
         0
     }
+
+    pub(crate) fn arrive(&self, _: &WarmKey) -> Arrival {
+        Arrival
+    }
+
+    pub(crate) fn ended(&self, _: &WarmKey, _: bool, _: Duration) {}
 
     pub(crate) fn take(&self, _: &WarmKey, _: &dyn Fn(&Path) -> RunScope) -> Option<Spare> {
         None

@@ -1,5 +1,7 @@
 //! The spares: warm interpreters waiting for their run, at most one per key and `max` in all,
-//! each stopped after `idle` unused, replaced in the background after each run of its key.
+//! each stopped after `idle` unused, replaced in the background after a run of its key — once
+//! no foreground run is in flight, and only for a kind whose calls come slower than its spare
+//! gets ready (`pace`): a spare's start never shares the CPU with a run that waits for it.
 //! Taking one checks it is alive, that its environment's packages did not change since it
 //! started (an install in between makes it stale: it is stopped and the run starts cold), and
 //! that the run's sandbox scope is still the one its view was made for (a protected name that
@@ -18,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::hold;
 use super::key::{LearnKey, Stamp, WarmKey};
 use super::learned::{Learned, MAX_REPORT};
+use super::pace::Pace;
 use super::{WarmSettings, READY, REPORT_NAME, WARM_DRIVER};
 use crate::launch::{Launch, Program, RunError, Spawned, Starter};
 use crate::slots::SlotLease;
@@ -29,8 +32,12 @@ const READY_WITHIN: Duration = Duration::from_secs(30);
 const MAX_NOISY: u64 = 64 * 1024;
 /// Starts of one spare at most (a second one without the names the first found noisy).
 const ATTEMPTS: usize = 2;
-/// Keys whose last start time is kept at most (the map starts over beyond).
+/// Keys whose pace is kept at most (the map starts over beyond).
 const MAX_TIMINGS: usize = 1024;
+/// How long the server must have had no foreground run in flight before a spare starts: a
+/// client calling back to back sends its next call within a millisecond or two of a reply, and
+/// that call then finds the CPU free of a spare's start.
+const IDLE_BEFORE_REFILL: Duration = Duration::from_millis(10);
 /// How often the spares are looked at: unused for `--warm-idle`, or woken from inside (see
 /// `hold`), a spare is stopped for good.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -48,22 +55,50 @@ pub(crate) struct Spare {
 
 /// The spares and what they preload.
 pub(crate) struct Warm {
-    settings: WarmSettings,
     shared: Arc<Shared>,
 }
 
 struct Shared {
+    settings: WarmSettings,
     state: Mutex<State>,
     shutdown: CancellationToken,
 }
+
+/// A foreground run in flight, from its arrival until it is over (dropped): no spare starts
+/// meanwhile. The last to go starts the spares asked for while runs were in flight.
+pub(crate) struct Arrival {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Arrival {
+    fn drop(&mut self) {
+        let launch = {
+            let mut state = self.shared.lock();
+            state.in_flight = state.in_flight.saturating_sub(1);
+            state.last_run_over = Some(Instant::now());
+            state.in_flight == 0 && !state.scheduled.is_empty()
+        };
+        if launch {
+            launch_when_idle(&self.shared);
+        }
+    }
+}
+
+/// Where a scheduled spare starts.
+type StartsIn = (Arc<Starter>, Arc<Sandbox>);
 
 #[derive(Default)]
 struct State {
     spares: HashMap<WarmKey, Spare>,
     /// Spares being started: closed (the sender dropped) once each is ready or failed.
     starting: HashMap<WarmKey, (watch::Receiver<()>, Instant)>,
-    /// How long each key's last spare took to get ready.
-    took: HashMap<WarmKey, Duration>,
+    /// Spares asked for, started once no foreground run is in flight.
+    scheduled: HashMap<WarmKey, StartsIn>,
+    /// Foreground runs in flight (their `Arrival`s), and when the last one was over.
+    in_flight: usize,
+    last_run_over: Option<Instant>,
+    /// What each key's runs and spares showed.
+    paces: HashMap<WarmKey, Pace>,
     learned: HashMap<LearnKey, Learned>,
     sweeping: bool,
 }
@@ -71,8 +106,8 @@ struct State {
 impl Warm {
     pub(crate) fn new(settings: WarmSettings, shutdown: CancellationToken) -> Self {
         Self {
-            settings,
             shared: Arc::new(Shared {
+                settings,
                 state: Mutex::default(),
                 shutdown,
             }),
@@ -80,7 +115,31 @@ impl Warm {
     }
 
     pub(crate) fn enabled(&self) -> bool {
-        self.settings.enabled
+        self.shared.settings.enabled
+    }
+
+    /// A foreground run of `key` arrives: it counts as in flight until the `Arrival` drops.
+    pub(crate) fn arrive(&self, key: &WarmKey) -> Arrival {
+        let mut state = self.shared.lock();
+        state.in_flight += 1;
+        if state.paces.len() >= MAX_TIMINGS && !state.paces.contains_key(key) {
+            state.paces.clear();
+        }
+        state
+            .paces
+            .entry(key.clone())
+            .or_default()
+            .arrived(Instant::now());
+        Arrival {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// A run of `key` ended after `took` (start to its tree's death), `warm` or not.
+    pub(crate) fn ended(&self, key: &WarmKey, warm: bool, took: Duration) {
+        if let Some(pace) = self.shared.lock().paces.get_mut(key) {
+            pace.ended(Instant::now(), warm, took);
+        }
     }
 
     /// Spares ready now.
@@ -97,7 +156,7 @@ impl Warm {
         scope_now: &dyn Fn(&Path) -> RunScope,
     ) -> Option<Spare> {
         let mut spare = self.shared.lock().spares.remove(key)?;
-        let fresh = spare.ready.elapsed() < self.settings.idle
+        let fresh = spare.ready.elapsed() < self.shared.settings.idle
             && !key.startup_runs_project_code()
             && !spare.child.has_exited()
             && spare.stamp.is_some()
@@ -107,10 +166,9 @@ impl Warm {
         (fresh && hold::resume(&mut spare.child).is_ok()).then_some(spare)
     }
 
-    /// The key's spare: one ready, or one already starting that is past half its expected
-    /// start (the key's last spare's), waited for within `wait`. A spare that only just began
-    /// is left to the next run: waiting for it would cost more than the run's own start
-    /// (calls back to back).
+    /// The key's spare: one ready, or one already starting whose rest of its start (by the key's
+    /// last spare's) is shorter than what a warm start saves, waited for within `wait` and never
+    /// longer than that saving (`Pace::wait_for`). Otherwise the run starts cold at once.
     pub(crate) async fn take_or_wait(
         &self,
         key: &WarmKey,
@@ -120,14 +178,11 @@ impl Warm {
         if let Some(spare) = self.take(key, scope_now) {
             return Some(spare);
         }
-        let mut starting = {
+        let (mut starting, wait) = {
             let state = self.shared.lock();
             let (starting, since) = state.starting.get(key).cloned()?;
-            let expected = state.took.get(key).copied().unwrap_or_default();
-            if since.elapsed() * 2 < expected {
-                return None;
-            }
-            starting
+            let at_most = state.paces.get(key)?.wait_for(since.elapsed())?;
+            (starting, at_most.min(wait))
         };
         let _ = tokio::time::timeout(wait, starting.changed()).await;
         self.take(key, scope_now)
@@ -147,108 +202,39 @@ impl Warm {
             .add_report(&report);
     }
 
-    /// Starts the key's next spare in the background, unless one is ready or starting, warm
-    /// runs are off or the server is shutting down.
+    /// Asks for the key's next spare, unless one is ready, starting or asked for, warm runs are
+    /// off or the server is shutting down. It starts once no foreground run has been in flight
+    /// for `IDLE_BEFORE_REFILL`, if the key's calls come slower than its spare gets ready.
     pub(crate) fn refill(&self, key: WarmKey, starter: Arc<Starter>, sandbox: Arc<Sandbox>) {
-        if !self.settings.enabled || self.settings.max == 0 || self.shared.shutdown.is_cancelled() {
+        let settings = &self.shared.settings;
+        if !settings.enabled || settings.max == 0 || self.shared.shutdown.is_cancelled() {
             return;
         }
-        let (started, _) = watch::channel(());
-        {
+        // Code a run can write would run when the spare starts, outside any call.
+        if key.startup_runs_project_code() {
+            return;
+        }
+        let idle = {
             let mut state = self.shared.lock();
             if state.spares.contains_key(&key) || state.starting.contains_key(&key) {
                 return;
             }
-            // Starts in flight count against --warm-max too: each holds a slot, an interpreter
-            // and its preload's memory until READY, and one quick run in each of many folders
-            // would otherwise start as many at once.
-            if state.starting.len() >= self.settings.max {
-                return;
-            }
-            // Code a run can write would run when the spare starts, outside any call.
-            if key.startup_runs_project_code() {
-                return;
-            }
-            state
-                .starting
-                .insert(key.clone(), (started.subscribe(), Instant::now()));
-            if !state.sweeping {
-                state.sweeping = true;
-                sweep_idle(Arc::downgrade(&self.shared), self.settings.idle);
-            }
+            state.scheduled.insert(key, (starter, sandbox));
+            state.in_flight == 0
+        };
+        // Otherwise the last run in flight launches it as it goes (`Arrival`).
+        if idle {
+            launch_when_idle(&self.shared);
         }
-        let shared = self.shared.clone();
-        let (max, operator) = (self.settings.max, self.settings.preload.clone());
-        tokio::spawn(async move {
-            let begun = Instant::now();
-            let mut made = None;
-            for _ in 0..ATTEMPTS {
-                let preload = shared.preload_arg(&key, &operator);
-                let start = start_spare(&starter, &sandbox, &key, preload);
-                let outcome = tokio::select! {
-                    outcome = start => outcome,
-                    _ = shared.shutdown.cancelled() => break,
-                };
-                match outcome {
-                    Ok((spare, noisy)) if noisy.is_empty() => {
-                        made = Some(spare);
-                        break;
-                    }
-                    Ok((spare, noisy)) => {
-                        tracing::debug!(?noisy, "a preload import printed or changed the process");
-                        drop(spare);
-                        shared.learn_noisy(&key, &noisy);
-                    }
-                    Err(e) => {
-                        // What runs taught this key may be what stalls it (a report is a run's
-                        // own file): its next spares import the defaults and --preload only.
-                        tracing::debug!(error = %e, "a warm interpreter did not start");
-                        shared.forget_learned(&key);
-                        break;
-                    }
-                }
-            }
-            let mut stopped = Vec::new();
-            {
-                let mut state = shared.lock();
-                state.starting.remove(&key);
-                match made {
-                    Some(spare) if !shared.shutdown.is_cancelled() => {
-                        if state.took.len() >= MAX_TIMINGS {
-                            state.took.clear();
-                        }
-                        state.took.insert(key.clone(), begun.elapsed());
-                        tracing::debug!(
-                            took_ms = begun.elapsed().as_millis() as u64,
-                            rss_kib = resident_kib(&spare.child),
-                            "warm interpreter ready"
-                        );
-                        while state.spares.len() >= max {
-                            let oldest = state
-                                .spares
-                                .iter()
-                                .min_by_key(|(_, s)| s.ready)
-                                .map(|(k, _)| k.clone());
-                            match oldest.and_then(|k| state.spares.remove(&k)) {
-                                Some(spare) => stopped.push(spare),
-                                None => break,
-                            }
-                        }
-                        state.spares.insert(key, spare);
-                    }
-                    Some(spare) => stopped.push(spare),
-                    None => {}
-                }
-            }
-            // Runs waiting for this spare look now.
-            drop(started);
-            drop(stopped);
-        });
     }
 
     /// Stops every spare (the server is closing).
     pub(crate) fn close(&self) {
-        let spares: Vec<Spare> = self.shared.lock().spares.drain().map(|(_, s)| s).collect();
+        let spares: Vec<Spare> = {
+            let mut state = self.shared.lock();
+            state.scheduled.clear();
+            state.spares.drain().map(|(_, s)| s).collect()
+        };
         drop(spares);
     }
 }
@@ -284,6 +270,138 @@ impl Shared {
             .or_default()
             .add_report(report.as_bytes());
     }
+}
+
+/// Starts the scheduled spares once no foreground run has been in flight for
+/// `IDLE_BEFORE_REFILL` (a run that arrives meanwhile leaves them to its own end), each only if
+/// its key's calls come slower than its spare gets ready, within `--warm-max` starts in flight.
+fn launch_when_idle(shared: &Arc<Shared>) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let shared = shared.clone();
+    runtime.spawn(async move {
+        tokio::time::sleep(IDLE_BEFORE_REFILL).await;
+        if shared.shutdown.is_cancelled() {
+            return;
+        }
+        let mut launched = Vec::new();
+        {
+            let mut state = shared.lock();
+            // A run that came and went meanwhile launched again as it went.
+            let quiet = state
+                .last_run_over
+                .is_none_or(|over| over.elapsed() >= IDLE_BEFORE_REFILL);
+            if state.in_flight > 0 || !quiet {
+                return;
+            }
+            let scheduled: Vec<(WarmKey, StartsIn)> = state.scheduled.drain().collect();
+            for (key, starts_in) in scheduled {
+                let pays = state
+                    .paces
+                    .get(&key)
+                    .is_none_or(|pace| pace.spare_pays(IDLE_BEFORE_REFILL));
+                // Starts in flight count against --warm-max too: each holds a slot, an
+                // interpreter and its preload's memory until READY, and one quick run in each of
+                // many folders would otherwise start as many at once.
+                if !pays
+                    || state.spares.contains_key(&key)
+                    || state.starting.contains_key(&key)
+                    || state.starting.len() >= shared.settings.max
+                {
+                    continue;
+                }
+                let (started, _) = watch::channel(());
+                state
+                    .starting
+                    .insert(key.clone(), (started.subscribe(), Instant::now()));
+                launched.push((key, starts_in, started));
+            }
+            if !launched.is_empty() && !state.sweeping {
+                state.sweeping = true;
+                sweep_idle(Arc::downgrade(&shared), shared.settings.idle);
+            }
+        }
+        for (key, (starter, sandbox), started) in launched {
+            start_in_background(shared.clone(), key, starter, sandbox, started);
+        }
+    });
+}
+
+/// Starts the key's spare (`started` dropped once it is ready or failed) and keeps it, within
+/// `--warm-max` spares (the oldest stopped).
+fn start_in_background(
+    shared: Arc<Shared>,
+    key: WarmKey,
+    starter: Arc<Starter>,
+    sandbox: Arc<Sandbox>,
+    started: watch::Sender<()>,
+) {
+    tokio::spawn(async move {
+        let (max, operator) = (shared.settings.max, shared.settings.preload.clone());
+        let begun = Instant::now();
+        let mut made = None;
+        for _ in 0..ATTEMPTS {
+            let preload = shared.preload_arg(&key, &operator);
+            let start = start_spare(&starter, &sandbox, &key, preload);
+            let outcome = tokio::select! {
+                outcome = start => outcome,
+                _ = shared.shutdown.cancelled() => break,
+            };
+            match outcome {
+                Ok((spare, noisy)) if noisy.is_empty() => {
+                    made = Some(spare);
+                    break;
+                }
+                Ok((spare, noisy)) => {
+                    tracing::debug!(?noisy, "a preload import printed or changed the process");
+                    drop(spare);
+                    shared.learn_noisy(&key, &noisy);
+                }
+                Err(e) => {
+                    // What runs taught this key may be what stalls it (a report is a run's
+                    // own file): its next spares import the defaults and --preload only.
+                    tracing::debug!(error = %e, "a warm interpreter did not start");
+                    shared.forget_learned(&key);
+                    break;
+                }
+            }
+        }
+        let mut stopped = Vec::new();
+        {
+            let mut state = shared.lock();
+            state.starting.remove(&key);
+            match made {
+                Some(spare) if !shared.shutdown.is_cancelled() => {
+                    if let Some(pace) = state.paces.get_mut(&key) {
+                        pace.spare_took(begun.elapsed());
+                    }
+                    tracing::debug!(
+                        took_ms = begun.elapsed().as_millis() as u64,
+                        rss_kib = resident_kib(&spare.child),
+                        "warm interpreter ready"
+                    );
+                    while state.spares.len() >= max {
+                        let oldest = state
+                            .spares
+                            .iter()
+                            .min_by_key(|(_, s)| s.ready)
+                            .map(|(k, _)| k.clone());
+                        match oldest.and_then(|k| state.spares.remove(&k)) {
+                            Some(spare) => stopped.push(spare),
+                            None => break,
+                        }
+                    }
+                    state.spares.insert(key, spare);
+                }
+                Some(spare) => stopped.push(spare),
+                None => {}
+            }
+        }
+        // Runs waiting for this spare look now.
+        drop(started);
+        drop(stopped);
+    });
 }
 
 /// Stops spares unused for `idle`, and spares no longer held still, until the pool is gone or

@@ -177,7 +177,6 @@ fn mode_name(mode: SandboxMode) -> &'static str {
 mod tests {
     use super::*;
     use crate::config::Cli;
-    use clap::Parser;
 
     fn resolved(flags: &[&str]) -> (Config, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
@@ -185,7 +184,7 @@ mod tests {
         let args = ["pyrun-mcp-server", "--projects-dir", &folder]
             .into_iter()
             .chain(flags.iter().copied());
-        (Cli::try_parse_from(args).unwrap().resolve().unwrap(), dir)
+        (Cli::parse_args(args).unwrap().resolve().unwrap(), dir)
     }
 
     #[cfg(target_os = "linux")]

@@ -10,34 +10,34 @@ use super::MAX_TIMEOUT_SECS;
 #[command(next_help_heading = "Background runs")]
 pub struct BackgroundArgs {
     /// Longest a background run may take, in seconds (1 to 86400).
-    #[arg(long, env = "PYRUN_BACKGROUND_TIMEOUT", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
+    #[arg(long, env = "PYRUN_BACKGROUND_TIMEOUT", default_value_t = 3600, value_parser = super::grammar::seconds(1, MAX_TIMEOUT_SECS))]
     pub background_timeout: u64,
 
     /// Background runs at once, in a pool of their own (run_python never waits for them);
     /// further ones are queued; with --oauth, one caller's runs leave a place to the others
     /// [default: CPUs].
-    #[arg(long, env = "PYRUN_MAX_BACKGROUND_CONCURRENT", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, env = "PYRUN_MAX_BACKGROUND_CONCURRENT", value_parser = super::grammar::count(1, 1024))]
     pub max_background_concurrent: Option<u64>,
 
     /// Background runs kept at once (queued, running, or ended and not yet expired); a start
     /// beyond is refused with a clear error.
-    #[arg(long, env = "PYRUN_MAX_BACKGROUND_RUNS", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    #[arg(long, env = "PYRUN_MAX_BACKGROUND_RUNS", default_value_t = 32, value_parser = super::grammar::count(1, 10_000))]
     pub max_background_runs: u64,
 
     /// Background runs one caller may keep at once, within --max-background-runs: a new run
     /// only ever makes room from its own caller's runs, so no caller evicts or crowds out
     /// another's.
-    #[arg(long, env = "PYRUN_MAX_BACKGROUND_RUNS_PER_CALLER", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    #[arg(long, env = "PYRUN_MAX_BACKGROUND_RUNS_PER_CALLER", default_value_t = 16, value_parser = super::grammar::count(1, 10_000))]
     pub max_background_runs_per_caller: u64,
 
     /// How long a finished background run (its output and files) is kept, in seconds.
-    #[arg(long, env = "PYRUN_RUN_RETENTION", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=7 * 86_400))]
+    #[arg(long, env = "PYRUN_RUN_RETENTION", default_value_t = 3600, value_parser = super::grammar::seconds(1, 7 * 86_400))]
     pub run_retention: u64,
 
     /// Hand a run_python call still going after this many seconds over to the background:
     /// the call returns its run id at once and the run goes on (claude.ai gives up on a tool
     /// call after about a minute: ~45 suits it) [default: off].
-    #[arg(long, env = "PYRUN_DETACH_AFTER", value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
+    #[arg(long, env = "PYRUN_DETACH_AFTER", value_parser = super::grammar::seconds(1, MAX_TIMEOUT_SECS))]
     pub detach_after: Option<u64>,
 }
 

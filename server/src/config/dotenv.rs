@@ -139,6 +139,17 @@ impl Dotenv {
             .map(|index| index + 1)
     }
 
+    /// The names the file sets (read, whether applied or not), each with its line when found.
+    pub(super) fn names(&self) -> Vec<(String, Option<usize>)> {
+        let Self::Loaded { entries, .. } = self else {
+            return Vec::new();
+        };
+        entries
+            .iter()
+            .map(|(key, _)| (key.clone(), self.line_of_key(key)))
+            .collect()
+    }
+
     /// Reports what happened, once tracing is set up.
     pub fn log(&self) {
         match self {

@@ -39,39 +39,39 @@ pub struct HttpArgs {
     pub allowed_hosts: Vec<String>,
 
     /// Serve a non-loopback address without a token (only behind something else that authenticates).
-    #[arg(long, env = "MCP_ALLOW_UNAUTHENTICATED", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "MCP_ALLOW_UNAUTHENTICATED")]
     pub allow_unauthenticated: bool,
 
     /// Live sessions at once (Streamable HTTP and SSE together); more get 503.
-    #[arg(long, env = "MCP_MAX_SESSIONS", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long, env = "MCP_MAX_SESSIONS", default_value_t = 64, value_parser = super::grammar::count(1, 100_000))]
     pub max_sessions: u64,
 
     /// Live sessions one caller may hold at once, within --max-sessions (each OAuth client is a
     /// caller; so is every holder of the static token, and every unauthenticated client), so no
     /// caller takes every slot [default: with --oauth half of --max-sessions, rounded up;
     /// without it all of them, as there is one caller].
-    #[arg(long, env = "MCP_MAX_SESSIONS_PER_CALLER", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long, env = "MCP_MAX_SESSIONS_PER_CALLER", value_parser = super::grammar::count(1, 100_000))]
     pub max_sessions_per_caller: Option<u64>,
 
     /// Seconds after which a session without any message is closed.
-    #[arg(long, env = "MCP_SESSION_IDLE_TIMEOUT", default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS * 7))]
+    #[arg(long, env = "MCP_SESSION_IDLE_TIMEOUT", default_value_t = 1800, value_parser = super::grammar::seconds(1, MAX_TIMEOUT_SECS * 7))]
     pub session_idle_timeout: u64,
 
     /// Largest request body, in bytes.
-    #[arg(long, env = "MCP_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..=(1 << 30)))]
+    #[arg(long, env = "MCP_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024, value_parser = super::grammar::bytes(1024, 1 << 30))]
     pub max_body_bytes: u64,
 
     /// Seconds a request gets to send its whole body, counted from its head; a slower one gets 408.
-    #[arg(long, env = "MCP_BODY_TIMEOUT", default_value_t = 10, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, env = "MCP_BODY_TIMEOUT", default_value_t = 10, value_name = "SECONDS", value_parser = super::grammar::seconds(1, 3600))]
     pub body_timeout: u64,
 
     /// Open connections at once (idle keep-alive ones and SSE streams count); more are closed at once.
-    #[arg(long, env = "MCP_MAX_CONNECTIONS", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, env = "MCP_MAX_CONNECTIONS", default_value_t = 512, value_parser = super::grammar::count(1, 1_000_000))]
     pub max_connections: u64,
 
     /// Open connections from one address (one IPv6 /64) that have not passed authentication
     /// yet; more from it are closed at once, so one address cannot take every connection.
-    #[arg(long, env = "MCP_MAX_UNAUTHENTICATED_PER_ADDRESS", default_value_t = 64, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, env = "MCP_MAX_UNAUTHENTICATED_PER_ADDRESS", default_value_t = 64, value_name = "N", value_parser = super::grammar::count(1, 1_000_000))]
     pub max_unauthenticated_per_address: u64,
 }
 

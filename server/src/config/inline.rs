@@ -11,11 +11,11 @@ pub struct InlineArgs {
     /// Offer the tool run_python_code: Python code sent in the call runs from the run's private
     /// scratch, under every limit and sandbox layer of run_python [default: off; the tool is not
     /// listed].
-    #[arg(long, env = "PYRUN_ALLOW_INLINE_CODE", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "PYRUN_ALLOW_INLINE_CODE")]
     pub allow_inline_code: bool,
 
     /// The most code one run_python_code call may send, in bytes (UTF-8).
-    #[arg(long, env = "PYRUN_MAX_CODE_BYTES", default_value_t = 256 << 10, value_parser = clap::value_parser!(u64).range(1..=MAX_CODE_BYTES))]
+    #[arg(long, env = "PYRUN_MAX_CODE_BYTES", default_value_t = 256 << 10, value_parser = super::grammar::bytes(1, MAX_CODE_BYTES))]
     pub max_code_bytes: u64,
 }
 

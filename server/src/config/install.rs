@@ -19,7 +19,7 @@ pub struct InstallArgs {
     /// Offer the tool install_packages: makes a project's .venv and installs packages into it
     /// from --package-index, in a sandbox of its own that reaches only the index's port
     /// [default: off; the tool is not listed].
-    #[arg(long, env = "PYRUN_ALLOW_INSTALL", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "PYRUN_ALLOW_INSTALL")]
     pub allow_install: bool,
 
     /// The package index installs use (PEP 503 simple API, http or https, no credentials); the
@@ -29,7 +29,7 @@ pub struct InstallArgs {
 
     /// Let installs build source distributions (a build runs the package's own code, inside
     /// the install's sandbox) [default: wheels only].
-    #[arg(long, env = "PYRUN_ALLOW_SDIST", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "PYRUN_ALLOW_SDIST")]
     pub allow_sdist: bool,
 
     /// The uv program installs use, or `off` for pip always [default: uv on PATH; python -m
@@ -38,7 +38,7 @@ pub struct InstallArgs {
     pub uv: Option<PathBuf>,
 
     /// Seconds one install (making the venv and installing) may take before it is killed.
-    #[arg(long, env = "PYRUN_INSTALL_TIMEOUT", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=MAX_INSTALL_TIMEOUT_SECS))]
+    #[arg(long, env = "PYRUN_INSTALL_TIMEOUT", default_value_t = 300, value_parser = super::grammar::seconds(1, MAX_INSTALL_TIMEOUT_SECS))]
     pub install_timeout: u64,
 
     /// The most one install may write, in MB: what it unpacks into the venv, downloads and
@@ -46,7 +46,7 @@ pub struct InstallArgs {
     /// them) pass it are refused before anything is unpacked; an install that writes past it is
     /// stopped and the venv put back. The default fits numpy, pandas and scikit-learn together
     /// (about 330 MB).
-    #[arg(long, env = "PYRUN_MAX_INSTALL_MB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=MAX_INSTALL_MB))]
+    #[arg(long, env = "PYRUN_MAX_INSTALL_MB", default_value_t = 1024, value_parser = super::grammar::mebibytes(1, MAX_INSTALL_MB))]
     pub max_install_mb: u64,
 }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::parser::ValueSource;
-use clap::{CommandFactory, Parser, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 
 use crate::integrations::{Assistant, BadUrl, RemoteUrl, Target};
 use crate::oauth::cimd::FetchPolicy;
@@ -21,11 +21,14 @@ mod audit;
 mod background;
 mod broad;
 mod dotenv;
+mod given;
+mod grammar;
 mod home;
 mod http;
 mod inline;
 mod install;
 mod interpreter;
+mod lookalikes;
 mod oauth;
 mod oauth_test;
 mod origin;
@@ -36,6 +39,7 @@ mod sandbox;
 mod sessions;
 mod state;
 mod tunnel;
+mod venv_bases;
 mod warm;
 
 pub use artifacts::{ArtifactArgs, ArtifactConfig};
@@ -43,10 +47,12 @@ pub use audit::AuditArgs;
 pub use background::{BackgroundArgs, BackgroundConfig};
 pub use dotenv::Dotenv;
 use dotenv::DOTENV;
+pub use given::GivenSetting;
 use home::expand_home;
 pub use http::{HttpArgs, HttpConfig};
 pub use inline::{InlineArgs, InlineConfig};
 pub use install::{InstallArgs, InstallConfig};
+pub use lookalikes::Lookalike;
 pub use oauth::{OAuthArgs, OAuthConfig};
 pub use oauth_test::OAuthTestArgs;
 pub use origin::{BadVariable, Origins};
@@ -57,6 +63,7 @@ pub use sandbox::{SandboxArgs, SandboxConfig};
 pub use sessions::{SessionArgs, SessionConfig};
 pub use state::StateArgs;
 pub use tunnel::{TunnelArgs, TunnelConfig, TunnelProvider};
+pub use venv_bases::ForeignVenv;
 pub use warm::WarmArgs;
 
 include!("env_vars.rs");
@@ -144,6 +151,10 @@ pub struct Cli {
     /// [`Cli::load`], as in unit tests).
     #[arg(skip)]
     pub origins: Option<Origins>,
+
+    /// The settings given (not defaults), for `config`'s snippet; filled by [`Cli::parse_args`].
+    #[arg(skip)]
+    pub given: Vec<GivenSetting>,
 }
 
 /// What to do instead of serving.
@@ -158,6 +169,10 @@ pub enum Subcommand {
         /// the assistant starts this binary itself].
         #[arg(long)]
         url: Option<String>,
+        /// Look at the projects folder's venvs and add `--allow-python` to the snippet for each
+        /// base interpreter this server would not run otherwise (without it, they are only said).
+        #[arg(long)]
+        allow_venv_pythons: bool,
     },
     /// Manage the clients that connected through OAuth (`--oauth`).
     Oauth {
@@ -323,11 +338,13 @@ impl Cli {
         let dotenv = Dotenv::read(Path::new(DOTENV), |from_file| {
             // Which folder would be served with the file applied: flag > environment > file >
             // default. Flags are parsed here without the file; a bad variable is said below.
-            let matches = match Self::command().try_get_matches_from(&typed) {
+            let matches = match Self::command_line().try_get_matches_from(&typed) {
                 Ok(matches) => matches,
                 Err(error) => {
                     // Said after the file is applied, with its line if it set the variable.
-                    if let Err(error) = origin::explain(error, &Self::command(), &typed, |_| None) {
+                    if let Err(error) =
+                        origin::explain(error, &Self::command_line(), &typed, |_| None)
+                    {
                         error.exit()
                     }
                     return None;
@@ -344,14 +361,14 @@ impl Cli {
             .iter()
             .map(|key| (key.clone(), dotenv.line_of_key(key)))
             .collect();
-        let parsed = Self::try_parse_from(&typed).or_else(|error| {
+        let parsed = Self::parse_args(&typed).or_else(|error| {
             let line_in_dotenv = |variable: &str| {
                 from_dotenv
                     .iter()
                     .find(|(key, _)| key == variable)
                     .map(|(_, line)| *line)
             };
-            match origin::explain(error, &Self::command(), &typed, line_in_dotenv) {
+            match origin::explain(error, &Self::command_line(), &typed, line_in_dotenv) {
                 Ok(bad) => Err(bad),
                 Err(error) => error.exit(),
             }
@@ -361,6 +378,41 @@ impl Cli {
             cli
         });
         (parsed, dotenv)
+    }
+
+    /// The command line as parsed: clap's derive, with every setting global (given before or after
+    /// a subcommand: `config claude-code --timeout 120` keeps it) and every on/off flag reading
+    /// the one grammar of booleans after `=` (`--allow-network=0`; the flag alone means on), as
+    /// its variable and `.env` do.
+    pub fn command_line() -> clap::Command {
+        Self::command().mut_args(|arg| {
+            let arg = arg.global(true);
+            if !matches!(arg.get_action(), clap::ArgAction::SetTrue) {
+                return arg;
+            }
+            arg.action(clap::ArgAction::Set)
+                .num_args(0..=1)
+                .require_equals(true)
+                .default_missing_value("true")
+                .default_value("false")
+                .hide_default_value(true)
+                .value_name("BOOL")
+                .value_parser(grammar::boolean())
+        })
+    }
+
+    /// Parses `args` (the program's name first) with [`Cli::command_line`], keeping which
+    /// settings were given.
+    pub fn parse_args<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let command = Self::command_line();
+        let matches = command.clone().try_get_matches_from(args)?;
+        let mut cli = Self::from_arg_matches(&matches)?;
+        cli.given = given::given(&matches, &command);
+        Ok(cli)
     }
 
     /// Second stage: checks the folder and the interpreter and resolves defaults. A refused
@@ -457,18 +509,31 @@ impl Cli {
             .ok_or(ConfigError::OAuthNeedsStateDir)
     }
 
-    /// For `config ASSISTANT [--url URL]`: where the assistant reaches this server. Claude's
-    /// connectors reach only a URL.
+    /// For `config ASSISTANT [--url URL]`: where the assistant reaches this server, and notes
+    /// for the person (what was left out of the snippet and why, the venvs found). Claude's
+    /// connectors reach only a URL. A stdio snippet carries every setting given here but the
+    /// secrets and the HTTP-only ones; with `allow_venv_pythons`, `--allow-python` for each venv
+    /// base interpreter of the projects folder the server would not run otherwise.
     pub fn integration_target(
         &self,
         assistant: Assistant,
         url: Option<&str>,
-    ) -> Result<Target, ConfigError> {
+        allow_venv_pythons: bool,
+    ) -> Result<(Target, Vec<String>), ConfigError> {
         if let Some(url) = url {
-            return Ok(Target::Remote {
+            let mut notes = Vec::new();
+            let flags: Vec<&str> = self.given.iter().map(|s| s.flag.as_str()).collect();
+            if !flags.is_empty() && assistant != Assistant::ClaudeAi {
+                notes.push(format!(
+                    "note: {} not in the snippet: the server's settings apply where it runs",
+                    flags.join(", ")
+                ));
+            }
+            let target = Target::Remote {
                 url: RemoteUrl::parse(url)?,
                 token: self.http.auth_token(),
-            });
+            };
+            return Ok((target, notes));
         }
         if assistant == Assistant::ClaudeAi {
             return Err(ConfigError::ConnectorNeedsUrl);
@@ -480,13 +545,93 @@ impl Cli {
             .ok()
             .filter(|p| p.is_dir())
             .ok_or_else(|| ConfigError::ProjectsDir(self.run.projects_dir.display().to_string()))?;
-        Ok(Target::Stdio {
+        // Assistants start servers with a bare PATH: name the interpreter when it is known.
+        let python = resolve_python(self.run.python.as_deref()).ok();
+        let (mut settings, mut notes) = snippet_settings(&self.given);
+        if let Some(python) = &python {
+            let allowed = self.python_env.resolve().unwrap_or_default();
+            let foreign = venv_bases::foreign_venvs(&projects_dir, python, &allowed);
+            for venv in foreign {
+                let wants = format!("the venv {} wants {}", venv.venv, venv.wants);
+                match (&venv.interpreter, allow_venv_pythons) {
+                    (Some(interpreter), true) => {
+                        let path = interpreter.display().to_string();
+                        if !settings
+                            .windows(2)
+                            .any(|w| w[0] == "--allow-python" && w[1] == path)
+                        {
+                            settings.extend(["--allow-python".to_owned(), path.clone()]);
+                        }
+                        notes.push(format!("note: {wants}: added --allow-python {path}"));
+                    }
+                    (Some(interpreter), false) => notes.push(format!(
+                        "note: {wants}, which this server would refuse (it runs {}); rerun with \
+                         --allow-venv-pythons to add --allow-python {}",
+                        python.display(),
+                        interpreter.display()
+                    )),
+                    (None, _) => notes.push(format!(
+                        "note: {wants}, which this server would refuse; its `home` holds no \
+                         python3 to allow: recreate it with {}",
+                        python.display()
+                    )),
+                }
+            }
+        }
+        let target = Target::Stdio {
             server,
             projects_dir,
-            // Assistants start servers with a bare PATH: name the interpreter when it is known.
-            python: resolve_python(self.run.python.as_deref()).ok(),
-        })
+            python,
+            settings,
+        };
+        Ok((target, notes))
     }
+}
+
+/// The words a stdio snippet gives of the settings `given`, and notes on what it left out: the
+/// HTTP-only settings (the assistant speaks stdio) and the secrets (their variables named, with
+/// where to set them).
+fn snippet_settings(given: &[GivenSetting]) -> (Vec<String>, Vec<String>) {
+    let mut words = Vec::new();
+    let (mut http_only, mut secrets) = (Vec::new(), Vec::new());
+    for setting in given {
+        if setting.http_only {
+            http_only.push(setting.flag.as_str());
+        } else if setting.secret {
+            secrets.push(setting.variable.as_deref().unwrap_or(setting.flag.as_str()));
+        } else {
+            words.extend(setting.words.iter().cloned());
+        }
+    }
+    // Read apart from the flags: the RunPod backend needs its key wherever the server runs.
+    let runpod = given.iter().any(|s| s.flag == "--runpod-endpoint");
+    if runpod && std::env::var_os("RUNPOD_API_KEY").is_some() {
+        secrets.push("RUNPOD_API_KEY");
+    }
+    let mut notes = Vec::new();
+    if !http_only.is_empty() {
+        notes.push(format!(
+            "note: left out {}: only --transport http uses them, and the assistant starts this \
+             server over stdio",
+            http_only.join(", ")
+        ));
+    }
+    for variable in secrets {
+        notes.push(format!(
+            "note: {variable} is set here but not written into the snippet (a secret): set it \
+             in the environment the assistant starts the server with (Claude Code: `claude mcp \
+             add -e {variable}=…`; the JSON files: \"env\": {{\"{variable}\": \"…\"}} beside \
+             \"args\")"
+        ));
+    }
+    (words, notes)
+}
+
+/// The names in `.env` and the environment that look like a setting but are none, to warn about
+/// once logging is set up.
+pub fn lookalikes(dotenv: &Dotenv) -> Vec<Lookalike> {
+    let environment = std::env::vars_os().filter_map(|(name, _)| name.into_string().ok());
+    lookalikes::lookalikes(&dotenv.names(), environment)
 }
 
 /// An empty setting variable means unset (its default applies), not an empty value: an assistant
@@ -506,7 +651,7 @@ mod tests {
     use pyrun_sandbox::{ResourceLimits, SandboxMode};
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
-        Cli::try_parse_from(std::iter::once("pyrun-mcp-server").chain(args.iter().copied()))
+        Cli::parse_args(std::iter::once("pyrun-mcp-server").chain(args.iter().copied()))
     }
 
     fn resolve_http(args: &[&str]) -> Result<HttpConfig, ConfigError> {

@@ -14,7 +14,7 @@ pub struct OAuthArgs {
     /// Be an OAuth 2.1 authorization server, so claude.ai, Claude Desktop's and the mobile apps'
     /// connectors can connect (they accept OAuth, not a static token); the owner approves each
     /// client on a consent page. The static token keeps working.
-    #[arg(long, env = "MCP_OAUTH", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "MCP_OAUTH")]
     pub oauth: bool,
 
     /// The server's public base URL, e.g. https://pyrun.ngrok.app: the OAuth issuer, and `/mcp`

@@ -37,11 +37,13 @@ pub(super) fn explain(
     let Some(ContextValue::String(shown)) = error.get(ContextKind::InvalidArg) else {
         return Err(error);
     };
-    let Some(flag) = shown
-        .split_whitespace()
-        .next()
-        .and_then(|f| f.strip_prefix("--"))
-    else {
+    // `--timeout <TIMEOUT>`, or `--allow-network[=<BOOL>]` for an on/off flag.
+    let Some(flag) = shown.strip_prefix("--").map(|rest| {
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .unwrap_or(rest.len());
+        &rest[..end]
+    }) else {
         return Err(error);
     };
     let Some(arg) = command.get_arguments().find(|a| a.get_long() == Some(flag)) else {

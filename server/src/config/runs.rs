@@ -12,7 +12,7 @@ pub struct RunArgs {
     pub projects_dir: PathBuf,
 
     /// Longest a run may take, in seconds (1 to 86400); a tool call may ask for less, never more.
-    #[arg(long, env = "PYTHON_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
+    #[arg(long, env = "PYTHON_TIMEOUT", default_value_t = 30, value_parser = super::grammar::seconds(1, MAX_TIMEOUT_SECS))]
     pub timeout: u64,
 
     /// Python interpreter [default: `python3` on PATH (`python` on Windows), else in the usual
@@ -22,22 +22,22 @@ pub struct RunArgs {
     pub python: Option<PathBuf>,
 
     /// Output kept per stream (stdout, stderr), in bytes; the rest is counted and dropped.
-    #[arg(long, env = "PYRUN_MAX_OUTPUT_BYTES", default_value_t = 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
+    #[arg(long, env = "PYRUN_MAX_OUTPUT_BYTES", default_value_t = 1024 * 1024, value_parser = super::grammar::bytes(1, 1 << 30))]
     pub max_output_bytes: u64,
 
     /// Output a run's result shows per stream, in bytes (1024 to 262144): beyond it, the head
     /// and the tail with what was cut between, the whole capture one link (or get_run) away.
-    #[arg(long, env = "PYRUN_MAX_RESULT_OUTPUT_BYTES", default_value_t = 24 * 1024, value_parser = clap::value_parser!(u64).range(1024..=(256 * 1024)))]
+    #[arg(long, env = "PYRUN_MAX_RESULT_OUTPUT_BYTES", default_value_t = 24 * 1024, value_parser = super::grammar::bytes(1024, 256 * 1024))]
     pub max_result_output_bytes: u64,
 
     /// The largest stdin a run is given, in bytes (inline `stdin`, or staged in pieces with
     /// upload_stdin and named by `stdin_upload`).
-    #[arg(long, env = "PYRUN_MAX_STDIN_BYTES", default_value_t = 64 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
+    #[arg(long, env = "PYRUN_MAX_STDIN_BYTES", default_value_t = 64 * 1024 * 1024, value_parser = super::grammar::bytes(1, 1 << 30))]
     pub max_stdin_bytes: u64,
 
     /// Runs at once; further calls wait their turn; with --oauth, one caller's runs leave a
     /// place to the others [default: 2 x CPUs].
-    #[arg(long, env = "PYRUN_MAX_CONCURRENT", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    #[arg(long, env = "PYRUN_MAX_CONCURRENT", value_parser = super::grammar::count(1, 4096))]
     pub max_concurrent: Option<u64>,
 
     /// Also pass this environment variable to scripts (repeatable; comma-separated in the variable).
@@ -52,7 +52,7 @@ pub struct RunArgs {
     /// Serve a projects folder that is the filesystem's root, a home folder or a system folder
     /// (`/etc`, `/usr`, `C:\Windows`...): every file there becomes readable, and writable, by
     /// the scripts run. Refused without this flag.
-    #[arg(long, env = "PYRUN_ALLOW_BROAD_PROJECTS_DIR", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "PYRUN_ALLOW_BROAD_PROJECTS_DIR")]
     pub allow_broad_projects_dir: bool,
 }
 

@@ -38,24 +38,24 @@ pub struct SandboxArgs {
 
     /// Memory of a run in MiB (address space per process; the whole run where a memory cgroup
     /// exists). 0 = unlimited.
-    #[arg(long, env = "PYRUN_MAX_MEMORY_MB", default_value_t = 2048)]
+    #[arg(long, env = "PYRUN_MAX_MEMORY_MB", default_value_t = 2048, value_parser = super::grammar::mebibytes(0, u64::MAX / super::grammar::MIB))]
     pub max_memory_mb: u64,
 
     /// CPU seconds per process of a run; never less than --timeout or --background-timeout.
     /// 0 = unlimited.
-    #[arg(long, env = "PYRUN_MAX_CPU_SECS", default_value_t = 300)]
+    #[arg(long, env = "PYRUN_MAX_CPU_SECS", default_value_t = 300, value_parser = super::grammar::seconds(0, u64::MAX))]
     pub max_cpu_secs: u64,
 
     /// Largest file a run may write, in MiB. 0 = unlimited.
-    #[arg(long, env = "PYRUN_MAX_FILE_SIZE_MB", default_value_t = 1024)]
+    #[arg(long, env = "PYRUN_MAX_FILE_SIZE_MB", default_value_t = 1024, value_parser = super::grammar::mebibytes(0, u64::MAX / super::grammar::MIB))]
     pub max_file_size_mb: u64,
 
     /// Open files per process of a run. 0 = unlimited.
-    #[arg(long, env = "PYRUN_MAX_OPEN_FILES", default_value_t = 1024)]
+    #[arg(long, env = "PYRUN_MAX_OPEN_FILES", default_value_t = 1024, value_parser = super::grammar::count(0, u64::MAX))]
     pub max_open_files: u64,
 
     /// Processes and threads of a run (a fork bomb stops here). 0 = unlimited.
-    #[arg(long, env = "PYRUN_MAX_PROCESSES", default_value_t = 64)]
+    #[arg(long, env = "PYRUN_MAX_PROCESSES", default_value_t = 64, value_parser = super::grammar::count(0, u64::MAX))]
     pub max_processes: u64,
 }
 

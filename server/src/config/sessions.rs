@@ -13,15 +13,15 @@ use super::MAX_TIMEOUT_SECS;
 pub struct SessionArgs {
     /// Python sessions open at once, server-wide (each is an interpreter that may hold up to
     /// --max-memory-mb for its whole life, idle or not); a start beyond is refused.
-    #[arg(long, env = "PYRUN_MAX_PYTHON_SESSIONS", default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, env = "PYRUN_MAX_PYTHON_SESSIONS", default_value_t = 8, value_parser = super::grammar::count(1, 1024))]
     pub max_python_sessions: u64,
 
     /// Python sessions one caller may hold open at once.
-    #[arg(long, env = "PYRUN_MAX_PYTHON_SESSIONS_PER_CALLER", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, env = "PYRUN_MAX_PYTHON_SESSIONS_PER_CALLER", default_value_t = 4, value_parser = super::grammar::count(1, 1024))]
     pub max_python_sessions_per_caller: u64,
 
     /// Seconds after which a Python session that ran nothing is closed (its interpreter killed).
-    #[arg(long, env = "PYRUN_PYTHON_SESSION_IDLE_TIMEOUT", default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS * 7))]
+    #[arg(long, env = "PYRUN_PYTHON_SESSION_IDLE_TIMEOUT", default_value_t = 900, value_parser = super::grammar::seconds(1, MAX_TIMEOUT_SECS * 7))]
     pub python_session_idle_timeout: u64,
 }
 

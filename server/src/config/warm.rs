@@ -14,16 +14,16 @@ pub struct WarmArgs {
     /// Start runs in interpreters started ahead of them, in the run's own sandbox, with the
     /// modules runs of that folder import already imported (`on`, the default on Linux), or
     /// always cold (`off`). Elsewhere runs start cold whatever this says.
-    #[arg(long, env = "PYRUN_WARM", default_value = "on", value_parser = ["on", "off"])]
-    pub warm: String,
+    #[arg(long, env = "PYRUN_WARM", default_value = "on", value_name = "BOOL", action = clap::ArgAction::Set, value_parser = super::grammar::boolean())]
+    pub warm: bool,
 
     /// Warm interpreters waiting at most, server-wide (one per folder, venv and caller; each
     /// holds its imports' memory: tens of MB with numpy and pandas).
-    #[arg(long, env = "PYRUN_WARM_MAX", default_value_t = 4, value_parser = clap::value_parser!(u64).range(0..=64))]
+    #[arg(long, env = "PYRUN_WARM_MAX", default_value_t = 4, value_parser = super::grammar::count(0, 64))]
     pub warm_max: u64,
 
     /// Seconds after which a warm interpreter no run used is stopped.
-    #[arg(long, env = "PYRUN_WARM_IDLE", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, env = "PYRUN_WARM_IDLE", default_value_t = 600, value_parser = super::grammar::seconds(1, 86_400))]
     pub warm_idle: u64,
 
     /// Modules every warm interpreter imports ahead (comma-separated, e.g. numpy,pandas), from
@@ -43,7 +43,7 @@ impl WarmArgs {
             return Err(ConfigError::Preload(bad.clone()));
         }
         Ok(WarmSettings {
-            enabled: self.warm == "on" && pyrun_run::warm::SUPPORTED,
+            enabled: self.warm && pyrun_run::warm::SUPPORTED,
             max: usize::try_from(self.warm_max).unwrap_or(usize::MAX),
             idle: Duration::from_secs(self.warm_idle),
             preload: self.preload.clone(),

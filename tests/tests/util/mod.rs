@@ -12,7 +12,7 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// `pyrun-mcp-client` with none of the developer's settings: neither the client's own nor any
 /// server setting (a stdio server it starts inherits its environment).
-fn client_command() -> Command {
+pub fn client_command() -> Command {
     let mut cmd = Command::new(bin_path("pyrun-mcp-client"));
     scrub_env(&mut cmd);
     for name in ["MCP_SERVER_URL", "RUST_LOG"] {

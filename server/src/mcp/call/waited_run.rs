@@ -18,6 +18,7 @@ use crate::mcp::call::{python_info, with_progress, CallContext, Progress};
 use crate::mcp::present::artifact_blocks::{self, Presented};
 use crate::mcp::present::live_chunks::ChunkCursor;
 use crate::mcp::present::output_cut;
+use crate::mcp::present::progress_frames;
 use crate::mcp::present::quarantine_note::quarantine_note;
 use crate::mcp::present::reply::{
     fmt_secs, millis, push_section, refusal, to_array, truncation_note,
@@ -100,6 +101,7 @@ pub(in crate::mcp) async fn run_in_call(
     request: RunRequest<'_>,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
+    let began = std::time::Instant::now();
     let engine = &call.app.engine;
     let (source, timeout) = (request.source, request.timeout);
     let caller = &call.caller;
@@ -132,8 +134,9 @@ pub(in crate::mcp) async fn run_in_call(
             let output = RunOutput {
                 live,
                 kept_as: kept.as_deref(),
+                raw: ChunkCursor::asked(ctx).is_some(),
             };
-            finished(
+            let result = finished(
                 call,
                 outcome,
                 output,
@@ -141,7 +144,11 @@ pub(in crate::mcp) async fn run_in_call(
                 source,
                 timeout,
             )
-            .await
+            .await;
+            // Where a call's time goes after its run (`PYRUN_LOG=pyrun_run::steps=debug`).
+            let us = began.elapsed().as_micros();
+            tracing::debug!(target: "pyrun_run::steps", step = "result built", us);
+            result
         }
         Err(e) => {
             let span = tracing::warn_span!("run", %caller, script = source.shown());
@@ -208,11 +215,13 @@ async fn finished(
 
 /// The `run_python` result of a run of the registry that has ended (its output copied: a
 /// task's run stays readable with get_run).
+/// `raw`: the caller followed the live output (see [`RunOutput::raw`]).
 pub(in crate::mcp) async fn ended_result(
     call: &CallContext<'_>,
     record: &RunRecord,
     script: &ProjectPath,
     timeout: Duration,
+    raw: bool,
 ) -> CallToolResult {
     match record.end() {
         Some(RunEnd::Finished(outcome)) => {
@@ -220,6 +229,7 @@ pub(in crate::mcp) async fn ended_result(
             let output = RunOutput {
                 live: &record.live,
                 kept_as: Some(&record.id),
+                raw,
             };
             finished(
                 call,
@@ -276,6 +286,10 @@ fn report(
     let (stdout, stderr) = (shown(Stream::Stdout), shown(Stream::Stderr));
     outcome.stdout = stdout.text;
     outcome.stderr = app.engine.without_host_folder(&stderr.text);
+    if !output.raw {
+        outcome.stdout = progress_frames::collapse(&outcome.stdout).into_owned();
+        outcome.stderr = progress_frames::collapse(&outcome.stderr).into_owned();
+    }
     let cuts = (stdout.cut, stderr.cut);
     let text = render_text(&outcome, timeout, (cuts.0.is_some(), cuts.1.is_some()));
     let report = RunReport {
@@ -311,6 +325,9 @@ fn report(
 pub(in crate::mcp) struct RunOutput<'a> {
     pub live: &'a LiveOutput,
     pub kept_as: Option<&'a str>,
+    /// The caller follows the live output to print it for a person (it asked for chunks): its
+    /// result keeps every byte. Otherwise a model reads it, and `\r` frames are collapsed.
+    pub raw: bool,
 }
 
 /// The text shown to people and models, in the seed's familiar shape. `cut` says which streams

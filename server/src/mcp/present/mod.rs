@@ -5,6 +5,7 @@ pub(super) mod artifact_blocks;
 pub(super) mod image_fit;
 pub(super) mod live_chunks;
 pub(super) mod output_cut;
+pub(super) mod progress_frames;
 pub(super) mod quarantine_note;
 pub(super) mod reply;
 pub(super) mod run_hint;

@@ -21,6 +21,7 @@ use crate::mcp::call::waited_run::{
 use crate::mcp::call::{
     python_info, script_call, take_stdin, with_progress, CallContext, RunPythonArgs, ScriptCall,
 };
+use crate::mcp::present::live_chunks::ChunkCursor;
 use crate::mcp::present::reply::{fmt_secs, millis, refusal, structured, PAGE_BYTES};
 use crate::mcp::present::run_hint;
 use crate::mcp::protocol::apps::run_viewer_tool_meta;
@@ -197,7 +198,8 @@ async fn run_detachable(
     } else {
         Some(held)
     };
-    let result = ended_result(call, &record, script, timeout).await;
+    let raw = ChunkCursor::asked(ctx).is_some();
+    let result = ended_result(call, &record, script, timeout, raw).await;
     drop(held);
     result
 }

@@ -27,6 +27,7 @@ use crate::mcp::present::quarantine_note::quarantine_note;
 use crate::mcp::present::reply::{
     fmt_secs, listing, millis, push_section, refusal, rfc3339, structured, truncation_note,
 };
+use crate::mcp::present::run_hint;
 use crate::mcp::protocol::handler::PyRunServer;
 use pyrun_run::engine::placement::RunMode;
 use pyrun_run::quarantine::moved_paths;
@@ -94,6 +95,10 @@ pub struct ExecReport {
     /// Protected names (a `.git`, a `__pycache__`, `.env`...) the session created in the
     /// projects folder, moved to the server's quarantine after the exec (relative paths).
     pub quarantined: Vec<String>,
+    /// What the caller may want to know: a `timeout_seconds` above the server's limit was cut
+    /// to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// One line of `list_sessions`.
@@ -191,10 +196,8 @@ impl PyRunServer {
         if let Err(message) = check_code(&args.code, self.app.config.inline.max_code_bytes) {
             return Ok(refusal(message));
         }
-        let timeout = match effective_timeout(
-            args.timeout_seconds,
-            self.engine().time_limit(RunMode::Call),
-        ) {
+        let limit = self.engine().time_limit(RunMode::Call);
+        let timeout = match effective_timeout(args.timeout_seconds, limit) {
             Ok(t) => t,
             Err(message) => return Ok(refusal(message)),
         };
@@ -206,7 +209,13 @@ impl PyRunServer {
         match sessions.exec(&session, args.code, timeout, &ctx.ct).await {
             Ok(outcome) => {
                 call.notes.note(|n| n.timed_out = outcome.timed_out);
-                Ok(exec_result(call.app, outcome, timeout))
+                let mut result = exec_result(call.app, outcome, timeout);
+                // A `timeout_seconds` above the server's limit was cut to it: say so.
+                let cap = run_hint::capped(args.timeout_seconds, limit, run_hint::RUN_TIMEOUT);
+                if let Some(note) = cap {
+                    run_hint::add(&mut result, &note);
+                }
+                Ok(result)
             }
             Err(e) => {
                 tracing::info!(session = %session.id, "python session gone: {e}");
@@ -379,6 +388,7 @@ fn exec_result(app: &App, outcome: ExecOutcome, timeout: Duration) -> CallToolRe
         stderr_truncated: outcome.stderr_truncated,
         duration_ms: millis(outcome.duration),
         quarantined: moved_paths(&outcome.quarantined),
+        hint: None,
     };
     let mut text = render_exec(&report, timeout);
     if let Some(note) = quarantine_note(&outcome.quarantined, "session") {
@@ -444,6 +454,7 @@ mod tests {
             stderr_truncated: false,
             duration_ms: 1,
             quarantined: Vec::new(),
+            hint: None,
         };
         assert_eq!(
             render_exec(&report, Duration::from_secs(30)),

@@ -79,7 +79,7 @@ pub(in crate::mcp) async fn run_python_as_task(
                 caller,
                 notes: CallNotes::default(),
             };
-            ended_result(&call, &run, &script, timeout).await
+            ended_result(&call, &run, &script, timeout, false).await
         },
     );
     Ok(CallToolResponse::Task(created))
