@@ -18,11 +18,19 @@ use std::time::{Duration, Instant};
 
 /// Lines waiting for the writer before new ones are dropped.
 const QUEUE: usize = 4096;
+/// Bytes waiting for the writer before new lines are dropped: a stderr nobody reads holds at
+/// most this much of the server's memory, however long the lines (a log line may quote what a
+/// client sent).
+const QUEUE_BYTES: usize = 4 << 20;
+/// The longest write queued whole; a longer one is cut, saying so.
+const MAX_LINE: usize = 16 << 10;
 
 struct Sink {
     sender: SyncSender<Vec<u8>>,
     /// Lines queued and not yet written (or given up on).
     pending: Arc<AtomicUsize>,
+    /// Their bytes.
+    pending_bytes: Arc<AtomicUsize>,
     /// Lines dropped since the writer last said so.
     dropped: Arc<AtomicU64>,
 }
@@ -34,8 +42,9 @@ fn sink() -> Option<&'static Sink> {
     SINK.get_or_init(|| {
         let (sender, lines) = sync_channel::<Vec<u8>>(QUEUE);
         let pending = Arc::new(AtomicUsize::new(0));
+        let pending_bytes = Arc::new(AtomicUsize::new(0));
         let dropped = Arc::new(AtomicU64::new(0));
-        let (left, lost) = (pending.clone(), dropped.clone());
+        let (left, left_bytes, lost) = (pending.clone(), pending_bytes.clone(), dropped.clone());
         std::thread::Builder::new()
             .name("stderr".into())
             .spawn(move || {
@@ -48,6 +57,7 @@ fn sink() -> Option<&'static Sink> {
                     }
                     // A failed write is the end of that line, nothing more.
                     let _ = stderr.write_all(&line);
+                    left_bytes.fetch_sub(line.len(), Ordering::AcqRel);
                     left.fetch_sub(1, Ordering::AcqRel);
                 }
             })
@@ -55,20 +65,40 @@ fn sink() -> Option<&'static Sink> {
         Some(Sink {
             sender,
             pending,
+            pending_bytes,
             dropped,
         })
     })
     .as_ref()
 }
 
-/// Queues `bytes` for stderr; never waits.
+/// Queues `bytes` for stderr (cut past [`MAX_LINE`]); never waits.
 pub fn write(bytes: &[u8]) {
     let Some(sink) = sink() else { return };
+    let line = bounded(bytes);
+    let size = line.len();
+    if sink.pending_bytes.fetch_add(size, Ordering::AcqRel) + size > QUEUE_BYTES {
+        sink.pending_bytes.fetch_sub(size, Ordering::AcqRel);
+        sink.dropped.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
     sink.pending.fetch_add(1, Ordering::AcqRel);
-    if sink.sender.try_send(bytes.to_vec()).is_err() {
+    if sink.sender.try_send(line).is_err() {
         sink.pending.fetch_sub(1, Ordering::AcqRel);
+        sink.pending_bytes.fetch_sub(size, Ordering::AcqRel);
         sink.dropped.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// `bytes`, or its first [`MAX_LINE`] bytes and a note of how many were cut.
+fn bounded(bytes: &[u8]) -> Vec<u8> {
+    if bytes.len() <= MAX_LINE {
+        return bytes.to_vec();
+    }
+    let mut line = bytes[..MAX_LINE].to_vec();
+    let note = format!("… ({} bytes cut)\n", bytes.len() - MAX_LINE);
+    line.extend_from_slice(note.as_bytes());
+    line
 }
 
 /// Queues `text` and a newline.
@@ -105,5 +135,19 @@ impl Write for Stderr {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_write_is_cut_saying_so_and_a_short_one_is_whole() {
+        assert_eq!(bounded(b"short\n"), b"short\n");
+        let long = vec![b'h'; 400_000];
+        let cut = bounded(&long);
+        assert!(cut.len() < MAX_LINE + 64, "{}", cut.len());
+        assert!(String::from_utf8_lossy(&cut).ends_with("(383616 bytes cut)\n"));
     }
 }

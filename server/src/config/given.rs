@@ -126,7 +126,7 @@ fn words_of(
 }
 
 /// Whether `value` is a URL with a user or password in it (`https://user:token@index/simple`).
-fn has_credentials(value: &str) -> bool {
+pub(super) fn has_credentials(value: &str) -> bool {
     value
         .split_once("://")
         .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(""))

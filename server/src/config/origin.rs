@@ -6,6 +6,7 @@
 
 use std::ffi::OsString;
 
+use super::given::has_credentials;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
 /// A variable's value that clap refused, explained.
@@ -60,15 +61,24 @@ pub(super) fn explain(
         Some(None) => ".env".to_owned(),
         None => "the environment".to_owned(),
     };
-    let value = match error.get(ContextKind::InvalidValue) {
-        Some(ContextValue::String(value)) if !arg.is_hide_env_values_set() => {
-            format!("has the invalid value '{value}'")
-        }
+    // A URL with a user and password in it is a secret too, whatever the setting (a package
+    // index's): the log of a supervisor keeps what the server prints.
+    let given = match error.get(ContextKind::InvalidValue) {
+        Some(ContextValue::String(value)) => Some(value.clone()),
+        _ => None,
+    };
+    let secret = arg.is_hide_env_values_set() || given.as_deref().is_some_and(has_credentials);
+    let value = match &given {
+        Some(value) if !secret => format!("has the invalid value '{value}'"),
         _ => "has an invalid value (not shown: it is a secret)".to_owned(),
     };
     let reason = match error.get(ContextKind::ValidValue) {
         Some(ContextValue::Strings(valid)) => format!("it must be one of: {}", valid.join(", ")),
         _ => std::error::Error::source(&error).map_or_else(String::new, |s| s.to_string()),
+    };
+    let reason = match &given {
+        Some(value) if secret && !value.is_empty() => reason.replace(value.as_str(), "…"),
+        _ => reason,
     };
     let problem = if reason.is_empty() {
         value
@@ -159,6 +169,14 @@ mod tests {
                     .value_parser(clap::value_parser!(u16)),
             )
             .arg(
+                Arg::new("index")
+                    .long("index")
+                    .env("PYRUN_TEST_ORIGIN_INDEX")
+                    .value_parser(|v: &str| -> Result<String, String> {
+                        Err(format!("'{v}' is not an index"))
+                    }),
+            )
+            .arg(
                 Arg::new("secret")
                     .long("secret")
                     .env("PYRUN_TEST_ORIGIN_SECRET")
@@ -196,6 +214,17 @@ mod tests {
             .to_string();
         assert!(said.contains("PYRUN_TEST_ORIGIN_SECRET"), "{said}");
         assert!(said.contains("the environment"), "{said}");
+        assert!(!said.contains("hunter2"), "{said}");
+    }
+
+    #[test]
+    fn a_url_with_a_password_is_never_repeated_whatever_the_setting() {
+        let url = "https://u:hunter2@index.example/simple";
+        let error = error_for(&["t", &format!("--index={url}")]);
+        let said = explain(error, &command(), &typed(&["t"]), |_| None)
+            .unwrap()
+            .to_string();
+        assert!(said.contains("PYRUN_TEST_ORIGIN_INDEX"), "{said}");
         assert!(!said.contains("hunter2"), "{said}");
     }
 

@@ -145,6 +145,18 @@ pub async fn check_host(
     }
 }
 
+/// The most of a refused header a log line shows: anyone may send these, before any token is
+/// checked, and a header may be hundreds of KB.
+const SHOWN_HEADER: usize = 256;
+
+/// A refused header as the log shows it: its first [`SHOWN_HEADER`] characters.
+fn shown_header(value: &str) -> String {
+    match value.char_indices().nth(SHOWN_HEADER) {
+        Some((end, _)) => format!("{}… ({} bytes)", &value[..end], value.len()),
+        None => value.to_owned(),
+    }
+}
+
 /// The 403 for a request whose Host is not ours.
 fn foreign_host(policy: &HostPolicy, request: &Request) -> Option<Response> {
     let host = request
@@ -156,7 +168,8 @@ fn foreign_host(policy: &HostPolicy, request: &Request) -> Option<Response> {
     if host.as_deref().is_some_and(|host| policy.allows_host(host)) {
         return None;
     }
-    tracing::warn!(host = ?host, "rejected a request for a foreign Host (DNS rebinding?)");
+    let shown = host.as_deref().map(shown_header);
+    tracing::warn!(host = ?shown, "rejected a request for a foreign Host (DNS rebinding?)");
     Some(
         (
             StatusCode::FORBIDDEN,
@@ -180,7 +193,8 @@ pub async fn check_host_and_origin(
             .to_str()
             .is_ok_and(|origin| policy.allows_origin(origin));
         if !origin_ok {
-            tracing::warn!(?origin, "rejected a request from a foreign Origin");
+            let shown = shown_header(&String::from_utf8_lossy(origin.as_bytes()));
+            tracing::warn!(origin = ?shown, "rejected a request from a foreign Origin");
             let message = ClientMessage::new("Forbidden: Origin is not allowed");
             return (StatusCode::FORBIDDEN, message).into_response();
         }
