@@ -49,6 +49,7 @@ mod settings_grammar;
 mod signals;
 mod standin_python;
 mod startup;
+mod stdin_uploads;
 mod stdio;
 mod stdio_paths;
 mod swapped_parents;

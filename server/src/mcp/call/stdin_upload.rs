@@ -2,9 +2,12 @@
 //! sent in pieces with `upload_stdin` and named by a run call's `stdin_upload`, for every client.
 //!
 //! An upload belongs to the caller that made it (another caller is told it does not exist), is
-//! kept in memory until a run takes it or [`IDLE`] after its last piece, and is bounded by
-//! `--max-stdin-bytes`, as is a run's inline `stdin`. A caller holds at most [`PER_CALLER`] open
-//! uploads, and the server at most [`SERVER_UPLOADS`] times `--max-stdin-bytes` in all.
+//! kept in memory until a run takes it, its caller abandons it, or [`LIFETIME`] after its first
+//! piece (whatever pieces follow), and is bounded by `--max-stdin-bytes`, as is a run's inline
+//! `stdin`. A caller's uploads hold at most `--max-stdin-bytes` in all (at most [`PER_CALLER`] of
+//! them), so that several callers share the server's [`SERVER_UPLOADS`] times `--max-stdin-bytes`
+//! and none can hold it all. A refused piece drops the upload it was for: a failed upload never
+//! stays behind holding bytes. An empty piece is refused.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,8 +17,8 @@ use crate::client_message::ClientMessage;
 use pyrun_run::caller::Caller;
 use pyrun_run::ids::{has_id_shape, new_id};
 
-/// How long an upload waits for its next piece or its run.
-pub const IDLE: Duration = Duration::from_secs(600);
+/// How long an upload is kept after its first piece, however many pieces follow.
+pub const LIFETIME: Duration = Duration::from_secs(600);
 /// Open uploads per caller.
 pub const PER_CALLER: usize = 4;
 /// The bytes all uploads may hold at once, in multiples of `--max-stdin-bytes`.
@@ -34,7 +37,7 @@ pub struct StdinUploads {
 struct Upload {
     owner: Caller,
     text: String,
-    touched: Instant,
+    created: Instant,
 }
 
 /// An upload after a piece was added: its id and size so far.
@@ -57,7 +60,8 @@ impl StdinUploads {
         self.max_bytes
     }
 
-    /// Adds `text` to the caller's upload `id`, or to a new one when `id` is `None`.
+    /// Adds `text` to the caller's upload `id`, or to a new one when `id` is `None`. A refused
+    /// piece for an existing upload drops that upload.
     pub fn append(
         &self,
         caller: &Caller,
@@ -65,62 +69,98 @@ impl StdinUploads {
         text: &str,
     ) -> Result<Staged, ClientMessage> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        open.retain(|_, upload| now.duration_since(upload.touched) < IDLE);
+        expire(&mut open);
+        if let Some(id) = id {
+            if !open.get(id).is_some_and(|u| &u.owner == caller) {
+                return Err(unknown(id));
+            }
+        }
+        match self.check(&open, caller, id, text) {
+            Ok(()) => {}
+            Err(message) => {
+                return Err(match id.and_then(|id| open.remove(id)) {
+                    Some(_) => message.then(
+                        "\nthe upload was dropped: start again with a new upload, within the limit",
+                    ),
+                    None => message,
+                })
+            }
+        }
+        let upload_id = match id {
+            Some(id) => id.to_owned(),
+            None => new_id(PREFIX).map_err(|_| {
+                ClientMessage::new("the server could not make an upload id; try again")
+            })?,
+        };
+        let upload = open.entry(upload_id.clone()).or_insert_with(|| Upload {
+            owner: caller.clone(),
+            text: String::new(),
+            created: Instant::now(),
+        });
+        upload.text.push_str(text);
+        Ok(Staged {
+            upload_id,
+            bytes: upload.text.len(),
+        })
+    }
+
+    /// Whether `text` may be added to the caller's upload `id` (a new one for `None`).
+    fn check(
+        &self,
+        open: &HashMap<String, Upload>,
+        caller: &Caller,
+        id: Option<&str>,
+        text: &str,
+    ) -> Result<(), ClientMessage> {
+        if text.is_empty() {
+            return Err(ClientMessage::new(
+                "an empty piece adds nothing to a stdin upload; send text, or the run",
+            ));
+        }
+        let so_far = id.and_then(|id| open.get(id)).map_or(0, |u| u.text.len());
+        let bytes = so_far.saturating_add(text.len());
+        if bytes > self.max_bytes {
+            return Err(too_large(bytes, self.max_bytes));
+        }
+        let mine = || open.values().filter(|u| &u.owner == caller);
+        if id.is_none() && mine().count() >= PER_CALLER {
+            return Err(ClientMessage::new("you have ")
+                .number(PER_CALLER)
+                .then(" stdin uploads not yet run, the most a caller may hold")
+                .hint("run or abandon them (upload_stdin with abandon), or wait 10 minutes for them to expire"));
+        }
+        let held_by_caller: usize = mine().map(|u| u.text.len()).sum();
+        if held_by_caller.saturating_add(text.len()) > self.max_bytes {
+            return Err(ClientMessage::new("your stdin uploads not yet run would hold ")
+                .number(held_by_caller.saturating_add(text.len()))
+                .then(" bytes, more than the ")
+                .number(self.max_bytes)
+                .then(" bytes a caller may hold in all (--max-stdin-bytes)")
+                .hint("run or abandon them (upload_stdin with abandon), or wait 10 minutes for them to expire"));
+        }
         let held: usize = open.values().map(|u| u.text.len()).sum();
         if held.saturating_add(text.len()) > self.max_bytes.saturating_mul(SERVER_UPLOADS) {
             return Err(
                 ClientMessage::new("the server holds as much staged stdin as it may (")
                     .number(SERVER_UPLOADS)
                     .then(" times --max-stdin-bytes) for uploads not yet run")
-                    .hint("run or let expire the uploads you made, then try again"),
+                    .hint("try again in a few minutes: uploads expire 10 minutes after their first piece"),
             );
         }
-        let upload_id = match id {
-            Some(id) => {
-                let upload = open
-                    .get_mut(id)
-                    .filter(|u| &u.owner == caller)
-                    .ok_or_else(|| unknown(id))?;
-                let bytes = upload.text.len().saturating_add(text.len());
-                if bytes > self.max_bytes {
-                    return Err(too_large(bytes, self.max_bytes));
-                }
-                upload.text.push_str(text);
-                upload.touched = now;
-                return Ok(Staged {
-                    upload_id: id.to_owned(),
-                    bytes,
-                });
+        Ok(())
+    }
+
+    /// Drops the caller's upload `id` (a client abandoning an upload it will not run).
+    pub fn abandon(&self, caller: &Caller, id: &str) -> Result<(), ClientMessage> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        expire(&mut open);
+        match open.get(id) {
+            Some(upload) if &upload.owner == caller => {
+                open.remove(id);
+                Ok(())
             }
-            None => {
-                if text.len() > self.max_bytes {
-                    return Err(too_large(text.len(), self.max_bytes));
-                }
-                let mine = open.values().filter(|u| &u.owner == caller).count();
-                if mine >= PER_CALLER {
-                    return Err(ClientMessage::new("you have ")
-                        .number(mine)
-                        .then(" stdin uploads not yet run, the most a caller may hold")
-                        .hint("run them (stdin_upload) or wait 10 minutes for them to expire"));
-                }
-                new_id(PREFIX).map_err(|_| {
-                    ClientMessage::new("the server could not make an upload id; try again")
-                })?
-            }
-        };
-        open.insert(
-            upload_id.clone(),
-            Upload {
-                owner: caller.clone(),
-                text: text.to_owned(),
-                touched: now,
-            },
-        );
-        Ok(Staged {
-            upload_id,
-            bytes: text.len(),
-        })
+            _ => Err(unknown(id)),
+        }
     }
 
     /// The stdin a run call gives: its `stdin` text, or the upload `stdin_upload` names (taken:
@@ -141,8 +181,7 @@ impl StdinUploads {
             (text, None) => Ok(text),
             (None, Some(id)) => {
                 let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-                let now = Instant::now();
-                open.retain(|_, upload| now.duration_since(upload.touched) < IDLE);
+                expire(&mut open);
                 match open.get(id) {
                     Some(upload) if &upload.owner == caller => {
                         Ok(open.remove(id).map(|upload| upload.text))
@@ -154,13 +193,19 @@ impl StdinUploads {
     }
 }
 
+/// Drops the uploads older than [`LIFETIME`].
+fn expire(open: &mut HashMap<String, Upload>) {
+    let now = Instant::now();
+    open.retain(|_, upload| now.duration_since(upload.created) < LIFETIME);
+}
+
 fn unknown(id: &str) -> ClientMessage {
     let message = if has_id_shape(PREFIX, id) {
         ClientMessage::new("no stdin upload ").given(id)
     } else {
         ClientMessage::new("stdin upload ids look like stdin_ and 32 hex digits, not ").given(id)
     };
-    message.then(" (an upload feeds one run, and is dropped 10 minutes after its last piece)")
+    message.then(" (an upload feeds one run, and is dropped 10 minutes after its first piece, or when a piece is refused)")
 }
 
 fn too_large(bytes: usize, max: usize) -> ClientMessage {
@@ -222,9 +267,54 @@ mod tests {
         assert!(uploads
             .stdin_of(&Caller::Local, Some("a".into()), Some(&id))
             .is_err());
-        for _ in 1..PER_CALLER {
-            uploads.append(&Caller::Local, None, "a").unwrap();
+        let gone = uploads.append(&Caller::Local, Some(&id), "a").unwrap_err();
+        assert!(gone.as_str().contains("no stdin upload"), "{gone}");
+    }
+
+    #[test]
+    fn callers_share_the_server_and_none_holds_it_all() {
+        let uploads = StdinUploads::new(10);
+        let attacker = Caller::Anonymous;
+        uploads.append(&attacker, None, &"a".repeat(10)).unwrap();
+        let share = uploads.append(&attacker, None, "b").unwrap_err();
+        assert!(share.as_str().contains("--max-stdin-bytes"), "{share}");
+        let victim = uploads.append(&Caller::Local, None, "0123456789").unwrap();
+        assert_eq!(victim.bytes, 10);
+        let empty = uploads.append(&Caller::Local, None, "").unwrap_err();
+        assert!(empty.as_str().contains("empty"), "{empty}");
+        for _ in 0..PER_CALLER {
+            uploads.append(&Caller::BearerToken, None, "a").unwrap();
         }
-        assert!(uploads.append(&Caller::Local, None, "a").is_err());
+        assert!(uploads.append(&Caller::BearerToken, None, "a").is_err());
+    }
+
+    #[test]
+    fn uploads_expire_after_their_first_piece_whatever_follows() {
+        let uploads = StdinUploads::new(10);
+        let id = uploads
+            .append(&Caller::Local, None, "abc")
+            .unwrap()
+            .upload_id;
+        {
+            let mut open = uploads.open.lock().unwrap();
+            let upload = open.get_mut(&id).unwrap();
+            upload.created = Instant::now()
+                .checked_sub(LIFETIME + Duration::from_secs(1))
+                .unwrap();
+        }
+        assert!(uploads.append(&Caller::Local, Some(&id), "d").is_err());
+        assert!(uploads.stdin_of(&Caller::Local, None, Some(&id)).is_err());
+    }
+
+    #[test]
+    fn an_abandoned_upload_is_gone_and_only_its_owner_may_abandon_it() {
+        let uploads = StdinUploads::new(10);
+        let id = uploads
+            .append(&Caller::Local, None, "abc")
+            .unwrap()
+            .upload_id;
+        assert!(uploads.abandon(&Caller::Anonymous, &id).is_err());
+        uploads.abandon(&Caller::Local, &id).unwrap();
+        assert!(uploads.stdin_of(&Caller::Local, None, Some(&id)).is_err());
     }
 }
