@@ -209,3 +209,53 @@ fn limits_on_stdin_name_their_settings() {
     assert!(err.contains("--max-stdin-bytes"), "{err}");
     assert!(err.contains("1000000"), "{err}");
 }
+
+/// An endless stdin (`yes | … run -i`) is read only up to the server's `--max-stdin-bytes`: the
+/// client stops, names the limit and its setting, and ends; a 3 MB file over a 1 MB limit fails
+/// three times and leaves nothing staged, so a 600 kB stdin passes after them.
+#[test]
+fn stdin_past_the_limit_stops_reading_and_leaves_nothing_staged() {
+    let server = HttpServer::samples(&["--auth-token", TOKEN, "--max-stdin-bytes", "1000000"]);
+    add_reader(server.projects());
+
+    let mut child = Command::new(pyrun_mcp_tests::bin_path("pyrun-mcp-client"))
+        .args(["--server", &server.mcp_url(), "run", "-i", "readstdin.py"])
+        .env("MCP_AUTH_TOKEN", TOKEN)
+        .env_remove("MCP_SERVER_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the client");
+    let mut endless = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || {
+        let line = b"y\n".repeat(32 * 1024);
+        while endless.write_all(&line).is_ok() {}
+    });
+    let status = wait_with_limit(&mut child, Duration::from_secs(60));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err)
+        .expect("read stderr");
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("--max-stdin-bytes"), "{err}");
+    assert!(err.contains("1000000"), "{err}");
+    writer.join().expect("the writer ends when the client does");
+
+    let big = tempfile::NamedTempFile::new().expect("a temporary file");
+    std::fs::write(big.path(), vec![b'z'; 3_000_000]).expect("write the input");
+    let path = big.path().display().to_string();
+    for _ in 0..3 {
+        let (code, _, err) = client_with_stdin(
+            &server.mcp_url(),
+            &["run", "--stdin-file", &path, "readstdin.py"],
+            b"",
+        );
+        assert_eq!(code, Some(1), "{err}");
+        assert!(err.contains("--max-stdin-bytes"), "{err}");
+    }
+    let input = vec![b'w'; 600_000];
+    let (code, out, err) =
+        client_with_stdin(&server.mcp_url(), &["run", "-i", "readstdin.py"], &input);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, expected(&input), "{err}");
+}

@@ -47,8 +47,8 @@ pub async fn execute(
     if !args.args.is_empty() {
         arguments.insert("args".into(), json!(args.args));
     }
-    if let Some(text) = stdin_of(args.stdin, args.stdin_file.as_deref())? {
-        put_stdin(session, &mut arguments, text).await?;
+    if let Some(source) = stdin_of(args.stdin, args.stdin_file.as_deref())? {
+        put_stdin(session, &mut arguments, source).await?;
     }
     if let Some(seconds) = args.script_timeout {
         arguments.insert("timeout_seconds".into(), json!(seconds));
