@@ -6,7 +6,7 @@
 
 pub(super) mod arguments;
 pub(super) mod start_run;
-pub(super) mod stdin_upload;
+pub(in crate::mcp) mod stdin_upload;
 pub(super) mod waited_run;
 
 use std::future::Future;

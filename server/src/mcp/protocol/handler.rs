@@ -211,7 +211,13 @@ impl PyRunServer {
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks());
         if wants_task && request.name == "run_python" {
-            return run_python_as_task(self.call_context(&context), &self.state, request).await;
+            return run_python_as_task(
+                self.call_context(&context),
+                &self.state.tasks,
+                &self.state.stdin,
+                request,
+            )
+            .await;
         }
         self.tool_router
             .call(ToolCallContext::new(self, request, context))

@@ -19,11 +19,12 @@ use rmcp::ErrorData;
 use crate::audit::CallNotes;
 use crate::client_message::ClientMessage;
 use crate::mcp::call::start_run::{file_run, start_refused};
+use crate::mcp::call::stdin_upload::StdinUploads;
 use crate::mcp::call::waited_run::ended_result;
 use crate::mcp::call::{script_call, take_stdin, CallContext, RunPythonArgs};
 use crate::mcp::present::reply::refusal;
-use crate::mcp::protocol::handler::McpState;
 use pyrun_run::background::{RunKind, RunRecord};
+use store::Tasks;
 
 use pyrun_run::engine::placement::RunMode;
 use pyrun_run::engine::Engine;
@@ -34,7 +35,8 @@ use pyrun_run::paths::ProjectPath;
 /// returns a task at once. Bad arguments are answered as the tool would, without a task.
 pub(in crate::mcp) async fn run_python_as_task(
     call: CallContext<'_>,
-    state: &McpState,
+    tasks: &Tasks,
+    stdin: &StdinUploads,
     request: CallToolRequestParams,
 ) -> Result<CallToolResponse, ErrorData> {
     let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
@@ -48,10 +50,9 @@ pub(in crate::mcp) async fn run_python_as_task(
         Err(message) => return Ok(refusal(message).into()),
     };
     let upload = args.stdin_upload.take();
-    if let Err(message) = take_stdin(&state.stdin, &caller, &mut args.stdin, upload.as_deref()) {
+    if let Err(message) = take_stdin(stdin, &caller, &mut args.stdin, upload.as_deref()) {
         return Ok(refusal(message).into());
     }
-    let tasks = &state.tasks;
     let owner = caller.key().into_owned();
     let run = match file_run(engine, &call, &args) {
         Ok(run) => run,
