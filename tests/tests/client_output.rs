@@ -206,7 +206,8 @@ fn run_says_what_the_server_dropped_past_its_capture() {
 }
 
 /// The stdio server the client starts keeps its banner and log to itself unless `--verbose`
-/// asks; its errors (a start it refuses) always reach the terminal.
+/// asks; its errors (a start it refuses) and warnings (a misspelled setting) always reach the
+/// terminal.
 #[test]
 fn a_stdio_servers_log_shows_only_with_verbose_and_its_errors_always() {
     let cmd = StdioCommand::new(&[]);
@@ -233,6 +234,21 @@ fn a_stdio_servers_log_shows_only_with_verbose_and_its_errors_always() {
         err.contains("pyrun-mcp serving"),
         "the banner with --verbose: {err}"
     );
+    // A warning about the server's settings (a misspelled name) is shown without --verbose.
+    let out = client()
+        .arg("--server")
+        .arg(&target)
+        .env("PYTHON_TIMOUT", "5")
+        .args(["run", "hi.py"])
+        .output()
+        .expect("run the client");
+    let err = as_text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("PYTHON_TIMEOUT"),
+        "the lookalike warning: {err}"
+    );
+    assert!(!err.contains("pyrun-mcp serving"), "no banner: {err}");
     let broken = format!("{target} --timeout 0");
     let out = client()
         .arg("--server")

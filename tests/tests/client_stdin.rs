@@ -74,7 +74,7 @@ fn pipes_are_passed_only_when_asked(target: &str, projects: &Path) {
         "stdin not asked for: the script reads nothing"
     );
     assert_eq!(
-        err.matches("stdin was not passed").count(),
+        err.matches("was not passed to the script").count(),
         1,
         "one note on stderr: {err}"
     );

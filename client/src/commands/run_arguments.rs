@@ -312,8 +312,8 @@ pub fn stdin_is_data() -> bool {
 }
 
 /// The note for a run whose stdin was not passed.
-pub const STDIN_NOT_PASSED: &str = "this command's stdin was not passed to the script (it read \
-     end-of-file); pass it with -i (--stdin), or a file with --stdin-file FILE";
+pub const STDIN_NOT_PASSED: &str = "this command's stdin holds data that was not passed to the \
+     script (its stdin was empty); pass it with -i (--stdin), or a file with --stdin-file FILE";
 
 #[cfg(test)]
 mod tests {

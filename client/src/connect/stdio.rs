@@ -164,6 +164,7 @@ fn relay_stderr(stderr: tokio::process::ChildStderr, server_log: ServerLog) -> S
         while let Ok(Some(line)) = lines.next_line().await {
             let error = is_error_line(&line);
             in_error = error
+                || is_warning_line(&line)
                 || (in_error
                     && (line.starts_with("hint:") || line.starts_with(char::is_whitespace)));
             if server_log == ServerLog::All || in_error {
@@ -198,6 +199,18 @@ fn is_error_line(line: &str) -> bool {
             .split_whitespace()
             .take(3)
             .any(|word| word == "ERROR" || word.ends_with("ERROR"))
+}
+
+/// A line a server wrote to warn about its settings (`warning: …`, or a log line at level WARN):
+/// shown like an error (a misspelled setting in `.env`, a venv's interpreter the server refused),
+/// though it is not what ended a start.
+fn is_warning_line(line: &str) -> bool {
+    let trimmed = line.trim_start();
+    trimmed.to_lowercase().starts_with("warning")
+        || trimmed
+            .split_whitespace()
+            .take(3)
+            .any(|word| word == "WARN" || word.ends_with("WARN"))
 }
 
 /// "pyrun-mcp listening on http://…", "Uvicorn running on http://…": a server that waits for
@@ -343,11 +356,18 @@ mod tests {
         }
         for other in [
             "pyrun-mcp serving over stdio; projects folder: /tmp/p",
-            "2026-12-08T00:00:00.1Z  WARN pyrun_mcp_server: no token",
             "pyrun-mcp protection: landlock, seccomp (an ERROR later is not this line's level)",
         ] {
             assert!(!is_error_line(other), "{other}");
         }
+        let warning = "2026-12-08T00:00:00.1Z  WARN pyrun_mcp_server: PYTHON_TIMOUT is no setting";
+        assert!(is_warning_line(warning) && !is_error_line(warning));
+        assert!(!is_warning_line(
+            "2026-12-08T00:00:00.1Z  INFO pyrun_mcp_server: ready"
+        ));
+        assert!(!is_warning_line(
+            "pyrun-mcp serving over stdio (WARN later)"
+        ));
     }
 
     #[test]

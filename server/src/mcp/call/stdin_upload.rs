@@ -209,7 +209,7 @@ fn unknown(id: &str) -> ClientMessage {
 }
 
 fn too_large(bytes: usize, max: usize) -> ClientMessage {
-    ClientMessage::new("the stdin is ")
+    ClientMessage::new("the stdin reached ")
         .number(bytes)
         .then(" bytes, more than the ")
         .number(max)
