@@ -333,6 +333,7 @@ fn the_readme_says_what_is_protected_per_platform_and_how_to_connect_claude_on_i
 }
 
 /// The fenced `bash` blocks of the README's `## Try it`, each as its lines.
+#[cfg(unix)]
 fn try_it_blocks(readme: &str) -> Vec<Vec<String>> {
     let section = readme
         .split("\n## ")
