@@ -284,6 +284,7 @@ mod tests {
         assert_eq!(names(&top.archive), ["other.py"]);
     }
 
+    #[cfg(target_os = "linux")]
     fn contents(archive: &[u8]) -> Vec<(String, Vec<u8>)> {
         let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(archive));
         tar.entries()

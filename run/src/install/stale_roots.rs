@@ -218,7 +218,7 @@ mod tests {
         assert!(target.path().join(HELD).exists());
     }
 
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_fifo_for_a_lock_never_blocks_the_sweep() {
         let temp = tempfile::tempdir().unwrap();
