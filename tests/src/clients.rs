@@ -75,7 +75,7 @@ pub fn assert_unauthorized(report: &Value) {
 
 /// The tools a server with default settings lists, sorted: exactly these (the conformance
 /// fixtures must never reach the normal binary).
-pub const OUR_TOOLS: [&str; 7] = [
+pub const OUR_TOOLS: [&str; 8] = [
     "cancel_run",
     "get_run",
     "list_packages",
@@ -83,10 +83,11 @@ pub const OUR_TOOLS: [&str; 7] = [
     "list_runs",
     "run_python",
     "start_python",
+    "upload_stdin",
 ];
 
 /// Asserts what a user of any client must see in a session report (see `tests/clients/common.py`):
-/// our seven tools listed (and nothing else), the three samples ran with their output and exit codes, the package sample is
+/// our eight tools listed (and nothing else), the three samples ran with their output and exit codes, the package sample is
 /// listed, and a path escape came back as a tool error.
 pub fn assert_standard_session(report: &Value) {
     let ctx = || serde_json::to_string_pretty(report).unwrap_or_default();
