@@ -71,6 +71,17 @@ def clean_env():
     return env
 
 
+def stop_server(proc, state):
+    """Ends a server (SIGTERM, then SIGKILL after 10 s) and removes its state folder."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    shutil.rmtree(state, ignore_errors=True)
+
+
 class Stdio:
     def __init__(self, binary, projects, warm):
         self.state = tempfile.mkdtemp(prefix="wpb-state-")
@@ -100,13 +111,7 @@ class Stdio:
         return check(self.request(call_msg(self.next, file)))
 
     def close(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        shutil.rmtree(self.state, ignore_errors=True)
+        stop_server(self.proc, self.state)
 
 
 class Http:
@@ -129,13 +134,7 @@ class Http:
         self.port = int(port)
 
     def close(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        shutil.rmtree(self.state, ignore_errors=True)
+        stop_server(self.proc, self.state)
 
 
 class McpClient:

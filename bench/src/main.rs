@@ -139,6 +139,17 @@ impl Report {
     }
 }
 
+/// The HTTP server's limits for the benches' many clients and sessions (its defaults would
+/// refuse them before anything is measured).
+pub(crate) const HTTP_LOAD_LIMITS: [&str; 6] = [
+    "--max-sessions",
+    "5000",
+    "--max-connections",
+    "5000",
+    "--max-concurrent",
+    "64",
+];
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -270,18 +281,7 @@ async fn main() -> anyhow::Result<()> {
     // 3. run_python, sequential, per transport.
     let mut stdio = StdioSession::start(bin, &projects, &python_arg).await?;
     let stdio_s = sequential(&mut stdio, args.calls, &python, &projects).await?;
-    let http_args = [
-        &python_arg[..],
-        &[
-            "--max-sessions",
-            "5000",
-            "--max-connections",
-            "5000",
-            "--max-concurrent",
-            "64",
-        ],
-    ]
-    .concat();
+    let http_args = [&python_arg[..], &HTTP_LOAD_LIMITS].concat();
     let http = procs::start_pyrun_http(bin, &projects, &http_args)?;
     let mut mcp = StreamableHttpSession::start(&format!("{}/mcp", http.base_url), &[]).await?;
     let mcp_s = sequential(&mut mcp, args.calls, &python, &projects).await?;

@@ -33,8 +33,9 @@ pub struct Options {
 }
 
 /// The numpy+pandas script.
-const NP_SCRIPT: &str = "np_pandas.py";
-const NP_SOURCE: &str = "import numpy, pandas\n\ndf = pandas.DataFrame({\"x\": numpy.arange(1000)})\nprint(int(df[\"x\"].sum()))\n";
+/// The numpy+pandas script the benches run, by name and source.
+pub(crate) const NP_SCRIPT: &str = "np_pandas.py";
+pub(crate) const NP_SOURCE: &str = "import numpy, pandas\n\ndf = pandas.DataFrame({\"x\": numpy.arange(1000)})\nprint(int(df[\"x\"].sum()))\n";
 
 /// The fork limit: an interpreter that imported `argv[2]` (comma-separated) and froze its heap
 /// forks `argv[3]` times; each child runs `argv[1]` as `__main__` with its output on a pipe the
@@ -591,6 +592,43 @@ pub(crate) fn stdlib_filled(cache: &Path) -> bool {
     })
 }
 
+/// A projects folder of its own on the venv's file system (the venv hard-linked in as
+/// `.venv`, and [`NP_SCRIPT`]), and a cache of its own, so that the venv's compiled packages are
+/// this bench's (no other server owns them). Removed on drop.
+pub(crate) struct NpWorkspace {
+    _work: tempfile::TempDir,
+    pub projects: PathBuf,
+    pub cache: PathBuf,
+    /// The linked venv's own interpreter.
+    pub venv_python: PathBuf,
+}
+
+impl NpWorkspace {
+    pub(crate) fn make(venv: &Path) -> anyhow::Result<Self> {
+        let parent = venv.parent().context("venv folder")?;
+        let work = tempfile::Builder::new()
+            .prefix("pyrun-bench-np-")
+            .tempdir_in(parent)?;
+        let projects = work.path().join("projects");
+        std::fs::create_dir_all(&projects)?;
+        let cache = work.path().join("cache");
+        std::fs::create_dir_all(&cache)?;
+        let copied = std::process::Command::new("cp")
+            .arg("-al")
+            .arg(venv)
+            .arg(projects.join(".venv"))
+            .status()?;
+        anyhow::ensure!(copied.success(), "cp -al of the venv failed");
+        std::fs::write(projects.join(NP_SCRIPT), NP_SOURCE)?;
+        Ok(Self {
+            _work: work,
+            venv_python: projects.join(".venv/bin/python"),
+            projects,
+            cache,
+        })
+    }
+}
+
 async fn np_rows(
     bin: &Path,
     venv: &Path,
@@ -599,24 +637,12 @@ async fn np_rows(
     note: &mut impl FnMut(&str, String, String, String),
     id: &mut u64,
 ) -> anyhow::Result<()> {
-    // A projects folder of its own on the venv's file system (hard links), and a cache of its
-    // own, so that the venv's compiled packages are this bench's (no other server owns them).
-    let parent = venv.parent().context("venv folder")?;
-    let work = tempfile::Builder::new()
-        .prefix("pyrun-bench-np-")
-        .tempdir_in(parent)?;
-    let projects = work.path().join("projects");
-    std::fs::create_dir_all(&projects)?;
-    let cache = work.path().join("cache");
-    std::fs::create_dir_all(&cache)?;
-    let copied = std::process::Command::new("cp")
-        .arg("-al")
-        .arg(venv)
-        .arg(projects.join(".venv"))
-        .status()?;
-    anyhow::ensure!(copied.success(), "cp -al of the venv failed");
-    std::fs::write(projects.join(NP_SCRIPT), NP_SOURCE)?;
-    let venv_python = projects.join(".venv/bin/python");
+    let work = NpWorkspace::make(venv)?;
+    let (projects, cache, venv_python) = (
+        work.projects.clone(),
+        work.cache.clone(),
+        work.venv_python.clone(),
+    );
     let base_s = base.to_str().context("base interpreter path")?;
     let args = ["--python", base_s];
     let off = [&args[..], &["--warm", "off"]].concat();

@@ -87,10 +87,7 @@ fn http_signals_end_it(transport: &str) {
                 eprintln!("{case}: ended in {:?}", signalled.elapsed());
             }
             drop(server);
-            let left = take_leftovers(&[]);
-            if !left.is_empty() {
-                failures.push(format!("{case}: left {left:?}"));
-            }
+            note_leftovers(&case, &mut failures);
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
@@ -158,6 +155,26 @@ fn stdio_server(projects: &Path, cache: &Path, outputs: Outputs, marker: &str) -
     server
 }
 
+/// Waits [`WITHIN`] for a stdio server to end after `after`: one still running is a failure of
+/// `case`, and is killed. Whether it ended by itself.
+fn end_stdio(case: &str, server: &mut Child, after: &str, failures: &mut Vec<String>) -> bool {
+    let ended = wait_exit(server, WITHIN);
+    if !ended {
+        failures.push(format!("{case}: still running {WITHIN:?} after {after}"));
+        let _ = server.kill();
+    }
+    let _ = server.wait();
+    ended
+}
+
+/// The processes `case` left behind, as a failure of it.
+fn note_leftovers(case: &str, failures: &mut Vec<String>) {
+    let left = take_leftovers(&[]);
+    if !left.is_empty() {
+        failures.push(format!("{case}: left {left:?}"));
+    }
+}
+
 fn wait_exit(child: &mut Child, within: Duration) -> bool {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
@@ -190,17 +207,10 @@ fn sigterm_sigint_and_sighup_end_a_stdio_server_whatever_its_outputs() {
                     let mut server = stdio_server(projects.path(), cache.path(), outputs, &marker);
                     let signalled = Instant::now();
                     signal(server.id(), sig);
-                    if wait_exit(&mut server, WITHIN) {
+                    if end_stdio(&case, &mut server, "the signal", &mut failures) {
                         eprintln!("{case}: ended in {:?}", signalled.elapsed());
-                    } else {
-                        failures.push(format!("{case}: still running {WITHIN:?} after the signal"));
-                        let _ = server.kill();
                     }
-                    let _ = server.wait();
-                    let left = take_leftovers(&[]);
-                    if !left.is_empty() {
-                        failures.push(format!("{case}: left {left:?}"));
-                    }
+                    note_leftovers(&case, &mut failures);
                 }
             }
             assert!(failures.is_empty(), "{failures:#?}");
@@ -227,17 +237,8 @@ fn stdins_end_ends_a_stdio_server_whatever_its_outputs() {
                 let marker = format!("stdin-{outputs:?}");
                 let mut server = stdio_server(projects.path(), cache.path(), outputs, &marker);
                 drop(server.stdin.take());
-                if !wait_exit(&mut server, WITHIN) {
-                    failures.push(format!(
-                        "{case}: still running {WITHIN:?} after stdin closed"
-                    ));
-                    let _ = server.kill();
-                }
-                let _ = server.wait();
-                let left = take_leftovers(&[]);
-                if !left.is_empty() {
-                    failures.push(format!("{case}: left {left:?}"));
-                }
+                end_stdio(&case, &mut server, "stdin closed", &mut failures);
+                note_leftovers(&case, &mut failures);
             }
             assert!(failures.is_empty(), "{failures:#?}");
         },

@@ -17,6 +17,8 @@ use render::Lanes;
 
 use crate::drivers::{SseSession, StdioSession, StreamableHttpSession};
 use crate::procs::{self, mib};
+use crate::warm::{NpWorkspace, NP_SCRIPT};
+use crate::HTTP_LOAD_LIMITS;
 
 pub struct Options<'a> {
     pub python: &'a Path,
@@ -34,8 +36,6 @@ const HELLO: &str = "hello_world.py";
 const BURN: &str = "burn_two_cores.py";
 /// Two processes spinning for 300 ms: a run that uses both cores.
 const BURN_SOURCE: &str = "import os, time\n\ndef spin(s):\n    end = time.perf_counter() + s\n    while time.perf_counter() < end:\n        pass\n\npid = os.fork()\nspin(0.3)\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)\nprint(\"burnt\")\n";
-const NP_SCRIPT: &str = "np_pandas.py";
-const NP_SOURCE: &str = "import numpy, pandas\n\ndf = pandas.DataFrame({\"x\": numpy.arange(1000)})\nprint(int(df[\"x\"].sum()))\n";
 
 /// Counts for a sitting.
 struct Counts {
@@ -150,16 +150,8 @@ pub async fn measure(projects: &Path, bin: &Path, opts: &Options<'_>) -> anyhow:
         rows.push(cells);
     };
     let cold_args = [opts.server_args, &["--warm", "off"]].concat();
-    let http_extra = [
-        "--max-sessions",
-        "5000",
-        "--max-connections",
-        "5000",
-        "--max-concurrent",
-        "64",
-    ];
-    let warm_http_args = [opts.server_args, &http_extra].concat();
-    let cold_http_args = [&cold_args[..], &http_extra].concat();
+    let warm_http_args = [opts.server_args, &HTTP_LOAD_LIMITS].concat();
+    let cold_http_args = [&cold_args[..], &HTTP_LOAD_LIMITS].concat();
 
     // The servers, alive for the whole sitting (so that the raw spawns' CPU, the bench's own
     // reaped children, holds nothing else).
@@ -457,24 +449,12 @@ async fn numpy_rows(
     n: &Counts,
     ids: &mut Ids,
 ) -> anyhow::Result<Vec<(String, Lanes)>> {
-    // A projects folder of its own on the venv's file system (hard links), and a cache of its
-    // own, so that the venv's compiled packages are this bench's.
-    let parent = venv.parent().context("venv folder")?;
-    let work = tempfile::Builder::new()
-        .prefix("pyrun-bench-np-")
-        .tempdir_in(parent)?;
-    let projects = work.path().join("projects");
-    let cache = work.path().join("cache");
-    std::fs::create_dir_all(&projects)?;
-    std::fs::create_dir_all(&cache)?;
-    let copied = std::process::Command::new("cp")
-        .arg("-al")
-        .arg(venv)
-        .arg(projects.join(".venv"))
-        .status()?;
-    anyhow::ensure!(copied.success(), "cp -al of the venv failed");
-    std::fs::write(projects.join(NP_SCRIPT), NP_SOURCE)?;
-    let venv_python = projects.join(".venv/bin/python");
+    let work = NpWorkspace::make(venv)?;
+    let (projects, cache, venv_python) = (
+        work.projects.clone(),
+        work.cache.clone(),
+        work.venv_python.clone(),
+    );
     let base_s = base.to_str().context("base interpreter path")?;
     let warm_args = ["--python", base_s];
     let cold_args = ["--python", base_s, "--warm", "off"];
