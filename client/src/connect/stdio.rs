@@ -193,24 +193,25 @@ fn relay_stderr(stderr: tokio::process::ChildStderr, server_log: ServerLog) -> S
 /// A line a server wrote about a failure: `error: …` (a refused start), or a log line at level
 /// ERROR (`2026-… ERROR target: …`).
 fn is_error_line(line: &str) -> bool {
-    let trimmed = line.trim_start();
-    trimmed.to_lowercase().starts_with("error")
-        || trimmed
-            .split_whitespace()
-            .take(3)
-            .any(|word| word == "ERROR" || word.ends_with("ERROR"))
+    says_level(line, "error", "ERROR")
 }
 
 /// A line a server wrote to warn about its settings (`warning: …`, or a log line at level WARN):
 /// shown like an error (a misspelled setting in `.env`, a venv's interpreter the server refused),
 /// though it is not what ended a start.
 fn is_warning_line(line: &str) -> bool {
+    says_level(line, "warning", "WARN")
+}
+
+/// A line that starts with `word` (any case: `error: …`), or a log line whose level, among its
+/// first three words, is `level` (`2026-… ERROR target: …`, with or without colour codes).
+fn says_level(line: &str, word: &str, level: &str) -> bool {
     let trimmed = line.trim_start();
-    trimmed.to_lowercase().starts_with("warning")
+    trimmed.to_lowercase().starts_with(word)
         || trimmed
             .split_whitespace()
             .take(3)
-            .any(|word| word == "WARN" || word.ends_with("WARN"))
+            .any(|w| w.ends_with(level))
 }
 
 /// "pyrun-mcp listening on http://…", "Uvicorn running on http://…": a server that waits for
